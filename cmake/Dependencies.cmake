@@ -1,0 +1,12 @@
+# Third-party libraries, all from Debian packages (scripts/install_deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED)
+find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+find_package(yaml-cpp REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+if(CUDAGRAD_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

@@ -1,0 +1,29 @@
+// CPU reference for 2-D convolution, NCHW layout, weights [c_out, c_in, kh, kw] (PyTorch order).
+// Rule: forward and backward-data write (=) their outputs; backward-filter writes (=) dw and db.
+// Deterministic: results do not depend on the number of OpenMP threads.
+#pragma once
+#include <cstdint>
+
+namespace cg::kernels::cpu {
+
+struct Conv2dShape {
+  int64_t n = 1, c_in = 1, h = 1, w = 1;  // input
+  int64_t c_out = 1, kh = 1, kw = 1;      // filter
+  int64_t stride = 1, pad = 0;
+  int64_t out_h() const { return (h + 2 * pad - kh) / stride + 1; }
+  int64_t out_w() const { return (w + 2 * pad - kw) / stride + 1; }
+};
+
+// y[n, c_out, out_h, out_w] = conv(x, w) + bias (bias may be null).
+template <typename T>
+void conv2d_forward(const Conv2dShape& s, const T* x, const T* w, const T* bias, T* y);
+
+// dx[n, c_in, h, w] from dy[n, c_out, out_h, out_w].
+template <typename T>
+void conv2d_backward_data(const Conv2dShape& s, const T* dy, const T* w, T* dx);
+
+// dw[c_out, c_in, kh, kw] and db[c_out] (db may be null) from x and dy.
+template <typename T>
+void conv2d_backward_filter(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db);
+
+}  // namespace cg::kernels::cpu
