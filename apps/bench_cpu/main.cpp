@@ -1,0 +1,86 @@
+// cudagrad-bench-cpu: CPU training throughput of MiniResNet on random data, the number that
+// bench/cpu_compare.sh puts next to PyTorch's. Same recipe as bench/pytorch/train_throughput.py:
+// fp32, SGD (momentum 0.9, weight decay 1e-4, lr 0.01), cross-entropy, fixed random batch.
+// Prints a line per phase and, last, one JSON line.
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/ops.h"
+#include "nn/miniresnet.h"
+#include "nn/optimizer.h"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cudagrad CPU training throughput (MiniResNet, synthetic data)"};
+  int64_t batch = 64, steps = 20, warmup = 3, image_size = 32, in_channels = 3;
+  int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<int64_t> widths{64, 128, 256};
+  app.add_option("--batch-size", batch, "images per step")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "OpenMP threads")->check(CLI::PositiveNumber);
+  app.add_option("--widths", widths, "stage widths, e.g. 64,128,256")->delimiter(',');
+  app.add_option("--in-channels", in_channels)->check(CLI::PositiveNumber);
+  app.add_option("--image-size", image_size)->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    omp_set_num_threads(threads);
+    cg::Generator gen(0);
+    cg::nn::MiniResNetOptions mo;
+    mo.in_channels = in_channels;
+    mo.widths = widths;
+    mo.blocks.assign(widths.size(), 2);
+    cg::nn::MiniResNet model(mo, gen);
+    cg::kernels::cpu::SgdParams h;
+    h.lr = 0.01f;
+    h.momentum = 0.9f;
+    h.weight_decay = 1e-4f;
+    cg::nn::SGD sgd(model.named_parameters(), h);
+
+    cg::Tensor x = cg::Tensor::empty({batch, in_channels, image_size, image_size});
+    cg::normal_(x, gen, 0.0, 1.0);
+    std::vector<int64_t> label_values(static_cast<size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i) label_values[size_t(i)] = (i * 7) % mo.num_classes;
+    cg::Tensor labels = cg::Tensor::from_vector(label_values, {batch});
+
+    std::vector<double> step_ms;
+    Clock::time_point start;
+    for (int64_t s = 0; s < warmup + steps; ++s) {
+      if (s == warmup) start = Clock::now();
+      const auto t0 = Clock::now();
+      cg::Tensor loss = cg::ops::cross_entropy(model(x), labels);
+      loss.backward();
+      sgd.step(h.lr);
+      sgd.zero_grad();
+      if (s >= warmup) step_ms.push_back(ms_since(t0));
+    }
+    const double total_s = ms_since(start) / 1000.0;
+    std::sort(step_ms.begin(), step_ms.end());
+    const double median = step_ms[step_ms.size() / 2];
+    const double ips = double(batch * steps) / total_s;
+    std::printf("cudagrad: MiniResNet widths %s, batch %lld, %dx%dx%d, %d threads: %.1f images/s "
+                "(median step %.1f ms)\n",
+                cg::shape_str(widths).c_str(), (long long)batch, int(in_channels), int(image_size),
+                int(image_size), threads, ips, median);
+    nlohmann::json j{{"engine", "cudagrad"}, {"threads", threads}, {"batch", batch},
+                     {"images_per_s", ips}, {"median_step_ms", median}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,304 @@
+#include "apps/common/trainer.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "apps/common/metrics.h"
+#include "data/dataset_factory.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops.h"
+#include "kernels/cuda/device_info.h"
+#include "nn/checkpoint.h"
+#include "nn/lr_schedule.h"
+#include "nn/miniresnet.h"
+#include "util/atomic_file.h"
+#include "util/log.h"
+#include "util/progress.h"
+
+namespace cg::apps {
+namespace fs = std::filesystem;
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+data::DatasetKind dataset_kind(const TrainConfig& c) {
+  switch (c.data.dataset) {
+    case DatasetName::fashion_mnist: return data::DatasetKind::fashion_mnist;
+    case DatasetName::cifar10: return data::DatasetKind::cifar10;
+    case DatasetName::synthetic: return data::DatasetKind::synthetic;
+  }
+  CG_FAIL("unknown dataset");
+}
+
+std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train) {
+  data::DatasetOptions o;
+  o.kind = dataset_kind(c);
+  o.path = c.data.path;
+  o.train = train;
+  o.image_size = int(c.data.image_size);
+  o.synthetic_size = train ? c.data.synthetic_size : std::max<int64_t>(c.data.synthetic_size / 5, 1);
+  o.synthetic_channels = int(c.model.in_channels);
+  o.num_classes = int(c.model.num_classes);
+  o.seed = uint64_t(c.train.seed) + (train ? 0 : 1);
+  return data::make_dataset(o);
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
+  if (c.optim.name == OptimizerName::sgd) {
+    kernels::cpu::SgdParams h;
+    h.lr = float(c.optim.lr);
+    h.momentum = float(c.optim.momentum);
+    h.weight_decay = float(c.optim.weight_decay);
+    h.nesterov = c.optim.nesterov;
+    return std::make_unique<nn::SGD>(model.named_parameters(), h);
+  }
+  kernels::cpu::AdamWParams h;
+  h.lr = float(c.optim.lr);
+  h.beta1 = float(c.optim.beta1);
+  h.beta2 = float(c.optim.beta2);
+  h.eps = float(c.optim.eps);
+  h.weight_decay = float(c.optim.weight_decay);
+  return std::make_unique<nn::AdamW>(model.named_parameters(), h);
+}
+
+Tensor images_tensor(const data::Batch& b) {
+  return Tensor::from_vector<float>(b.images, {b.size, b.channels, b.height, b.width});
+}
+Tensor labels_tensor(const data::Batch& b) { return Tensor::from_vector<int64_t>(b.labels, {b.size}); }
+
+struct EvalResult {
+  double loss = 0, accuracy = 0, images_per_s = 0;
+};
+
+EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c) {
+  autograd::NoGradGuard no_grad;
+  model.eval();
+  data::DistributedSampler sampler(test_set.size(), 0, 1, /*shuffle=*/false, 0, /*drop_last=*/false);
+  data::LoaderOptions lo;
+  lo.batch_size = c.train.eval_batch_size;
+  lo.num_workers = int(c.data.num_workers);
+  lo.drop_last = false;
+  data::DataLoader loader(test_set, sampler, lo);
+  loader.start_epoch(0);
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+  const auto start = Clock::now();
+  while (auto batch = loader.next()) {
+    int64_t hits = 0;
+    Tensor loss = ops::cross_entropy(model(images_tensor(*batch)), labels_tensor(*batch), &hits);
+    loss_sum += loss.item() * double(batch->size);
+    correct += hits;
+    seen += batch->size;
+  }
+  model.train();
+  EvalResult r;
+  r.loss = loss_sum / double(std::max<int64_t>(seen, 1));
+  r.accuracy = double(correct) / double(std::max<int64_t>(seen, 1));
+  r.images_per_s = double(seen) / std::max(seconds_since(start), 1e-9);
+  return r;
+}
+
+nn::ScheduleKind schedule_kind(const TrainConfig& c) {
+  switch (c.sched.name) {
+    case ScheduleName::constant: return nn::ScheduleKind::constant;
+    case ScheduleName::cosine: return nn::ScheduleKind::cosine;
+    case ScheduleName::warmup_cosine: return nn::ScheduleKind::warmup_cosine;
+  }
+  CG_FAIL("unknown schedule");
+}
+
+void choose_device(const TrainConfig& c) {
+  const int gpus = kernels::cuda::device_count();
+  if (c.train.device == DeviceName::cuda)
+    throw Error(fmt::format("train.device=cuda: training on the GPU is not available in this "
+                            "version (CUDA devices visible: {}); use train.device=cpu", gpus));
+  log::info("device: cpu ({} threads){}", omp_get_max_threads(),
+            gpus > 0 ? fmt::format("; {} CUDA device(s) seen but CUDA training is not available yet", gpus)
+                     : std::string());
+}
+
+}  // namespace
+
+void install_stop_signal_handlers() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
+  const int threads = c.train.threads > 0 ? int(c.train.threads)
+                                          : int(std::max(1u, std::thread::hardware_concurrency()));
+  omp_set_num_threads(threads);
+  choose_device(c);
+  CG_CHECK(!c.amp.enabled, "amp.enabled=true needs the CUDA backend; the CPU trains in float32");
+
+  const fs::path out_dir = c.output.dir;
+  const fs::path ckpt_dir = c.checkpoint.dir.empty() ? out_dir / "checkpoints" : fs::path(c.checkpoint.dir);
+  fs::create_directories(out_dir);
+  write_file_atomically((out_dir / "config.yaml").string(), config_yaml);
+
+  auto train_set = make_split(c, true);
+  auto test_set = make_split(c, false);
+  CG_CHECK(train_set->channels() == c.model.in_channels,
+           "model.in_channels={} but {} images have {} channel(s)", c.model.in_channels,
+           train_set->name(), train_set->channels());
+  log::info("data: {} train {} / test {} images, {}x{}x{}", train_set->name(), train_set->size(),
+            test_set->size(), train_set->channels(), train_set->height(), train_set->width());
+
+  Generator gen(uint64_t(c.train.seed));
+  nn::MiniResNetOptions mo;
+  mo.in_channels = c.model.in_channels;
+  mo.num_classes = c.model.num_classes;
+  mo.widths = c.model.widths;
+  mo.blocks = c.model.blocks;
+  nn::MiniResNet model(mo, gen);
+  int64_t n_params = 0;
+  for (auto& [name, t] : model.named_parameters()) n_params += t.numel();
+  log::info("model: MiniResNet widths {} blocks {}, {} parameters", shape_str(mo.widths),
+            shape_str(mo.blocks), n_params);
+  if (!c.model.init_from.empty()) {
+    nn::load_model_weights(c.model.init_from, model);
+    log::info("model: weights from {}", c.model.init_from);
+  }
+  auto optimizer = make_optimizer(c, model);
+  const std::string optim_name = c.optim.name == OptimizerName::sgd ? "sgd" : "adamw";
+
+  data::DistributedSampler sampler(train_set->size(), 0, 1, c.data.shuffle, uint64_t(c.train.seed), true);
+  data::LoaderOptions lo;
+  lo.batch_size = c.data.batch_size;
+  lo.num_workers = int(c.data.num_workers);
+  lo.drop_last = true;
+  lo.augment.enabled = c.data.augment;
+  lo.seed = uint64_t(c.train.seed);
+  lo.rank = 0;
+  data::DataLoader loader(*train_set, sampler, lo);
+  const int64_t batches_per_epoch = loader.batches_per_epoch();
+  CG_CHECK(batches_per_epoch > 0, "data.batch_size={} is larger than the {} training images",
+           c.data.batch_size, train_set->size());
+  const int64_t accum = c.train.grad_accum_steps;
+  const int64_t steps_per_epoch = (batches_per_epoch + accum - 1) / accum;
+  int64_t total_steps = steps_per_epoch * c.train.epochs;
+  if (c.train.max_steps > 0) total_steps = std::min(total_steps, c.train.max_steps);
+
+  nn::ScheduleOptions so;
+  so.kind = schedule_kind(c);
+  so.base_lr = c.optim.lr;
+  so.min_lr = c.sched.min_lr;
+  so.warmup_steps = c.sched.warmup_steps;
+  so.total_steps = steps_per_epoch * c.train.epochs;
+  so.steps_per_epoch = steps_per_epoch;
+  so.epochs = c.train.epochs;
+  const nn::LrSchedule schedule(so);
+
+  nn::TrainingProgress pos;
+  pos.optimizer = optim_name;
+  pos.config_yaml = config_yaml;
+  if (!c.checkpoint.resume_from.empty()) {
+    pos = nn::load_checkpoint(c.checkpoint.resume_from, model, *optimizer);
+    CG_CHECK(pos.optimizer == optim_name, "checkpoint {} was written by optimizer '{}', config says '{}'",
+             c.checkpoint.resume_from, pos.optimizer, optim_name);
+    if (!pos.rng_state.empty()) gen.set_state(pos.rng_state);
+    pos.config_yaml = config_yaml;
+    log::info("resumed from {}: epoch {}, batch {}, step {}", c.checkpoint.resume_from,
+              pos.epoch + 1, pos.batch_in_epoch, pos.step);
+  }
+  MetricsWriter metrics = log::is_main_process()
+                              ? MetricsWriter((out_dir / "metrics.jsonl").string(), !c.checkpoint.resume_from.empty())
+                              : MetricsWriter();
+
+  TrainResult result;
+  auto write_checkpoint = [&](const std::string& name) {
+    pos.rng_state = gen.state();
+    const std::string path = (ckpt_dir / name).string();
+    nn::save_checkpoint(path, model, *optimizer, pos);
+    result.checkpoint = path;
+    log::info("checkpoint: {}", path);
+  };
+
+  model.train();
+  bool stop = pos.step >= total_steps;
+  while (!stop && pos.epoch < c.train.epochs) {
+    loader.start_epoch(pos.epoch, pos.batch_in_epoch);
+    ProgressBar bar(log::is_main_process() && ProgressBar::stdout_is_terminal(),
+                    fmt::format("epoch {}/{}", pos.epoch + 1, c.train.epochs), batches_per_epoch);
+    double loss_sum = 0;
+    int64_t correct = 0, seen = 0, micro = 0;
+    auto window_start = Clock::now();
+    while (auto batch = loader.next()) {
+      int64_t hits = 0;
+      Tensor loss = ops::cross_entropy(model(images_tensor(*batch)), labels_tensor(*batch), &hits);
+      const double loss_value = loss.item();
+      CG_CHECK(std::isfinite(loss_value), "loss became {} at step {} (epoch {}); lower optim.lr?",
+               loss_value, pos.step, pos.epoch + 1);
+      (accum > 1 ? ops::scale(loss, 1.0 / double(accum)) : loss).backward();
+      loss_sum += loss_value * double(batch->size);
+      correct += hits;
+      seen += batch->size;
+      ++pos.batch_in_epoch;
+      if (++micro < accum && pos.batch_in_epoch < batches_per_epoch) continue;
+      micro = 0;
+      const double lr = schedule.lr_at(pos.step);
+      optimizer->step(lr);
+      optimizer->zero_grad();
+      ++pos.step;
+      bar.update(pos.batch_in_epoch, fmt::format("loss {:.4f} lr {:.4g}", loss_sum / double(seen), lr));
+      if (pos.step % c.train.log_interval == 0 || pos.batch_in_epoch == batches_per_epoch) {
+        const double ips = double(seen) / std::max(seconds_since(window_start), 1e-9);
+        nlohmann::json rec{{"kind", "train"}, {"epoch", pos.epoch + 1}, {"step", pos.step},
+                           {"loss", loss_sum / double(seen)}, {"accuracy", double(correct) / double(seen)},
+                           {"lr", lr}, {"images_per_s", ips}};
+        metrics.write(rec);
+        if (!bar.enabled())
+          log::info("epoch {} step {} loss {:.4f} acc {:.4f} lr {:.4g} {:.1f} img/s", pos.epoch + 1,
+                    pos.step, loss_sum / double(seen), double(correct) / double(seen), lr, ips);
+        loss_sum = 0;
+        correct = seen = 0;
+        window_start = Clock::now();
+      }
+      if (pos.step >= total_steps) stop = true;
+      if (g_stop_signal.load()) {
+        result.interrupted = stop = true;
+        log::warn("signal {} received: checkpointing at step {} and stopping", g_stop_signal.load(), pos.step);
+      }
+      if (stop) break;
+    }
+    bar.finish();
+    const bool epoch_done = pos.batch_in_epoch >= batches_per_epoch;
+    if (epoch_done) {
+      ++pos.epoch;
+      pos.batch_in_epoch = 0;
+    }
+    if (result.interrupted) break;
+    if (epoch_done || stop) {
+      const EvalResult ev = evaluate(model, *test_set, c);
+      result.test_accuracy = ev.accuracy;
+      result.test_loss = ev.loss;
+      metrics.write({{"kind", "eval"}, {"epoch", epoch_done ? pos.epoch : pos.epoch + 1}, {"step", pos.step},
+                     {"loss", ev.loss}, {"accuracy", ev.accuracy},
+                     {"lr", schedule.lr_at(std::max<int64_t>(pos.step - 1, 0))},
+                     {"images_per_s", ev.images_per_s}});
+      log::info("eval after epoch {}: test loss {:.4f}, accuracy {:.2f}%", epoch_done ? pos.epoch : pos.epoch + 1,
+                ev.loss, 100.0 * ev.accuracy);
+    }
+    if (epoch_done && c.checkpoint.save_every > 0 && pos.epoch % c.checkpoint.save_every == 0 && !stop &&
+        pos.epoch < c.train.epochs)
+      write_checkpoint(fmt::format("epoch_{}.safetensors", pos.epoch));
+  }
+  write_checkpoint("last.safetensors");
+  result.steps = pos.step;
+  return result;
+}
+
+}  // namespace cg::apps

@@ -1,0 +1,28 @@
+// Who this process is in a data-parallel job, read from the launcher's environment: torchrun and
+// cudagrad-launch (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI
+// (OMPI_COMM_WORLD_*), MPICH/Hydra (PMI_RANK, PMI_SIZE) and Slurm (SLURM_PROCID, ...). None set
+// means a single process. Inconsistent values fail naming the variables.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace cg::dist {
+
+struct Identity {
+  int rank = 0;
+  int local_rank = 0;  // picks the GPU on this node
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string source = "single process";  // which launcher's variables were used
+  bool is_distributed() const { return world_size > 1; }
+};
+
+// Looks a variable up; the default reads the process environment. Tests pass a map instead.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+std::optional<std::string> process_env(const std::string& name);
+
+Identity identity_from_env(const EnvLookup& env = process_env);
+
+}  // namespace cg::dist

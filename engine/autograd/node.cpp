@@ -1,0 +1,66 @@
+#include "engine/autograd/node.h"
+
+#include <atomic>
+
+#include "engine/autograd/grad_mode.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace cg::autograd {
+namespace {
+std::atomic<uint64_t> g_next_sequence_nr{0};
+
+// The edge that carries a gradient into `t`: its producer, or its accumulator when a leaf.
+Edge edge_to(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  TensorImpl& impl = t.impl();
+  if (impl.grad_fn) return {impl.grad_fn};
+  if (!impl.grad_accumulator)
+    impl.grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  return {impl.grad_accumulator};
+}
+}  // namespace
+
+Node::Node() : sequence_nr(g_next_sequence_nr++) {}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  auto leaf_impl = leaf_.lock();
+  if (!leaf_impl || !grad_output.defined()) return {};
+  Tensor leaf(leaf_impl);
+  CG_CHECK(grad_output.shape() == leaf.shape(), "gradient {} for parameter {}", grad_output.str(),
+           leaf.str());
+  Tensor grad = leaf.grad();
+  if (!grad.defined()) {
+    // Copy rather than alias: the incoming tensor may be shared with another branch of the graph,
+    // and a later backward accumulates into .grad in place.
+    leaf.set_grad(grad_output.to(leaf.dtype()).clone());
+  } else {
+    CG_CHECK(grad.dtype() == grad_output.dtype(), "gradient dtype {} for .grad of dtype {}",
+             dtype_name(grad_output.dtype()), dtype_name(grad.dtype()));
+    if (grad.dtype() == DType::f32) {
+      kernels::cpu::accumulate(grad.numel(), grad_output.data<float>(), grad.data<float>());
+    } else if (grad.dtype() == DType::f64) {
+      kernels::cpu::accumulate(grad.numel(), grad_output.data<double>(), grad.data<double>());
+    } else {
+      CG_FAIL("gradient accumulation in {} is not supported", dtype_name(grad.dtype()));
+    }
+  }
+  for (auto& hook : leaf_impl->grad_ready_hooks) hook(leaf);
+  return {};
+}
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void connect(Tensor& output, const std::shared_ptr<Node>& node,
+             std::initializer_list<const Tensor*> inputs) {
+  node->next_edges.clear();
+  for (const Tensor* t : inputs) node->next_edges.push_back(t ? edge_to(*t) : Edge{});
+  output.impl().grad_fn = node;
+  output.impl().requires_grad = true;
+}
+
+}  // namespace cg::autograd

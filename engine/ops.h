@@ -1,0 +1,45 @@
+// The differentiable operations a model is built from. Each takes and returns Tensors, computes
+// with the kernel for the tensor's device and dtype, and, when an input requires grad, records a
+// Node whose backward calls the matching backward kernels.
+// Layout: images are NCHW; weights follow PyTorch ([c_out, c_in, kh, kw], [out, in]).
+#pragma once
+#include "engine/tensor.h"
+
+namespace cg::ops {
+
+struct Conv2dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+};
+// x [N, Cin, H, W], weight [Cout, Cin, kh, kw], bias [Cout] or undefined.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options);
+
+struct BatchNormOptions {
+  bool training = true;
+  double momentum = 0.1;
+  double eps = 1e-5;
+};
+// x [N, C, H, W]; weight, bias, running_mean, running_var [C]. Training mode normalizes with the
+// batch statistics and updates the running ones (and num_batches_tracked, when defined) in place;
+// eval mode normalizes with the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& num_batches_tracked, BatchNormOptions options);
+
+Tensor relu(const Tensor& x);
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor add_relu(const Tensor& a, const Tensor& b);  // relu(a + b), one pass
+Tensor scale(const Tensor& x, double alpha);        // alpha * x
+
+// [N, C, H, W] -> [N, C], the mean over H and W.
+Tensor global_avg_pool(const Tensor& x);
+// x [N, in], weight [out, in], bias [out] or undefined -> [N, out].
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// Mean over the batch of -log softmax(logits)[label]; logits [N, classes], labels int64 [N].
+// When `correct` is given, it receives how many rows' argmax equals the label.
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, int64_t* correct = nullptr);
+// A differentiable view with a new shape (same number of elements).
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x);  // [N, ...] -> [N, prod(...)]
+
+}  // namespace cg::ops

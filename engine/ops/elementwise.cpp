@@ -1,0 +1,95 @@
+// relu, add, add_relu and scale, with their backward nodes.
+#include "engine/autograd/node.h"
+#include "engine/ops.h"
+#include "engine/ops/dispatch.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace cg::ops {
+namespace {
+
+// relu and add_relu share a backward: the gradient passes where the output is positive, to every
+// input (one for relu, two for add_relu).
+class ReluBackward : public autograd::Node {
+ public:
+  ReluBackward(Tensor y, int num_inputs) : y_(std::move(y)), num_inputs_(num_inputs) {}
+  std::string name() const override { return num_inputs_ == 1 ? "ReluBackward" : "AddReluBackward"; }
+  void release_saved() override { y_ = {}; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dx = Tensor::empty(dy.shape(), dy.dtype());
+    detail::dispatch_floating("relu backward", dy, [&]<typename T>() {
+      kernels::cpu::relu_backward<T>(dy.numel(), dy.data<T>(), y_.data<T>(), dx.data<T>());
+    });
+    return std::vector<Tensor>(size_t(num_inputs_), dx);
+  }
+
+ private:
+  Tensor y_;
+  int num_inputs_;
+};
+
+class AddBackward : public autograd::Node {
+ public:
+  std::string name() const override { return "AddBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override { return {dy, dy}; }
+};
+
+class ScaleBackward : public autograd::Node {
+ public:
+  explicit ScaleBackward(double alpha) : alpha_(alpha) {}
+  std::string name() const override { return "ScaleBackward"; }
+  std::vector<Tensor> apply(const Tensor& dy) override { return {scale(dy, alpha_)}; }
+
+ private:
+  double alpha_;
+};
+
+void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
+  CG_CHECK(a.shape() == b.shape(), "{}: shapes {} and {} differ", op, a.str(), b.str());
+  detail::check_same(op, a, b);
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  detail::dispatch_floating("relu", x, [&]<typename T>() {
+    kernels::cpu::relu_forward<T>(x.numel(), x.data<T>(), y.data<T>());
+  });
+  if (autograd::any_requires_grad({&x}))
+    autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 1), {&x});
+  return y;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  check_same_shape("add", a, b);
+  Tensor y = Tensor::empty(a.shape(), a.dtype());
+  detail::dispatch_floating("add", a, [&]<typename T>() {
+    kernels::cpu::add<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
+  });
+  if (autograd::any_requires_grad({&a, &b}))
+    autograd::connect(y, std::make_shared<AddBackward>(), {&a, &b});
+  return y;
+}
+
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  check_same_shape("add_relu", a, b);
+  Tensor y = Tensor::empty(a.shape(), a.dtype());
+  detail::dispatch_floating("add_relu", a, [&]<typename T>() {
+    kernels::cpu::add_relu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
+  });
+  if (autograd::any_requires_grad({&a, &b}))
+    autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 2), {&a, &b});
+  return y;
+}
+
+Tensor scale(const Tensor& x, double alpha) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  detail::dispatch_floating("scale", x, [&]<typename T>() {
+    kernels::cpu::scale<T>(x.numel(), T(alpha), x.data<T>(), y.data<T>());
+  });
+  if (autograd::any_requires_grad({&x}))
+    autograd::connect(y, std::make_shared<ScaleBackward>(alpha), {&x});
+  return y;
+}
+
+}  // namespace cg::ops

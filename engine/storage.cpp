@@ -1,0 +1,15 @@
+#include "engine/storage.h"
+
+#include "engine/host_allocator.h"
+#include "util/check.h"
+
+namespace cg {
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  CG_CHECK(device.is_cpu(), "CUDA storage needs the CUDA backend (device {})", device.str());
+  if (nbytes > 0) data_ = host_allocate(nbytes);
+}
+
+Storage::~Storage() { host_free(data_, nbytes_); }
+
+}  // namespace cg

@@ -1,0 +1,175 @@
+// Batch normalization, one channel at a time (channels are independent, so the parallel split
+// over channels keeps results deterministic). Statistics accumulate in double: a channel can hold
+// 64K activations, and float sums of that length lose digits PyTorch keeps.
+#include "kernels/cpu/batchnorm.h"
+
+#include <cmath>
+
+#include "kernels/cpu/parallel.h"
+
+namespace cg::kernels::cpu {
+namespace {
+
+// Sum of n values and of their products with a second array, in 16 fixed lanes so the compiler
+// vectorizes it (a plain float reduction would need -ffast-math reordering); the lane order is
+// fixed, so the result is deterministic. Planes are at most a few thousand values, so float lanes
+// lose nothing that matters; callers add plane results in double.
+template <typename T>
+double lane_sum(const T* p, int64_t n) {
+  T lanes[16] = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += p[j + l];
+  double total = 0;
+  for (int l = 0; l < 16; ++l) total += double(lanes[l]);
+  for (; j < n; ++j) total += double(p[j]);
+  return total;
+}
+
+// sum((p - shift)^2) and sum(g * (p - shift)), lane-wise as above.
+template <typename T>
+double lane_sq_dev(const T* p, T shift, int64_t n) {
+  T lanes[16] = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) {
+      const T d = p[j + l] - shift;
+      lanes[l] += d * d;
+    }
+  double total = 0;
+  for (int l = 0; l < 16; ++l) total += double(lanes[l]);
+  for (; j < n; ++j) total += double(p[j] - shift) * double(p[j] - shift);
+  return total;
+}
+
+template <typename T>
+double lane_dot_dev(const T* g, const T* p, T shift, int64_t n) {
+  T lanes[16] = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += g[j + l] * (p[j + l] - shift);
+  double total = 0;
+  for (int l = 0; l < 16; ++l) total += double(lanes[l]);
+  for (; j < n; ++j) total += double(g[j]) * double(p[j] - shift);
+  return total;
+}
+
+}  // namespace
+
+template <typename T>
+void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
+                             T eps, T momentum, T* running_mean, T* running_var, T* y,
+                             T* save_mean, T* save_invstd) {
+  const double m = double(s.n * s.hw);
+  parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double sum = 0;
+      for (int64_t i = 0; i < s.n; ++i) sum += lane_sum(x + (i * s.c + c) * s.hw, s.hw);
+      const double mean = sum / m;
+      double sq = 0;
+      for (int64_t i = 0; i < s.n; ++i) sq += lane_sq_dev(x + (i * s.c + c) * s.hw, T(mean), s.hw);
+      const double var = sq / m;  // biased: what normalization uses
+      const T invstd = T(1.0 / std::sqrt(var + double(eps)));
+      save_mean[c] = T(mean);
+      save_invstd[c] = invstd;
+      if (running_mean) running_mean[c] = (T(1) - momentum) * running_mean[c] + momentum * T(mean);
+      if (running_var) {
+        const double unbiased = m > 1 ? sq / (m - 1) : var;
+        running_var[c] = (T(1) - momentum) * running_var[c] + momentum * T(unbiased);
+      }
+      const T scale = gamma[c] * invstd, shift = beta[c] - T(mean) * scale;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const T* p = x + (i * s.c + c) * s.hw;
+        T* q = y + (i * s.c + c) * s.hw;
+        for (int64_t j = 0; j < s.hw; ++j) q[j] = p[j] * scale + shift;
+      }
+    }
+  });
+}
+
+template <typename T>
+void batchnorm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
+                            const T* running_mean, const T* running_var, T eps, T* y) {
+  parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const T scale = gamma[c] / std::sqrt(running_var[c] + eps);
+      const T shift = beta[c] - running_mean[c] * scale;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const T* p = x + (i * s.c + c) * s.hw;
+        T* q = y + (i * s.c + c) * s.hw;
+        for (int64_t j = 0; j < s.hw; ++j) q[j] = p[j] * scale + shift;
+      }
+    }
+  });
+}
+
+template <typename T>
+void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
+                              const T* save_mean, const T* save_invstd, T* dx, T* dgamma,
+                              T* dbeta) {
+  const double m = double(s.n * s.hw);
+  parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const double mean = double(save_mean[c]), invstd = double(save_invstd[c]);
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const T* g = dy + (i * s.c + c) * s.hw;
+        sum_dy += lane_sum(g, s.hw);
+        sum_dy_xhat += lane_dot_dev(g, x + (i * s.c + c) * s.hw, T(mean), s.hw);
+      }
+      sum_dy_xhat *= invstd;
+      dbeta[c] = T(sum_dy);
+      dgamma[c] = T(sum_dy_xhat);
+      // dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+      const T k = T(double(gamma[c]) * invstd);
+      const T mean_dy = T(sum_dy / m), proj = T(sum_dy_xhat / m * invstd);
+      const T mu = T(mean);
+      for (int64_t i = 0; i < s.n; ++i) {
+        const T* g = dy + (i * s.c + c) * s.hw;
+        const T* p = x + (i * s.c + c) * s.hw;
+        T* q = dx + (i * s.c + c) * s.hw;
+        for (int64_t j = 0; j < s.hw; ++j) q[j] = k * (g[j] - mean_dy - (p[j] - mu) * proj);
+      }
+    }
+  });
+}
+
+template <typename T>
+void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
+                             const T* running_mean, const T* running_var, T eps, T* dx,
+                             T* dgamma, T* dbeta) {
+  parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const T invstd = T(1) / std::sqrt(running_var[c] + eps);
+      const T k = gamma[c] * invstd;
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const T* g = dy + (i * s.c + c) * s.hw;
+        const T* p = x + (i * s.c + c) * s.hw;
+        T* q = dx + (i * s.c + c) * s.hw;
+        for (int64_t j = 0; j < s.hw; ++j) {
+          sum_dy += double(g[j]);
+          sum_dy_xhat += double(g[j]) * double((p[j] - running_mean[c]) * invstd);
+          q[j] = g[j] * k;
+        }
+      }
+      dbeta[c] = T(sum_dy);
+      dgamma[c] = T(sum_dy_xhat);
+    }
+  });
+}
+
+#define CG_INSTANTIATE(T)                                                                        \
+  template void batchnorm_forward_train<T>(const BatchNormShape&, const T*, const T*, const T*, \
+                                           T, T, T*, T*, T*, T*, T*);                           \
+  template void batchnorm_forward_eval<T>(const BatchNormShape&, const T*, const T*, const T*,  \
+                                          const T*, const T*, T, T*);                           \
+  template void batchnorm_backward_train<T>(const BatchNormShape&, const T*, const T*,          \
+                                            const T*, const T*, const T*, T*, T*, T*);          \
+  template void batchnorm_backward_eval<T>(const BatchNormShape&, const T*, const T*, const T*, \
+                                           const T*, const T*, T, T*, T*, T*);
+CG_INSTANTIATE(float)
+CG_INSTANTIATE(double)
+#undef CG_INSTANTIATE
+
+}  // namespace cg::kernels::cpu

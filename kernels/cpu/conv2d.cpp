@@ -1,0 +1,255 @@
+// Convolution as im2col + GEMM (Eigen). Images are processed in chunks: a chunk's columns are laid
+// side by side so one GEMM covers several images, which keeps small late-stage feature maps
+// (8x8) efficient. Chunk sizes depend only on the shape, never on the thread count, and
+// backward-filter sums per-chunk partial gradients in chunk order: results are bit-identical for
+// any number of threads.
+#include "kernels/cpu/conv2d.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+
+namespace cg::kernels::cpu {
+namespace {
+
+template <typename T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// A chunk's GEMM wants at least this many columns (images x output pixels) to run near peak.
+constexpr int64_t kForwardColumns = 512;
+
+int64_t images_per_chunk(const Conv2dShape& s, int64_t target_columns) {
+  const int64_t hw = s.out_h() * s.out_w();
+  return std::clamp<int64_t>((target_columns + hw - 1) / hw, 1, s.n);
+}
+
+bool is_pointwise(const Conv2dShape& s) {
+  return s.kh == 1 && s.kw == 1 && s.stride == 1 && s.pad == 0;
+}
+
+// The output columns xo whose input column xo*stride - pad + j falls inside [0, w): [lo, hi).
+struct ValidRange {
+  int64_t lo, hi;
+};
+inline ValidRange valid_columns(const Conv2dShape& s, int64_t j) {
+  const int64_t ow = s.out_w();
+  // smallest xo with xo*stride >= pad - j, and smallest xo with xo*stride >= w + pad - j
+  auto ceil_div = [](int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; };
+  const int64_t lo = std::min(ceil_div(s.pad - j, s.stride), ow);
+  const int64_t hi = std::clamp(ceil_div(s.w + s.pad - j, s.stride), lo, ow);
+  return {lo, hi};
+}
+
+// col[(c*kh + i)*kw + j][k*ohw + p] = x_k[c][oh*stride - pad + i][ow*stride - pad + j] (0 outside),
+// for the `count` images starting at x (k indexes them); ld = count * ohw. Rows are copied as
+// contiguous runs (stride 1) or strided gathers, with the zero borders filled separately, so the
+// inner loops carry no bounds checks.
+template <typename T>
+void im2col(const Conv2dShape& s, const T* x, int64_t count, T* col) {
+  const int64_t oh = s.out_h(), ow = s.out_w(), ohw = oh * ow, ld = count * ohw;
+  for (int64_t k = 0; k < count; ++k) {
+    const T* img = x + k * s.c_in * s.h * s.w;
+    for (int64_t c = 0; c < s.c_in; ++c)
+      for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j) {
+          T* dst = col + ((c * s.kh + i) * s.kw + j) * ld + k * ohw;
+          const T* plane = img + c * s.h * s.w;
+          const ValidRange v = valid_columns(s, j);
+          for (int64_t y = 0; y < oh; ++y) {
+            const int64_t iy = y * s.stride - s.pad + i;
+            T* row = dst + y * ow;
+            if (iy < 0 || iy >= s.h) {
+              std::fill(row, row + ow, T(0));
+              continue;
+            }
+            std::fill(row, row + v.lo, T(0));
+            std::fill(row + v.hi, row + ow, T(0));
+            const T* src = plane + iy * s.w - s.pad + j;
+            if (s.stride == 1) {
+              std::memcpy(row + v.lo, src + v.lo, sizeof(T) * size_t(v.hi - v.lo));
+            } else {
+              for (int64_t xo = v.lo; xo < v.hi; ++xo) row[xo] = src[xo * s.stride];
+            }
+          }
+        }
+  }
+}
+
+// The adjoint of im2col: dx_k (zeroed by the caller) += scatter of col.
+template <typename T>
+void col2im(const Conv2dShape& s, const T* col, int64_t count, T* dx) {
+  const int64_t oh = s.out_h(), ow = s.out_w(), ohw = oh * ow, ld = count * ohw;
+  for (int64_t k = 0; k < count; ++k) {
+    T* img = dx + k * s.c_in * s.h * s.w;
+    for (int64_t c = 0; c < s.c_in; ++c)
+      for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j) {
+          const T* src = col + ((c * s.kh + i) * s.kw + j) * ld + k * ohw;
+          T* plane = img + c * s.h * s.w;
+          const ValidRange v = valid_columns(s, j);
+          for (int64_t y = 0; y < oh; ++y) {
+            const int64_t iy = y * s.stride - s.pad + i;
+            if (iy < 0 || iy >= s.h) continue;
+            T* dst = plane + iy * s.w - s.pad + j;
+            const T* row = src + y * ow;
+            if (s.stride == 1) {
+              for (int64_t xo = v.lo; xo < v.hi; ++xo) dst[xo] += row[xo];
+            } else {
+              for (int64_t xo = v.lo; xo < v.hi; ++xo) dst[xo * s.stride] += row[xo];
+            }
+          }
+        }
+  }
+}
+
+// [count][rows][ohw] (NCHW images) <-> [rows][count * ohw] (one GEMM operand).
+template <typename T>
+void images_to_columns(const T* src, int64_t count, int64_t rows, int64_t ohw, T* dst) {
+  for (int64_t k = 0; k < count; ++k)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + r * count * ohw + k * ohw, src + (k * rows + r) * ohw, sizeof(T) * ohw);
+}
+template <typename T>
+void columns_to_images(const T* src, int64_t count, int64_t rows, int64_t ohw, T* dst) {
+  for (int64_t k = 0; k < count; ++k)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + (k * rows + r) * ohw, src + r * count * ohw + k * ohw, sizeof(T) * ohw);
+}
+
+// Per-thread scratch, reused across calls so steady-state training allocates nothing here.
+template <typename T>
+T* scratch(int slot, size_t n) {
+  thread_local std::vector<T> buffers[3];
+  auto& b = buffers[slot];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
+}  // namespace
+
+template <typename T>
+void conv2d_forward(const Conv2dShape& s, const T* x, const T* w, const T* bias, T* y) {
+  const int64_t ohw = s.out_h() * s.out_w(), ckk = s.c_in * s.kh * s.kw;
+  const int64_t per = images_per_chunk(s, kForwardColumns), chunks = (s.n + per - 1) / per;
+  Eigen::Map<const RowMajor<T>> W(w, s.c_out, ckk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t first = ch * per, count = std::min(per, s.n - first);
+    const int64_t cols = count * ohw;
+    const T* xin = x + first * s.c_in * s.h * s.w;
+    T* col;
+    if (is_pointwise(s)) {
+      col = scratch<T>(0, size_t(ckk * cols));
+      images_to_columns(xin, count, s.c_in, ohw, col);
+    } else {
+      col = scratch<T>(0, size_t(ckk * cols));
+      im2col(s, xin, count, col);
+    }
+    T* out = count == 1 ? y + first * s.c_out * ohw : scratch<T>(1, size_t(s.c_out * cols));
+    Eigen::Map<RowMajor<T>> Y(out, s.c_out, cols);
+    Y.noalias() = W * Eigen::Map<const RowMajor<T>>(col, ckk, cols);
+    if (bias) Y.colwise() += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(bias, s.c_out);
+    if (count > 1) columns_to_images(out, count, s.c_out, ohw, y + first * s.c_out * ohw);
+  }
+}
+
+template <typename T>
+void conv2d_backward_data(const Conv2dShape& s, const T* dy, const T* w, T* dx) {
+  const int64_t ohw = s.out_h() * s.out_w(), ckk = s.c_in * s.kh * s.kw;
+  const int64_t per = images_per_chunk(s, kForwardColumns), chunks = (s.n + per - 1) / per;
+  Eigen::Map<const RowMajor<T>> W(w, s.c_out, ckk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t first = ch * per, count = std::min(per, s.n - first), cols = count * ohw;
+    const T* g = dy + first * s.c_out * ohw;
+    if (count > 1) {
+      T* gcols = scratch<T>(1, size_t(s.c_out * cols));
+      images_to_columns(g, count, s.c_out, ohw, gcols);
+      g = gcols;
+    }
+    T* out = dx + first * s.c_in * s.h * s.w;
+    T* col = scratch<T>(0, size_t(ckk * cols));
+    Eigen::Map<RowMajor<T>>(col, ckk, cols).noalias() =
+        W.transpose() * Eigen::Map<const RowMajor<T>>(g, s.c_out, cols);
+    if (is_pointwise(s)) {
+      columns_to_images(col, count, s.c_in, ohw, out);
+    } else {
+      std::fill(out, out + count * s.c_in * s.h * s.w, T(0));
+      col2im(s, col, count, out);
+    }
+  }
+}
+
+// Backward-filter accumulates over the batch. Work is split into a fixed number of slots (not
+// threads); each slot sums its chunks' products in order with GEMM's += form, and the slots'
+// partial gradients are added in slot order at the end.
+constexpr int64_t kFilterSlots = 8;
+
+template <typename T>
+void conv2d_backward_filter(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db) {
+  const int64_t ohw = s.out_h() * s.out_w(), ckk = s.c_in * s.kh * s.kw;
+  const int64_t per = images_per_chunk(s, kForwardColumns), chunks = (s.n + per - 1) / per;
+  const int64_t slots = std::min(kFilterSlots, chunks), wsize = s.c_out * ckk;
+  const int64_t chunks_per_slot = (chunks + slots - 1) / slots;
+  std::vector<T> partial(size_t(slots > 1 ? slots * wsize : 0));
+#pragma omp parallel for schedule(static) if (slots > 1)
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    Eigen::Map<RowMajor<T>> DW(slots > 1 ? partial.data() + slot * wsize : dw, s.c_out, ckk);
+    const int64_t ch_end = std::min(chunks, (slot + 1) * chunks_per_slot);
+    for (int64_t ch = slot * chunks_per_slot; ch < ch_end; ++ch) {
+      const int64_t first = ch * per, count = std::min(per, s.n - first), cols = count * ohw;
+      const T* xin = x + first * s.c_in * s.h * s.w;
+      const T* g = dy + first * s.c_out * ohw;
+      if (count > 1) {
+        T* gcols = scratch<T>(1, size_t(s.c_out * cols));
+        images_to_columns(g, count, s.c_out, ohw, gcols);
+        g = gcols;
+      }
+      T* col = scratch<T>(0, size_t(ckk * cols));
+      if (is_pointwise(s)) {
+        images_to_columns(xin, count, s.c_in, ohw, col);
+      } else {
+        im2col(s, xin, count, col);
+      }
+      auto product = Eigen::Map<const RowMajor<T>>(g, s.c_out, cols) *
+                     Eigen::Map<const RowMajor<T>>(col, ckk, cols).transpose();
+      if (ch == slot * chunks_per_slot) {
+        DW.noalias() = product;
+      } else {
+        DW.noalias() += product;
+      }
+    }
+  }
+  if (slots > 1) {
+    parallel_for(wsize, 4096, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        T acc = partial[size_t(i)];
+        for (int64_t sl = 1; sl < slots; ++sl) acc += partial[size_t(sl * wsize + i)];
+        dw[i] = acc;
+      }
+    });
+  }
+  if (db) {
+    for (int64_t c = 0; c < s.c_out; ++c) {
+      T acc = 0;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const T* g = dy + (i * s.c_out + c) * ohw;
+        for (int64_t p = 0; p < ohw; ++p) acc += g[p];
+      }
+      db[c] = acc;
+    }
+  }
+}
+
+#define CG_INSTANTIATE(T)                                                                       \
+  template void conv2d_forward<T>(const Conv2dShape&, const T*, const T*, const T*, T*);       \
+  template void conv2d_backward_data<T>(const Conv2dShape&, const T*, const T*, T*);           \
+  template void conv2d_backward_filter<T>(const Conv2dShape&, const T*, const T*, T*, T*);
+CG_INSTANTIATE(float)
+CG_INSTANTIATE(double)
+#undef CG_INSTANTIATE
+
+}  // namespace cg::kernels::cpu

@@ -1,0 +1,35 @@
+// Training checkpoints as safetensors files. The model's state dict is stored under its own keys
+// (so `load_state_dict(safetensors.torch.load_file(path))` works in PyTorch, extra keys aside);
+// optimizer state under "optim.<state>.<param>"; counters, RNG state and the resolved config go in
+// the string metadata. Writes are atomic and checksummed (util/safetensors), so a crash never
+// leaves a half-written checkpoint and a corrupted one fails to load with a clear error.
+#pragma once
+#include <map>
+#include <string>
+
+#include "nn/module.h"
+#include "nn/optimizer.h"
+
+namespace cg::nn {
+
+// Where training stands: what a resumed run needs besides the tensors.
+struct TrainingProgress {
+  int64_t epoch = 0;           // the epoch in progress (0-based)
+  int64_t batch_in_epoch = 0;  // batches of `epoch` already consumed
+  int64_t step = 0;            // optimizer steps taken
+  std::string optimizer;       // "sgd" | "adamw": resuming with another one is an error
+  std::string rng_state;       // the trainer's generator
+  std::string config_yaml;     // the resolved config of the run that wrote it
+};
+
+void save_checkpoint(const std::string& path, const Module& model, const Optimizer& optimizer,
+                     const TrainingProgress& progress);
+
+// Restores model (strict) and optimizer state; returns the saved progress.
+TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer);
+
+// Reads a state dict from any safetensors file (a cudagrad checkpoint or one PyTorch wrote) and
+// loads the model's keys from it, ignoring others; every model key must be present.
+void load_model_weights(const std::string& path, Module& model);
+
+}  // namespace cg::nn

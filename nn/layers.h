@@ -1,0 +1,46 @@
+// The layers MiniResNet is made of, with PyTorch's parameter names, shapes and initialization
+// (see shared/docs/miniresnet.md): Conv2d (Kaiming-normal, fan_out, ReLU gain), BatchNorm2d
+// (weight 1, bias 0, eps 1e-5, momentum 0.1), Linear (uniform +-1/sqrt(fan_in)).
+#pragma once
+#include "engine/random.h"
+#include "nn/module.h"
+
+namespace cg::nn {
+
+struct Conv2dOptions {
+  int64_t in_channels, out_channels, kernel_size;
+  int64_t stride = 1, padding = 0;
+  bool bias = false;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(const Conv2dOptions& options, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  const Tensor& weight() const { return weight_; }
+
+ private:
+  Conv2dOptions options_;
+  Tensor weight_, bias_;
+};
+
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double eps_, momentum_;
+  Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  Tensor weight_, bias_;
+};
+
+}  // namespace cg::nn

@@ -1,0 +1,67 @@
+#include "nn/miniresnet.h"
+
+#include "engine/ops.h"
+
+namespace cg::nn {
+
+BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, Generator& gen) {
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 3, stride, 1}, gen));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(cout));
+  conv2_ = register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{cout, cout, 3, 1, 1}, gen));
+  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(cout));
+  if (stride != 1 || cin != cout) {
+    auto down = register_module("downsample", std::make_shared<Sequential>());
+    down_conv_ = std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 1, stride, 0}, gen);
+    down_bn_ = std::make_shared<BatchNorm2d>(cout);
+    down->append(down_conv_);
+    down->append(down_bn_);
+  }
+}
+
+Tensor BasicBlock::forward(const Tensor& x) {
+  Tensor out = ops::relu(bn1_->forward(conv1_->forward(x)));
+  out = bn2_->forward(conv2_->forward(out));
+  Tensor shortcut = down_conv_ ? down_bn_->forward(down_conv_->forward(x)) : x;
+  return ops::add_relu(out, shortcut);
+}
+
+void Sequential::append(std::shared_ptr<Module> m) {
+  register_module(std::to_string(layers_.size()), m);
+  layers_.push_back(std::move(m));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor out = x;
+  for (auto& layer : layers_) out = layer->forward(out);
+  return out;
+}
+
+MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o) {
+  CG_CHECK(!o.widths.empty() && o.widths.size() == o.blocks.size(),
+           "MiniResNet: widths ({}) and blocks ({}) need the same, non-zero length",
+           o.widths.size(), o.blocks.size());
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(
+                                        Conv2dOptions{o.in_channels, o.widths[0], 3, 1, 1}, gen));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(o.widths[0]));
+  int64_t cin = o.widths[0];
+  for (size_t i = 0; i < o.widths.size(); ++i) {
+    auto stage = register_module("layer" + std::to_string(i + 1), std::make_shared<Sequential>());
+    for (int64_t j = 0; j < o.blocks[i]; ++j) {
+      const int64_t stride = (i > 0 && j == 0) ? 2 : 1;
+      stage->append(std::make_shared<BasicBlock>(cin, o.widths[i], stride, gen));
+      cin = o.widths[i];
+    }
+    stages_.push_back(stage);
+  }
+  fc_ = register_module("fc", std::make_shared<Linear>(cin, o.num_classes, gen));
+}
+
+Tensor MiniResNet::forward(const Tensor& x) {
+  CG_CHECK(x.dim() == 4 && x.size(1) == options_.in_channels,
+           "MiniResNet expects [N, {}, H, W] input, got {}", options_.in_channels, x.str());
+  Tensor out = ops::relu(bn1_->forward(conv1_->forward(x)));
+  for (auto& stage : stages_) out = stage->forward(out);
+  return fc_->forward(ops::global_avg_pool(out));
+}
+
+}  // namespace cg::nn

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cudagrad builds, tests and trains with; does nothing when they are
+# all present (idempotent). The CUDA toolkit itself is expected at /usr/local/cuda when wanted.
+# Usage: scripts/install_deps.sh [--with-python]   (--with-python: PyTorch for comparisons/tests)
+set -euo pipefail
+
+packages=(cmake g++ make ccache pkg-config libeigen3-dev libyaml-cpp-dev libgtest-dev zlib1g-dev
+          libcli11-dev nlohmann-json3-dev libfmt-dev dataset-fashion-mnist)
+if [[ "${1:-}" == "--with-python" ]]; then
+  packages+=(python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install_deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install_deps: installing ${missing[*]}"
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

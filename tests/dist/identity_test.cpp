@@ -1,0 +1,66 @@
+// Rank, world size and rendezvous address from each launcher's environment variables.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "dist/identity.h"
+#include "util/check.h"
+
+namespace cg::dist {
+namespace {
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& k) -> std::optional<std::string> {
+    auto it = vars.find(k);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+}
+
+TEST(Identity, NothingSetIsOneProcess) {
+  Identity id = identity_from_env(env_of({}));
+  EXPECT_EQ(id.rank, 0);
+  EXPECT_EQ(id.world_size, 1);
+  EXPECT_FALSE(id.is_distributed());
+}
+
+TEST(Identity, Torchrun) {
+  Identity id = identity_from_env(env_of({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
+                                          {"MASTER_ADDR", "10.0.0.2"}, {"MASTER_PORT", "1234"}}));
+  EXPECT_EQ(id.rank, 3);
+  EXPECT_EQ(id.world_size, 8);
+  EXPECT_EQ(id.local_rank, 1);
+  EXPECT_EQ(id.master_addr, "10.0.0.2");
+  EXPECT_EQ(id.master_port, 1234);
+}
+
+TEST(Identity, OpenMpiMpichAndSlurm) {
+  Identity mpi = identity_from_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}));
+  EXPECT_EQ(mpi.rank, 1);
+  EXPECT_EQ(mpi.world_size, 2);
+  EXPECT_EQ(mpi.source, "Open MPI");
+  Identity hydra = identity_from_env(env_of({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}}));
+  EXPECT_EQ(hydra.rank, 2);
+  EXPECT_EQ(hydra.local_rank, 2);
+  Identity slurm = identity_from_env(env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}}));
+  EXPECT_EQ(slurm.rank, 5);
+  EXPECT_EQ(slurm.local_rank, 1);
+}
+
+TEST(Identity, InconsistentValuesNameTheVariable) {
+  auto message = [](std::map<std::string, std::string> vars) {
+    try {
+      identity_from_env(env_of(vars));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "1"}}).find("WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("outside"), std::string::npos);
+  EXPECT_NE(message({{"MASTER_PORT", "70000"}}).find("MASTER_PORT"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cg::dist

@@ -1,0 +1,96 @@
+// One training step against PyTorch: tests/golden/make_step_golden.py builds a small MiniResNet in
+// PyTorch, runs forward, backward and an optimizer step, and saves weights, batch, logits, loss,
+// gradients and the updated state dict. We load the same weights, run the same step in float32
+// and compare everything. Needs /usr/bin/python3 with torch; skips saying so otherwise.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/ops.h"
+#include "nn/miniresnet.h"
+#include "nn/optimizer.h"
+#include "support/paths.h"
+#include "util/safetensors.h"
+
+namespace cg::nn {
+namespace {
+
+bool have_torch() {
+  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
+}
+
+Tensor load(const safetensors::File& f, const std::string& name) {
+  const safetensors::TensorRecord* r = f.find(name);
+  if (!r) throw Error("golden file lacks " + name);
+  Tensor t = Tensor::empty(r->shape, dtype_from_safetensors_name(r->dtype));
+  std::memcpy(t.raw_data(), r->bytes.data(), t.nbytes());
+  return t;
+}
+
+double meta(const safetensors::File& f, const std::string& key) {
+  auto it = f.metadata.find(key);
+  if (it == f.metadata.end()) throw Error("golden file lacks metadata " + key);
+  return std::stod(it->second);
+}
+
+// Worst |a-b| - (atol + rtol*|b|) over all elements; <= 0 means within tolerance.
+double excess(const Tensor& a, const Tensor& ref, double atol, double rtol) {
+  std::vector<double> x = a.to(DType::f64).to_vector<double>();
+  std::vector<double> y = ref.to(DType::f64).to_vector<double>();
+  double worst = -1;
+  for (size_t i = 0; i < x.size(); ++i)
+    worst = std::max(worst, std::abs(x[i] - y[i]) - (atol + rtol * std::abs(y[i])));
+  return worst;
+}
+
+void check_step(const std::string& optimizer) {
+  if (!have_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (Debian's python3-torch)";
+  auto dir = test::make_temp_dir("golden");
+  const std::string path = (dir / "golden.safetensors").string();
+  const std::string cmd = "/usr/bin/python3 " +
+                          (test::source_dir() / "tests/golden/make_step_golden.py").string() +
+                          " --optimizer " + optimizer + " " + path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const safetensors::File f = safetensors::load(path);
+
+  MiniResNetOptions o;
+  o.in_channels = 1;
+  o.widths = {8, 16, 32};
+  o.blocks = {1, 1, 1};
+  Generator gen(0);
+  MiniResNet model(o, gen);
+  std::map<std::string, Tensor> init;
+  for (auto& [name, t] : model.state_dict()) init[name] = load(f, "init." + name);
+  model.load_state_dict(init);
+
+  std::unique_ptr<Optimizer> opt;
+  const double lr = meta(f, "lr");
+  if (optimizer == "sgd") {
+    opt = std::make_unique<SGD>(model.named_parameters(),
+                                kernels::cpu::SgdParams{float(lr), float(meta(f, "momentum")),
+                                                        float(meta(f, "weight_decay")), 0.f, false});
+  } else {
+    kernels::cpu::AdamWParams h;
+    h.lr = float(lr);
+    h.weight_decay = float(meta(f, "weight_decay"));
+    opt = std::make_unique<AdamW>(model.named_parameters(), h);
+  }
+
+  Tensor logits = model(load(f, "input").to(DType::f32));
+  Tensor loss = ops::cross_entropy(logits, load(f, "labels"));
+  EXPECT_LE(excess(logits, load(f, "logits"), 1e-4, 1e-3), 0) << "logits";
+  EXPECT_LE(excess(loss, load(f, "loss"), 1e-5, 1e-4), 0) << "loss " << loss.item();
+  loss.backward();
+  for (auto& [name, p] : model.named_parameters())
+    EXPECT_LE(excess(p.grad(), load(f, "grad." + name), 1e-4, 2e-3), 0) << "grad." << name;
+  opt->step(lr);
+  for (auto& [name, t] : model.state_dict())
+    EXPECT_LE(excess(t, load(f, "after." + name), 1e-4, 1e-3), 0) << "after." << name;
+}
+
+TEST(PyTorchGolden, OneSgdStepMatches) { check_step("sgd"); }
+TEST(PyTorchGolden, OneAdamWStepMatches) { check_step("adamw"); }
+
+}  // namespace
+}  // namespace cg::nn
