@@ -15,6 +15,7 @@ class ProgressBar {
   ~ProgressBar();
   void update(int64_t done, const std::string& status);
   void finish();  // ends the line so later output starts clean
+  bool enabled() const { return enabled_; }
   static bool stdout_is_terminal();
 
  private:

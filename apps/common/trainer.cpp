@@ -52,7 +52,7 @@ std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train) {
   o.synthetic_size = train ? c.data.synthetic_size : std::max<int64_t>(c.data.synthetic_size / 5, 1);
   o.synthetic_channels = int(c.model.in_channels);
   o.num_classes = int(c.model.num_classes);
-  o.seed = uint64_t(c.train.seed) + (train ? 0 : 1);
+  o.seed = uint64_t(c.train.seed);
   return data::make_dataset(o);
 }
 

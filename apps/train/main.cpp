@@ -7,6 +7,7 @@
 
 #include "apps/common/train_config.h"
 #include "apps/common/trainer.h"
+#include "util/check.h"
 #include "util/log.h"
 
 namespace {
