@@ -228,8 +228,12 @@ Values load(const Schema& schema, const std::string& yaml_path, const std::vecto
     try {
       node = YAML::Load(text);
     } catch (const YAML::Exception& e) {
-      fail(key, "command line", fmt::format("'{}' is not a valid YAML value: {}", text, e.msg));
+      if (k->kind != Kind::string)
+        fail(key, "command line", fmt::format("'{}' is not a valid YAML value: {}", text, e.msg));
     }
+    // A string key takes the text as written unless it reads as one YAML scalar (e.g. quoted):
+    // paths like "a: b" or "[x]" should not turn into maps or lists.
+    if (k->kind == Kind::string && !node.IsScalar() && !node.IsNull()) node = YAML::Node(text);
     out.values[key] = parse(*k, node, "command line");
     out.origins[key] = "command line";
   }

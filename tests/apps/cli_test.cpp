@@ -14,12 +14,12 @@
 namespace cg {
 namespace {
 
-struct Run {
+struct ProgramRun {
   int exit_code;
   std::string output;
 };
 
-Run run_train(const std::string& args) {
+ProgramRun run_train(const std::string& args) {
   const auto dir = test::make_temp_dir("cli_out");
   const auto log = dir / "log.txt";
   const std::string cmd = (test::binary_dir() / "apps" / "cudagrad-train").string() + " " + args +
@@ -34,13 +34,13 @@ Run run_train(const std::string& args) {
 std::string config(const std::string& name) { return (test::source_dir() / "configs" / name).string(); }
 
 TEST(TrainCli, UnknownKeyExitsTwoNamingIt) {
-  Run r = run_train("--config " + config("fashion_mnist_cpu.yaml") + " optim.lrr=0.1");
+  ProgramRun r = run_train("--config " + config("fashion_mnist_cpu.yaml") + " optim.lrr=0.1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("optim.lrr"), std::string::npos) << r.output;
 }
 
 TEST(TrainCli, WrongTypeAndRangeExitTwo) {
-  Run r = run_train("--config " + config("fashion_mnist_cpu.yaml") + " data.batch_size=abc");
+  ProgramRun r = run_train("--config " + config("fashion_mnist_cpu.yaml") + " data.batch_size=abc");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("data.batch_size"), std::string::npos) << r.output;
   r = run_train("--config " + config("fashion_mnist_cpu.yaml") + " train.epochs=-1");
@@ -52,14 +52,14 @@ TEST(TrainCli, UnknownKeyInFileNamesFileAndLine) {
   const auto dir = test::make_temp_dir("cli_yaml");
   const auto path = dir / "bad.yaml";
   std::ofstream(path) << "optim:\n  lr: 0.1\n  momentom: 0.9\n";
-  Run r = run_train("--config " + path.string());
+  ProgramRun r = run_train("--config " + path.string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("optim.momentom"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("bad.yaml:3"), std::string::npos) << r.output;
 }
 
 TEST(TrainCli, UnreadableConfigAndMissingDataAreClear) {
-  Run r = run_train("--config /nonexistent/config.yaml");
+  ProgramRun r = run_train("--config /nonexistent/config.yaml");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("/nonexistent/config.yaml"), std::string::npos) << r.output;
   const auto out = test::make_temp_dir("cli_missing");
@@ -70,7 +70,7 @@ TEST(TrainCli, UnreadableConfigAndMissingDataAreClear) {
 }
 
 TEST(TrainCli, HelpListsEveryKey) {
-  Run r = run_train("--help");
+  ProgramRun r = run_train("--help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* key : {"model.widths", "data.batch_size", "optim.lr", "sched.warmup_steps",
                           "train.grad_accum_steps", "amp.dtype", "checkpoint.resume_from",
@@ -80,7 +80,7 @@ TEST(TrainCli, HelpListsEveryKey) {
 
 TEST(TrainCli, ShortRunWritesMetricsConfigAndCheckpoint) {
   const auto out = test::make_temp_dir("cli_run");
-  Run r = run_train(
+  ProgramRun r = run_train(
       "data.dataset=synthetic data.synthetic_size=128 data.image_size=8 data.batch_size=16 "
       "model.in_channels=3 model.widths=[4,8] model.blocks=[1,1] train.epochs=2 train.log_interval=2 "
       "train.device=cpu output.dir=" + out.string());

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 
 #include "apps/common/trainer.h"
 #include "support/paths.h"
+#include "util/check.h"
 #include "util/safetensors.h"
 
 namespace cg::apps {

@@ -1,0 +1,133 @@
+// The im2col+GEMM convolution against the definition (direct loops), forward and both backward
+// passes, over MiniResNet's layer shapes and odd ones; plus thread-count determinism.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <random>
+
+#include "kernels/cpu/conv2d.h"
+#include "support/tolerance.h"
+
+namespace cg::kernels::cpu {
+namespace {
+
+template <typename T>
+std::vector<T> random_vector(size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(dist(gen));
+  return v;
+}
+
+// Direct convolution: y[n,o,p,q] = b[o] + sum_{c,i,j} x[n,c,p*s-pad+i,q*s-pad+j] * w[o,c,i,j].
+// Computes all three results from the definition so each kernel has an independent reference.
+template <typename T>
+void reference(const Conv2dShape& s, const std::vector<T>& x, const std::vector<T>& w, const T* b,
+               const std::vector<T>& dy, std::vector<T>& y, std::vector<T>& dx, std::vector<T>& dw,
+               std::vector<T>& db) {
+  const int64_t oh = s.out_h(), ow = s.out_w();
+  y.assign(size_t(s.n * s.c_out * oh * ow), T(0));
+  dx.assign(x.size(), T(0));
+  dw.assign(w.size(), T(0));
+  db.assign(size_t(s.c_out), T(0));
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t o = 0; o < s.c_out; ++o)
+      for (int64_t p = 0; p < oh; ++p)
+        for (int64_t q = 0; q < ow; ++q) {
+          const size_t yi = size_t(((n * s.c_out + o) * oh + p) * ow + q);
+          double acc = b ? double(b[o]) : 0.0;
+          db[size_t(o)] += dy[yi];
+          for (int64_t c = 0; c < s.c_in; ++c)
+            for (int64_t i = 0; i < s.kh; ++i)
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t iy = p * s.stride - s.pad + i, ix = q * s.stride - s.pad + j;
+                if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+                const size_t xi = size_t(((n * s.c_in + c) * s.h + iy) * s.w + ix);
+                const size_t wi = size_t(((o * s.c_in + c) * s.kh + i) * s.kw + j);
+                acc += double(x[xi]) * double(w[wi]);
+                dx[xi] += dy[yi] * w[wi];
+                dw[wi] += dy[yi] * x[xi];
+              }
+          y[yi] = T(acc);
+        }
+}
+
+struct Case {
+  const char* name;
+  Conv2dShape s;
+  bool bias;
+};
+
+// MiniResNet's conv shapes (batch 2, Fashion-MNIST 28/14/7 and CIFAR 32/16/8 sizes), then odd ones.
+const Case kCases[] = {
+    {"stem_cifar", {2, 3, 32, 32, 16, 3, 3, 1, 1}, false},
+    {"stem_fmnist", {2, 1, 28, 28, 16, 3, 3, 1, 1}, false},
+    {"layer1", {2, 16, 28, 28, 16, 3, 3, 1, 1}, false},
+    {"layer2_first", {2, 16, 28, 28, 32, 3, 3, 2, 1}, false},
+    {"layer2_down", {2, 16, 28, 28, 32, 1, 1, 2, 0}, false},
+    {"layer3_first", {2, 32, 14, 14, 64, 3, 3, 2, 1}, false},
+    {"layer3", {3, 64, 7, 7, 64, 3, 3, 1, 1}, false},
+    {"layer3_cifar", {2, 32, 8, 8, 32, 3, 3, 1, 1}, false},
+    {"pointwise_bias", {3, 5, 6, 7, 4, 1, 1, 1, 0}, true},
+    {"non_square", {2, 3, 9, 5, 3, 3, 3, 1, 1}, true},
+    {"kernel5_pad2", {1, 2, 8, 8, 3, 5, 5, 1, 2}, true},
+    {"stride3_pad0", {2, 1, 10, 11, 2, 3, 3, 3, 0}, false},
+    {"kernel_bigger_than_pad", {1, 1, 4, 4, 1, 3, 3, 2, 2}, true},
+};
+
+template <typename T>
+void check_case(const Case& c) {
+  const Conv2dShape& s = c.s;
+  const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
+  const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
+  auto x = random_vector<T>(xn, 1), w = random_vector<T>(wn, 2), b = random_vector<T>(size_t(s.c_out), 3);
+  auto dy = random_vector<T>(yn, 4);
+  std::vector<T> ry, rdx, rdw, rdb;
+  reference(s, x, w, c.bias ? b.data() : nullptr, dy, ry, rdx, rdw, rdb);
+  const test::Tolerance tol = test::tolerance_for<T>();
+  const test::Tolerance sum_tol{tol.atol * 10, tol.rtol * 10};  // long sums: more rounding
+
+  auto y = test::poisoned<T>(yn);
+  conv2d_forward<T>(s, x.data(), w.data(), c.bias ? b.data() : nullptr, y.data());
+  EXPECT_TRUE(test::all_close(y, ry, sum_tol)) << c.name << " forward";
+  auto dx = test::poisoned<T>(xn);
+  conv2d_backward_data<T>(s, dy.data(), w.data(), dx.data());
+  EXPECT_TRUE(test::all_close(dx, rdx, sum_tol)) << c.name << " backward data";
+  auto dw = test::poisoned<T>(wn), db = test::poisoned<T>(size_t(s.c_out));
+  conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data(), c.bias ? db.data() : nullptr);
+  EXPECT_TRUE(test::all_close(dw, rdw, sum_tol)) << c.name << " backward filter";
+  if (c.bias) EXPECT_TRUE(test::all_close(db, rdb, sum_tol)) << c.name << " bias gradient";
+}
+
+TEST(Conv2dKernel, MatchesDirectConvolutionFloat) {
+  for (const Case& c : kCases) check_case<float>(c);
+}
+TEST(Conv2dKernel, MatchesDirectConvolutionDouble) {
+  for (const Case& c : kCases) check_case<double>(c);
+}
+
+// Results must not depend on the thread count (resume is bit-exact only then).
+TEST(Conv2dKernel, BitIdenticalForOneAndTwoThreads) {
+  const Conv2dShape s{32, 16, 14, 14, 32, 3, 3, 1, 1};
+  const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
+  const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
+  auto x = random_vector<float>(xn, 5), w = random_vector<float>(wn, 6), dy = random_vector<float>(yn, 7);
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<float> y(yn), dx(xn), dw(wn);
+    conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data());
+    conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
+    conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), dw.begin(), dw.end());
+    return y;
+  };
+  const auto one = run(1), two = run(2);
+  omp_set_num_threads(2);
+  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace cg::kernels::cpu
