@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The test command: install what is missing (PyTorch included, for the golden tests), build, and
-# run the whole CTest suite. GPU tests skip, saying so, on machines without a GPU.
+# run the whole CTest suite. GPU tests skip, saying so, on machines without a GPU. The last line
+# printed is CTest's count of the tests that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh --with-python
 scripts/build.sh
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${JOBS:-$(nproc)}"
+BUILD_DIR=${BUILD_DIR:-build}
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${JOBS:-$(nproc)}" | tee "$BUILD_DIR/ctest.log"
+grep -E "tests passed" "$BUILD_DIR/ctest.log" | tail -n 1

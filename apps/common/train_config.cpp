@@ -79,13 +79,6 @@ const config::Schema& schema() {
   return s;
 }
 
-template <typename E>
-E pick(const std::string& value, std::initializer_list<std::pair<const char*, E>> table) {
-  for (const auto& [name, e] : table)
-    if (value == name) return e;
-  CG_FAIL("unmapped choice '{}'", value);
-}
-
 // Rules that involve several keys; reported like single-key errors.
 void validate(const TrainConfig& c, const config::Values& v) {
   auto fail = [&](const std::string& k, const std::string& what) {
@@ -101,121 +94,100 @@ void validate(const TrainConfig& c, const config::Values& v) {
     fail("optim.nesterov", "needs optim.name=sgd and optim.momentum > 0");
 }
 
+// How each key maps to a TrainConfig field, both ways: one table serves loading and to_yaml.
+template <typename E>
+using EnumNames = std::vector<std::pair<E, const char*>>;  // by value: an initializer_list would dangle
+template <typename E> EnumNames<E> names_of();
+template <> EnumNames<DatasetName> names_of() {
+  return {{DatasetName::fashion_mnist, "fashion_mnist"}, {DatasetName::cifar10, "cifar10"}, {DatasetName::synthetic, "synthetic"}};
+}
+template <> EnumNames<OptimizerName> names_of() { return {{OptimizerName::sgd, "sgd"}, {OptimizerName::adamw, "adamw"}}; }
+template <> EnumNames<ScheduleName> names_of() {
+  return {{ScheduleName::constant, "constant"}, {ScheduleName::cosine, "cosine"}, {ScheduleName::warmup_cosine, "warmup_cosine"}};
+}
+template <> EnumNames<DeviceName> names_of() {
+  return {{DeviceName::auto_select, "auto"}, {DeviceName::cpu, "cpu"}, {DeviceName::cuda, "cuda"}};
+}
+template <> EnumNames<AmpDtype> names_of() { return {{AmpDtype::fp16, "fp16"}, {AmpDtype::bf16, "bf16"}}; }
+template <> EnumNames<DistBackend> names_of() {
+  return {{DistBackend::auto_select, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::gloo, "gloo"}};
+}
+
+template <typename T>
+void assign(T& field, const config::Value& v) {
+  if constexpr (std::is_enum_v<T>) {
+    const std::string& name = std::get<std::string>(v);
+    for (const auto& [e, n] : names_of<T>())
+      if (name == n) field = e;
+  } else {
+    field = std::get<T>(v);
+  }
+}
+
+template <typename T>
+config::Value value_of(const T& field) {
+  if constexpr (std::is_enum_v<T>) {
+    for (const auto& [e, n] : names_of<T>())
+      if (e == field) return std::string(n);
+    CG_FAIL("enum value without a name");
+  } else {
+    return field;
+  }
+}
+
+struct Binding {
+  const char* key;
+  void (*read)(TrainConfig&, const config::Value&);
+  config::Value (*write)(const TrainConfig&);
+};
+
+#define CG_BIND(key, member)                                                          \
+  Binding {                                                                           \
+    key, [](TrainConfig& c, const config::Value& v) { assign(c.member, v); },         \
+        [](const TrainConfig& c) { return value_of(c.member); }                       \
+  }
+
+const std::vector<Binding>& bindings() {
+  static const std::vector<Binding> b{
+      CG_BIND("model.widths", model.widths), CG_BIND("model.blocks", model.blocks),
+      CG_BIND("model.in_channels", model.in_channels), CG_BIND("model.num_classes", model.num_classes),
+      CG_BIND("model.init_from", model.init_from), CG_BIND("data.dataset", data.dataset),
+      CG_BIND("data.path", data.path), CG_BIND("data.image_size", data.image_size),
+      CG_BIND("data.batch_size", data.batch_size), CG_BIND("data.num_workers", data.num_workers),
+      CG_BIND("data.shuffle", data.shuffle), CG_BIND("data.augment", data.augment),
+      CG_BIND("data.synthetic_size", data.synthetic_size), CG_BIND("optim.name", optim.name),
+      CG_BIND("optim.lr", optim.lr), CG_BIND("optim.momentum", optim.momentum),
+      CG_BIND("optim.nesterov", optim.nesterov), CG_BIND("optim.weight_decay", optim.weight_decay),
+      CG_BIND("optim.beta1", optim.beta1), CG_BIND("optim.beta2", optim.beta2),
+      CG_BIND("optim.eps", optim.eps), CG_BIND("sched.name", sched.name),
+      CG_BIND("sched.warmup_steps", sched.warmup_steps), CG_BIND("sched.min_lr", sched.min_lr),
+      CG_BIND("train.epochs", train.epochs), CG_BIND("train.max_steps", train.max_steps),
+      CG_BIND("train.grad_accum_steps", train.grad_accum_steps), CG_BIND("train.seed", train.seed),
+      CG_BIND("train.log_interval", train.log_interval), CG_BIND("train.device", train.device),
+      CG_BIND("train.threads", train.threads), CG_BIND("train.eval_batch_size", train.eval_batch_size),
+      CG_BIND("amp.enabled", amp.enabled), CG_BIND("amp.dtype", amp.dtype),
+      CG_BIND("checkpoint.dir", checkpoint.dir), CG_BIND("checkpoint.save_every", checkpoint.save_every),
+      CG_BIND("checkpoint.resume_from", checkpoint.resume_from), CG_BIND("dist.backend", dist.backend),
+      CG_BIND("dist.bucket_cap_mb", dist.bucket_cap_mb), CG_BIND("output.dir", output.dir),
+      CG_BIND("profile.enabled", profile.enabled)};
+  return b;
+}
+#undef CG_BIND
+
 }  // namespace
 
 TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides) {
   const config::Values v = config::load(schema(), yaml_path, overrides);
-  TrainConfig c;
-  c.model.widths = v.int_list("model.widths");
-  c.model.blocks = v.int_list("model.blocks");
-  c.model.in_channels = v.integer("model.in_channels");
-  c.model.num_classes = v.integer("model.num_classes");
-  c.model.init_from = v.string("model.init_from");
-  c.data.dataset = pick<DatasetName>(v.string("data.dataset"), {{"fashion_mnist", DatasetName::fashion_mnist},
-                                                                {"cifar10", DatasetName::cifar10},
-                                                                {"synthetic", DatasetName::synthetic}});
-  c.data.path = v.string("data.path");
-  c.data.image_size = v.integer("data.image_size");
-  c.data.batch_size = v.integer("data.batch_size");
-  c.data.num_workers = v.integer("data.num_workers");
-  c.data.synthetic_size = v.integer("data.synthetic_size");
-  c.data.shuffle = v.boolean("data.shuffle");
-  c.data.augment = v.boolean("data.augment");
-  c.optim.name = pick<OptimizerName>(v.string("optim.name"), {{"sgd", OptimizerName::sgd}, {"adamw", OptimizerName::adamw}});
-  c.optim.lr = v.real("optim.lr");
-  c.optim.momentum = v.real("optim.momentum");
-  c.optim.nesterov = v.boolean("optim.nesterov");
-  c.optim.weight_decay = v.real("optim.weight_decay");
-  c.optim.beta1 = v.real("optim.beta1");
-  c.optim.beta2 = v.real("optim.beta2");
-  c.optim.eps = v.real("optim.eps");
-  c.sched.name = pick<ScheduleName>(v.string("sched.name"), {{"constant", ScheduleName::constant},
-                                                             {"cosine", ScheduleName::cosine},
-                                                             {"warmup_cosine", ScheduleName::warmup_cosine}});
-  c.sched.warmup_steps = v.integer("sched.warmup_steps");
-  c.sched.min_lr = v.real("sched.min_lr");
-  c.train.epochs = v.integer("train.epochs");
-  c.train.max_steps = v.integer("train.max_steps");
-  c.train.grad_accum_steps = v.integer("train.grad_accum_steps");
-  c.train.seed = v.integer("train.seed");
-  c.train.log_interval = v.integer("train.log_interval");
-  c.train.device = pick<DeviceName>(v.string("train.device"), {{"auto", DeviceName::auto_select},
-                                                               {"cpu", DeviceName::cpu},
-                                                               {"cuda", DeviceName::cuda}});
-  c.train.threads = v.integer("train.threads");
-  c.train.eval_batch_size = v.integer("train.eval_batch_size");
-  c.amp.enabled = v.boolean("amp.enabled");
-  c.amp.dtype = pick<AmpDtype>(v.string("amp.dtype"), {{"fp16", AmpDtype::fp16}, {"bf16", AmpDtype::bf16}});
-  c.checkpoint.dir = v.string("checkpoint.dir");
-  c.checkpoint.save_every = v.integer("checkpoint.save_every");
-  c.checkpoint.resume_from = v.string("checkpoint.resume_from");
-  c.dist.backend = pick<DistBackend>(v.string("dist.backend"), {{"auto", DistBackend::auto_select},
-                                                                {"nccl", DistBackend::nccl},
-                                                                {"gloo", DistBackend::gloo}});
-  c.dist.bucket_cap_mb = v.real("dist.bucket_cap_mb");
-  c.output.dir = v.string("output.dir");
-  c.profile.enabled = v.boolean("profile.enabled");
+  TrainConfig c{};
+  CG_CHECK(bindings().size() == schema().keys().size(), "every config key needs a binding");
+  for (const Binding& b : bindings()) b.read(c, v.at(b.key));
   validate(c, v);
   return c;
 }
 
 std::string to_yaml(const TrainConfig& c) {
-  // Render through the schema, so every key appears with the schema's spelling and order.
   config::Values v;
-  auto name_of = [](auto e, std::initializer_list<std::pair<decltype(e), const char*>> table) {
-    for (const auto& [x, n] : table)
-      if (x == e) return std::string(n);
-    return std::string("?");
-  };
-  v.values["model.widths"] = c.model.widths;
-  v.values["model.blocks"] = c.model.blocks;
-  v.values["model.in_channels"] = c.model.in_channels;
-  v.values["model.num_classes"] = c.model.num_classes;
-  v.values["model.init_from"] = c.model.init_from;
-  v.values["data.dataset"] = name_of(c.data.dataset, {{DatasetName::fashion_mnist, "fashion_mnist"},
-                                                       {DatasetName::cifar10, "cifar10"},
-                                                       {DatasetName::synthetic, "synthetic"}});
-  v.values["data.path"] = c.data.path;
-  v.values["data.image_size"] = c.data.image_size;
-  v.values["data.batch_size"] = c.data.batch_size;
-  v.values["data.num_workers"] = c.data.num_workers;
-  v.values["data.shuffle"] = c.data.shuffle;
-  v.values["data.augment"] = c.data.augment;
-  v.values["data.synthetic_size"] = c.data.synthetic_size;
-  v.values["optim.name"] = name_of(c.optim.name, {{OptimizerName::sgd, "sgd"}, {OptimizerName::adamw, "adamw"}});
-  v.values["optim.lr"] = c.optim.lr;
-  v.values["optim.momentum"] = c.optim.momentum;
-  v.values["optim.nesterov"] = c.optim.nesterov;
-  v.values["optim.weight_decay"] = c.optim.weight_decay;
-  v.values["optim.beta1"] = c.optim.beta1;
-  v.values["optim.beta2"] = c.optim.beta2;
-  v.values["optim.eps"] = c.optim.eps;
-  v.values["sched.name"] = name_of(c.sched.name, {{ScheduleName::constant, "constant"},
-                                                   {ScheduleName::cosine, "cosine"},
-                                                   {ScheduleName::warmup_cosine, "warmup_cosine"}});
-  v.values["sched.warmup_steps"] = c.sched.warmup_steps;
-  v.values["sched.min_lr"] = c.sched.min_lr;
-  v.values["train.epochs"] = c.train.epochs;
-  v.values["train.max_steps"] = c.train.max_steps;
-  v.values["train.grad_accum_steps"] = c.train.grad_accum_steps;
-  v.values["train.seed"] = c.train.seed;
-  v.values["train.log_interval"] = c.train.log_interval;
-  v.values["train.device"] = name_of(c.train.device, {{DeviceName::auto_select, "auto"},
-                                                       {DeviceName::cpu, "cpu"},
-                                                       {DeviceName::cuda, "cuda"}});
-  v.values["train.threads"] = c.train.threads;
-  v.values["train.eval_batch_size"] = c.train.eval_batch_size;
-  v.values["amp.enabled"] = c.amp.enabled;
-  v.values["amp.dtype"] = name_of(c.amp.dtype, {{AmpDtype::fp16, "fp16"}, {AmpDtype::bf16, "bf16"}});
-  v.values["checkpoint.dir"] = c.checkpoint.dir;
-  v.values["checkpoint.save_every"] = c.checkpoint.save_every;
-  v.values["checkpoint.resume_from"] = c.checkpoint.resume_from;
-  v.values["dist.backend"] = name_of(c.dist.backend, {{DistBackend::auto_select, "auto"},
-                                                       {DistBackend::nccl, "nccl"},
-                                                       {DistBackend::gloo, "gloo"}});
-  v.values["dist.bucket_cap_mb"] = c.dist.bucket_cap_mb;
-  v.values["output.dir"] = c.output.dir;
-  v.values["profile.enabled"] = c.profile.enabled;
+  for (const Binding& b : bindings()) v.values[b.key] = b.write(c);
   return config::to_yaml(schema(), v);
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine/ops.h"
+#include "nn/checkpoint.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 #include "support/paths.h"
@@ -91,6 +92,33 @@ void check_step(const std::string& optimizer) {
 
 TEST(PyTorchGolden, OneSgdStepMatches) { check_step("sgd"); }
 TEST(PyTorchGolden, OneAdamWStepMatches) { check_step("adamw"); }
+
+}  // namespace
+}  // namespace cg::nn
+
+namespace cg::nn {
+namespace {
+
+// A checkpoint written by cudagrad loads into the PyTorch model with strict=True.
+TEST(PyTorchGolden, CheckpointLoadsIntoPyTorch) {
+  if (!have_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (Debian's python3-torch)";
+  auto dir = test::make_temp_dir("golden_ckpt");
+  const std::string path = (dir / "ckpt.safetensors").string();
+  MiniResNetOptions o;
+  o.in_channels = 1;
+  o.widths = {4, 8, 16};
+  Generator gen(0);
+  MiniResNet model(o, gen);
+  SGD opt(model.named_parameters(), {0.1f, 0.9f, 0.f, 0.f, false});
+  Tensor x = Tensor::empty({2, 1, 8, 8});
+  normal_(x, gen, 0, 1);
+  ops::cross_entropy(model(x), Tensor::from_vector<int64_t>({1, 2}, {2})).backward();
+  opt.step(0.1);
+  save_checkpoint(path, model, opt, {1, 0, 1, "sgd", "", ""});
+  const std::string cmd = "/usr/bin/python3 " + (test::source_dir() / "tests/golden/check_state_dict_loads.py").string() +
+                          " " + path + " --in-channels 1 --widths 4,8,16";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
 
 }  // namespace
 }  // namespace cg::nn
