@@ -4,6 +4,7 @@
 // Layout: images are NCHW; weights follow PyTorch ([c_out, c_in, kh, kw], [out, in]).
 #pragma once
 #include "engine/tensor.h"
+#include "kernels/cpu/batchnorm.h"
 
 namespace cg::ops {
 
@@ -14,10 +15,14 @@ struct Conv2dOptions {
 // x [N, Cin, H, W], weight [Cout, Cin, kh, kw], bias [Cout] or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options);
 
+using kernels::cpu::Activation;  // relu(op(x)) fused into one pass where an op offers it
+
 struct BatchNormOptions {
   bool training = true;
   double momentum = 0.1;
   double eps = 1e-5;
+  // Activation::relu returns relu(batch_norm(x)) from one fused pass (forward and backward).
+  Activation activation = Activation::none;
 };
 // x [N, C, H, W]; weight, bias, running_mean, running_var [C]. Training mode normalizes with the
 // batch statistics and updates the running ones (and num_batches_tracked, when defined) in place;

@@ -33,10 +33,12 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum)
   num_batches_tracked_ = register_buffer("num_batches_tracked", Tensor::zeros({}, DType::i64));
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+Tensor BatchNorm2d::run(const Tensor& x, ops::Activation act) {
   return ops::batch_norm(x, weight_, bias_, running_mean_, running_var_, num_batches_tracked_,
-                         {is_training(), momentum_, eps_});
+                         {is_training(), momentum_, eps_, act});
 }
+Tensor BatchNorm2d::forward(const Tensor& x) { return run(x, ops::Activation::none); }
+Tensor BatchNorm2d::forward_relu(const Tensor& x) { return run(x, ops::Activation::relu); }
 
 Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias) {
   const double bound = 1.0 / std::sqrt(double(in_features));

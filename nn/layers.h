@@ -2,6 +2,7 @@
 // (see shared/docs/miniresnet.md): Conv2d (Kaiming-normal, fan_out, ReLU gain), BatchNorm2d
 // (weight 1, bias 0, eps 1e-5, momentum 0.1), Linear (uniform +-1/sqrt(fan_in)).
 #pragma once
+#include "engine/ops.h"
 #include "engine/random.h"
 #include "nn/module.h"
 
@@ -28,8 +29,12 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)) in one fused pass; the same result and state-dict as separate modules.
+  Tensor forward_relu(const Tensor& x);
 
  private:
+  Tensor run(const Tensor& x, ops::Activation act);
+
   double eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
 };

@@ -19,7 +19,7 @@ BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, Generator& gen
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = ops::relu(bn1_->forward(conv1_->forward(x)));
+  Tensor out = bn1_->forward_relu(conv1_->forward(x));
   out = bn2_->forward(conv2_->forward(out));
   Tensor shortcut = down_conv_ ? down_bn_->forward(down_conv_->forward(x)) : x;
   return ops::add_relu(out, shortcut);
@@ -59,7 +59,7 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
 Tensor MiniResNet::forward(const Tensor& x) {
   CG_CHECK(x.dim() == 4 && x.size(1) == options_.in_channels,
            "MiniResNet expects [N, {}, H, W] input, got {}", options_.in_channels, x.str());
-  Tensor out = ops::relu(bn1_->forward(conv1_->forward(x)));
+  Tensor out = bn1_->forward_relu(conv1_->forward(x));
   for (auto& stage : stages_) out = stage->forward(out);
   return fc_->forward(ops::global_avg_pool(out));
 }

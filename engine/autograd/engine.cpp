@@ -10,11 +10,11 @@
 namespace cg::autograd {
 namespace {
 
-// Adds b into a (a new tensor: a may be shared by the op that produced it).
-Tensor sum_gradients(const Tensor& a, const Tensor& b) {
+// a + b, in a's memory when nobody else can see it (the common case), else in a new tensor.
+Tensor sum_gradients(Tensor a, const Tensor& b) {
   CG_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), "gradients {} and {} do not add",
            a.str(), b.str());
-  Tensor out = a.clone();
+  Tensor out = is_exclusive(a) ? a : a.clone();
   if (a.dtype() == DType::f32) {
     kernels::cpu::accumulate(a.numel(), b.data<float>(), out.data<float>());
   } else {
@@ -80,7 +80,12 @@ void backward(const Tensor& root, const Tensor& grad_output) {
       Node* next = e.fn.get();
       if (i < input_grads.size() && input_grads[i].defined()) {
         Tensor& slot = inbox[next];
-        slot = slot.defined() ? sum_gradients(slot, input_grads[i]) : input_grads[i];
+        if (slot.defined()) {
+          Tensor held = std::move(slot);  // the inbox's handle moves out: exclusive if unshared
+          slot = sum_gradients(std::move(held), input_grads[i]);
+        } else {
+          slot = input_grads[i];
+        }
       }
       alive.emplace(next, e.fn);
       if (--pending[next] == 0) ready.push(next);

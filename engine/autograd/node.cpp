@@ -22,6 +22,12 @@ Edge edge_to(const Tensor& t) {
 
 Node::Node() : sequence_nr(g_next_sequence_nr++) {}
 
+bool is_exclusive(const Tensor& t) {
+  // Two references: the caller's handle and the one it passed in by const&... callers pass the
+  // engine's own handle, so one handle and one storage owner mean no one else can observe it.
+  return t.impl_ptr().use_count() == 1 && t.impl().storage.use_count() == 1;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   auto leaf_impl = leaf_.lock();
   if (!leaf_impl || !grad_output.defined()) return {};
@@ -30,9 +36,10 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
            leaf.str());
   Tensor grad = leaf.grad();
   if (!grad.defined()) {
-    // Copy rather than alias: the incoming tensor may be shared with another branch of the graph,
-    // and a later backward accumulates into .grad in place.
-    leaf.set_grad(grad_output.to(leaf.dtype()).clone());
+    // Adopt the incoming tensor when nothing else can see it; otherwise copy, since it may be
+    // shared with another branch of the graph and a later backward accumulates into .grad.
+    const bool exclusive = grad_output.dtype() == leaf.dtype() && is_exclusive(grad_output);
+    leaf.set_grad(exclusive ? grad_output : grad_output.to(leaf.dtype()).clone());
   } else {
     CG_CHECK(grad.dtype() == grad_output.dtype(), "gradient dtype {} for .grad of dtype {}",
              dtype_name(grad_output.dtype()), dtype_name(grad.dtype()));

@@ -55,6 +55,9 @@ class AccumulateGrad : public Node {
   std::weak_ptr<TensorImpl> leaf_;  // weak: the leaf owns this node, not the other way round
 };
 
+// True when no other handle or view shares t's data, so it may be modified or adopted in place.
+bool is_exclusive(const Tensor& t);
+
 // True when any of `inputs` needs a gradient and grad mode is on: the op must record a Node.
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 

@@ -13,12 +13,13 @@ class BatchNormBackward : public autograd::Node {
  public:
   // Training: `mean`/`invstd` are the saved batch statistics. Eval: they are the running mean and
   // running var (copies, so a later update of the buffers cannot change this backward).
+  // relu_y: the fused ReLU's output, undefined without one.
   BatchNormBackward(bool training, Tensor x, Tensor gamma, Tensor mean, Tensor invstd_or_var,
-                    double eps, BatchNormShape s)
+                    Tensor relu_y, double eps, BatchNormShape s)
       : training_(training), x_(std::move(x)), gamma_(std::move(gamma)), mean_(std::move(mean)),
-        stat_(std::move(invstd_or_var)), eps_(eps), s_(s) {}
+        stat_(std::move(invstd_or_var)), relu_y_(std::move(relu_y)), eps_(eps), s_(s) {}
   std::string name() const override { return "BatchNormBackward"; }
-  void release_saved() override { x_ = gamma_ = mean_ = stat_ = {}; }
+  void release_saved() override { x_ = gamma_ = mean_ = stat_ = relu_y_ = {}; }
 
   std::vector<Tensor> apply(const Tensor& dy) override {
     std::vector<Tensor> grads(3);
@@ -26,14 +27,15 @@ class BatchNormBackward : public autograd::Node {
     Tensor dgamma = Tensor::empty({s_.c}, x_.dtype());
     Tensor dbeta = Tensor::empty({s_.c}, x_.dtype());
     detail::dispatch_floating("batch_norm backward", dy, [&]<typename T>() {
+      const T* relu_y = relu_y_.defined() ? relu_y_.data<T>() : nullptr;
       if (training_) {
         kernels::cpu::batchnorm_backward_train<T>(s_, dy.data<T>(), x_.data<T>(), gamma_.data<T>(),
                                                   mean_.data<T>(), stat_.data<T>(), dx.data<T>(),
-                                                  dgamma.data<T>(), dbeta.data<T>());
+                                                  dgamma.data<T>(), dbeta.data<T>(), relu_y);
       } else {
         kernels::cpu::batchnorm_backward_eval<T>(s_, dy.data<T>(), x_.data<T>(), gamma_.data<T>(),
                                                  mean_.data<T>(), stat_.data<T>(), T(eps_),
-                                                 dx.data<T>(), dgamma.data<T>(), dbeta.data<T>());
+                                                 dx.data<T>(), dgamma.data<T>(), dbeta.data<T>(), relu_y);
       }
     });
     if (needs_grad(0)) grads[0] = dx;
@@ -44,7 +46,7 @@ class BatchNormBackward : public autograd::Node {
 
  private:
   bool training_;
-  Tensor x_, gamma_, mean_, stat_;
+  Tensor x_, gamma_, mean_, stat_, relu_y_;
   double eps_;
   BatchNormShape s_;
 };
@@ -74,11 +76,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
       kernels::cpu::batchnorm_forward_train<T>(s, x.data<T>(), weight.data<T>(), bias.data<T>(),
                                                T(options.eps), T(options.momentum),
                                                running_mean.data<T>(), running_var.data<T>(),
-                                               y.data<T>(), mean.data<T>(), stat.data<T>());
+                                               y.data<T>(), mean.data<T>(), stat.data<T>(),
+                                               options.activation);
     } else {
       kernels::cpu::batchnorm_forward_eval<T>(s, x.data<T>(), weight.data<T>(), bias.data<T>(),
                                               running_mean.data<T>(), running_var.data<T>(),
-                                              T(options.eps), y.data<T>());
+                                              T(options.eps), y.data<T>(), options.activation);
     }
   });
   if (options.training && num_batches_tracked.defined())
@@ -88,8 +91,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
       mean = running_mean.clone();
       stat = running_var.clone();
     }
+    const bool relu = options.activation == kernels::cpu::Activation::relu;
     auto node = std::make_shared<BatchNormBackward>(options.training, x.detach(), weight.detach(),
-                                                    mean, stat, options.eps, s);
+                                                    mean, stat, relu ? y.detach() : Tensor(),
+                                                    options.eps, s);
     autograd::connect(y, node, {&x, &weight, &bias});
   }
   return y;

@@ -3,6 +3,7 @@
 // 64K activations, and float sums of that length lose digits PyTorch keeps.
 #include "kernels/cpu/batchnorm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/parallel.h"
@@ -54,12 +55,45 @@ double lane_dot_dev(const T* g, const T* p, T shift, int64_t n) {
   return total;
 }
 
+// y = act(x * scale + shift) over channel c.
+template <typename T>
+void apply_affine(const BatchNormShape& s, const T* x, int64_t c, T scale, T shift, Activation act,
+                  T* y) {
+  for (int64_t i = 0; i < s.n; ++i) {
+    const T* p = x + (i * s.c + c) * s.hw;
+    T* q = y + (i * s.c + c) * s.hw;
+    if (act == Activation::relu) {
+      for (int64_t j = 0; j < s.hw; ++j) q[j] = std::max(p[j] * scale + shift, T(0));
+    } else {
+      for (int64_t j = 0; j < s.hw; ++j) q[j] = p[j] * scale + shift;
+    }
+  }
+}
+
+// out = dy where relu_y > 0, else 0 (the ReLU's backward, done before the batch norm's). `out`
+// is dx: every element of dx is rewritten later from its own masked value only, so sharing the
+// buffer is safe. Runs over all channels, in parallel.
+template <typename T>
+const T* mask_by_relu(const BatchNormShape& s, const T* dy, const T* relu_y, T* out) {
+  const int64_t n = s.n * s.c * s.hw;
+  parallel_for(n, kElementwiseGrain, [=](int64_t b, int64_t e) {
+    const T* g = dy;
+    const T* y = relu_y;
+    T* o = out;
+    for (int64_t i = b; i < e; ++i) {
+      const T gi = g[i];
+      o[i] = y[i] > T(0) ? gi : T(0);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 template <typename T>
 void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
                              T eps, T momentum, T* running_mean, T* running_var, T* y,
-                             T* save_mean, T* save_invstd) {
+                             T* save_mean, T* save_invstd, Activation act) {
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
@@ -78,27 +112,20 @@ void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma
         running_var[c] = (T(1) - momentum) * running_var[c] + momentum * T(unbiased);
       }
       const T scale = gamma[c] * invstd, shift = beta[c] - T(mean) * scale;
-      for (int64_t i = 0; i < s.n; ++i) {
-        const T* p = x + (i * s.c + c) * s.hw;
-        T* q = y + (i * s.c + c) * s.hw;
-        for (int64_t j = 0; j < s.hw; ++j) q[j] = p[j] * scale + shift;
-      }
+      apply_affine(s, x, c, scale, shift, act, y);
     }
   });
 }
 
 template <typename T>
 void batchnorm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
-                            const T* running_mean, const T* running_var, T eps, T* y) {
+                            const T* running_mean, const T* running_var, T eps, T* y,
+                            Activation act) {
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const T scale = gamma[c] / std::sqrt(running_var[c] + eps);
       const T shift = beta[c] - running_mean[c] * scale;
-      for (int64_t i = 0; i < s.n; ++i) {
-        const T* p = x + (i * s.c + c) * s.hw;
-        T* q = y + (i * s.c + c) * s.hw;
-        for (int64_t j = 0; j < s.hw; ++j) q[j] = p[j] * scale + shift;
-      }
+      apply_affine(s, x, c, scale, shift, act, y);
     }
   });
 }
@@ -106,8 +133,9 @@ void batchnorm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma,
 template <typename T>
 void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                               const T* save_mean, const T* save_invstd, T* dx, T* dgamma,
-                              T* dbeta) {
+                              T* dbeta, const T* relu_y) {
   const double m = double(s.n * s.hw);
+  if (relu_y) dy = mask_by_relu(s, dy, relu_y, dx);  // dx doubles as the masked gradient
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const double mean = double(save_mean[c]), invstd = double(save_invstd[c]);
@@ -137,7 +165,8 @@ void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, 
 template <typename T>
 void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                              const T* running_mean, const T* running_var, T eps, T* dx,
-                             T* dgamma, T* dbeta) {
+                             T* dgamma, T* dbeta, const T* relu_y) {
+  if (relu_y) dy = mask_by_relu(s, dy, relu_y, dx);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const T invstd = T(1) / std::sqrt(running_var[c] + eps);
@@ -161,13 +190,13 @@ void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, c
 
 #define CG_INSTANTIATE(T)                                                                        \
   template void batchnorm_forward_train<T>(const BatchNormShape&, const T*, const T*, const T*, \
-                                           T, T, T*, T*, T*, T*, T*);                           \
+                                           T, T, T*, T*, T*, T*, T*, Activation);               \
   template void batchnorm_forward_eval<T>(const BatchNormShape&, const T*, const T*, const T*,  \
-                                          const T*, const T*, T, T*);                           \
+                                          const T*, const T*, T, T*, Activation);               \
   template void batchnorm_backward_train<T>(const BatchNormShape&, const T*, const T*,          \
-                                            const T*, const T*, const T*, T*, T*, T*);          \
+                                            const T*, const T*, const T*, T*, T*, T*, const T*); \
   template void batchnorm_backward_eval<T>(const BatchNormShape&, const T*, const T*, const T*, \
-                                           const T*, const T*, T, T*, T*, T*);
+                                           const T*, const T*, T, T*, T*, T*, const T*);
 CG_INSTANTIATE(float)
 CG_INSTANTIATE(double)
 #undef CG_INSTANTIATE
