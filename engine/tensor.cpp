@@ -85,6 +85,15 @@ Tensor Tensor::view(const Shape& new_shape) const {
   return t;
 }
 
+Tensor Tensor::view_at(int64_t offset, const Shape& shape) const {
+  CG_CHECK(offset >= 0 && offset + shape_numel(shape) <= numel(), "view of {} elements at {} exceeds {}",
+           shape_numel(shape), offset, str());
+  Tensor t = detach();
+  t.impl().offset += offset;
+  t.impl().shape = shape;
+  return t;
+}
+
 void Tensor::copy_(const Tensor& src) {
   CG_CHECK(src.shape() == shape(), "copy_ from {} into {}", src.str(), str());
   kernels::cpu::cast(numel(), src.dtype(), src.raw_data(), dtype(), raw_data());

@@ -96,6 +96,8 @@ class Tensor {
   Tensor detach() const;                  // same storage, no autograd history
   Tensor to(DType dtype) const;           // a converted copy (or *this when already dtype)
   Tensor view(const Shape& shape) const;  // same storage, new shape (numel must match)
+  // Same storage, the elements [offset, offset + numel(shape)) of this contiguous tensor.
+  Tensor view_at(int64_t offset, const Shape& shape) const;
   void copy_(const Tensor& src);          // overwrite values (same shape; dtype converted)
   void fill_(double value);
   void zero_() { fill_(0.0); }

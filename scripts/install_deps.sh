@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake g++ make ccache pkg-config libeigen3-dev libyaml-cpp-dev libgtest-dev zlib1g-dev
-          libcli11-dev nlohmann-json3-dev libfmt-dev dataset-fashion-mnist)
+          libcli11-dev nlohmann-json3-dev libfmt-dev libgloo-dev dataset-fashion-mnist)
 if [[ "${1:-}" == "--with-python" ]]; then
   packages+=(python3-torch python3-numpy)
 fi

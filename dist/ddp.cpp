@@ -1,0 +1,125 @@
+#include "dist/ddp.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "engine/autograd/grad_mode.h"
+#include "util/check.h"
+
+namespace cg::dist {
+
+DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup& group,
+                                                 const DdpOptions& options)
+    : model_(model), group_(group), options_(options), params_(model.named_parameters()) {
+  CG_CHECK(!params_.empty(), "DDP: the model has no parameters");
+  for (auto& [name, t] : model.state_dict())  // replicas start from rank 0's weights and buffers
+    group_.broadcast(t.raw_data(), t.nbytes(), 0);
+  std::vector<size_t> reverse(params_.size());
+  std::iota(reverse.rbegin(), reverse.rend(), size_t(0));
+  build_buckets(reverse);
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i].second.register_grad_ready_hook([this, i](Tensor&) { on_gradient_ready(i); });
+}
+
+void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
+  // Lay the flat buffer out in bucket order, so each bucket is one contiguous slice.
+  buckets_.clear();
+  bucket_names_.clear();
+  bucket_of_.assign(params_.size(), 0);
+  int64_t offset = 0, cap = int64_t(options_.first_bucket_mb * 1024 * 1024 / sizeof(float));
+  Bucket current;
+  auto close = [&] {
+    if (current.params.empty()) return;
+    current.count = offset - current.offset;
+    buckets_.push_back(current);
+    current = Bucket{};
+    current.offset = offset;
+    cap = int64_t(options_.bucket_cap_mb * 1024 * 1024 / sizeof(float));
+  };
+  std::vector<int64_t> offsets(params_.size());
+  for (size_t i : order) {
+    const int64_t n = params_[i].second.numel();
+    if (!current.params.empty() && offset - current.offset + n > cap) close();
+    offsets[i] = offset;
+    current.params.push_back(i);
+    bucket_of_[i] = buckets_.size();
+    offset += n;
+  }
+  close();
+  // Keep any gradient already accumulated (a rebuild happens between steps, where it is zero,
+  // but copying keeps the invariant simple).
+  Tensor flat = Tensor::zeros({offset});
+  if (flat_.defined()) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor g = params_[i].second.grad();
+      if (g.defined()) std::memcpy(flat.data<float>() + offsets[i], g.raw_data(), g.nbytes());
+    }
+  }
+  flat_ = flat;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    p.set_grad(flat_.view_at(offsets[i], p.shape()));
+  }
+  for (auto& b : buckets_) {
+    std::vector<std::string> names;
+    for (size_t i : b.params) names.push_back(params_[i].first);
+    bucket_names_.push_back(std::move(names));
+  }
+}
+
+void DistributedDataParallel::before_forward() {
+  if (options_.broadcast_buffers) {
+    autograd::NoGradGuard no_grad;
+    for (auto& [name, t] : model_.named_buffers()) group_.broadcast(t.raw_data(), t.nbytes(), 0);
+  }
+  if (!rebuilt_ && ready_order_.size() == params_.size()) {
+    // Rebuild once from the order gradients actually became ready, so buckets fill in sequence.
+    build_buckets(ready_order_);
+    rebuilt_ = true;
+  }
+  // Gradients must be views of the flat buffer for the all-reduce to see them.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = params_[i].second.grad();
+    if (!g.defined() || g.impl().storage != flat_.impl().storage) {
+      build_buckets(rebuilt_ ? ready_order_ : [&] {
+        std::vector<size_t> r(params_.size());
+        std::iota(r.rbegin(), r.rend(), size_t(0));
+        return r;
+      }());
+      break;
+    }
+  }
+  for (auto& b : buckets_) {
+    b.pending = b.params.size();
+    b.work.reset();
+  }
+  ready_.assign(params_.size(), 0);
+  in_backward_ = true;
+}
+
+void DistributedDataParallel::on_gradient_ready(size_t param) {
+  if (!require_sync_ || !in_backward_) return;
+  if (!rebuilt_ && ready_order_.size() < params_.size()) ready_order_.push_back(param);
+  ready_[param] = 1;
+  Bucket& b = buckets_[bucket_of_[param]];
+  CG_CHECK(b.pending > 0, "DDP: parameter '{}' got its gradient twice in one backward", params_[param].first);
+  if (--b.pending == 0)
+    b.work = group_.all_reduce_async(flat_.data<float>() + b.offset, b.count, ReduceOp::average);
+}
+
+void DistributedDataParallel::finish_gradient_sync() {
+  in_backward_ = false;
+  if (!require_sync_) return;
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!ready_[i]) missing.push_back(params_[i].first);
+  if (!missing.empty())
+    throw Error(fmt::format("DDP: no gradient reached {} (unused in the forward pass?); its bucket was never "
+                            "all-reduced", fmt::join(missing, ", ")));
+  for (auto& b : buckets_) b.work->wait();
+}
+
+void DistributedDataParallel::zero_grad() { flat_.zero_(); }
+
+}  // namespace cg::dist

@@ -1,0 +1,70 @@
+// Data parallelism with PyTorch DDP's semantics. At construction, parameters and buffers are
+// broadcast from rank 0, so every replica starts equal. Gradients live in one flat buffer and
+// every parameter's .grad is a view into it; buckets are contiguous slices, filled in the order
+// backward produces gradients (reverse registration order at first, rebuilt once from the order
+// observed in the first step). The moment a bucket's last gradient is final (the autograd
+// grad-ready hook), its all-reduce (average) is issued on the communication thread while backward
+// goes on; finish_gradient_sync() waits for all of them before the optimizer step.
+#pragma once
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "nn/module.h"
+
+namespace cg::dist {
+
+struct DdpOptions {
+  double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
+  bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
+};
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(nn::Module& model, ProcessGroup& group, const DdpOptions& options);
+
+  // Before each forward: broadcasts buffers from rank 0 (PyTorch's default) and makes sure every
+  // parameter's .grad is its view of the flat buffer.
+  void before_forward();
+  // After backward, before the optimizer: waits for every bucket's all-reduce. Fails naming any
+  // parameter that received no gradient (it would leave its bucket unreduced on this rank).
+  void finish_gradient_sync();
+  // false: the next backward passes only accumulate locally (gradient accumulation); PyTorch's
+  // no_sync(). The first backward with sync on again communicates the accumulated sum.
+  void set_require_sync(bool on) { require_sync_ = on; }
+  // Zeroes the flat gradient buffer (the optimizer's zero_grad would free the views).
+  void zero_grad();
+
+  size_t num_buckets() const { return buckets_.size(); }
+  const std::vector<std::vector<std::string>>& bucket_parameters() const { return bucket_names_; }
+
+ private:
+  struct Bucket {
+    int64_t offset = 0, count = 0;   // slice of the flat buffer
+    std::vector<size_t> params;      // indices into params_
+    size_t pending = 0;              // gradients not yet final in this backward
+    std::shared_ptr<Work> work;
+  };
+
+  void build_buckets(const std::vector<size_t>& order);
+  void on_gradient_ready(size_t param);
+
+  nn::Module& model_;
+  ProcessGroup& group_;
+  DdpOptions options_;
+  nn::NamedTensors params_;
+  Tensor flat_;                        // all gradients, bucket after bucket
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;      // param index -> bucket index
+  std::vector<std::vector<std::string>> bucket_names_;
+  std::vector<size_t> ready_order_;    // observed in the first synced backward
+  std::vector<char> ready_;            // per parameter, in the current backward
+  bool rebuilt_ = false;
+  bool require_sync_ = true;
+  bool in_backward_ = false;
+};
+
+}  // namespace cg::dist

@@ -1,0 +1,194 @@
+#include "dist/process_group.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "util/check.h"
+
+namespace cg::dist {
+namespace {
+
+// Gloo finds its peers through a gloo::rendezvous::Store: ours, over TCP.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  explicit GlooStore(TcpStore& store) : store_(store) {}
+  void set(const std::string& key, const std::vector<char>& data) override { store_.set("gloo/" + key, data); }
+  std::vector<char> get(const std::string& key) override { return store_.get("gloo/" + key); }
+  void wait(const std::vector<std::string>& keys) override {
+    for (const auto& k : keys) store_.get("gloo/" + k);
+  }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override { wait(keys); }
+
+ private:
+  TcpStore& store_;
+};
+
+}  // namespace
+
+struct ProcessGroup::Impl {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+};
+
+void Work::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::done() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+ProcessGroup::ProcessGroup(TcpStore& store, int rank, int world_size, const std::string& my_host,
+                           const ProcessGroupOptions& options)
+    : rank_(rank), world_(world_size), options_(options), impl_(std::make_unique<Impl>()) {
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = my_host;
+    impl_->device = gloo::transport::tcp::CreateDevice(attr);
+    impl_->context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
+    impl_->context->setTimeout(options.timeout);
+    GlooStore gloo_store(store);
+    impl_->context->connectFullMesh(gloo_store, impl_->device);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("rank {}: could not connect to the other {} ranks: {}", rank, world_size - 1, e.what()));
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+ProcessGroup::~ProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void ProcessGroup::run() {
+  while (true) {
+    std::pair<std::shared_ptr<Work>, std::function<void()>> item;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    try {
+      item.second();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(item.first->mutex_);
+      item.first->done_ = true;
+      item.first->error_ = error;
+    }
+    item.first->cv_.notify_all();
+  }
+}
+
+std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& what, std::function<void()> fn) {
+  auto work = std::make_shared<Work>();
+  auto wrapped = [this, what, fn = std::move(fn)] {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("rank {}: {} failed: {} (a peer died or timed out after {} s)", rank_, what, e.what(),
+                              options_.timeout.count() / 1000.0));
+    }
+  };
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.emplace_back(work, std::move(wrapped));
+  }
+  cv_.notify_all();
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(float* data, int64_t count, ReduceOp op) {
+  const uint32_t tag = next_tag_++;
+  ++all_reduces_;
+  return enqueue(fmt::format("all_reduce of {} floats", count), [this, data, count, op, tag] {
+    if (options_.artificial_delay.count() > 0) std::this_thread::sleep_for(options_.artificial_delay);
+    if (world_ > 1) {
+      gloo::AllreduceOptions o(impl_->context);
+      o.setOutput(data, size_t(count));
+      o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      o.setTag(tag);
+      o.setTimeout(options_.timeout);
+      gloo::allreduce(o);
+    }
+    if (op == ReduceOp::average) {
+      const float inv = 1.0f / float(world_);
+      for (int64_t i = 0; i < count; ++i) data[i] *= inv;
+    }
+  });
+}
+
+void ProcessGroup::all_reduce(double* data, int64_t count) {
+  const uint32_t tag = next_tag_++;
+  enqueue(fmt::format("all_reduce of {} doubles", count), [this, data, count, tag] {
+    if (world_ == 1) return;
+    gloo::AllreduceOptions o(impl_->context);
+    o.setOutput(data, size_t(count));
+    o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<double>));
+    o.setTag(tag);
+    o.setTimeout(options_.timeout);
+    gloo::allreduce(o);
+  })->wait();
+}
+
+void ProcessGroup::broadcast(void* data, size_t bytes, int root) {
+  const uint32_t tag = next_tag_++;
+  enqueue(fmt::format("broadcast of {} bytes from rank {}", bytes, root), [this, data, bytes, root, tag] {
+    if (world_ == 1) return;
+    gloo::BroadcastOptions o(impl_->context);
+    o.setOutput(static_cast<uint8_t*>(data), bytes);
+    o.setRoot(root);
+    o.setTag(tag);
+    o.setTimeout(options_.timeout);
+    gloo::broadcast(o);
+  })->wait();
+}
+
+void ProcessGroup::all_gather(const void* in, void* out, size_t bytes) {
+  const uint32_t tag = next_tag_++;
+  enqueue(fmt::format("all_gather of {} bytes", bytes), [this, in, out, bytes, tag] {
+    if (world_ == 1) {
+      std::memcpy(out, in, bytes);
+      return;
+    }
+    gloo::AllgatherOptions o(impl_->context);
+    o.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), bytes);
+    o.setOutput(static_cast<uint8_t*>(out), bytes * size_t(world_));
+    o.setTag(tag);
+    o.setTimeout(options_.timeout);
+    gloo::allgather(o);
+  })->wait();
+}
+
+void ProcessGroup::barrier() {
+  const uint32_t tag = next_tag_++;
+  enqueue("barrier", [this, tag] {
+    if (world_ == 1) return;
+    gloo::BarrierOptions o(impl_->context);
+    o.setTag(tag);
+    o.setTimeout(options_.timeout);
+    gloo::barrier(o);
+  })->wait();
+}
+
+}  // namespace cg::dist

@@ -1,0 +1,83 @@
+// Collective communication among the ranks of a job. Every collective runs on one communication
+// thread, in the order it was issued, which is the same on every rank; the caller gets a Work
+// handle and may go on computing (that is how all-reduce overlaps backward on the CPU, the
+// communication thread standing in for a CUDA communication stream). A collective that fails or
+// exceeds the timeout becomes a cg::Error naming the operation and the rank, never a hang.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "dist/tcp_store.h"
+
+namespace cg::dist {
+
+enum class ReduceOp { sum, average };
+
+// A collective in flight. wait() blocks until it is done and rethrows its error.
+class Work {
+ public:
+  void wait();
+  bool done();
+
+ private:
+  friend class ProcessGroup;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+struct ProcessGroupOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // Testing aid: every all-reduce also sleeps this long, to make communication measurable.
+  std::chrono::milliseconds artificial_delay{0};
+};
+
+// The Gloo-backed CPU process group (the library PyTorch uses for CPU collectives).
+class ProcessGroup {
+ public:
+  ProcessGroup(TcpStore& store, int rank, int world_size, const std::string& my_host,
+               const ProcessGroupOptions& options);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return world_; }
+
+  std::shared_ptr<Work> all_reduce_async(float* data, int64_t count, ReduceOp op);
+  void all_reduce(float* data, int64_t count, ReduceOp op) { all_reduce_async(data, count, op)->wait(); }
+  void all_reduce(double* data, int64_t count);  // sum; for metrics
+  void broadcast(void* data, size_t bytes, int root);
+  // out receives size() * bytes: every rank's `in`, in rank order.
+  void all_gather(const void* in, void* out, size_t bytes);
+  void barrier();
+
+  int64_t all_reduces_issued() const { return all_reduces_; }
+
+ private:
+  struct Impl;
+  std::shared_ptr<Work> enqueue(const std::string& what, std::function<void()> fn);
+  void run();
+
+  int rank_, world_;
+  ProcessGroupOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::shared_ptr<Work>, std::function<void()>>> queue_;
+  bool stopping_ = false;
+  uint32_t next_tag_ = 0;
+  int64_t all_reduces_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace cg::dist

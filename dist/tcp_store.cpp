@@ -1,0 +1,264 @@
+#include "dist/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "util/check.h"
+
+namespace cg::dist {
+namespace {
+
+enum Op : uint8_t { kSet = 0, kGet = 1, kAdd = 2 };
+enum Status : uint8_t { kOk = 0, kTimeout = 1 };
+
+// Sends or receives exactly n bytes; false when the peer closed or the socket failed.
+bool send_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= size_t(k);
+  }
+  return true;
+}
+bool recv_all(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= size_t(k);
+  }
+  return true;
+}
+
+bool send_blob(int fd, const std::vector<char>& v) {
+  const uint32_t n = uint32_t(v.size());
+  return send_all(fd, &n, 4) && send_all(fd, v.data(), v.size());
+}
+bool recv_blob(int fd, std::vector<char>& v) {
+  uint32_t n = 0;
+  if (!recv_all(fd, &n, 4)) return false;
+  v.resize(n);
+  return recv_all(fd, v.data(), n);
+}
+
+}  // namespace
+
+// The server: a listening socket and one thread per connected rank (world sizes are small).
+class TcpStoreServer {
+ public:
+  explicit TcpStoreServer(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    CG_CHECK(fd_ >= 0, "rendezvous store: socket(): {}", std::strerror(errno));
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(uint16_t(port));
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd_, 128) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      throw Error(fmt::format("rendezvous store: cannot listen on port {}: {} (is another job using "
+                              "MASTER_PORT={}?)", port, std::strerror(err), port));
+    }
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+
+  ~TcpStoreServer() {
+    stopping_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    acceptor_.join();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int c : clients_) ::shutdown(c, SHUT_RDWR);
+    }
+    changed_.notify_all();
+    for (auto& t : handlers_) t.join();
+  }
+
+ private:
+  void accept_loop() {
+    while (!stopping_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 200) <= 0) continue;
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      int one = 1;
+      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      std::lock_guard<std::mutex> lock(mutex_);
+      clients_.push_back(c);
+      handlers_.emplace_back([this, c] { serve(c); });
+    }
+  }
+
+  void serve(int c) {
+    while (!stopping_) {
+      uint8_t op;
+      std::vector<char> key_bytes, value;
+      if (!recv_all(c, &op, 1) || !recv_blob(c, key_bytes) || !recv_blob(c, value)) break;
+      const std::string key(key_bytes.begin(), key_bytes.end());
+      if (op == kSet) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          data_[key] = value;
+        }
+        changed_.notify_all();
+        const uint8_t ok = kOk;
+        if (!send_all(c, &ok, 1)) break;
+      } else if (op == kGet) {
+        int64_t timeout_ms = 0;
+        std::memcpy(&timeout_ms, value.data(), std::min<size_t>(8, value.size()));
+        std::unique_lock<std::mutex> lock(mutex_);
+        const bool found = changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                             [&] { return stopping_ || data_.count(key) > 0; });
+        const uint8_t status = found && data_.count(key) ? kOk : kTimeout;
+        std::vector<char> reply = status == kOk ? data_[key] : std::vector<char>();
+        lock.unlock();
+        if (!send_all(c, &status, 1) || !send_blob(c, reply)) break;
+      } else if (op == kAdd) {
+        int64_t delta = 0, now = 0;
+        std::memcpy(&delta, value.data(), std::min<size_t>(8, value.size()));
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          std::vector<char>& slot = data_[key];
+          if (slot.size() == 8) std::memcpy(&now, slot.data(), 8);
+          now += delta;
+          slot.resize(8);
+          std::memcpy(slot.data(), &now, 8);
+        }
+        changed_.notify_all();
+        if (!send_all(c, &now, 8)) break;
+      } else {
+        break;  // a client speaking another protocol: drop it
+      }
+    }
+    ::close(c);
+  }
+
+  int fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::vector<char>> data_;
+  std::vector<int> clients_;
+  std::vector<std::thread> handlers_;
+};
+
+TcpStore::TcpStore(const TcpStoreOptions& options) : options_(options) {
+  if (options.is_server) server_ = std::make_unique<TcpStoreServer>(options.port);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  const int rc = ::getaddrinfo(options.host.c_str(), std::to_string(options.port).c_str(), &hints, &res);
+  if (rc != 0)
+    throw Error(fmt::format("rendezvous: cannot resolve MASTER_ADDR '{}': {}", options.host, ::gai_strerror(rc)));
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  std::string last_error;
+  while (true) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd_ >= 0 && ::connect(fd_, res->ai_addr, res->ai_addrlen) == 0) break;
+    last_error = std::strerror(errno);
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0 may not be up yet
+  }
+  ::freeaddrinfo(res);
+  if (fd_ < 0)
+    throw Error(fmt::format("rendezvous: could not reach the store at {}:{} within {} s ({}); is rank 0 "
+                            "running and MASTER_ADDR/MASTER_PORT right?",
+                            options.host, options.port, options.timeout.count() / 1000.0, last_error));
+  int one = 1;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+TcpStore::~TcpStore() {
+  if (fd_ >= 0) ::close(fd_);
+  server_.reset();
+}
+
+std::vector<char> TcpStore::request(uint8_t op, const std::string& key, const std::vector<char>& value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::vector<char> key_bytes(key.begin(), key.end());
+  if (!send_all(fd_, &op, 1) || !send_blob(fd_, key_bytes) || !send_blob(fd_, value))
+    throw Error(fmt::format("rendezvous: lost the connection to the store at {}:{} (did rank 0 exit?)",
+                            options_.host, options_.port));
+  auto lost = [&] {
+    return Error(fmt::format("rendezvous: lost the connection to the store at {}:{} while waiting for '{}' "
+                             "(did rank 0 exit?)", options_.host, options_.port, key));
+  };
+  if (op == kSet) {
+    uint8_t ok;
+    if (!recv_all(fd_, &ok, 1)) throw lost();
+    return {};
+  }
+  if (op == kAdd) {
+    std::vector<char> out(8);
+    if (!recv_all(fd_, out.data(), 8)) throw lost();
+    return out;
+  }
+  uint8_t status;
+  std::vector<char> out;
+  if (!recv_all(fd_, &status, 1) || !recv_blob(fd_, out)) throw lost();
+  if (status != kOk)
+    throw Error(fmt::format("rendezvous: timed out after {} s waiting for '{}' (a rank did not join or died)",
+                            options_.timeout.count() / 1000.0, key));
+  return out;
+}
+
+void TcpStore::set(const std::string& key, const std::vector<char>& value) { request(kSet, key, value); }
+void TcpStore::set(const std::string& key, const std::string& value) {
+  set(key, std::vector<char>(value.begin(), value.end()));
+}
+
+std::vector<char> TcpStore::get(const std::string& key) {
+  std::vector<char> timeout(8);
+  const int64_t ms = options_.timeout.count();
+  std::memcpy(timeout.data(), &ms, 8);
+  return request(kGet, key, timeout);
+}
+
+std::string TcpStore::get_string(const std::string& key) {
+  const std::vector<char> v = get(key);
+  return std::string(v.begin(), v.end());
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  std::vector<char> v(8);
+  std::memcpy(v.data(), &delta, 8);
+  const std::vector<char> out = request(kAdd, key, v);
+  int64_t now;
+  std::memcpy(&now, out.data(), 8);
+  return now;
+}
+
+void TcpStore::barrier(const std::string& name, int count) {
+  const std::string key = fmt::format("barrier/{}/{}", name, barrier_generation_++);
+  if (add(key, 1) == count) set(key + "/done", std::string("1"));
+  try {
+    get(key + "/done");
+  } catch (const Error& e) {
+    throw Error(fmt::format("barrier '{}' was not reached by all {} ranks: {}", name, count, e.what()));
+  }
+}
+
+}  // namespace cg::dist
