@@ -1,6 +1,7 @@
 #include "util/log.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 namespace cg::log {
@@ -8,7 +9,11 @@ namespace {
 int g_rank = 0, g_world = 1;
 std::mutex g_mutex;  // whole lines, even when loader threads warn
 
-std::string prefix() { return g_world > 1 ? fmt::format("[rank {}] ", g_rank) : std::string(); }
+// cudagrad-launch prefixes every line with the rank already; other launchers (mpirun) do not.
+std::string prefix() {
+  static const bool launcher_prefixes = std::getenv("CUDAGRAD_LAUNCHED") != nullptr;
+  return g_world > 1 && !launcher_prefixes ? fmt::format("[rank {}] ", g_rank) : std::string();
+}
 
 void put(std::FILE* stream, const std::string& text) {
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -72,6 +72,7 @@ const config::Schema& schema() {
     s.add(key("checkpoint.resume_from", Kind::string, std::string(), "checkpoint to resume from (\"\" = none)"));
     s.add(choice("dist.backend", {"auto", "nccl", "gloo"}, "collective backend (auto: nccl on GPU, gloo on CPU)"));
     s.add(key("dist.bucket_cap_mb", Kind::real, 25.0, "gradient bucket size in MB", 0.001));
+    s.add(key("dist.timeout_s", Kind::real, 120.0, "longest wait for a peer or a collective before failing", 1.0));
     s.add(key("output.dir", Kind::string, std::string("runs/latest"), "where config.yaml, metrics.jsonl and checkpoints go"));
     s.add(key("profile.enabled", Kind::boolean, false, "write a Chrome-trace timeline"));
     return s;
@@ -168,7 +169,8 @@ const std::vector<Binding>& bindings() {
       CG_BIND("amp.enabled", amp.enabled), CG_BIND("amp.dtype", amp.dtype),
       CG_BIND("checkpoint.dir", checkpoint.dir), CG_BIND("checkpoint.save_every", checkpoint.save_every),
       CG_BIND("checkpoint.resume_from", checkpoint.resume_from), CG_BIND("dist.backend", dist.backend),
-      CG_BIND("dist.bucket_cap_mb", dist.bucket_cap_mb), CG_BIND("output.dir", output.dir),
+      CG_BIND("dist.bucket_cap_mb", dist.bucket_cap_mb), CG_BIND("dist.timeout_s", dist.timeout_s),
+      CG_BIND("output.dir", output.dir),
       CG_BIND("profile.enabled", profile.enabled)};
   return b;
 }

@@ -51,7 +51,7 @@ struct TrainConfig {
   } checkpoint;
   struct {
     DistBackend backend;
-    double bucket_cap_mb;
+    double bucket_cap_mb, timeout_s;
   } dist;
   struct {
     std::string dir;

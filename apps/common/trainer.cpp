@@ -1,6 +1,7 @@
 #include "apps/common/trainer.h"
 
 #include <omp.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -8,10 +9,12 @@
 #include <filesystem>
 #include <thread>
 
+#include "apps/common/distributed.h"
 #include "apps/common/metrics.h"
 #include "data/dataset_factory.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "dist/ddp.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
 #include "kernels/cuda/device_info.h"
@@ -83,10 +86,12 @@ struct EvalResult {
   double loss = 0, accuracy = 0, images_per_s = 0;
 };
 
-EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c) {
+// Each rank evaluates its shard of the test set; the sums are added over ranks.
+EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc) {
   autograd::NoGradGuard no_grad;
   model.eval();
-  data::DistributedSampler sampler(test_set.size(), 0, 1, /*shuffle=*/false, 0, /*drop_last=*/false);
+  data::DistributedSampler sampler(test_set.size(), dc.rank(), dc.world_size(), /*shuffle=*/false, 0,
+                                   /*drop_last=*/false);
   data::LoaderOptions lo;
   lo.batch_size = c.train.eval_batch_size;
   lo.num_workers = int(c.data.num_workers);
@@ -104,10 +109,12 @@ EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const 
     seen += batch->size;
   }
   model.train();
+  std::vector<double> sums{loss_sum, double(correct), double(seen)};
+  dc.all_reduce_sum(sums);
   EvalResult r;
-  r.loss = loss_sum / double(std::max<int64_t>(seen, 1));
-  r.accuracy = double(correct) / double(std::max<int64_t>(seen, 1));
-  r.images_per_s = double(seen) / std::max(seconds_since(start), 1e-9);
+  r.loss = sums[0] / std::max(sums[2], 1.0);
+  r.accuracy = sums[1] / std::max(sums[2], 1.0);
+  r.images_per_s = sums[2] / std::max(seconds_since(start), 1e-9);
   return r;
 }
 
@@ -130,6 +137,14 @@ void choose_device(const TrainConfig& c) {
                      : std::string());
 }
 
+// CRC-32 of every state-dict tensor's bytes: equal weights, equal fingerprints.
+uint32_t state_fingerprint(const nn::Module& model) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& [name, t] : model.state_dict())
+    crc = crc32(crc, static_cast<const Bytef*>(t.raw_data()), uInt(t.nbytes()));
+  return uint32_t(crc);
+}
+
 }  // namespace
 
 void install_stop_signal_handlers() {
@@ -138,16 +153,21 @@ void install_stop_signal_handlers() {
 }
 
 TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
-  const int threads = c.train.threads > 0 ? int(c.train.threads)
-                                          : int(std::max(1u, std::thread::hardware_concurrency()));
+  DistContext dc(c.dist.timeout_s);
+  dc.check_same_config(config_yaml);
+  // Ranks on one machine share its cores.
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = c.train.threads > 0 ? int(c.train.threads) : std::max(1, cores / std::max(1, dc.world_size()));
   omp_set_num_threads(threads);
   choose_device(c);
   CG_CHECK(!c.amp.enabled, "amp.enabled=true needs the CUDA backend; the CPU trains in float32");
 
   const fs::path out_dir = c.output.dir;
   const fs::path ckpt_dir = c.checkpoint.dir.empty() ? out_dir / "checkpoints" : fs::path(c.checkpoint.dir);
-  fs::create_directories(out_dir);
-  write_file_atomically((out_dir / "config.yaml").string(), config_yaml);
+  if (log::is_main_process()) {
+    fs::create_directories(out_dir);
+    write_file_atomically((out_dir / "config.yaml").string(), config_yaml);
+  }
 
   auto train_set = make_split(c, true);
   auto test_set = make_split(c, false);
@@ -175,14 +195,15 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   auto optimizer = make_optimizer(c, model);
   const std::string optim_name = c.optim.name == OptimizerName::sgd ? "sgd" : "adamw";
 
-  data::DistributedSampler sampler(train_set->size(), 0, 1, c.data.shuffle, uint64_t(c.train.seed), true);
+  data::DistributedSampler sampler(train_set->size(), dc.rank(), dc.world_size(), c.data.shuffle,
+                                   uint64_t(c.train.seed), true);
   data::LoaderOptions lo;
   lo.batch_size = c.data.batch_size;
   lo.num_workers = int(c.data.num_workers);
   lo.drop_last = true;
   lo.augment.enabled = c.data.augment;
   lo.seed = uint64_t(c.train.seed);
-  lo.rank = 0;
+  lo.rank = dc.rank();  // augmentation differs per rank: seed, rank, epoch and sample
   data::DataLoader loader(*train_set, sampler, lo);
   const int64_t batches_per_epoch = loader.batches_per_epoch();
   CG_CHECK(batches_per_epoch > 0, "data.batch_size={} is larger than the {} training images",
@@ -206,6 +227,7 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   pos.optimizer = optim_name;
   pos.config_yaml = config_yaml;
   if (!c.checkpoint.resume_from.empty()) {
+    dc.barrier();  // the file is complete before anyone reads it
     pos = nn::load_checkpoint(c.checkpoint.resume_from, model, *optimizer);
     CG_CHECK(pos.optimizer == optim_name, "checkpoint {} was written by optimizer '{}', config says '{}'",
              c.checkpoint.resume_from, pos.optimizer, optim_name);
@@ -218,13 +240,25 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
                               ? MetricsWriter((out_dir / "metrics.jsonl").string(), !c.checkpoint.resume_from.empty())
                               : MetricsWriter();
 
+  // After loading: DDP broadcasts rank 0's weights and buffers to every replica.
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  if (dc.distributed()) {
+    dist::DdpOptions dopt;
+    dopt.bucket_cap_mb = c.dist.bucket_cap_mb;
+    ddp = std::make_unique<dist::DistributedDataParallel>(model, *dc.group(), dopt);
+    log::info("DDP: {} gradient buckets", ddp->num_buckets());
+  }
+
   TrainResult result;
   auto write_checkpoint = [&](const std::string& name) {
     pos.rng_state = gen.state();
     const std::string path = (ckpt_dir / name).string();
-    nn::save_checkpoint(path, model, *optimizer, pos);
+    if (log::is_main_process()) {
+      nn::save_checkpoint(path, model, *optimizer, pos);
+      log::info("checkpoint: {}", path);
+    }
+    dc.barrier();  // no rank runs ahead (or reads it) before it is complete
     result.checkpoint = path;
-    log::info("checkpoint: {}", path);
   };
 
   model.train();
@@ -237,12 +271,19 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
     int64_t correct = 0, seen = 0, micro = 0;
     auto window_start = Clock::now();
     while (auto batch = loader.next()) {
+      // The last micro-batch of an accumulation group communicates; the others only accumulate.
+      const bool sync = micro + 1 == accum || pos.batch_in_epoch + 1 == batches_per_epoch;
+      if (ddp) {
+        ddp->set_require_sync(sync);
+        ddp->before_forward();
+      }
       int64_t hits = 0;
       Tensor loss = ops::cross_entropy(model(images_tensor(*batch)), labels_tensor(*batch), &hits);
       const double loss_value = loss.item();
       CG_CHECK(std::isfinite(loss_value), "loss became {} at step {} (epoch {}); lower optim.lr?",
                loss_value, pos.step, pos.epoch + 1);
       (accum > 1 ? ops::scale(loss, 1.0 / double(accum)) : loss).backward();
+      if (ddp) ddp->finish_gradient_sync();
       loss_sum += loss_value * double(batch->size);
       correct += hits;
       seen += batch->size;
@@ -251,26 +292,33 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
       micro = 0;
       const double lr = schedule.lr_at(pos.step);
       optimizer->step(lr);
-      optimizer->zero_grad();
+      if (ddp) {
+        ddp->zero_grad();  // gradients stay views of DDP's flat buffer
+      } else {
+        optimizer->zero_grad();
+      }
       ++pos.step;
       bar.update(pos.batch_in_epoch, fmt::format("loss {:.4f} lr {:.4g}", loss_sum / double(seen), lr));
       if (pos.step % c.train.log_interval == 0 || pos.batch_in_epoch == batches_per_epoch) {
-        const double ips = double(seen) / std::max(seconds_since(window_start), 1e-9);
+        std::vector<double> sums{loss_sum, double(correct), double(seen)};  // over all ranks
+        dc.all_reduce_sum(sums);
+        const double ips = sums[2] / std::max(seconds_since(window_start), 1e-9);
+        const double mean_loss = sums[0] / sums[2], accuracy = sums[1] / sums[2];
         nlohmann::json rec{{"kind", "train"}, {"epoch", pos.epoch + 1}, {"step", pos.step},
-                           {"loss", loss_sum / double(seen)}, {"accuracy", double(correct) / double(seen)},
-                           {"lr", lr}, {"images_per_s", ips}};
+                           {"loss", mean_loss}, {"accuracy", accuracy}, {"lr", lr}, {"images_per_s", ips}};
         metrics.write(rec);
         if (!bar.enabled())
-          log::info("epoch {} step {} loss {:.4f} acc {:.4f} lr {:.4g} {:.1f} img/s", pos.epoch + 1,
-                    pos.step, loss_sum / double(seen), double(correct) / double(seen), lr, ips);
+          log::info("epoch {} step {} loss {:.4f} acc {:.4f} lr {:.4g} {:.1f} img/s", pos.epoch + 1, pos.step,
+                    mean_loss, accuracy, lr, ips);
         loss_sum = 0;
         correct = seen = 0;
         window_start = Clock::now();
       }
       if (pos.step >= total_steps) stop = true;
-      if (g_stop_signal.load()) {
+      if (dc.any_rank(g_stop_signal.load() != 0)) {  // every rank stops at the same step
         result.interrupted = stop = true;
-        log::warn("signal {} received: checkpointing at step {} and stopping", g_stop_signal.load(), pos.step);
+        log::warn("stop requested (signal {}): checkpointing at step {} and stopping", g_stop_signal.load(),
+                  pos.step);
       }
       if (stop) break;
     }
@@ -282,7 +330,7 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
     }
     if (result.interrupted) break;
     if (epoch_done || stop) {
-      const EvalResult ev = evaluate(model, *test_set, c);
+      const EvalResult ev = evaluate(model, *test_set, c, dc);
       result.test_accuracy = ev.accuracy;
       result.test_loss = ev.loss;
       metrics.write({{"kind", "eval"}, {"epoch", epoch_done ? pos.epoch : pos.epoch + 1}, {"step", pos.step},
@@ -295,6 +343,10 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
     if (epoch_done && c.checkpoint.save_every > 0 && pos.epoch % c.checkpoint.save_every == 0 && !stop &&
         pos.epoch < c.train.epochs)
       write_checkpoint(fmt::format("epoch_{}.safetensors", pos.epoch));
+  }
+  if (ddp) {
+    ddp->before_forward();  // bring every rank's BatchNorm statistics to rank 0's, then compare
+    dc.check_replicas_equal(state_fingerprint(model));
   }
   write_checkpoint("last.safetensors");
   result.steps = pos.step;

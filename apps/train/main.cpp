@@ -7,6 +7,7 @@
 
 #include "apps/common/train_config.h"
 #include "apps/common/trainer.h"
+#include "dist/identity.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   cg::apps::TrainConfig config;
   std::string yaml;
   try {
+    const cg::dist::Identity id = cg::dist::identity_from_env();  // rank-aware output from the start
+    cg::log::set_rank(id.rank, id.world_size);
     const CommandLine cl = parse(argc, argv);
     if (cl.help) {
       std::printf("%s%s", kUsage, cg::apps::train_config_help().c_str());

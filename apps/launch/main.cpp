@@ -1,0 +1,206 @@
+// cudagrad-launch: starts a data-parallel job on this node, like torchrun.
+//   cudagrad-launch --nproc-per-node 2 build/apps/cudagrad-train --config configs/x.yaml
+// Each process gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
+// its output comes back line by line prefixed with its rank. SIGINT and SIGTERM are forwarded.
+// Fail-fast: when a rank exits non-zero, the others get SIGTERM (SIGKILL after a grace period)
+// and the launcher exits non-zero naming the first rank that failed. --max-restarts N restarts
+// the group (CUDAGRAD_RESTART=n tells the trainer to resume from its latest checkpoint).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1;
+  bool running = false;
+  int status = 0;
+};
+
+std::mutex g_output;
+
+// Copies one child's output to ours, a whole line at a time, with the rank in front.
+void forward_output(int fd, int rank) {
+  FILE* in = fdopen(fd, "r");
+  char* line = nullptr;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    std::lock_guard<std::mutex> lock(g_output);
+    std::fprintf(stdout, "[rank %d] %s", rank, line);
+    if (line[std::strlen(line) - 1] != '\n') std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  std::free(line);
+  std::fclose(in);
+}
+
+Child spawn(int rank, int local_rank, int local_world, int world, const std::string& addr, int port, int restart,
+            const std::vector<std::string>& command) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);  // own process group: a stop reaches its threads and children too
+    dup2(pipefd[1], STDOUT_FILENO);
+    dup2(pipefd[1], STDERR_FILENO);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    setenv("LOCAL_WORLD_SIZE", std::to_string(local_world).c_str(), 1);
+    setenv("MASTER_ADDR", addr.c_str(), 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("CUDAGRAD_RESTART", std::to_string(restart).c_str(), 1);
+    setenv("CUDAGRAD_LAUNCHED", "1", 1);  // the launcher prefixes ranks; the program need not
+    std::vector<char*> argv;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "cudagrad-launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(pipefd[1]);
+  return Child{rank, pid, pipefd[0], true, 0};
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
+  return "unknown status";
+}
+
+// Runs one generation of the group; returns 0 or the launcher's exit code for a failure.
+int run_group(int nproc, int node_rank, int nnodes, const std::string& addr, int port, int restart,
+              const std::vector<std::string>& command, std::chrono::seconds grace) {
+  const int world = nproc * nnodes;
+  std::vector<Child> children;
+  std::vector<std::thread> readers;
+  for (int i = 0; i < nproc; ++i) {
+    children.push_back(spawn(node_rank * nproc + i, i, nproc, world, addr, port, restart, command));
+    readers.emplace_back(forward_output, children.back().out_fd, children.back().rank);
+  }
+  int first_failed = -1, failed_status = 0;
+  bool stopping = false;
+  auto deadline = std::chrono::steady_clock::time_point::max();
+  int forwarded = 0;
+  size_t alive = children.size();
+  while (alive > 0) {
+    if (g_signal && g_signal != forwarded) {  // forward SIGINT/SIGTERM to every rank
+      forwarded = g_signal;
+      for (auto& c : children)
+        if (c.running) kill(-c.pid, forwarded);
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (auto& c : children) {
+        if (c.pid != pid) continue;
+        c.running = false;
+        c.status = status;
+        --alive;
+        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && first_failed < 0 && !forwarded) {
+          first_failed = c.rank;
+          failed_status = status;
+        }
+        if (!ok && !stopping && !forwarded) {
+          stopping = true;  // fail fast: stop the others now, kill them if they linger
+          deadline = std::chrono::steady_clock::now() + grace;
+          for (auto& o : children)
+            if (o.running) kill(-o.pid, SIGTERM);
+        }
+      }
+      continue;
+    }
+    if (stopping && std::chrono::steady_clock::now() > deadline) {
+      for (auto& o : children)
+        if (o.running) kill(-o.pid, SIGKILL);
+      deadline = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& t : readers) t.join();
+  if (first_failed >= 0) {
+    std::fprintf(stderr, "cudagrad-launch: rank %d failed first (%s); stopped the other ranks\n", first_failed,
+                 describe(failed_status).c_str());
+    return 1;
+  }
+  for (auto& c : children)
+    if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 1;
+  return 0;
+}
+
+int free_port() {
+  // Port 0 asks the kernel for a free one; --standalone uses it so jobs never collide.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cudagrad-launch: run a program as a data-parallel job (like torchrun)"};
+  int nproc = 1, nnodes = 1, node_rank = 0, port = 29500, max_restarts = 0, grace_s = 10;
+  std::string addr = "127.0.0.1";
+  bool standalone = false;
+  std::vector<std::string> command;
+  app.add_option("--nproc-per-node", nproc, "processes on this node")->check(CLI::PositiveNumber);
+  app.add_option("--nnodes", nnodes, "nodes in the job")->check(CLI::PositiveNumber);
+  app.add_option("--node-rank", node_rank, "this node's index")->check(CLI::NonNegativeNumber);
+  app.add_option("--master-addr", addr, "address of rank 0's node");
+  app.add_option("--master-port", port, "rendezvous port on rank 0's node")->check(CLI::Range(1, 65535));
+  app.add_flag("--standalone", standalone, "single node on a free local port");
+  app.add_option("--max-restarts", max_restarts, "restarts of the whole group after a failure")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--grace-seconds", grace_s, "after SIGTERM, how long before SIGKILL")->check(CLI::PositiveNumber);
+  app.add_option("command", command, "PROGRAM [ARGS...]")->required();
+  app.prefix_command();  // everything after PROGRAM belongs to it
+  CLI11_PARSE(app, argc, argv);
+  if (node_rank >= nnodes) {
+    std::fprintf(stderr, "cudagrad-launch: --node-rank %d needs --nnodes > %d\n", node_rank, node_rank);
+    return 2;
+  }
+  if (standalone) {
+    nnodes = 1;
+    node_rank = 0;
+    addr = "127.0.0.1";
+    port = free_port();
+  }
+  std::vector<std::string> rest = app.remaining();
+  command.insert(command.end(), rest.begin(), rest.end());
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  for (int attempt = 0;; ++attempt) {
+    const int rc = run_group(nproc, node_rank, nnodes, addr, port, attempt, command, std::chrono::seconds(grace_s));
+    if (rc == 0 || g_signal || attempt >= max_restarts) return rc;
+    std::fprintf(stderr, "cudagrad-launch: restarting the group (%d of %d)\n", attempt + 1, max_restarts);
+  }
+}
