@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cudagrad builds, tests and trains with; does nothing when they are
 # all present (idempotent). The CUDA toolkit itself is expected at /usr/local/cuda when wanted.
-# Usage: scripts/install_deps.sh [--with-python]   (--with-python: PyTorch for comparisons/tests)
+# Usage: scripts/install_deps.sh [--for-tests]   (--for-tests: also PyTorch, for the golden tests
+# and the benchmark, and Open MPI, for the mpirun test)
 set -euo pipefail
 
 packages=(cmake g++ make ccache pkg-config libeigen3-dev libyaml-cpp-dev libgtest-dev zlib1g-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev libgloo-dev dataset-fashion-mnist)
-if [[ "${1:-}" == "--with-python" ]]; then
-  packages+=(python3-torch python3-numpy)
+if [[ "${1:-}" == "--for-tests" ]]; then
+  packages+=(python3-torch python3-numpy openmpi-bin)
 fi
 
 missing=()

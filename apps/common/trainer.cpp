@@ -137,6 +137,28 @@ void choose_device(const TrainConfig& c) {
                      : std::string());
 }
 
+// cudagrad-launch --max-restarts sets CUDAGRAD_RESTART=n for the n-th restart of the group.
+bool restarted_by_launcher() {
+  const char* v = std::getenv("CUDAGRAD_RESTART");
+  return v && std::atoi(v) > 0;
+}
+
+// The newest checkpoint in dir ("" when there is none): where a restarted group resumes.
+std::string latest_checkpoint(const fs::path& dir) {
+  std::string best;
+  fs::file_time_type best_time{};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".safetensors") continue;
+    const auto t = e.last_write_time(ec);
+    if (best.empty() || t > best_time) {
+      best = e.path().string();
+      best_time = t;
+    }
+  }
+  return best;
+}
+
 // CRC-32 of every state-dict tensor's bytes: equal weights, equal fingerprints.
 uint32_t state_fingerprint(const nn::Module& model) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -226,18 +248,20 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   nn::TrainingProgress pos;
   pos.optimizer = optim_name;
   pos.config_yaml = config_yaml;
-  if (!c.checkpoint.resume_from.empty()) {
+  std::string resume_from = c.checkpoint.resume_from;
+  if (resume_from.empty() && restarted_by_launcher()) resume_from = latest_checkpoint(ckpt_dir);
+  if (!resume_from.empty()) {
     dc.barrier();  // the file is complete before anyone reads it
-    pos = nn::load_checkpoint(c.checkpoint.resume_from, model, *optimizer);
+    pos = nn::load_checkpoint(resume_from, model, *optimizer);
     CG_CHECK(pos.optimizer == optim_name, "checkpoint {} was written by optimizer '{}', config says '{}'",
-             c.checkpoint.resume_from, pos.optimizer, optim_name);
+             resume_from, pos.optimizer, optim_name);
     if (!pos.rng_state.empty()) gen.set_state(pos.rng_state);
     pos.config_yaml = config_yaml;
-    log::info("resumed from {}: epoch {}, batch {}, step {}", c.checkpoint.resume_from,
+    log::info("resumed from {}: epoch {}, batch {}, step {}", resume_from,
               pos.epoch + 1, pos.batch_in_epoch, pos.step);
   }
   MetricsWriter metrics = log::is_main_process()
-                              ? MetricsWriter((out_dir / "metrics.jsonl").string(), !c.checkpoint.resume_from.empty())
+                              ? MetricsWriter((out_dir / "metrics.jsonl").string(), !resume_from.empty())
                               : MetricsWriter();
 
   // After loading: DDP broadcasts rank 0's weights and buffers to every replica.

@@ -1,0 +1,171 @@
+// Data parallelism with real processes: cudagrad-launch with 2 and 3 ranks (and mpirun when it is
+// installed) trains to identical replicas; killing a rank makes the launcher fail fast with no
+// process left behind; a rank that never joins makes rendezvous fail when its timeout expires.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "support/free_port.h"
+#include "support/paths.h"
+
+namespace cg {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string bin(const std::string& name) { return (test::binary_dir() / "apps" / name).string(); }
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts `cmd` through the shell with output to `log`; returns the pid.
+pid_t start(const std::string& cmd, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const std::string full = "exec " + cmd + " > " + log.string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", full.c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to `limit` for pid; returns its exit code, or -1 on timeout (then kills its group).
+int wait_for(pid_t pid, std::chrono::seconds limit) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(-pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+std::string train_args(const fs::path& out, const std::string& extra = "") {
+  return "data.dataset=synthetic data.synthetic_size=384 data.image_size=8 data.batch_size=16 "
+         "model.in_channels=3 model.widths=[4,8] model.blocks=[1,1] train.epochs=2 train.log_interval=4 "
+         "train.device=cpu dist.timeout_s=30 output.dir=" + out.string() + " " + extra;
+}
+
+int count_lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
+class LaunchRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(LaunchRanks, TrainsToIdenticalReplicas) {
+  const int n = GetParam();
+  const auto dir = test::make_temp_dir("launch");
+  const pid_t pid = start(bin("cudagrad-launch") + " --standalone --nproc-per-node " + std::to_string(n) + " " +
+                              bin("cudagrad-train") + " " + train_args(dir / "out", "train.grad_accum_steps=2"),
+                          dir / "log.txt");
+  const int rc = wait_for(pid, std::chrono::seconds(240));
+  const std::string log = read_file(dir / "log.txt");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("all " + std::to_string(n) + " replicas hold identical weights"), std::string::npos) << log;
+  for (int r = 1; r < n; ++r)  // only rank 0 reports progress
+    EXPECT_EQ(log.find("[rank " + std::to_string(r) + "] epoch"), std::string::npos) << log;
+  const std::string metrics = read_file(dir / "out" / "metrics.jsonl");
+  EXPECT_EQ(count_lines_with(metrics, "\"kind\":\"eval\""), 2) << metrics;  // one writer, not n
+}
+
+INSTANTIATE_TEST_SUITE_P(World, LaunchRanks, ::testing::Values(2, 3));
+
+TEST(Launch, MpirunWorksToo) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  const auto dir = test::make_temp_dir("mpirun");
+  const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
+                          "-x MASTER_PORT=" + std::to_string(test::free_port()) + " " + bin("cudagrad-train") + " " +
+                          train_args(dir / "out");
+  const int rc = wait_for(start(cmd, dir / "log.txt"), std::chrono::seconds(240));
+  const std::string log = read_file(dir / "log.txt");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
+  EXPECT_NE(log.find("Open MPI"), std::string::npos) << log;
+}
+
+// Rank 1's pid, found by its environment (RANK=1) and its unique output directory.
+pid_t find_rank(const std::string& marker, int rank) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(e.path() / "cmdline"), environ = read_file(e.path() / "environ");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find("cudagrad-train") == std::string::npos || cmdline.find(marker) == std::string::npos) continue;
+    if (environ.find(std::string("RANK=") + std::to_string(rank) + '\0') != std::string::npos &&
+        environ.find("LOCAL_RANK=" + std::to_string(rank)) != std::string::npos)
+      return pid_t(std::stoi(name));
+  }
+  return -1;
+}
+
+int processes_with(const std::string& marker) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(e.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos && cmdline.find("cudagrad-train") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+TEST(Launch, KillingARankFailsFastAndLeavesNothingBehind) {
+  const auto dir = test::make_temp_dir("launch_kill");
+  const std::string marker = (dir / "out").string();
+  const pid_t pid = start(bin("cudagrad-launch") + " --standalone --nproc-per-node 2 " + bin("cudagrad-train") + " " +
+                              train_args(dir / "out", "train.epochs=1000"),
+                          dir / "log.txt");
+  // Wait until training is under way, then kill rank 1 the hard way.
+  pid_t victim = -1;
+  for (int i = 0; i < 600 && victim < 0; ++i) {
+    if (read_file(dir / "log.txt").find("epoch 1 step") != std::string::npos) victim = find_rank(marker, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(victim, 0) << read_file(dir / "log.txt");
+  kill(victim, SIGKILL);
+  const auto t0 = Clock::now();
+  const int rc = wait_for(pid, std::chrono::seconds(60));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string log = read_file(dir / "log.txt");
+  EXPECT_NE(rc, 0) << log;
+  EXPECT_NE(rc, -1) << "the launcher hung";
+  EXPECT_LT(seconds, 30.0) << log;
+  EXPECT_NE(log.find("rank 1 failed first"), std::string::npos) << log;
+  EXPECT_EQ(processes_with(marker), 0) << "ranks left behind";
+}
+
+TEST(Launch, ARankThatNeverJoinsTimesOut) {
+  const auto dir = test::make_temp_dir("launch_join");
+  const std::string env = "env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(test::free_port());
+  const auto t0 = Clock::now();
+  const int rc = wait_for(start(env + " " + bin("cudagrad-train") + " " + train_args(dir / "out", "dist.timeout_s=2"),
+                                dir / "log.txt"),
+                          std::chrono::seconds(60));
+  const std::string log = read_file(dir / "log.txt");
+  EXPECT_EQ(rc, 1) << log;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 20.0);
+  EXPECT_NE(log.find("timed out"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace cg
