@@ -122,4 +122,10 @@ void DistributedDataParallel::finish_gradient_sync() {
 
 void DistributedDataParallel::zero_grad() { flat_.zero_(); }
 
+std::vector<std::shared_ptr<Work>> DistributedDataParallel::last_all_reduces() const {
+  std::vector<std::shared_ptr<Work>> out;
+  for (const auto& b : buckets_) out.push_back(b.work);
+  return out;
+}
+
 }  // namespace cg::dist

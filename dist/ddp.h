@@ -17,7 +17,7 @@
 namespace cg::dist {
 
 struct DdpOptions {
-  double bucket_cap_mb = 25.0;
+  double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in apps/common/train_config.cpp
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
   bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
 };
@@ -39,6 +39,8 @@ class DistributedDataParallel {
   void zero_grad();
 
   size_t num_buckets() const { return buckets_.size(); }
+  // The all-reduces of the last synced backward, bucket by bucket (for timelines and tests).
+  std::vector<std::shared_ptr<Work>> last_all_reduces() const;
   const std::vector<std::vector<std::string>>& bucket_parameters() const { return bucket_names_; }
 
  private:

@@ -10,6 +10,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "util/check.h"
+#include "util/trace.h"
 
 namespace cg::dist {
 namespace {
@@ -86,6 +87,7 @@ void ProcessGroup::run() {
       queue_.pop_front();
     }
     std::exception_ptr error;
+    const auto started = std::chrono::steady_clock::now();
     try {
       item.second();
     } catch (...) {
@@ -95,6 +97,8 @@ void ProcessGroup::run() {
       std::lock_guard<std::mutex> lock(item.first->mutex_);
       item.first->done_ = true;
       item.first->error_ = error;
+      item.first->started = started;
+      item.first->finished = std::chrono::steady_clock::now();
     }
     item.first->cv_.notify_all();
   }
@@ -122,6 +126,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(float* data, int64_t count,
   const uint32_t tag = next_tag_++;
   ++all_reduces_;
   return enqueue(fmt::format("all_reduce of {} floats", count), [this, data, count, op, tag] {
+    trace::Span span(fmt::format("all_reduce {} floats", count), "communication");
     if (options_.artificial_delay.count() > 0) std::this_thread::sleep_for(options_.artificial_delay);
     if (world_ > 1) {
       gloo::AllreduceOptions o(impl_->context);

@@ -26,6 +26,8 @@ class Work {
  public:
   void wait();
   bool done();
+  // When the communication thread started and finished it (valid once done).
+  std::chrono::steady_clock::time_point started, finished;
 
  private:
   friend class ProcessGroup;

@@ -24,6 +24,7 @@
 #include "util/atomic_file.h"
 #include "util/log.h"
 #include "util/progress.h"
+#include "util/trace.h"
 
 namespace cg::apps {
 namespace fs = std::filesystem;
@@ -176,6 +177,7 @@ void install_stop_signal_handlers() {
 
 TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   DistContext dc(c.dist.timeout_s);
+  trace::set_enabled(c.profile.enabled);
   dc.check_same_config(config_yaml);
   // Ranks on one machine share its cores.
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -302,12 +304,22 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
         ddp->before_forward();
       }
       int64_t hits = 0;
-      Tensor loss = ops::cross_entropy(model(images_tensor(*batch)), labels_tensor(*batch), &hits);
+      Tensor loss;
+      {
+        trace::Span span("forward", "compute");
+        loss = ops::cross_entropy(model(images_tensor(*batch)), labels_tensor(*batch), &hits);
+      }
       const double loss_value = loss.item();
       CG_CHECK(std::isfinite(loss_value), "loss became {} at step {} (epoch {}); lower optim.lr?",
                loss_value, pos.step, pos.epoch + 1);
-      (accum > 1 ? ops::scale(loss, 1.0 / double(accum)) : loss).backward();
-      if (ddp) ddp->finish_gradient_sync();
+      {
+        trace::Span span("backward", "compute");
+        (accum > 1 ? ops::scale(loss, 1.0 / double(accum)) : loss).backward();
+      }
+      if (ddp) {
+        trace::Span span("wait for all-reduces", "compute");
+        ddp->finish_gradient_sync();
+      }
       loss_sum += loss_value * double(batch->size);
       correct += hits;
       seen += batch->size;
@@ -315,7 +327,10 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
       if (++micro < accum && pos.batch_in_epoch < batches_per_epoch) continue;
       micro = 0;
       const double lr = schedule.lr_at(pos.step);
-      optimizer->step(lr);
+      {
+        trace::Span span("optimizer", "compute");
+        optimizer->step(lr);
+      }
       if (ddp) {
         ddp->zero_grad();  // gradients stay views of DDP's flat buffer
       } else {
@@ -374,6 +389,11 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   }
   write_checkpoint("last.safetensors");
   result.steps = pos.step;
+  if (c.profile.enabled) {
+    const std::string path = (out_dir / fmt::format("trace_rank{}.json", dc.rank())).string();
+    trace::write_chrome_trace(path, dc.rank());
+    log::info("timeline: {} (open in https://ui.perfetto.dev)", path);
+  }
   return result;
 }
 

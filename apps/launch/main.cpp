@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -111,28 +112,36 @@ int run_group(int nproc, int node_rank, int nnodes, const std::string& addr, int
       for (auto& c : children)
         if (c.running) kill(-c.pid, forwarded);
     }
+    // Reap everything that has exited since the last look. When a rank dies, its peers fail a
+    // moment later; among ranks reaped together, one killed by a signal is the likelier cause.
+    std::vector<Child*> exited;
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (auto& c : children) {
-        if (c.pid != pid) continue;
-        c.running = false;
-        c.status = status;
-        --alive;
-        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && first_failed < 0 && !forwarded) {
-          first_failed = c.rank;
-          failed_status = status;
+    for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+      for (auto& c : children)
+        if (c.pid == pid) {
+          c.running = false;
+          c.status = status;
+          --alive;
+          exited.push_back(&c);
         }
-        if (!ok && !stopping && !forwarded) {
-          stopping = true;  // fail fast: stop the others now, kill them if they linger
-          deadline = std::chrono::steady_clock::now() + grace;
-          for (auto& o : children)
-            if (o.running) kill(-o.pid, SIGTERM);
-        }
-      }
-      continue;
     }
+    std::stable_sort(exited.begin(), exited.end(),
+                     [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) > WIFSIGNALED(b->status); });
+    for (const Child* c : exited) {
+      const bool ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
+      if (ok || forwarded) continue;
+      if (first_failed < 0) {
+        first_failed = c->rank;
+        failed_status = c->status;
+      }
+      if (!stopping) {
+        stopping = true;  // fail fast: stop the others now, kill them if they linger
+        deadline = std::chrono::steady_clock::now() + grace;
+        for (auto& o : children)
+          if (o.running) kill(-o.pid, SIGTERM);
+      }
+    }
+    if (!exited.empty()) continue;
     if (stopping && std::chrono::steady_clock::now() > deadline) {
       for (auto& o : children)
         if (o.running) kill(-o.pid, SIGKILL);

@@ -47,7 +47,11 @@ class Node {
 // hooks fire exactly when the gradient is final for this backward pass.
 class AccumulateGrad : public Node {
  public:
-  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {}
+  // Highest priority (as in PyTorch): a leaf's gradient is accumulated, and its hooks fire, as soon
+  // as it is complete, not after every op node created later in the forward has run.
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(leaf) {
+    sequence_nr = UINT64_MAX;
+  }
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
 

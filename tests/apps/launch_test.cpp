@@ -2,6 +2,7 @@
 // installed) trains to identical replicas; killing a rank makes the launcher fail fast with no
 // process left behind; a rank that never joins makes rendezvous fail when its timeout expires.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,7 +74,9 @@ TEST_P(LaunchRanks, TrainsToIdenticalReplicas) {
   const int n = GetParam();
   const auto dir = test::make_temp_dir("launch");
   const pid_t pid = start(bin("cudagrad-launch") + " --standalone --nproc-per-node " + std::to_string(n) + " " +
-                              bin("cudagrad-train") + " " + train_args(dir / "out", "train.grad_accum_steps=2"),
+                              bin("cudagrad-train") + " " +
+                              train_args(dir / "out", "train.grad_accum_steps=2 profile.enabled=true "
+                                                      "dist.bucket_cap_mb=0.005"),
                           dir / "log.txt");
   const int rc = wait_for(pid, std::chrono::seconds(240));
   const std::string log = read_file(dir / "log.txt");
@@ -83,6 +86,22 @@ TEST_P(LaunchRanks, TrainsToIdenticalReplicas) {
     EXPECT_EQ(log.find("[rank " + std::to_string(r) + "] epoch"), std::string::npos) << log;
   const std::string metrics = read_file(dir / "out" / "metrics.jsonl");
   EXPECT_EQ(count_lines_with(metrics, "\"kind\":\"eval\""), 2) << metrics;  // one writer, not n
+
+  // The timeline: some bucket's all-reduce starts while a backward pass is still running.
+  const auto trace = nlohmann::json::parse(read_file(dir / "out" / "trace_rank0.json"))["traceEvents"];
+  std::vector<std::pair<double, double>> backward;
+  std::vector<double> reduce_starts;
+  for (const auto& e : trace) {
+    if (e["ph"] != "X") continue;
+    if (e["name"] == "backward") backward.emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+    if (e["cat"] == "communication") reduce_starts.push_back(e["ts"].get<double>());
+  }
+  ASSERT_FALSE(backward.empty());
+  ASSERT_FALSE(reduce_starts.empty());
+  int overlapping = 0;
+  for (double t : reduce_starts)
+    for (auto [b, e] : backward) overlapping += t > b && t < e;
+  EXPECT_GT(overlapping, 0) << "no all-reduce started during a backward pass";
 }
 
 INSTANTIATE_TEST_SUITE_P(World, LaunchRanks, ::testing::Values(2, 3));

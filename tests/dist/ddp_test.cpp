@@ -3,7 +3,9 @@
 // accumulation under no_sync communicates nothing, and all-reduces overlap backward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -189,6 +191,66 @@ TEST(Ddp, NoSyncAccumulatesWithoutCommunicating) {
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(weights[size_t(r)][i], want[i], 1e-5 * std::max(1.0f, std::abs(want[i]))) << i;
   }
+}
+
+// With communication slowed down artificially (25 ms per all-reduce), a synced step must take
+// less than backward alone plus all communication: all-reduces run while backward goes on.
+TEST(Ddp, AllReducesOverlapBackward) {
+  using Clock = std::chrono::steady_clock;
+  const auto delay = std::chrono::milliseconds(25);
+  double backward_ms = 0, step_ms = 0, comm_ms = 0, first_start_ms = 0, backward_end_ms = 0;
+  run_ranks(
+      2,
+      [&](int rank, ProcessGroup& group) {
+        Generator gen(0);
+        nn::MiniResNetOptions o;
+        o.in_channels = 2;
+        o.widths = {16, 32, 64};
+        o.blocks = {2, 2, 2};
+        nn::MiniResNet model(o, gen);
+        DistributedDataParallel ddp(model, group, {0.2, 0.05, true});
+        Tensor x = Tensor::empty({32, 2, 32, 32});
+        normal_(x, gen, 0, 1);
+        auto loss = [&] { return ops::cross_entropy(model(x), batch_labels(0, 32)); };
+        // Backward alone (no communication), after a warm-up.
+        ddp.set_require_sync(false);
+        double best = 1e9;
+        for (int i = 0; i < 3; ++i) {
+          ddp.before_forward();
+          Tensor l = loss();
+          const auto t0 = Clock::now();
+          l.backward();
+          best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+          ddp.finish_gradient_sync();
+          ddp.zero_grad();
+        }
+        ddp.set_require_sync(true);
+        ddp.before_forward();
+        Tensor l = loss();
+        const auto t0 = Clock::now();
+        l.backward();
+        const auto backward_end = Clock::now();
+        ddp.finish_gradient_sync();
+        const auto end = Clock::now();
+        if (rank != 0) return;
+        auto ms = [&](Clock::time_point t) { return std::chrono::duration<double, std::milli>(t - t0).count(); };
+        backward_ms = best;
+        step_ms = ms(end);
+        backward_end_ms = ms(backward_end);
+        comm_ms = 0;  // measured: the delay plus the real transfer
+        first_start_ms = 1e9;
+        for (auto& w : ddp.last_all_reduces()) {
+          first_start_ms = std::min(first_start_ms, ms(w->started));
+          comm_ms += std::chrono::duration<double, std::milli>(w->finished - w->started).count();
+        }
+        EXPECT_GE(ddp.num_buckets(), 3u);
+      },
+      delay);
+  EXPECT_LT(first_start_ms, backward_end_ms) << "the first all-reduce waited for backward to end";
+  EXPECT_LT(step_ms, backward_ms + comm_ms) << "backward " << backward_ms << " ms + communication " << comm_ms
+                                            << " ms, but the step took " << step_ms << " ms";
+  std::printf("overlap: backward %.1f ms, communication %.1f ms, step %.1f ms; first all-reduce at %.1f ms, "
+              "backward ended at %.1f ms\n", backward_ms, comm_ms, step_ms, first_start_ms, backward_end_ms);
 }
 
 TEST(Ddp, UnusedParameterIsNamed) {
