@@ -27,7 +27,9 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
   buckets_.clear();
   bucket_names_.clear();
   bucket_of_.assign(params_.size(), 0);
-  int64_t offset = 0, cap = int64_t(options_.first_bucket_mb * 1024 * 1024 / sizeof(float));
+  // The first bucket is the smaller of first_bucket_mb and the cap.
+  int64_t offset = 0,
+          cap = int64_t(std::min(options_.first_bucket_mb, options_.bucket_cap_mb) * 1024 * 1024 / sizeof(float));
   Bucket current;
   auto close = [&] {
     if (current.params.empty()) return;
