@@ -35,24 +35,24 @@ bool same_bits(const Tensor& a, const Tensor& b) {
          std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
-std::string write_checkpoint(const std::filesystem::path& dir) {
-  Generator gen(3);
-  MiniResNet model(tiny(), gen);
-  SGD opt(model.named_parameters(), {0.1f, 0.9f, 1e-4f, 0.f, true});
-  train_one_step(model, opt, gen);
-  const std::string path = (dir / "ckpt.safetensors").string();
-  save_checkpoint(path, model, opt, {2, 5, 17, "sgd", gen.state(), "a: 1\n"});
-  return path;
-}
+// A model and optimizer one step into training, saved to dir/ckpt.safetensors.
+struct Saved {
+  Generator gen{3};
+  MiniResNet model{tiny(), gen};
+  SGD opt{model.named_parameters(), {0.1f, 0.9f, 1e-4f, 0.f, true}};
+  std::string path;
+  explicit Saved(const std::filesystem::path& dir) : path((dir / "ckpt.safetensors").string()) {
+    train_one_step(model, opt, gen);
+    save_checkpoint(path, model, opt, {2, 5, 17, "sgd", gen.state(), "a: 1\n"});
+  }
+};
+
+std::string write_checkpoint(const std::filesystem::path& dir) { return Saved(dir).path; }
 
 TEST(Checkpoint, RoundTripRestoresModelOptimizerAndProgress) {
   auto dir = test::make_temp_dir("ckpt");
-  Generator gen(3);
-  MiniResNet model(tiny(), gen);
-  SGD opt(model.named_parameters(), {0.1f, 0.9f, 1e-4f, 0.f, true});
-  train_one_step(model, opt, gen);
-  const std::string path = (dir / "ckpt.safetensors").string();
-  save_checkpoint(path, model, opt, {2, 5, 17, "sgd", gen.state(), "a: 1\n"});
+  Saved saved(dir);
+  auto& [gen, model, opt, path] = saved;
 
   Generator other(99);
   MiniResNet restored(tiny(), other);
