@@ -23,8 +23,7 @@ Edge edge_to(const Tensor& t) {
 Node::Node() : sequence_nr(g_next_sequence_nr++) {}
 
 bool is_exclusive(const Tensor& t) {
-  // Two references: the caller's handle and the one it passed in by const&... callers pass the
-  // engine's own handle, so one handle and one storage owner mean no one else can observe it.
+  // One handle (the caller's) and one owner of the storage (no view): nobody else can see it.
   return t.impl_ptr().use_count() == 1 && t.impl().storage.use_count() == 1;
 }
 

@@ -1,0 +1,148 @@
+// The pieces the training loop is assembled from: datasets, optimizer and schedule built from the
+// config, batches as tensors, the sharded evaluation, and checkpoint bookkeeping.
+#include "apps/common/training_parts.h"
+
+#include <omp.h>
+#include <zlib.h>
+
+#include "data/dataset_factory.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops.h"
+#include "kernels/cuda/device_info.h"
+#include "util/log.h"
+
+namespace cg::apps {
+namespace fs = std::filesystem;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+namespace {
+data::DatasetKind dataset_kind(const TrainConfig& c) {
+  switch (c.data.dataset) {
+    case DatasetName::fashion_mnist: return data::DatasetKind::fashion_mnist;
+    case DatasetName::cifar10: return data::DatasetKind::cifar10;
+    case DatasetName::synthetic: return data::DatasetKind::synthetic;
+  }
+  CG_FAIL("unknown dataset");
+}
+}  // namespace
+
+std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train) {
+  data::DatasetOptions o;
+  o.kind = dataset_kind(c);
+  o.path = c.data.path;
+  o.train = train;
+  o.image_size = int(c.data.image_size);
+  o.synthetic_size = train ? c.data.synthetic_size : std::max<int64_t>(c.data.synthetic_size / 5, 1);
+  o.synthetic_channels = int(c.model.in_channels);
+  o.num_classes = int(c.model.num_classes);
+  o.seed = uint64_t(c.train.seed);
+  return data::make_dataset(o);
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
+  if (c.optim.name == OptimizerName::sgd) {
+    kernels::cpu::SgdParams h;
+    h.lr = float(c.optim.lr);
+    h.momentum = float(c.optim.momentum);
+    h.weight_decay = float(c.optim.weight_decay);
+    h.nesterov = c.optim.nesterov;
+    return std::make_unique<nn::SGD>(model.named_parameters(), h);
+  }
+  kernels::cpu::AdamWParams h;
+  h.lr = float(c.optim.lr);
+  h.beta1 = float(c.optim.beta1);
+  h.beta2 = float(c.optim.beta2);
+  h.eps = float(c.optim.eps);
+  h.weight_decay = float(c.optim.weight_decay);
+  return std::make_unique<nn::AdamW>(model.named_parameters(), h);
+}
+
+Tensor images_tensor(const data::Batch& b) {
+  return Tensor::from_vector<float>(b.images, {b.size, b.channels, b.height, b.width});
+}
+Tensor labels_tensor(const data::Batch& b) { return Tensor::from_vector<int64_t>(b.labels, {b.size}); }
+
+EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc) {
+  autograd::NoGradGuard no_grad;
+  model.eval();
+  data::DistributedSampler sampler(test_set.size(), dc.rank(), dc.world_size(), /*shuffle=*/false, 0,
+                                   /*drop_last=*/false);
+  data::LoaderOptions lo;
+  lo.batch_size = c.train.eval_batch_size;
+  lo.num_workers = int(c.data.num_workers);
+  lo.drop_last = false;
+  data::DataLoader loader(test_set, sampler, lo);
+  loader.start_epoch(0);
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+  const auto start = Clock::now();
+  while (auto batch = loader.next()) {
+    int64_t hits = 0;
+    Tensor loss = ops::cross_entropy(model(images_tensor(*batch)), labels_tensor(*batch), &hits);
+    loss_sum += loss.item() * double(batch->size);
+    correct += hits;
+    seen += batch->size;
+  }
+  model.train();
+  std::vector<double> sums{loss_sum, double(correct), double(seen)};
+  dc.all_reduce_sum(sums);
+  EvalResult r;
+  r.loss = sums[0] / std::max(sums[2], 1.0);
+  r.accuracy = sums[1] / std::max(sums[2], 1.0);
+  r.images_per_s = sums[2] / std::max(seconds_since(start), 1e-9);
+  return r;
+}
+
+nn::ScheduleKind schedule_kind(const TrainConfig& c) {
+  switch (c.sched.name) {
+    case ScheduleName::constant: return nn::ScheduleKind::constant;
+    case ScheduleName::cosine: return nn::ScheduleKind::cosine;
+    case ScheduleName::warmup_cosine: return nn::ScheduleKind::warmup_cosine;
+  }
+  CG_FAIL("unknown schedule");
+}
+
+void choose_device(const TrainConfig& c) {
+  const int gpus = kernels::cuda::device_count();
+  if (c.train.device == DeviceName::cuda)
+    throw Error(fmt::format("train.device=cuda: training on the GPU is not available in this "
+                            "version (CUDA devices visible: {}); use train.device=cpu", gpus));
+  log::info("device: cpu ({} threads){}", omp_get_max_threads(),
+            gpus > 0 ? fmt::format("; {} CUDA device(s) seen but CUDA training is not available yet", gpus)
+                     : std::string());
+}
+
+bool restarted_by_launcher() {
+  const char* v = std::getenv("CUDAGRAD_RESTART");
+  return v && std::atoi(v) > 0;
+}
+
+std::string latest_checkpoint(const fs::path& dir) {
+  std::string best;
+  fs::file_time_type best_time{};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".safetensors") continue;
+    const auto t = e.last_write_time(ec);
+    if (best.empty() || t > best_time) {
+      best = e.path().string();
+      best_time = t;
+    }
+  }
+  return best;
+}
+
+uint32_t state_fingerprint(const nn::Module& model) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& [name, t] : model.state_dict())
+    crc = crc32(crc, static_cast<const Bytef*>(t.raw_data()), uInt(t.nbytes()));
+  return uint32_t(crc);
+}
+
+
+}  // namespace cg::apps

@@ -1,0 +1,47 @@
+// The pieces the training loop (trainer.cpp) is assembled from, each a plain function: datasets,
+// optimizer and schedule built from the config, batches as tensors, the sharded evaluation, and
+// checkpoint bookkeeping for restarts and replica checks.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "apps/common/distributed.h"
+#include "apps/common/train_config.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "nn/lr_schedule.h"
+#include "nn/miniresnet.h"
+#include "nn/optimizer.h"
+
+namespace cg::apps {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t);
+
+// The train or test split of the configured dataset.
+std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train);
+std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
+nn::ScheduleKind schedule_kind(const TrainConfig& c);
+// Fails for train.device=cuda (no CUDA training yet) and logs what is used.
+void choose_device(const TrainConfig& c);
+
+Tensor images_tensor(const data::Batch& b);
+Tensor labels_tensor(const data::Batch& b);
+
+struct EvalResult {
+  double loss = 0, accuracy = 0, images_per_s = 0;
+};
+// Each rank evaluates its shard of the test set in eval mode; the sums are added over ranks.
+EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc);
+
+// cudagrad-launch --max-restarts sets CUDAGRAD_RESTART=n for the n-th restart of the group.
+bool restarted_by_launcher();
+// The newest checkpoint in dir ("" when there is none): where a restarted group resumes.
+std::string latest_checkpoint(const std::filesystem::path& dir);
+// CRC-32 of every state-dict tensor's bytes: equal weights, equal fingerprints.
+uint32_t state_fingerprint(const nn::Module& model);
+
+}  // namespace cg::apps
