@@ -7,9 +7,11 @@ namespace cg {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   CG_CHECK(device.is_cpu(), "CUDA storage needs the CUDA backend (device {})", device.str());
-  if (nbytes > 0) data_ = host_allocate(nbytes);
+  if (nbytes > 0) data_ = host_allocator().allocate(nbytes);
 }
 
-Storage::~Storage() { host_free(data_, nbytes_); }
+Storage::~Storage() {
+  if (data_) host_allocator().free(data_);
+}
 
 }  // namespace cg
