@@ -182,6 +182,29 @@ TEST(Launch, KillingARankFailsFastAndLeavesNothingBehind) {
   EXPECT_EQ(processes_with(marker), 0) << "ranks left behind";
 }
 
+TEST(Launch, MaxRestartsResumesFromTheLatestCheckpoint) {
+  const auto dir = test::make_temp_dir("launch_restart");
+  const std::string marker = (dir / "out").string();
+  const pid_t pid = start(bin("cudagrad-launch") + " --standalone --nproc-per-node 2 --max-restarts 1 " +
+                              bin("cudagrad-train") + " " +
+                              train_args(dir / "out", "data.synthetic_size=2048 train.epochs=6 checkpoint.save_every=1"),
+                          dir / "log.txt");
+  // Once the first epoch's checkpoint exists, kill rank 1: the group restarts and resumes.
+  pid_t victim = -1;
+  for (int i = 0; i < 1200 && victim < 0; ++i) {
+    if (fs::exists(dir / "out" / "checkpoints" / "epoch_1.safetensors")) victim = find_rank(marker, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(victim, 0) << read_file(dir / "log.txt");
+  kill(victim, SIGKILL);
+  const int rc = wait_for(pid, std::chrono::seconds(240));
+  const std::string log = read_file(dir / "log.txt");
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("restarting the group (1 of 1)"), std::string::npos) << log;
+  EXPECT_NE(log.find("resumed from"), std::string::npos) << log;
+  EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
+}
+
 TEST(Launch, ARankThatNeverJoinsTimesOut) {
   const auto dir = test::make_temp_dir("launch_join");
   const std::string env = "env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
