@@ -32,6 +32,8 @@ if(CUDAGRAD_CUDA)
   enable_language(CUDA)
   set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no C++20 dialect flag for nvcc
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  # __device__ lambdas for the elementwise kernels
+  string(APPEND CMAKE_CUDA_FLAGS " --extended-lambda")
   find_package(CUDAToolkit REQUIRED)
   find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDNN_ROOT} ${CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS})
   find_library(CUDNN_LIBRARY cudnn HINTS ${CUDNN_ROOT} ${CUDNN_ROOT}/lib ${CUDNN_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR})

@@ -35,6 +35,8 @@ Tensor relu(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor add_relu(const Tensor& a, const Tensor& b);  // relu(a + b), one pass
 Tensor scale(const Tensor& x, double alpha);        // alpha * x
+// dst += src in place, recording nothing (gradient accumulation).
+void accumulate_(Tensor& dst, const Tensor& src);
 
 // [N, C, H, W] -> [N, C], the mean over H and W.
 Tensor global_avg_pool(const Tensor& x);

@@ -1,5 +1,5 @@
-// A block of memory shared by every tensor that views it. CPU memory comes from the caching host
-// allocator (64-byte aligned, reused across steps); CUDA memory will come from the CUDA one.
+// A block of memory shared by every tensor that views it, from its device's caching allocator
+// (engine/device_allocator.h): 64-byte-aligned host memory, or GPU memory.
 #pragma once
 #include <cstddef>
 #include <memory>

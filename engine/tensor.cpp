@@ -1,9 +1,9 @@
 #include "engine/tensor.h"
 
-#include <cstring>
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/node.h"
+#include "engine/device_copy.h"
 #include "kernels/cpu/cast.h"
 
 namespace cg {
@@ -27,7 +27,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.raw_data(), 0, t.nbytes());
+  zero_bytes(t.raw_data(), device, t.nbytes());
   return t;
 }
 
@@ -51,6 +51,7 @@ std::string Tensor::str() const {
 
 double Tensor::item() const {
   CG_CHECK(numel() == 1, "item() needs one element, tensor is {}", str());
+  if (!device().is_cpu()) return to(Device::cpu()).item();
   double v = 0;
   kernels::cpu::cast(1, dtype(), raw_data(), DType::f64, &v);
   return v;
@@ -58,7 +59,14 @@ double Tensor::item() const {
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape(), dtype(), device());
-  std::memcpy(t.raw_data(), raw_data(), nbytes());
+  copy_bytes(t.raw_data(), device(), raw_data(), device(), nbytes());
+  return t;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor t = empty(shape(), dtype(), target);
+  copy_bytes(t.raw_data(), target, raw_data(), device(), nbytes());
   return t;
 }
 
@@ -73,6 +81,8 @@ Tensor Tensor::detach() const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  CG_CHECK(device().is_cpu(), "dtype conversion of {} to {} on the GPU is not implemented yet", str(),
+           dtype_name(target));
   Tensor t = empty(shape(), target, device());
   kernels::cpu::cast(numel(), dtype(), raw_data(), target, t.raw_data());
   return t;
@@ -96,10 +106,17 @@ Tensor Tensor::view_at(int64_t offset, const Shape& shape) const {
 
 void Tensor::copy_(const Tensor& src) {
   CG_CHECK(src.shape() == shape(), "copy_ from {} into {}", src.str(), str());
+  if (src.dtype() == dtype()) return copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+  CG_CHECK(device().is_cpu() && src.device().is_cpu(), "copy_ with a dtype change needs CPU tensors ({} into {})",
+           src.str(), str());
   kernels::cpu::cast(numel(), src.dtype(), src.raw_data(), dtype(), raw_data());
 }
 
-void Tensor::fill_(double value) { kernels::cpu::fill_cast(numel(), value, dtype(), raw_data()); }
+void Tensor::fill_(double value) {
+  if (device().is_cpu()) return kernels::cpu::fill_cast(numel(), value, dtype(), raw_data());
+  CG_CHECK(value == 0.0, "fill_({}) on {}: only zero fills run on the GPU so far", value, str());
+  zero_bytes(raw_data(), device(), nbytes());
+}
 
 Tensor& Tensor::set_requires_grad(bool value) {
   CG_CHECK(is_leaf(), "requires_grad can only be set on a leaf tensor");

@@ -86,6 +86,7 @@ class Tensor {
   }
   template <typename T>
   std::vector<T> to_vector() const {
+    if (!device().is_cpu()) return to(Device::cpu()).to_vector<T>();
     const T* p = data<T>();
     return std::vector<T>(p, p + numel());
   }
@@ -95,6 +96,7 @@ class Tensor {
   Tensor clone() const;                   // new storage, same values, no autograd history
   Tensor detach() const;                  // same storage, no autograd history
   Tensor to(DType dtype) const;           // a converted copy (or *this when already dtype)
+  Tensor to(Device device) const;         // a copy on `device` (or *this when already there)
   Tensor view(const Shape& shape) const;  // same storage, new shape (numel must match)
   // Same storage, the elements [offset, offset + numel(shape)) of this contiguous tensor.
   Tensor view_at(int64_t offset, const Shape& shape) const;

@@ -5,7 +5,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
-#include "kernels/cpu/elementwise.h"
+#include "engine/ops.h"
 
 namespace cg::autograd {
 namespace {
@@ -15,11 +15,7 @@ Tensor sum_gradients(Tensor a, const Tensor& b) {
   CG_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), "gradients {} and {} do not add",
            a.str(), b.str());
   Tensor out = is_exclusive(a) ? a : a.clone();
-  if (a.dtype() == DType::f32) {
-    kernels::cpu::accumulate(a.numel(), b.data<float>(), out.data<float>());
-  } else {
-    kernels::cpu::accumulate(a.numel(), b.data<double>(), out.data<double>());
-  }
+  ops::accumulate_(out, b);
   return out;
 }
 
@@ -34,7 +30,7 @@ void backward(const Tensor& root, const Tensor& grad_output) {
   Tensor grad = grad_output;
   if (!grad.defined()) {
     CG_CHECK(root.numel() == 1, "backward() without a gradient needs a scalar, got {}", root.str());
-    grad = Tensor::full(root.shape(), 1.0, root.dtype());
+    grad = Tensor::full(root.shape(), 1.0, root.dtype()).to(root.device());
   }
   // Backward itself records nothing (gradients of gradients are out of scope).
   NoGradGuard no_grad;

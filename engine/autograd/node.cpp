@@ -3,7 +3,7 @@
 #include <atomic>
 
 #include "engine/autograd/grad_mode.h"
-#include "kernels/cpu/elementwise.h"
+#include "engine/ops.h"
 
 namespace cg::autograd {
 namespace {
@@ -42,13 +42,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   } else {
     CG_CHECK(grad.dtype() == grad_output.dtype(), "gradient dtype {} for .grad of dtype {}",
              dtype_name(grad_output.dtype()), dtype_name(grad.dtype()));
-    if (grad.dtype() == DType::f32) {
-      kernels::cpu::accumulate(grad.numel(), grad_output.data<float>(), grad.data<float>());
-    } else if (grad.dtype() == DType::f64) {
-      kernels::cpu::accumulate(grad.numel(), grad_output.data<double>(), grad.data<double>());
-    } else {
-      CG_FAIL("gradient accumulation in {} is not supported", dtype_name(grad.dtype()));
-    }
+    ops::accumulate_(grad, grad_output);
   }
   for (auto& hook : leaf_impl->grad_ready_hooks) hook(leaf);
   return {};

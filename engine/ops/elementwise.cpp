@@ -3,6 +3,7 @@
 #include "engine/ops.h"
 #include "engine/ops/dispatch.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/elementwise.h"
 
 namespace cg::ops {
 namespace {
@@ -15,10 +16,14 @@ class ReluBackward : public autograd::Node {
   std::string name() const override { return num_inputs_ == 1 ? "ReluBackward" : "AddReluBackward"; }
   void release_saved() override { y_ = {}; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    Tensor dx = Tensor::empty(dy.shape(), dy.dtype());
-    detail::dispatch_floating("relu backward", dy, [&]<typename T>() {
-      kernels::cpu::relu_backward<T>(dy.numel(), dy.data<T>(), y_.data<T>(), dx.data<T>());
-    });
+    Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+    if (detail::on_gpu("relu backward", dy)) {
+      kernels::cuda::relu_backward(dy.numel(), dy.data<float>(), y_.data<float>(), dx.data<float>(), nullptr);
+    } else {
+      detail::dispatch_floating("relu backward", dy, [&]<typename T>() {
+        kernels::cpu::relu_backward<T>(dy.numel(), dy.data<T>(), y_.data<T>(), dx.data<T>());
+      });
+    }
     return std::vector<Tensor>(size_t(num_inputs_), dx);
   }
 
@@ -51,10 +56,14 @@ void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor relu(const Tensor& x) {
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  detail::dispatch_floating("relu", x, [&]<typename T>() {
-    kernels::cpu::relu_forward<T>(x.numel(), x.data<T>(), y.data<T>());
-  });
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (detail::on_gpu("relu", x)) {
+    kernels::cuda::relu_forward(x.numel(), x.data<float>(), y.data<float>(), nullptr);
+  } else {
+    detail::dispatch_floating("relu", x, [&]<typename T>() {
+      kernels::cpu::relu_forward<T>(x.numel(), x.data<T>(), y.data<T>());
+    });
+  }
   if (autograd::any_requires_grad({&x}))
     autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 1), {&x});
   return y;
@@ -62,10 +71,14 @@ Tensor relu(const Tensor& x) {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   check_same_shape("add", a, b);
-  Tensor y = Tensor::empty(a.shape(), a.dtype());
-  detail::dispatch_floating("add", a, [&]<typename T>() {
-    kernels::cpu::add<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
-  });
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  if (detail::on_gpu("add", a)) {
+    kernels::cuda::add(a.numel(), a.data<float>(), b.data<float>(), y.data<float>(), nullptr);
+  } else {
+    detail::dispatch_floating("add", a, [&]<typename T>() {
+      kernels::cpu::add<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
+    });
+  }
   if (autograd::any_requires_grad({&a, &b}))
     autograd::connect(y, std::make_shared<AddBackward>(), {&a, &b});
   return y;
@@ -73,23 +86,42 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor add_relu(const Tensor& a, const Tensor& b) {
   check_same_shape("add_relu", a, b);
-  Tensor y = Tensor::empty(a.shape(), a.dtype());
-  detail::dispatch_floating("add_relu", a, [&]<typename T>() {
-    kernels::cpu::add_relu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
-  });
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  if (detail::on_gpu("add_relu", a)) {
+    kernels::cuda::add_relu(a.numel(), a.data<float>(), b.data<float>(), y.data<float>(), nullptr);
+  } else {
+    detail::dispatch_floating("add_relu", a, [&]<typename T>() {
+      kernels::cpu::add_relu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
+    });
+  }
   if (autograd::any_requires_grad({&a, &b}))
     autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 2), {&a, &b});
   return y;
 }
 
 Tensor scale(const Tensor& x, double alpha) {
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  detail::dispatch_floating("scale", x, [&]<typename T>() {
-    kernels::cpu::scale<T>(x.numel(), T(alpha), x.data<T>(), y.data<T>());
-  });
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (detail::on_gpu("scale", x)) {
+    kernels::cuda::scale(x.numel(), float(alpha), x.data<float>(), y.data<float>(), nullptr);
+  } else {
+    detail::dispatch_floating("scale", x, [&]<typename T>() {
+      kernels::cpu::scale<T>(x.numel(), T(alpha), x.data<T>(), y.data<T>());
+    });
+  }
   if (autograd::any_requires_grad({&x}))
     autograd::connect(y, std::make_shared<ScaleBackward>(alpha), {&x});
   return y;
+}
+
+void accumulate_(Tensor& dst, const Tensor& src) {
+  check_same_shape("accumulate_", dst, src);
+  if (detail::on_gpu("accumulate_", dst)) {
+    kernels::cuda::accumulate(dst.numel(), src.data<float>(), dst.data<float>(), nullptr);
+    return;
+  }
+  detail::dispatch_floating("accumulate_", dst, [&]<typename T>() {
+    kernels::cpu::accumulate<T>(dst.numel(), src.data<T>(), dst.data<T>());
+  });
 }
 
 }  // namespace cg::ops

@@ -4,6 +4,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
+#include "kernels/cuda/device_info.h"
 
 namespace cg {
 namespace {
@@ -92,6 +93,16 @@ TEST(Tensor, CastsRoundTripThroughHalfAndBFloat16) {
   EXPECT_EQ(b[2], -2.5f);
   EXPECT_NEAR(b[5], 3.14159f, 2e-2f);
   EXPECT_TRUE(std::isinf(float(Half(70000.0f))));
+}
+
+TEST(Tensor, CudaTensorsWithoutAGpuFailClearly) {
+  if (kernels::cuda::device_count() > 0) GTEST_SKIP() << "checks the no-GPU error; this machine has a GPU";
+  try {
+    Tensor::empty({2}, DType::f32, Device::cuda());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Tensor, ErrorsNameTheProblem) {

@@ -1,0 +1,42 @@
+// One check macro per CUDA library, sharing one formatter (file:line, the expression, the
+// library's message): the throwing CG_CUDA_CHECK for normal code and a print-only variant for
+// destructors. With CUDAGRAD_CUDA_SYNC=1 in the environment, cuda_after_launch() synchronizes after
+// every kernel so an asynchronous fault points at the launch that caused it.
+// Include only from .cu files and CUDA-only sources.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+#include "util/check.h"
+
+namespace cg::kernels::cuda {
+
+[[noreturn]] inline void fail_call(const char* library, const char* expr, const std::string& message,
+                                   const char* file, int line) {
+  throw Error(fmt::format("{} call failed: {}: {} ({}:{})", library, expr, message, file, line));
+}
+
+// After a kernel launch: the launch error now, and with CUDAGRAD_CUDA_SYNC=1 the execution error.
+void cuda_after_launch(const char* kernel, const char* file, int line);
+
+}  // namespace cg::kernels::cuda
+
+#define CG_CUDA_CHECK(expr)                                                                      \
+  do {                                                                                           \
+    const cudaError_t cg_err_ = (expr);                                                          \
+    if (cg_err_ != cudaSuccess)                                                                  \
+      ::cg::kernels::cuda::fail_call("CUDA", #expr, cudaGetErrorString(cg_err_), __FILE__, __LINE__); \
+  } while (0)
+
+// For destructors, which must not throw: report and go on.
+#define CG_CUDA_CHECK_NOTHROW(expr)                                                              \
+  do {                                                                                           \
+    const cudaError_t cg_err_ = (expr);                                                          \
+    if (cg_err_ != cudaSuccess)                                                                  \
+      std::fprintf(stderr, "CUDA call failed: %s: %s (%s:%d)\n", #expr, cudaGetErrorString(cg_err_), \
+                   __FILE__, __LINE__);                                                          \
+  } while (0)
+
+#define CG_CUDA_AFTER_LAUNCH(kernel) ::cg::kernels::cuda::cuda_after_launch(kernel, __FILE__, __LINE__)
