@@ -4,6 +4,7 @@
 #ifndef CUDAGRAD_WITH_CUDA
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/layers.h"
 #include "kernels/cuda/memory.h"
 #include "util/check.h"
 
@@ -34,6 +35,31 @@ void add_relu(int64_t, const float*, const float*, float*, Stream) { no_cuda("ad
 void accumulate(int64_t, const float*, float*, Stream) { no_cuda("accumulate"); }
 void scale(int64_t, float, const float*, float*, Stream) { no_cuda("scale"); }
 void fill(int64_t, float, float*, Stream) { no_cuda("fill"); }
+
+void batchnorm_forward_train(const BatchNormShape&, const float*, const float*, const float*, float, float, float*,
+                             float*, float*, float*, float*, Activation, Stream) {
+  no_cuda("batchnorm_forward_train");
+}
+void batchnorm_forward_eval(const BatchNormShape&, const float*, const float*, const float*, const float*,
+                            const float*, float, float*, Activation, Stream) {
+  no_cuda("batchnorm_forward_eval");
+}
+void batchnorm_backward_train(const BatchNormShape&, const float*, const float*, const float*, const float*,
+                              const float*, float*, float*, float*, const float*, Stream) {
+  no_cuda("batchnorm_backward_train");
+}
+void global_avg_pool_forward(int64_t, int64_t, const float*, float*, Stream) { no_cuda("global_avg_pool_forward"); }
+void global_avg_pool_backward(int64_t, int64_t, const float*, float*, Stream) { no_cuda("global_avg_pool_backward"); }
+void cross_entropy_forward(int64_t, int64_t, const float*, const int64_t*, float*, float*, int64_t*, Stream) {
+  no_cuda("cross_entropy_forward");
+}
+void cross_entropy_backward(int64_t, int64_t, const float*, const float*, const int64_t*, float*, Stream) {
+  no_cuda("cross_entropy_backward");
+}
+void sgd_update(int64_t, const cpu::SgdParams&, bool, float*, const float*, float*, Stream) { no_cuda("sgd_update"); }
+void adamw_update(int64_t, const cpu::AdamWParams&, int64_t, float*, const float*, float*, float*, Stream) {
+  no_cuda("adamw_update");
+}
 
 }  // namespace cg::kernels::cuda
 #endif
