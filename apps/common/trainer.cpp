@@ -50,7 +50,9 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   const int threads = c.train.threads > 0 ? int(c.train.threads) : std::max(1, cores / std::max(1, dc.world_size()));
   omp_set_num_threads(threads);
   choose_device(c);
-  CG_CHECK(!c.amp.enabled, "amp.enabled=true needs the CUDA backend; the CPU trains in float32");
+  if (c.amp.enabled) throw UsageError("amp.enabled=true needs CUDA training, which is not available yet; the CPU trains in float32");
+  if (c.dist.backend == DistBackend::nccl)
+    throw UsageError("dist.backend=nccl needs CUDA training, which is not available yet; use gloo or auto");
 
   const fs::path out_dir = c.output.dir;
   const fs::path ckpt_dir = c.checkpoint.dir.empty() ? out_dir / "checkpoints" : fs::path(c.checkpoint.dir);

@@ -69,6 +69,18 @@ TEST(TrainCli, UnreadableConfigAndMissingDataAreClear) {
   EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos) << r.output;
 }
 
+TEST(TrainCli, SettingsThatNeedTheGpuAreRefusedNotIgnored) {
+  for (const char* setting : {"amp.enabled=true", "dist.backend=nccl", "train.device=cuda"}) {
+    const auto out = test::make_temp_dir("cli_gpu");
+    ProgramRun r = run_train(std::string("data.dataset=synthetic data.synthetic_size=64 data.image_size=8 "
+                                         "model.in_channels=3 model.widths=[4] model.blocks=[1] output.dir=") +
+                             out.string() + " " + setting);
+    EXPECT_NE(r.exit_code, 0) << setting << "\n" << r.output;
+    const std::string key = std::string(setting).substr(0, std::string(setting).find('='));
+    EXPECT_NE(r.output.find(key), std::string::npos) << r.output;
+  }
+}
+
 TEST(TrainCli, HelpListsEveryKey) {
   ProgramRun r = run_train("--help");
   EXPECT_EQ(r.exit_code, 0);
