@@ -1,22 +1,50 @@
-// Training-time augmentation on normalized CHW float images: random crop with zero padding (pad
-// pixels on every side, then a crop back to the original size; "zero" is 0 after normalization,
-// i.e. the dataset mean, as torchvision's RandomCrop on a normalized tensor) and random
-// horizontal flip with probability 1/2. The choices come from the caller's SampleRng.
+// Training-time augmentation of normalized CHW images: a random crop after padding every side
+// (torchvision's RandomCrop(size, padding)) and a random horizontal flip with probability 1/2.
+// The padding is black, i.e. the dataset's black_level(), as when RandomCrop runs on pixels before
+// ToTensor/Normalize. Rule: the choices for a sample are a pure function of (seed, rank, epoch,
+// sample index), never of the worker that runs it or what ran before; different ranks differ.
 #pragma once
+#include <cstdint>
 #include <vector>
 
-#include "data/random.h"
+#include "data/dataset.h"
 
 namespace cg::data {
 
 struct AugmentOptions {
   bool enabled = false;
-  int crop_padding = 4;  // pixels; 0 disables the crop
+  int crop_padding = 4;  // pixels added on every side before cropping back; 0: no crop
   bool horizontal_flip = true;
 };
 
-// Augments one image in place; `scratch` is reused between calls to avoid allocating.
-void augment_image(const AugmentOptions& options, int channels, int height, int width, float* image,
-                   SampleRng& rng, std::vector<float>& scratch);
+// Everything the random choices for one sample depend on.
+struct SampleKey {
+  uint64_t seed = 0;
+  int rank = 0;
+  int64_t epoch = 0;
+  int64_t index = 0;  // the dataset index
+};
+
+// The choices drawn for one sample.
+struct AugmentDraw {
+  int shift_y = 0, shift_x = 0;  // the crop window's offset from centre, in [-padding, padding]
+  bool flip = false;
+};
+
+class Augmenter {
+ public:
+  // Takes the image shape and the black level per channel from `dataset`.
+  Augmenter(AugmentOptions options, const Dataset& dataset);
+  // The choices for `key` (exposed for tests and for explaining a run).
+  AugmentDraw draw(const SampleKey& key) const;
+  // Augments one image of the dataset's shape in place. Const and thread-safe; does nothing
+  // unless options.enabled.
+  void apply(float* image, const SampleKey& key) const;
+
+ private:
+  AugmentOptions options_;
+  int channels_, height_, width_;
+  std::vector<float> black_;  // per channel
+};
 
 }  // namespace cg::data

@@ -1,13 +1,30 @@
 #include "data/loader.h"
 
+#include <algorithm>
+
 #include "util/check.h"
 
 namespace cg::data {
+namespace {
+
+// Rethrows a loading failure as a cg::Error that says which batch failed.
+[[noreturn]] void throw_batch_error(std::exception_ptr error, int64_t batch) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("data loader: loading batch {} failed: {}", batch, e.what()));
+  } catch (...) {
+    throw Error(fmt::format("data loader: loading batch {} failed with a non-standard exception", batch));
+  }
+}
+
+}  // namespace
 
 DataLoader::DataLoader(const Dataset& dataset, DistributedSampler& sampler, LoaderOptions options)
-    : dataset_(dataset), sampler_(sampler), options_(options) {
+    : dataset_(dataset), sampler_(sampler), options_(options), augmenter_(options.augment, dataset) {
   CG_CHECK(options.batch_size >= 1, "loader: batch size {} must be >= 1", options.batch_size);
-  CG_CHECK(options.num_workers >= 0 && options.prefetch_batches >= 1, "loader: bad worker settings");
+  CG_CHECK(options.num_workers >= 0, "loader: num_workers {} must be >= 0", options.num_workers);
+  CG_CHECK(options.prefetch_batches >= 1, "loader: prefetch_batches {} must be >= 1", options.prefetch_batches);
 }
 
 DataLoader::~DataLoader() { stop_workers(); }
@@ -23,7 +40,6 @@ void DataLoader::stop_workers() {
     stopping_ = true;
   }
   space_.notify_all();
-  ready_.notify_all();
   for (auto& t : workers_) t.join();
   workers_.clear();
   done_.clear();
@@ -37,7 +53,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   sampler_.set_epoch(epoch);
   order_ = sampler_.indices();
   end_ = batches_per_epoch();
-  first_ = next_ = std::min(std::max<int64_t>(skip_batches, 0), end_);
+  first_ = next_ = std::clamp<int64_t>(skip_batches, 0, end_);
   for (int w = 0; w < options_.num_workers; ++w) workers_.emplace_back([this, w] { worker_loop(w); });
 }
 
@@ -53,25 +69,24 @@ Batch DataLoader::load_batch(int64_t b) const {
   const int64_t numel = dataset_.image_numel();
   batch.images.resize(size_t(count * numel));
   batch.labels.resize(size_t(count));
-  std::vector<float> scratch;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t index = order_[size_t(begin + i)];
     float* image = batch.images.data() + i * numel;
     dataset_.get(index, image, &batch.labels[size_t(i)]);
-    if (options_.augment.enabled) {
-      SampleRng rng(options_.seed, uint64_t(options_.rank), uint64_t(epoch_), uint64_t(index));
-      augment_image(options_.augment, batch.channels, batch.height, batch.width, image, rng, scratch);
-    }
+    augmenter_.apply(image, SampleKey{options_.seed, options_.rank, epoch_, index});
   }
   return batch;
 }
 
 void DataLoader::worker_loop(int worker) {
+  // Worker w loads batches first+w, first+w+W, ...: a fixed assignment, though the contents would
+  // be the same under any other since a batch is a pure function of its number.
   const int64_t stride = options_.num_workers;
   const int64_t window = int64_t(options_.prefetch_batches) * stride;
   for (int64_t b = first_ + worker; b < end_; b += stride) {
     {
-      // Stay within the prefetch window ahead of the consumer: bounded memory.
+      // Stay within the window ahead of the consumer: memory stays bounded. The batch the
+      // consumer waits for is always inside it, so this cannot deadlock.
       std::unique_lock<std::mutex> lock(mutex_);
       space_.wait(lock, [&] { return stopping_ || b < next_ + window; });
       if (stopping_) return;
@@ -92,7 +107,7 @@ void DataLoader::worker_loop(int worker) {
       }
     }
     ready_.notify_all();
-    if (error) return;
+    if (error) return;  // next() reports it when the consumer reaches batch b
   }
 }
 
@@ -100,19 +115,21 @@ std::optional<Batch> DataLoader::next() {
   if (next_ >= end_) return std::nullopt;
   const int64_t b = next_;
   if (workers_.empty()) {
+    std::optional<Batch> batch;
+    try {
+      batch = load_batch(b);
+    } catch (...) {
+      throw_batch_error(std::current_exception(), b);
+    }
     ++next_;
-    return load_batch(b);
+    return batch;
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  ready_.wait(lock, [&] { return done_.count(b) || failed_.count(b); });
+  ready_.wait(lock, [&] { return done_.count(b) > 0 || failed_.count(b) > 0; });
   if (auto f = failed_.find(b); f != failed_.end()) {
-    std::exception_ptr e = f->second;
+    const std::exception_ptr error = f->second;
     lock.unlock();
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      throw Error(fmt::format("data loader worker failed on batch {}: {}", b, ex.what()));
-    }
+    throw_batch_error(error, b);
   }
   Batch batch = std::move(done_[b]);
   done_.erase(b);

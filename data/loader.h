@@ -1,7 +1,8 @@
 // The data loader: worker threads read and augment samples into batches ahead of the training
-// loop, through a bounded prefetch window, and hand them out strictly in order. Batch contents
-// depend only on (dataset, sampler order, seed, rank, epoch), never on the number of workers or
-// on thread timing, so runs and resumes are reproducible. A worker's error comes out of next().
+// loop, within a bounded prefetch window, and hand them out strictly in order. Rule: a batch's
+// contents depend only on (dataset, sampler order, seed, rank, epoch), never on the number of
+// workers or on thread timing, so runs and resumes are reproducible. A worker's error comes out
+// of next() as a cg::Error; destroying the loader mid-epoch stops and joins its threads.
 #pragma once
 #include <condition_variable>
 #include <exception>
@@ -18,34 +19,37 @@
 namespace cg::data {
 
 struct Batch {
-  int64_t index = 0;  // position in the epoch
+  int64_t index = 0;  // position in the epoch (counting skipped batches)
   int64_t size = 0;
   int channels = 0, height = 0, width = 0;
-  std::vector<float> images;   // size * channels * height * width, NCHW
+  std::vector<float> images;    // size * channels * height * width, NCHW
   std::vector<int64_t> labels;  // size
 };
 
 struct LoaderOptions {
   int64_t batch_size = 64;
-  int num_workers = 2;       // 0: load on the calling thread
-  int prefetch_batches = 4;  // per worker
+  int num_workers = 2;       // 0: load on the calling thread, inside next()
+  int prefetch_batches = 4;  // per worker: at most num_workers * prefetch_batches batches in memory
   bool drop_last = true;     // drop a last, smaller batch
   AugmentOptions augment;
-  uint64_t seed = 0;
+  uint64_t seed = 0;  // with rank, epoch and sample index: the augmentation's randomness
   int rank = 0;
 };
 
 class DataLoader {
  public:
+  // Keeps references to dataset and sampler: both must outlive the loader.
   DataLoader(const Dataset& dataset, DistributedSampler& sampler, LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Begins epoch `epoch` (calls sampler.set_epoch) after skipping its first `skip_batches`
-  // batches, which are never loaded (a resumed run continues mid-epoch this way).
+  // Begins epoch `epoch` (calls sampler.set_epoch), abandoning any epoch in progress. The first
+  // `skip_batches` batches are never loaded: a resumed run continues mid-epoch this way and sees
+  // exactly the batches it would have seen.
   void start_epoch(int64_t epoch, int64_t skip_batches = 0);
-  // The next batch of the epoch, or nullopt when the epoch is done.
+  // The next batch of the epoch, or nullopt when the epoch is done (or none was started). If
+  // loading it failed, throws cg::Error naming the batch and the cause, and keeps doing so.
   std::optional<Batch> next();
   int64_t batches_per_epoch() const;
 
@@ -57,11 +61,15 @@ class DataLoader {
   const Dataset& dataset_;
   DistributedSampler& sampler_;
   LoaderOptions options_;
+  Augmenter augmenter_;
+  // The epoch being read: written by start_epoch before workers start, then read-only.
   std::vector<int64_t> order_;
-  int64_t epoch_ = 0, next_ = 0, end_ = 0, first_ = 0;
+  int64_t epoch_ = 0, first_ = 0, end_ = 0;
 
-  std::mutex mutex_;
-  std::condition_variable ready_, space_;
+  std::mutex mutex_;  // guards everything below, and next_
+  std::condition_variable ready_;  // a batch finished (or failed)
+  std::condition_variable space_;  // the consumer moved on: the window has room
+  int64_t next_ = 0;               // the batch next() hands out next
   std::map<int64_t, Batch> done_;
   std::map<int64_t, std::exception_ptr> failed_;
   bool stopping_ = false;

@@ -13,6 +13,8 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world
   CG_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "sampler: rank {} of world {}", rank,
            world_size);
   CG_CHECK(dataset_size >= 0, "sampler: negative dataset size");
+  // PyTorch: ceil((N - W) / W) with drop_last and N % W != 0, else ceil(N / W). The first is
+  // floor(N / W) (also for N < W, where Python's ceil gives 0), which covers N % W == 0 as well.
   num_samples_ = drop_last ? dataset_size / world_size : (dataset_size + world_size - 1) / world_size;
 }
 
@@ -20,7 +22,8 @@ std::vector<int64_t> DistributedSampler::indices() const {
   std::vector<int64_t> order(size_t(size_), 0);
   std::iota(order.begin(), order.end(), int64_t(0));
   if (shuffle_) {
-    SampleRng rng(seed_ + uint64_t(epoch_));  // seed + epoch, as PyTorch seeds its generator
+    SampleRng rng(seed_ + uint64_t(epoch_), kShuffleStream);  // seed + epoch, as PyTorch seeds its generator
+    // Fisher-Yates, back to front: every permutation equally likely.
     for (int64_t i = size_ - 1; i > 0; --i) std::swap(order[size_t(i)], order[rng.below(uint64_t(i + 1))]);
   }
   const int64_t total = num_samples_ * world_;

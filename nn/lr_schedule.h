@@ -1,12 +1,18 @@
 // Learning-rate schedules as pure functions of the optimizer step, so a resumed run needs only
-// the step count to continue the curve exactly.
-//   constant:       base_lr
-//   cosine:         PyTorch's CosineAnnealingLR(T_max=epochs) stepped once per epoch, as in the
-//                   seed article: every step of epoch e (0-based) uses
-//                   min_lr + (base_lr - min_lr) * (1 + cos(pi * e / epochs)) / 2
-//   warmup_cosine:  per step: linear warm-up lr = base_lr * (s + 1) / warmup_steps for
-//                   s < warmup_steps, then cosine from base_lr to min_lr over the remaining
-//                   total_steps - warmup_steps steps.
+// the step count to continue the curve exactly. step counts optimizer steps already taken (0 for
+// the first update).
+//   constant:       base_lr.
+//   cosine:         PyTorch's CosineAnnealingLR(T_max=epochs, eta_min=min_lr) stepped once per
+//                   epoch, as in the seed article: every step of epoch e = step / steps_per_epoch
+//                   (0-based) uses  min_lr + (base_lr - min_lr) * (1 + cos(pi * e / epochs)) / 2.
+//                   (PyTorch evaluates a recursive form of the same curve; the two agree to
+//                   ~1e-16.) Epochs past the last stay at min_lr instead of rising again.
+//   warmup_cosine:  per step s: linear warm-up lr = base_lr * (s + 1) / warmup_steps while
+//                   s < warmup_steps (so the last warm-up step reaches base_lr), then
+//                   min_lr + (base_lr - min_lr) * (1 + cos(pi * t)) / 2 with
+//                   t = (s - warmup_steps) / (total_steps - warmup_steps), reaching min_lr at
+//                   s = total_steps and staying there. If warmup_steps >= total_steps the run
+//                   is all warm-up.
 #pragma once
 #include <cstdint>
 
@@ -26,8 +32,10 @@ struct ScheduleOptions {
 
 class LrSchedule {
  public:
+  // Throws cg::Error on negative rates, min_lr > base_lr (non-constant kinds) or step counts < 1.
   explicit LrSchedule(const ScheduleOptions& options);
-  double lr_at(int64_t step) const;  // step: optimizer steps taken before this one (0-based)
+  // The learning rate for the update after `step` optimizer steps (step >= 0).
+  double lr_at(int64_t step) const;
 
  private:
   ScheduleOptions o_;

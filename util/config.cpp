@@ -1,44 +1,27 @@
+// The schema and loading: defaults, then a YAML file of nested maps, then key=value overrides,
+// each value converted to its key's type and checked. Rule: every problem in the input is a
+// cg::UsageError "<where>: config key '<key>': <what>", raised before load() returns anything.
 #include "util/config.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "util/check.h"
 
 namespace cg::config {
 namespace {
 
-std::string kind_name(const KeySpec& k) {
-  switch (k.kind) {
-    case Kind::integer: return "int";
-    case Kind::real: return "float";
-    case Kind::boolean: return "bool";
-    case Kind::string: return "string";
-    case Kind::int_list: return "list of int";
-    case Kind::choice: return fmt::format("one of {}", fmt::join(k.choices, "|"));
-  }
-  return "?";
-}
+const char* const kCommandLine = "command line";
+const char* const kDefault = "default";
 
-std::string show(const Value& v) {
-  return std::visit(
-      [](const auto& x) -> std::string {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::vector<int64_t>>) return fmt::format("[{}]", fmt::join(x, ", "));
-        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
-        else if constexpr (std::is_same_v<T, std::string>) return x.empty() ? "\"\"" : x;
-        else if constexpr (std::is_same_v<T, double>) {
-          std::string s = fmt::format("{}", x);
-          if (s.find_first_of(".e") == std::string::npos && s.find("inf") == std::string::npos) s += ".0";
-          return s;
-        } else return fmt::format("{}", x);
-      },
-      v);
+[[noreturn]] void fail(const std::string& where, const std::string& key, const std::string& what) {
+  throw UsageError(fmt::format("{}: config key '{}': {}", where, key, what));
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -53,115 +36,209 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-[[noreturn]] void fail(const std::string& key, const std::string& where, const std::string& what) {
-  throw UsageError(fmt::format("config key '{}' ({}): {}", key, where, what));
+// The groups a dotted name sits in, outermost first: "a.b.c" -> {"a", "a.b"}.
+std::vector<std::string> enclosing_groups(const std::string& name) {
+  std::vector<std::string> out;
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+    out.push_back(name.substr(0, dot));
+  return out;
 }
 
-void check_range(const KeySpec& k, double v, const std::string& where, const std::string& shown) {
-  if ((k.min && v < *k.min) || (k.max && v > *k.max)) {
-    std::string range = k.min && k.max ? fmt::format("[{}, {}]", *k.min, *k.max)
-                        : k.min        ? fmt::format(">= {}", *k.min)
-                                       : fmt::format("<= {}", *k.max);
-    fail(k.name, where, fmt::format("value {} is out of range; allowed: {}", shown, range));
+bool has_kind(Kind kind, const Value& v) {
+  switch (kind) {
+    case Kind::integer: return std::holds_alternative<int64_t>(v);
+    case Kind::real: return std::holds_alternative<double>(v);
+    case Kind::boolean: return std::holds_alternative<bool>(v);
+    case Kind::string:
+    case Kind::choice: return std::holds_alternative<std::string>(v);
+    case Kind::int_list: return std::holds_alternative<std::vector<int64_t>>(v);
   }
-}
-
-// Converts a YAML node to the key's type, or fails naming key, expected type and value.
-Value parse(const KeySpec& k, const YAML::Node& node, const std::string& where) {
-  auto text = [&]() -> std::string {
-    if (node.IsScalar()) return node.Scalar();
-    std::ostringstream out;
-    out << YAML::Dump(node);
-    return out.str();
-  };
-  auto wrong = [&]() -> Value {
-    fail(k.name, where, fmt::format("expected {}, got '{}'", kind_name(k), text()));
-  };
-  try {
-    switch (k.kind) {
-      case Kind::integer: {
-        if (!node.IsScalar()) return wrong();
-        const int64_t v = node.as<int64_t>();
-        check_range(k, double(v), where, text());
-        return v;
-      }
-      case Kind::real: {
-        if (!node.IsScalar()) return wrong();
-        const double v = node.as<double>();
-        check_range(k, v, where, text());
-        return v;
-      }
-      case Kind::boolean:
-        if (!node.IsScalar()) return wrong();
-        return node.as<bool>();
-      case Kind::string:
-        if (node.IsNull()) return std::string();
-        if (!node.IsScalar()) return wrong();
-        return node.Scalar();
-      case Kind::choice: {
-        if (!node.IsScalar()) return wrong();
-        const std::string v = node.Scalar();
-        if (std::find(k.choices.begin(), k.choices.end(), v) == k.choices.end())
-          fail(k.name, where, fmt::format("'{}' is not one of {}", v, fmt::join(k.choices, ", ")));
-        return v;
-      }
-      case Kind::int_list: {
-        if (!node.IsSequence()) return wrong();
-        std::vector<int64_t> out;
-        for (const auto& item : node) {
-          if (!item.IsScalar()) return wrong();
-          const int64_t v = item.as<int64_t>();
-          check_range(k, double(v), where, text());
-          out.push_back(v);
-        }
-        return out;
-      }
-    }
-  } catch (const YAML::BadConversion&) {
-    return wrong();
-  }
-  return wrong();
-}
-
-std::string location(const std::string& path, const YAML::Node& node) {
-  const YAML::Mark m = node.Mark();
-  return m.line >= 0 ? fmt::format("{}:{}", path, m.line + 1) : path;
-}
-
-bool is_group(const Schema& schema, const std::string& prefix) {
-  for (const auto& k : schema.keys())
-    if (k.name.rfind(prefix + ".", 0) == 0) return true;
   return false;
 }
 
-void unknown(const Schema& schema, const std::string& key, const std::string& where) {
-  const auto s = schema.suggest(key);
-  fail(key, where, s ? fmt::format("unknown key (did you mean '{}'?)", *s) : std::string("unknown key"));
+// "" if `v` (already of the key's type) is allowed, else the reason, phrased to follow the value.
+std::string why_not_allowed(const KeySpec& k, const Value& v) {
+  auto in_range = [&](double x) { return !(k.min && x < *k.min) && !(k.max && x > *k.max); };
+  bool ok = true;
+  if (const auto* i = std::get_if<int64_t>(&v)) ok = in_range(double(*i));
+  if (const auto* d = std::get_if<double>(&v)) {
+    if (std::isnan(*d)) return "is not a number";
+    ok = in_range(*d);
+  }
+  if (const auto* list = std::get_if<std::vector<int64_t>>(&v))
+    ok = std::all_of(list->begin(), list->end(), [&](int64_t x) { return in_range(double(x)); });
+  if (!ok) return fmt::format("is out of range (allowed: {})", range_text(k));
+  if (k.kind == Kind::choice) {
+    const auto& s = std::get<std::string>(v);
+    if (std::find(k.choices.begin(), k.choices.end(), s) == k.choices.end())
+      return fmt::format("is not one of: {}", fmt::join(k.choices, ", "));
+  }
+  if (k.check) {
+    if (std::string why = k.check(v); !why.empty()) return "is not allowed: " + why;
+  }
+  return "";
 }
 
-void walk(const Schema& schema, const YAML::Node& map, const std::string& prefix, const std::string& path,
-          Values& out) {
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const std::string name = prefix.empty() ? it->first.Scalar() : prefix + "." + it->first.Scalar();
-    const std::string where = location(path, it->first);
-    if (out.origins.count(name) && out.origins[name] != "default")
-      fail(name, where, fmt::format("given twice (also at {})", out.origins[name]));
+// A node as the user wrote it, on one line, for error messages.
+std::string written(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  if (!node.IsDefined() || node.IsNull()) return "";
+  YAML::Emitter e;
+  e.SetMapFormat(YAML::Flow);
+  e.SetSeqFormat(YAML::Flow);
+  e << node;
+  return e.c_str();
+}
+
+[[noreturn]] void wrong_type(const KeySpec& k, const std::string& where, const YAML::Node& node) {
+  fail(where, k.name, fmt::format("expected {}, got '{}'", type_name(k), written(node)));
+}
+
+// Converts a YAML node to the key's type and checks it, or fails naming key, type and value.
+Value convert(const KeySpec& k, const YAML::Node& node, const std::string& where) {
+  Value v;
+  try {
+    switch (k.kind) {
+      case Kind::integer:
+        if (!node.IsScalar()) wrong_type(k, where, node);
+        v = node.as<int64_t>();  // throws YAML::BadConversion for "abc" or "1.5"
+        break;
+      case Kind::real:
+        if (!node.IsScalar()) wrong_type(k, where, node);
+        v = node.as<double>();
+        break;
+      case Kind::boolean:
+        if (!node.IsScalar()) wrong_type(k, where, node);
+        v = node.as<bool>();  // true/false, yes/no, on/off
+        break;
+      case Kind::string:
+      case Kind::choice:
+        if (node.IsNull() && k.kind == Kind::string) {
+          v = std::string();  // `path:` with nothing after it means ""
+          break;
+        }
+        if (!node.IsScalar()) wrong_type(k, where, node);
+        v = node.Scalar();
+        break;
+      case Kind::int_list: {
+        if (!node.IsSequence()) wrong_type(k, where, node);
+        std::vector<int64_t> list;
+        for (const auto& item : node) {
+          if (!item.IsScalar()) wrong_type(k, where, node);
+          list.push_back(item.as<int64_t>());
+        }
+        v = std::move(list);
+        break;
+      }
+    }
+  } catch (const YAML::BadConversion&) {
+    wrong_type(k, where, node);
+  }
+  if (std::string why = why_not_allowed(k, v); !why.empty())
+    fail(where, k.name, fmt::format("value '{}' {}", written(node), why));
+  return v;
+}
+
+[[noreturn]] void unknown_key(const Schema& schema, const std::string& name, const std::string& where) {
+  const auto near = schema.suggest(name);
+  fail(where, name, near ? fmt::format("unknown key; did you mean '{}'?", *near) : std::string("unknown key"));
+}
+
+std::string location(const std::string& path, const YAML::Mark& mark) {
+  return mark.line >= 0 ? fmt::format("{}:{}", path, mark.line + 1) : path;
+}
+
+// Reads one map of the file; `prefix` is the group it belongs to ("" at the top).
+void read_map(const Schema& schema, const YAML::Node& map, const std::string& prefix, const std::string& path,
+              Values& out) {
+  std::map<std::string, std::string> seen;  // yaml-cpp keeps duplicate keys; we refuse them
+  for (const auto& entry : map) {
+    const std::string where = location(path, entry.first.Mark());
+    if (!entry.first.IsScalar())
+      fail(where, prefix, fmt::format("'{}' is not a key name", written(entry.first)));
+    const std::string name = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
+    if (const auto [it, fresh] = seen.emplace(name, where); !fresh)
+      fail(where, name, fmt::format("given twice (first at {})", it->second));
     if (const KeySpec* k = schema.find(name)) {
-      out.values[name] = parse(*k, it->second, where);
+      out.values[name] = convert(*k, entry.second, where);
       out.origins[name] = where;
-    } else if (is_group(schema, name)) {
-      if (!it->second.IsMap()) fail(name, where, "expected a map of keys under this group");
-      walk(schema, it->second, name, path, out);
+    } else if (schema.is_group(name)) {
+      if (!entry.second.IsMap())
+        fail(where, name, fmt::format("is a group of keys, so it needs a map, got '{}'", written(entry.second)));
+      read_map(schema, entry.second, name, path, out);
     } else {
-      unknown(schema, name, where);
+      unknown_key(schema, name, where);
     }
   }
+}
+
+void apply_file(const Schema& schema, const std::string& path, Values& out) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("cannot read config file {}: {}", path, std::strerror(errno)));
+  // A directory opens fine on Linux and reads as empty, which would silently mean "all defaults".
+  if (std::filesystem::is_directory(path))
+    throw UsageError(fmt::format("cannot read config file {}: {}", path, std::strerror(EISDIR)));
+  YAML::Node root;
+  try {
+    root = YAML::Load(in);
+  } catch (const YAML::Exception& e) {
+    throw UsageError(fmt::format("{}: not valid YAML: {}", location(path, e.mark), e.msg));
+  }
+  if (root.IsNull()) return;  // an empty file: nothing to change
+  if (!root.IsMap())
+    throw UsageError(fmt::format("{}: a config file must hold a map of keys at the top level, got '{}'",
+                                 location(path, root.Mark()), written(root)));
+  read_map(schema, root, "", path, out);
+}
+
+void apply_override(const Schema& schema, const std::string& arg, Values& out) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UsageError(fmt::format("command-line argument '{}' is not of the form key=value", arg));
+  const std::string key = arg.substr(0, eq), text = arg.substr(eq + 1);
+  const KeySpec* k = schema.find(key);
+  if (!k && schema.is_group(key)) {
+    const auto first = std::find_if(schema.keys().begin(), schema.keys().end(),
+                                    [&](const KeySpec& s) { return s.name.rfind(key + ".", 0) == 0; });
+    fail(kCommandLine, key, fmt::format("is a group of keys; set one of them, e.g. {}=...", first->name));
+  }
+  if (!k) unknown_key(schema, key, kCommandLine);
+  YAML::Node node;
+  bool parsed = true;
+  try {
+    node = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    if (k->kind != Kind::string) fail(kCommandLine, key, fmt::format("'{}' is not a valid YAML value: {}", text, e.msg));
+    parsed = false;
+  }
+  // A string key takes the text as written unless it reads as one YAML scalar (e.g. quoted) or as
+  // nothing: a path like "a: b" or "[x]" must not turn into a map or a list.
+  if (k->kind == Kind::string && (!parsed || !(node.IsScalar() || node.IsNull()))) node = YAML::Node(text);
+  out.values[key] = convert(*k, node, kCommandLine);
+  out.origins[key] = kCommandLine;
 }
 
 }  // namespace
 
 Schema& Schema::add(KeySpec spec) {
-  CG_CHECK(find(spec.name) == nullptr, "schema: key {} declared twice", spec.name);
+  const std::string& name = spec.name;
+  CG_CHECK(!name.empty() && name.front() != '.' && name.back() != '.' && name.find("..") == std::string::npos,
+           "schema: malformed key name '{}'", name);
+  CG_CHECK(find(name) == nullptr && !is_group(name), "schema: '{}' declared twice", name);
+  CG_CHECK(has_kind(spec.kind, spec.default_value), "schema: default of {} does not have type {}", name,
+           type_name(spec));
+  CG_CHECK(spec.kind != Kind::choice || !spec.choices.empty(), "schema: choice key {} lists no choices", name);
+  const std::string why = why_not_allowed(spec, spec.default_value);
+  CG_CHECK(why.empty(), "schema: default of {} {}", name, why);
+  // Groups stay contiguous: a group this key opens anew must not have been closed before.
+  const std::vector<std::string> mine = enclosing_groups(name);
+  const std::vector<std::string> last = keys_.empty() ? std::vector<std::string>{} : enclosing_groups(keys_.back().name);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const bool continues = i < last.size() && last[i] == mine[i];
+    CG_CHECK(continues || !is_group(mine[i]), "schema: key {} must follow the other keys of group {}", name, mine[i]);
+    CG_CHECK(find(mine[i]) == nullptr, "schema: {} is a key, so it cannot also be the group of {}", mine[i], name);
+  }
+  groups_.insert(mine.begin(), mine.end());
   keys_.push_back(std::move(spec));
   return *this;
 }
@@ -173,15 +250,18 @@ const KeySpec* Schema::find(const std::string& name) const {
 }
 
 std::optional<std::string> Schema::suggest(const std::string& name) const {
+  // Up to one edit per three characters (at least 1, at most 3): a typo, not a different word.
+  size_t best_distance = std::clamp<size_t>(name.size() / 3, 1, 3) + 1;
   std::optional<std::string> best;
-  size_t best_d = std::max<size_t>(3, name.size() / 3) + 1;
-  for (const auto& k : keys_) {
-    const size_t d = edit_distance(name, k.name);
-    if (d < best_d) {
-      best_d = d;
-      best = k.name;
+  auto consider = [&](const std::string& candidate) {
+    const size_t d = edit_distance(name, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
     }
-  }
+  };
+  for (const auto& k : keys_) consider(k.name);
+  for (const auto& g : groups_) consider(g);
   return best;
 }
 
@@ -193,81 +273,22 @@ const Value& Values::at(const std::string& key) const {
 
 std::string Values::origin(const std::string& key) const {
   auto it = origins.find(key);
-  return it == origins.end() ? "default" : it->second;
+  return it == origins.end() ? kDefault : it->second;
 }
 
 Values load(const Schema& schema, const std::string& yaml_path, const std::vector<std::string>& overrides) {
   Values out;
   for (const auto& k : schema.keys()) {
     out.values[k.name] = k.default_value;
-    out.origins[k.name] = "default";
+    out.origins[k.name] = kDefault;
   }
-  if (!yaml_path.empty()) {
-    std::ifstream in(yaml_path);
-    if (!in) throw UsageError(fmt::format("cannot read config file {}: {}", yaml_path, std::strerror(errno)));
-    YAML::Node root;
-    try {
-      root = YAML::Load(in);
-    } catch (const YAML::Exception& e) {
-      throw UsageError(fmt::format("config file {} is not valid YAML: line {}: {}", yaml_path, e.mark.line + 1, e.msg));
-    }
-    if (root.IsMap()) {
-      walk(schema, root, "", yaml_path, out);
-    } else if (!root.IsNull()) {
-      throw UsageError(fmt::format("config file {} must hold a map of keys at the top level", yaml_path));
-    }
-  }
-  for (const auto& o : overrides) {
-    const size_t eq = o.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw UsageError(fmt::format("command-line argument '{}' is not of the form key=value", o));
-    const std::string key = o.substr(0, eq), text = o.substr(eq + 1);
-    const KeySpec* k = schema.find(key);
-    if (!k) unknown(schema, key, "command line");
-    YAML::Node node;
-    try {
-      node = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-      if (k->kind != Kind::string)
-        fail(key, "command line", fmt::format("'{}' is not a valid YAML value: {}", text, e.msg));
-    }
-    // A string key takes the text as written unless it reads as one YAML scalar (e.g. quoted):
-    // paths like "a: b" or "[x]" should not turn into maps or lists.
-    if (k->kind == Kind::string && !node.IsScalar() && !node.IsNull()) node = YAML::Node(text);
-    out.values[key] = parse(*k, node, "command line");
-    out.origins[key] = "command line";
-  }
+  if (!yaml_path.empty()) apply_file(schema, yaml_path, out);
+  for (const auto& arg : overrides) apply_override(schema, arg, out);
   return out;
 }
 
-std::string to_yaml(const Schema& schema, const Values& values) {
-  std::string out, group;
-  for (const auto& k : schema.keys()) {
-    const size_t dot = k.name.rfind('.');
-    const std::string g = dot == std::string::npos ? "" : k.name.substr(0, dot);
-    const std::string leaf = dot == std::string::npos ? k.name : k.name.substr(dot + 1);
-    CG_CHECK(g.find('.') == std::string::npos, "to_yaml supports one level of groups ({})", k.name);
-    if (g != group) {
-      out += g + ":\n";
-      group = g;
-    }
-    const Value& v = values.at(k.name);
-    std::string shown = show(v);
-    if (const auto* s = std::get_if<std::string>(&v); s && !s->empty()) {
-      YAML::Emitter e;  // quote strings that YAML would otherwise read as something else
-      e << YAML::DoubleQuoted << *s;
-      shown = e.c_str();
-    }
-    out += fmt::format("{}{}: {}\n", g.empty() ? "" : "  ", leaf, shown);
-  }
-  return out;
-}
-
-std::string help(const Schema& schema) {
-  std::string out;
-  for (const auto& k : schema.keys())
-    out += fmt::format("  {:<26} {:<34} default {:<14} {}\n", k.name, kind_name(k), show(k.default_value), k.help);
-  return out;
+void reject(const Values& values, const std::string& key, const std::string& what) {
+  fail(values.origin(key), key, what);
 }
 
 }  // namespace cg::config

@@ -1,12 +1,22 @@
+// safetensors reading and writing. Rule: load() checks every size and offset against the file
+// before allocating or copying anything, so bad input becomes a cg::Error, never a crash or a
+// huge allocation; save() writes through util/atomic_file so a crash never leaves half a file.
 #include "util/safetensors.h"
 
+#include <fmt/ranges.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
+#include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include "util/atomic_file.h"
 #include "util/check.h"
@@ -15,54 +25,112 @@
 namespace cg::safetensors {
 namespace {
 
-using nlohmann::json;
-constexpr const char* kChecksumKey = "cudagrad.checksum";
+// ordered_json keeps the header's key order, so tensors of zero bytes (which share an offset
+// with a neighbour) come back in the order they were written.
+using Json = nlohmann::ordered_json;
+constexpr const char* kMetadataEntry = "__metadata__";
+constexpr const char* kFormatVersion = "1";
 
-int64_t expected_bytes(const std::string& name, const TensorRecord& r) {
-  const DType t = dtype_from_safetensors_name(r.dtype);
-  int64_t n = 1;
-  for (int64_t d : r.shape) {
-    if (d < 0) throw Error(fmt::format("tensor '{}' has a negative dimension", name));
-    n *= d;
-  }
-  return n * int64_t(itemsize(t));
+std::optional<DType> dtype_of_name(const std::string& name) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8})
+    if (dtype_safetensors_name(t) == name) return t;
+  return std::nullopt;
 }
 
-uint32_t crc_of(const std::string& header, const std::string& data) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(header.data()), uInt(header.size()));
-  // zlib takes uInt lengths: feed large data sections in pieces.
-  for (size_t off = 0; off < data.size(); off += (1u << 30)) {
-    const size_t len = std::min<size_t>(data.size() - off, 1u << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(data.data() + off), uInt(len));
-  }
-  return uint32_t(crc);
+// product(shape) * itemsize, or nullopt when a dimension is negative or the count overflows.
+std::optional<uint64_t> byte_size(DType t, const std::vector<int64_t>& shape) {
+  uint64_t bytes = itemsize(t);
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, uint64_t(d), &bytes)) return std::nullopt;
+  return bytes;
 }
 
-// The header JSON for `file` plus, when given, the checksum entry; padded to 8 bytes.
-std::string header_json(const File& file, const std::string* checksum) {
-  json header = json::object();
+// The JSON header for `tensors` (offsets assigned in order, back to back) and `metadata`.
+// Throws nlohmann's type_error when a string is not valid UTF-8.
+std::string render_header(const std::vector<std::pair<std::string, TensorRecord>>& tensors,
+                          const std::map<std::string, std::string>& metadata) {
+  Json header = Json::object();
   uint64_t offset = 0;
-  for (const auto& [name, r] : file.tensors) {
+  for (const auto& [name, r] : tensors) {
     header[name] = {{"dtype", r.dtype}, {"shape", r.shape}, {"data_offsets", {offset, offset + r.bytes.size()}}};
     offset += r.bytes.size();
   }
-  json meta = json::object();
-  for (const auto& [k, v] : file.metadata)
-    if (k != kChecksumKey) meta[k] = v;
-  if (checksum) meta[kChecksumKey] = *checksum;
-  if (!meta.empty()) header["__metadata__"] = meta;
-  std::string text = header.dump();
-  text.resize((text.size() + 7) / 8 * 8, ' ');
-  return text;
+  if (!metadata.empty()) header[kMetadataEntry] = metadata;
+  return header.dump(-1, ' ', false, Json::error_handler_t::strict);
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  return data;
+// CRC-32 of the canonical header followed by the data section (the tensors in order).
+std::string checksum_of(const std::string& canonical_header,
+                        const std::vector<std::pair<std::string, TensorRecord>>& tensors) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  crc = crc32_z(crc, reinterpret_cast<const Bytef*>(canonical_header.data()), canonical_header.size());
+  for (const auto& [name, r] : tensors)  // (a null buffer would reset the CRC: skip empty ones)
+    if (!r.bytes.empty()) crc = crc32_z(crc, r.bytes.data(), r.bytes.size());
+  return fmt::format("{:08x}", uint32_t(crc));
+}
+
+// Reads a file front to back, turning short reads into errors that name the file.
+class Reader {
+ public:
+  explicit Reader(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "rb"), &std::fclose) {
+    if (!file_) throw Error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+    std::error_code ec;
+    size_ = std::filesystem::file_size(path, ec);
+    if (ec) throw Error(fmt::format("cannot read {}: {}", path, ec.message()));
+  }
+  uint64_t size() const { return size_; }
+  void read(void* into, size_t n, std::string_view what) {
+    if (n != 0 && std::fread(into, 1, n, file_.get()) != n)
+      throw Error(fmt::format("cannot load {}: reading {} failed ({})", path_, what,
+                              std::ferror(file_.get()) ? std::strerror(errno) : "file shorter than expected"));
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<std::FILE, decltype(&std::fclose)> file_;
+  uint64_t size_ = 0;
+};
+
+// One tensor's header entry, checked against the data section's size.
+struct Entry {
+  std::string name;
+  TensorRecord record;  // bytes not read yet
+  uint64_t begin = 0, end = 0;
+};
+
+uint64_t count_field(const Json& v, const std::string& tensor, const char* field) {
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    throw std::invalid_argument(fmt::format("tensor '{}': {} holds {}, not a count", tensor, field, v.dump()));
+  return v.get<uint64_t>();
+}
+
+Entry parse_entry(const std::string& name, const Json& j, uint64_t data_size) {
+  auto bad = [&](const std::string& why) { return std::invalid_argument(fmt::format("tensor '{}': {}", name, why)); };
+  if (!j.is_object()) throw bad("entry is not a JSON object");
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!j.contains(key)) throw bad(fmt::format("entry has no \"{}\"", key));
+  const Json &dtype = j["dtype"], &shape = j["shape"], &offsets = j["data_offsets"];
+  if (!dtype.is_string()) throw bad("dtype is not a string");
+  if (!shape.is_array()) throw bad("shape is not an array");
+  if (!offsets.is_array() || offsets.size() != 2) throw bad("data_offsets is not a [begin, end] pair");
+
+  Entry e;
+  e.name = name;
+  e.record.dtype = dtype.get<std::string>();
+  for (const Json& d : shape) e.record.shape.push_back(int64_t(count_field(d, name, "shape")));
+  e.begin = count_field(offsets[0], name, "data_offsets");
+  e.end = count_field(offsets[1], name, "data_offsets");
+  const std::optional<DType> t = dtype_of_name(e.record.dtype);
+  if (!t) throw bad(fmt::format("unsupported dtype '{}' (cudagrad reads {})", e.record.dtype, kSupportedDtypes));
+  if (e.begin > e.end) throw bad(fmt::format("data_offsets [{}, {}] run backwards", e.begin, e.end));
+  if (e.end > data_size)
+    throw bad(fmt::format("data_offsets [{}, {}] lie outside the {}-byte data section (file truncated?)", e.begin,
+                          e.end, data_size));
+  const std::optional<uint64_t> need = byte_size(*t, e.record.shape);
+  if (!need || *need != e.end - e.begin)
+    throw bad(fmt::format("spans {} bytes, but dtype {} and shape {} need {}", e.end - e.begin, e.record.dtype,
+                          shape.dump(), need ? std::to_string(*need) : std::string("more than 2^64")));
+  return e;
 }
 
 }  // namespace
@@ -74,95 +142,120 @@ const TensorRecord* File::find(const std::string& name) const {
 }
 
 void save(const std::string& path, const File& file) {
-  std::string data;
   std::set<std::string> names;
   for (const auto& [name, r] : file.tensors) {
-    if (!names.insert(name).second) throw Error(fmt::format("{}: duplicate tensor name '{}'", path, name));
-    if (int64_t(r.bytes.size()) != expected_bytes(name, r))
-      throw Error(fmt::format("{}: tensor '{}' has {} bytes, its dtype and shape need {}", path, name,
-                              r.bytes.size(), expected_bytes(name, r)));
-    data.append(reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size());
+    if (name == kMetadataEntry) throw Error(fmt::format("cannot save {}: '{}' is reserved", path, name));
+    if (!names.insert(name).second) throw Error(fmt::format("cannot save {}: duplicate tensor name '{}'", path, name));
+    const std::optional<DType> t = dtype_of_name(r.dtype);
+    if (!t)
+      throw Error(fmt::format("cannot save {}: tensor '{}' has unsupported dtype '{}' (supported: {})", path, name,
+                              r.dtype, kSupportedDtypes));
+    const std::optional<uint64_t> need = byte_size(*t, r.shape);
+    if (!need || *need != r.bytes.size())
+      throw Error(fmt::format("cannot save {}: tensor '{}' has {} bytes, but dtype {} and shape [{}] need {}", path,
+                              name, r.bytes.size(), r.dtype, fmt::join(r.shape, ", "),
+                              need ? std::to_string(*need) : std::string("more than 2^64")));
   }
-  const std::string checksum = fmt::format("{:08x}", crc_of(header_json(file, nullptr), data));
-  const std::string header = header_json(file, &checksum);
-  std::string out(8, '\0');
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[size_t(i)] = char((n >> (8 * i)) & 0xff);
-  out += header;
-  out += data;
-  write_file_atomically(path, out);
+  std::map<std::string, std::string> metadata = file.metadata;
+  metadata.erase(kChecksumKey);
+  metadata.insert_or_assign(kFormatKey, std::string(kFormatVersion));
+  std::string header;
+  try {
+    metadata[kChecksumKey] = checksum_of(render_header(file.tensors, metadata), file.tensors);
+    header = render_header(file.tensors, metadata);
+  } catch (const Json::exception& e) {
+    throw Error(fmt::format("cannot save {}: a tensor name or metadata string is not valid UTF-8 ({})", path, e.what()));
+  }
+  header.resize((header.size() + 7) / 8 * 8, ' ');  // the format recommends 8-byte alignment of the data
+
+  char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  std::vector<std::string_view> pieces{std::string_view(length, 8), header};
+  for (const auto& [name, r] : file.tensors)
+    pieces.emplace_back(reinterpret_cast<const char*>(r.bytes.data()), r.bytes.size());
+  write_file_atomically(path, pieces);
 }
 
 File load(const std::string& path) {
-  const std::string raw = read_all(path);
-  auto corrupt = [&](const std::string& why) {
-    return Error(fmt::format("checkpoint {} is corrupt or not a safetensors file: {}", path, why));
-  };
-  if (raw.size() < 8) throw corrupt(fmt::format("{} bytes, shorter than the 8-byte header length", raw.size()));
-  uint64_t header_len = 0;
-  for (int i = 0; i < 8; ++i) header_len |= uint64_t(uint8_t(raw[size_t(i)])) << (8 * i);
-  if (header_len > raw.size() - 8)
-    throw corrupt(fmt::format("header of {} bytes but only {} follow (truncated?)", header_len, raw.size() - 8));
-  json header;
+  auto invalid = [&](const std::string& why) { return Error(fmt::format("cannot load {}: {}", path, why)); };
+  Reader in(path);
+  if (in.size() < 8)
+    throw invalid(fmt::format("{} bytes is too short for a safetensors file (8-byte header length first)", in.size()));
+  uint8_t length[8];
+  in.read(length, 8, "the header length");
+  uint64_t header_size = 0;
+  for (int i = 0; i < 8; ++i) header_size |= uint64_t(length[i]) << (8 * i);
+  if (header_size > in.size() - 8)
+    throw invalid(fmt::format("the header length {} exceeds the {} bytes that follow it (file truncated, or not "
+                              "a safetensors file?)", header_size, in.size() - 8));
+  const uint64_t data_size = in.size() - 8 - header_size;
+  std::string header_text(header_size, '\0');
+  in.read(header_text.data(), header_text.size(), "the header");
+
+  Json header;
   try {
-    header = json::parse(raw.substr(8, header_len));
-  } catch (const json::exception& e) {
-    throw corrupt(std::string("header is not valid JSON: ") + e.what());
+    header = Json::parse(header_text);
+  } catch (const Json::exception& e) {
+    throw invalid(fmt::format("the header is not valid JSON ({})", e.what()));
   }
-  if (!header.is_object()) throw corrupt("header is not a JSON object");
-  const std::string data = raw.substr(8 + header_len);
+  if (!header.is_object()) throw invalid("the header is not a JSON object");
 
   File file;
-  struct Range {
-    uint64_t begin, end;
-    std::string name;
-  };
-  std::vector<Range> ranges;
+  std::vector<Entry> entries;
   try {
     for (auto it = header.begin(); it != header.end(); ++it) {
-      if (it.key() == "__metadata__") {
-        for (auto m = it->begin(); m != it->end(); ++m) file.metadata[m.key()] = m->get<std::string>();
+      if (it.key() != kMetadataEntry) {
+        entries.push_back(parse_entry(it.key(), it.value(), data_size));
         continue;
       }
-      TensorRecord r;
-      r.dtype = it->at("dtype").get<std::string>();
-      r.shape = it->at("shape").get<std::vector<int64_t>>();
-      const auto offsets = it->at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data.size())
-        throw corrupt(fmt::format("tensor '{}' lies outside the {} data bytes (truncated?)", it.key(), data.size()));
-      int64_t need;
-      try {
-        need = expected_bytes(it.key(), r);
-      } catch (const Error& e) {
-        throw corrupt(e.what());
+      if (!it->is_object()) throw std::invalid_argument("__metadata__ is not a JSON object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) throw std::invalid_argument(fmt::format("metadata '{}' is not a string", m.key()));
+        file.metadata[m.key()] = m->get<std::string>();
       }
-      if (uint64_t(need) != offsets[1] - offsets[0])
-        throw corrupt(fmt::format("tensor '{}' spans {} bytes, its dtype and shape need {}", it.key(),
-                                  offsets[1] - offsets[0], need));
-      r.bytes.assign(data.begin() + std::ptrdiff_t(offsets[0]), data.begin() + std::ptrdiff_t(offsets[1]));
-      ranges.push_back({offsets[0], offsets[1], it.key()});
-      file.tensors.emplace_back(it.key(), std::move(r));
     }
-  } catch (const json::exception& e) {
-    throw corrupt(std::string("malformed header entry: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw invalid(e.what());
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].begin < ranges[i - 1].end)
-      throw corrupt(fmt::format("tensors '{}' and '{}' overlap", ranges[i - 1].name, ranges[i].name));
-  // Keep the writer's order: the data order, which is the order tensors were saved in.
-  std::sort(file.tensors.begin(), file.tensors.end(), [&](const auto& a, const auto& b) {
-    const auto pa = header[a.first]["data_offsets"][0].template get<uint64_t>();
-    const auto pb = header[b.first]["data_offsets"][0].template get<uint64_t>();
-    return pa < pb;
-  });
 
-  auto stored = file.metadata.find(kChecksumKey);
+  // The tensors must tile the data section exactly, as the format requires: sorted by offset,
+  // each starts where the previous ended (stable: zero-byte tensors keep their header order).
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t position = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin < position)
+      throw invalid(fmt::format("tensors '{}' and '{}' overlap in the data section", previous->name, e.name));
+    if (e.begin > position)
+      throw invalid(fmt::format("{} unused bytes before tensor '{}' in the data section", e.begin - position, e.name));
+    position = e.end;
+    if (e.end > e.begin) previous = &e;
+  }
+  if (position != data_size)
+    throw invalid(fmt::format("{} bytes after the last tensor in the data section", data_size - position));
+
+  // Sizes are now known to add up to the file's size, so these reads and allocations are bounded.
+  for (Entry& e : entries) {
+    e.record.bytes.resize(e.end - e.begin);
+    in.read(e.record.bytes.data(), e.record.bytes.size(), fmt::format("tensor '{}'", e.name));
+    file.tensors.emplace_back(std::move(e.name), std::move(e.record));
+  }
+
+  // A file that declares the cudagrad format must carry its checksum: otherwise damage to the
+  // checksum's key would silently turn verification off.
+  const auto stored = file.metadata.find(kChecksumKey);
+  if (stored == file.metadata.end() && file.metadata.count(kFormatKey))
+    throw Error(fmt::format("checkpoint {} is corrupt: it declares {} but has no {} (damaged header?)", path,
+                            kFormatKey, kChecksumKey));
   if (stored != file.metadata.end()) {
-    const std::string actual = fmt::format("{:08x}", crc_of(header_json(file, nullptr), data));
+    std::map<std::string, std::string> rest = file.metadata;
+    rest.erase(kChecksumKey);
+    const std::string actual = checksum_of(render_header(file.tensors, rest), file.tensors);
     if (actual != stored->second)
-      throw Error(fmt::format("checkpoint {} is corrupt: checksum mismatch (stored {}, computed {})",
-                              path, stored->second, actual));
+      throw Error(fmt::format("checkpoint {} is corrupt: checksum mismatch (stored {}, computed {}); the file was "
+                              "damaged after it was written", path, stored->second, actual));
   }
   return file;
 }

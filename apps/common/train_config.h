@@ -1,6 +1,7 @@
-// The training configuration: every key of the seed article's TrainingConfig plus the data and
-// model choices, as a plain struct. The schema (names, types, defaults, ranges, help) lives in
-// train_config.cpp; `cudagrad-train --help` prints it.
+// The training configuration as a plain struct: the seed article's TrainingConfig plus the model,
+// data and schedule choices. Rule: each field's key is its path (`optim.lr` is `config.optim.lr`)
+// and its default is the initializer below; train_config.cpp adds types, ranges and help, and
+// `cudagrad-train --help` prints them.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,62 +12,92 @@ namespace cg::apps {
 enum class DatasetName { fashion_mnist, cifar10, synthetic };
 enum class OptimizerName { sgd, adamw };
 enum class ScheduleName { constant, cosine, warmup_cosine };
-enum class DeviceName { auto_select, cpu, cuda };
+enum class DeviceName { auto_select, cpu, cuda };  // "auto": CUDA when available
 enum class AmpDtype { fp16, bf16 };
-enum class DistBackend { auto_select, nccl, gloo };
+enum class DistBackend { auto_select, nccl, gloo };  // "auto": nccl on GPUs, gloo on the CPU
 
 struct TrainConfig {
-  struct {
-    std::vector<int64_t> widths, blocks;
-    int64_t in_channels, num_classes;
-    std::string init_from;
+  struct Model {  // MiniResNet
+    std::vector<int64_t> widths{64, 128, 256};  // channels of each stage
+    std::vector<int64_t> blocks{2, 2, 2};       // BasicBlocks per stage (as many as widths)
+    int64_t in_channels = 3;
+    int64_t num_classes = 10;
+    std::string init_from;  // safetensors weights to start from; "" = random init
+    bool operator==(const Model&) const = default;
   } model;
-  struct {
-    DatasetName dataset;
-    std::string path;
-    int64_t image_size, batch_size, num_workers, synthetic_size;
-    bool shuffle, augment;
+  struct Data {
+    DatasetName dataset = DatasetName::fashion_mnist;
+    std::string path;            // "" = the dataset's default folder
+    int64_t image_size = 0;      // 0 = the dataset's native size
+    int64_t batch_size = 64;     // per rank
+    int64_t num_workers = 4;     // loader threads; 0 = load on the training thread
+    bool shuffle = true;         // reshuffled every epoch from seed + epoch
+    bool augment = true;         // random crop (padding 4) and horizontal flip
+    int64_t synthetic_size = 50000;  // images in the synthetic training split
+    bool operator==(const Data&) const = default;
   } data;
-  struct {
-    OptimizerName name;
-    double lr, momentum, weight_decay, beta1, beta2, eps;
-    bool nesterov;
+  struct Optim {
+    OptimizerName name = OptimizerName::sgd;
+    double lr = 0.01;  // the peak rate the schedule scales
+    double momentum = 0.9;
+    bool nesterov = false;
+    double weight_decay = 1e-4;  // L2 for SGD, decoupled for AdamW (as PyTorch)
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW only
+    bool operator==(const Optim&) const = default;
   } optim;
-  struct {
-    ScheduleName name;
-    int64_t warmup_steps;
-    double min_lr;
+  struct Sched {
+    ScheduleName name = ScheduleName::cosine;
+    int64_t warmup_steps = 0;  // warmup_cosine only
+    double min_lr = 0.0;       // where the cosine ends
+    bool operator==(const Sched&) const = default;
   } sched;
-  struct {
-    int64_t epochs, max_steps, grad_accum_steps, seed, log_interval, threads, eval_batch_size;
-    DeviceName device;
+  struct Train {
+    int64_t epochs = 10;
+    int64_t max_steps = 0;  // optimizer steps; 0 = no limit
+    int64_t grad_accum_steps = 1;
+    int64_t seed = 42;
+    int64_t log_interval = 10;  // optimizer steps between metric lines
+    DeviceName device = DeviceName::auto_select;
+    int64_t threads = 0;  // CPU compute threads; 0 = all cores
+    int64_t eval_batch_size = 256;
+    bool operator==(const Train&) const = default;
   } train;
-  struct {
-    bool enabled;
-    AmpDtype dtype;
+  struct Amp {
+    bool enabled = false;  // mixed precision needs CUDA; the CPU trains in float32
+    AmpDtype dtype = AmpDtype::fp16;
+    bool operator==(const Amp&) const = default;
   } amp;
-  struct {
-    std::string dir, resume_from;
-    int64_t save_every;
+  struct Checkpoint {
+    std::string dir;          // "" = <output.dir>/checkpoints
+    int64_t save_every = 1;   // epochs; 0 = only at the end
+    std::string resume_from;  // "" = start fresh
+    bool operator==(const Checkpoint&) const = default;
   } checkpoint;
-  struct {
-    DistBackend backend;
-    double bucket_cap_mb, timeout_s;
+  struct Dist {
+    DistBackend backend = DistBackend::auto_select;
+    double bucket_cap_mb = 4.0;  // gradient bucket size (see train_config.cpp for why not 25)
+    double timeout_s = 120.0;    // longest wait for a peer or a collective
+    bool operator==(const Dist&) const = default;
   } dist;
-  struct {
-    std::string dir;
+  struct Output {
+    std::string dir = "runs/latest";  // config.yaml, metrics.jsonl, checkpoints
+    bool operator==(const Output&) const = default;
   } output;
-  struct {
-    bool enabled;
+  struct Profile {
+    bool enabled = false;  // write a Chrome-trace timeline
+    bool operator==(const Profile&) const = default;
   } profile;
+  bool operator==(const TrainConfig&) const = default;
 };
 
-// Loads `yaml_path` (empty: defaults only) and applies key=value overrides. Throws
-// cg::UsageError naming the key (and file:line) on any unknown key, wrong type or bad value.
+// Loads `yaml_path` (empty: defaults only), applies key=value overrides, and checks the rules
+// that span keys (widths and blocks of equal length, warmup_steps only with warmup_cosine, ...).
+// Throws cg::UsageError naming the key and where it was set on any unknown key, wrong type,
+// out-of-range value or inconsistency.
 TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides);
-// The resolved config as YAML (every key); loading it back gives the same config.
+// The resolved config as YAML, every key; load_train_config() of it gives an equal config.
 std::string to_yaml(const TrainConfig& config);
-// Every key with its type, default and meaning.
+// Every key with its type, allowed values, default and meaning.
 std::string train_config_help();
 
 }  // namespace cg::apps

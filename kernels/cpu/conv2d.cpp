@@ -1,22 +1,26 @@
-// Convolution as im2col + GEMM (Eigen). Images are processed in chunks: a chunk's columns are laid
-// side by side so one GEMM covers several images, which keeps small late-stage feature maps
-// (8x8) efficient. Chunk sizes depend only on the shape, never on the thread count, and
+// Convolution as im2col + GEMM (kernels/cpu/gemm.h). Images are processed in chunks: a chunk's
+// columns are laid side by side so one GEMM covers several images, which keeps small late-stage
+// feature maps (8x8) efficient. Chunk sizes depend only on the shape, never on the thread count, and
 // backward-filter sums per-chunk partial gradients in chunk order: results are bit-identical for
 // any number of threads.
 #include "kernels/cpu/conv2d.h"
 
-#include <Eigen/Dense>
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 
 namespace cg::kernels::cpu {
 namespace {
 
+// y[o][:] += bias[o] over rows of `cols` values.
 template <typename T>
-using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+void add_bias(T* y, int64_t rows, int64_t cols, const T* bias) {
+  for (int64_t o = 0; o < rows; ++o)
+    for (int64_t p = 0; p < cols; ++p) y[o * cols + p] += bias[o];
+}
 
 // A chunk's GEMM wants at least this many columns (images x output pixels) to run near peak.
 constexpr int64_t kForwardColumns = 512;
@@ -134,24 +138,26 @@ template <typename T>
 void conv2d_forward(const Conv2dShape& s, const T* x, const T* w, const T* bias, T* y) {
   const int64_t ohw = s.out_h() * s.out_w(), ckk = s.c_in * s.kh * s.kw;
   const int64_t per = images_per_chunk(s, kForwardColumns), chunks = (s.n + per - 1) / per;
-  Eigen::Map<const RowMajor<T>> W(w, s.c_out, ckk);
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t first = ch * per, count = std::min(per, s.n - first);
     const int64_t cols = count * ohw;
     const T* xin = x + first * s.c_in * s.h * s.w;
-    T* col;
-    if (is_pointwise(s)) {
-      col = scratch<T>(0, size_t(ckk * cols));
-      images_to_columns(xin, count, s.c_in, ohw, col);
-    } else {
-      col = scratch<T>(0, size_t(ckk * cols));
-      im2col(s, xin, count, col);
+    // A 1x1 stride-1 convolution of one image is a plain GEMM on the image itself.
+    const T* col = xin;
+    if (!is_pointwise(s) || count > 1) {
+      T* buffer = scratch<T>(0, size_t(ckk * cols));
+      if (is_pointwise(s)) {
+        images_to_columns(xin, count, s.c_in, ohw, buffer);
+      } else {
+        im2col(s, xin, count, buffer);
+      }
+      col = buffer;
     }
     T* out = count == 1 ? y + first * s.c_out * ohw : scratch<T>(1, size_t(s.c_out * cols));
-    Eigen::Map<RowMajor<T>> Y(out, s.c_out, cols);
-    Y.noalias() = W * Eigen::Map<const RowMajor<T>>(col, ckk, cols);
-    if (bias) Y.colwise() += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(bias, s.c_out);
+    gemm<T>(s.c_out, cols, ckk, row_major(w, ckk), row_major(col, cols), out, cols,
+            GemmMode::overwrite);
+    if (bias) add_bias(out, s.c_out, cols, bias);
     if (count > 1) columns_to_images(out, count, s.c_out, ohw, y + first * s.c_out * ohw);
   }
 }
@@ -160,7 +166,6 @@ template <typename T>
 void conv2d_backward_data(const Conv2dShape& s, const T* dy, const T* w, T* dx) {
   const int64_t ohw = s.out_h() * s.out_w(), ckk = s.c_in * s.kh * s.kw;
   const int64_t per = images_per_chunk(s, kForwardColumns), chunks = (s.n + per - 1) / per;
-  Eigen::Map<const RowMajor<T>> W(w, s.c_out, ckk);
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t first = ch * per, count = std::min(per, s.n - first), cols = count * ohw;
@@ -172,8 +177,8 @@ void conv2d_backward_data(const Conv2dShape& s, const T* dy, const T* w, T* dx) 
     }
     T* out = dx + first * s.c_in * s.h * s.w;
     T* col = scratch<T>(0, size_t(ckk * cols));
-    Eigen::Map<RowMajor<T>>(col, ckk, cols).noalias() =
-        W.transpose() * Eigen::Map<const RowMajor<T>>(g, s.c_out, cols);
+    gemm<T>(ckk, cols, s.c_out, transposed(w, ckk), row_major(g, cols), col, cols,
+            GemmMode::overwrite);
     if (is_pointwise(s)) {
       columns_to_images(col, count, s.c_in, ohw, out);
     } else {
@@ -197,7 +202,7 @@ void conv2d_backward_filter(const Conv2dShape& s, const T* x, const T* dy, T* dw
   std::vector<T> partial(size_t(slots > 1 ? slots * wsize : 0));
 #pragma omp parallel for schedule(static) if (slots > 1)
   for (int64_t slot = 0; slot < slots; ++slot) {
-    Eigen::Map<RowMajor<T>> DW(slots > 1 ? partial.data() + slot * wsize : dw, s.c_out, ckk);
+    T* slot_dw = slots > 1 ? partial.data() + slot * wsize : dw;
     const int64_t ch_end = std::min(chunks, (slot + 1) * chunks_per_slot);
     for (int64_t ch = slot * chunks_per_slot; ch < ch_end; ++ch) {
       const int64_t first = ch * per, count = std::min(per, s.n - first), cols = count * ohw;
@@ -214,13 +219,9 @@ void conv2d_backward_filter(const Conv2dShape& s, const T* x, const T* dy, T* dw
       } else {
         im2col(s, xin, count, col);
       }
-      auto product = Eigen::Map<const RowMajor<T>>(g, s.c_out, cols) *
-                     Eigen::Map<const RowMajor<T>>(col, ckk, cols).transpose();
-      if (ch == slot * chunks_per_slot) {
-        DW.noalias() = product;
-      } else {
-        DW.noalias() += product;
-      }
+      const bool first_in_slot = ch == slot * chunks_per_slot;
+      gemm<T>(s.c_out, ckk, cols, row_major(g, cols), transposed<T>(col, cols), slot_dw, ckk,
+              first_in_slot ? GemmMode::overwrite : GemmMode::accumulate);
     }
   }
   if (slots > 1) {

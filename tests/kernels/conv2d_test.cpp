@@ -22,23 +22,22 @@ std::vector<T> random_vector(size_t n, uint64_t seed) {
 }
 
 // Direct convolution: y[n,o,p,q] = b[o] + sum_{c,i,j} x[n,c,p*s-pad+i,q*s-pad+j] * w[o,c,i,j].
-// Computes all three results from the definition so each kernel has an independent reference.
+// Computes all three results from the definition, summing in double, so each kernel has an
+// independent reference.
 template <typename T>
 void reference(const Conv2dShape& s, const std::vector<T>& x, const std::vector<T>& w, const T* b,
                const std::vector<T>& dy, std::vector<T>& y, std::vector<T>& dx, std::vector<T>& dw,
                std::vector<T>& db) {
   const int64_t oh = s.out_h(), ow = s.out_w();
-  y.assign(size_t(s.n * s.c_out * oh * ow), T(0));
-  dx.assign(x.size(), T(0));
-  dw.assign(w.size(), T(0));
-  db.assign(size_t(s.c_out), T(0));
+  std::vector<double> sy(size_t(s.n * s.c_out * oh * ow)), sdx(x.size()), sdw(w.size()), sdb(size_t(s.c_out));
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t o = 0; o < s.c_out; ++o)
       for (int64_t p = 0; p < oh; ++p)
         for (int64_t q = 0; q < ow; ++q) {
           const size_t yi = size_t(((n * s.c_out + o) * oh + p) * ow + q);
+          const double g = double(dy[yi]);
           double acc = b ? double(b[o]) : 0.0;
-          db[size_t(o)] += dy[yi];
+          sdb[size_t(o)] += g;
           for (int64_t c = 0; c < s.c_in; ++c)
             for (int64_t i = 0; i < s.kh; ++i)
               for (int64_t j = 0; j < s.kw; ++j) {
@@ -47,11 +46,16 @@ void reference(const Conv2dShape& s, const std::vector<T>& x, const std::vector<
                 const size_t xi = size_t(((n * s.c_in + c) * s.h + iy) * s.w + ix);
                 const size_t wi = size_t(((o * s.c_in + c) * s.kh + i) * s.kw + j);
                 acc += double(x[xi]) * double(w[wi]);
-                dx[xi] += dy[yi] * w[wi];
-                dw[wi] += dy[yi] * x[xi];
+                sdx[xi] += g * double(w[wi]);
+                sdw[wi] += g * double(x[xi]);
               }
-          y[yi] = T(acc);
+          sy[yi] = acc;
         }
+  auto to_t = [](const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); };
+  y = to_t(sy);
+  dx = to_t(sdx);
+  dw = to_t(sdw);
+  db = to_t(sdb);
 }
 
 struct Case {
@@ -60,20 +64,34 @@ struct Case {
   bool bias;
 };
 
-// MiniResNet's conv shapes (batch 2, Fashion-MNIST 28/14/7 and CIFAR 32/16/8 sizes), then odd ones.
+// MiniResNet's conv shapes at small batch: first its real layers (CIFAR 32/16/8 and widths
+// 64/128/256), then narrower ones at the Fashion-MNIST sizes 28/14/7, then odd ones.
 const Case kCases[] = {
-    {"stem_cifar", {2, 3, 32, 32, 16, 3, 3, 1, 1}, false},
+    {"stem_cifar", {2, 3, 32, 32, 64, 3, 3, 1, 1}, false},
+    {"layer1_cifar", {2, 64, 32, 32, 64, 3, 3, 1, 1}, false},
+    {"layer2_first_cifar", {2, 64, 32, 32, 128, 3, 3, 2, 1}, false},
+    {"layer2_down_cifar", {2, 64, 32, 32, 128, 1, 1, 2, 0}, false},
+    {"layer2_cifar", {2, 128, 16, 16, 128, 3, 3, 1, 1}, false},
+    {"layer3_first_cifar", {2, 128, 16, 16, 256, 3, 3, 2, 1}, false},
+    {"layer3_down_cifar", {2, 128, 16, 16, 256, 1, 1, 2, 0}, false},
+    {"layer3_cifar", {2, 256, 8, 8, 256, 3, 3, 1, 1}, false},
     {"stem_fmnist", {2, 1, 28, 28, 16, 3, 3, 1, 1}, false},
-    {"layer1", {2, 16, 28, 28, 16, 3, 3, 1, 1}, false},
-    {"layer2_first", {2, 16, 28, 28, 32, 3, 3, 2, 1}, false},
-    {"layer2_down", {2, 16, 28, 28, 32, 1, 1, 2, 0}, false},
-    {"layer3_first", {2, 32, 14, 14, 64, 3, 3, 2, 1}, false},
-    {"layer3", {3, 64, 7, 7, 64, 3, 3, 1, 1}, false},
-    {"layer3_cifar", {2, 32, 8, 8, 32, 3, 3, 1, 1}, false},
+    {"layer1_fmnist", {2, 16, 28, 28, 16, 3, 3, 1, 1}, false},
+    {"layer2_first_fmnist", {2, 16, 28, 28, 32, 3, 3, 2, 1}, false},
+    {"layer2_down_fmnist", {2, 16, 28, 28, 32, 1, 1, 2, 0}, false},
+    {"layer3_first_fmnist", {2, 32, 14, 14, 64, 3, 3, 2, 1}, false},
+    {"layer3_fmnist", {3, 64, 7, 7, 64, 3, 3, 1, 1}, false},
+    // 8x8 outputs: 8 images per GEMM chunk, so 11 images make a full and a partial chunk, and
+    // backward-filter sums two partial gradients.
+    {"chunked_8x8", {11, 8, 8, 8, 16, 3, 3, 1, 1}, true},
     {"pointwise_bias", {3, 5, 6, 7, 4, 1, 1, 1, 0}, true},
-    {"non_square", {2, 3, 9, 5, 3, 3, 3, 1, 1}, true},
+    {"pointwise_one_image", {1, 7, 5, 5, 3, 1, 1, 1, 0}, false},
+    {"non_square_cout3", {2, 3, 9, 5, 3, 3, 3, 1, 1}, true},
+    {"single_channel", {2, 1, 6, 6, 1, 3, 3, 1, 1}, false},
     {"kernel5_pad2", {1, 2, 8, 8, 3, 5, 5, 1, 2}, true},
+    {"kernel5_pad0", {2, 3, 9, 7, 2, 5, 5, 1, 0}, false},
     {"stride3_pad0", {2, 1, 10, 11, 2, 3, 3, 3, 0}, false},
+    {"stride3_pad2", {1, 2, 11, 10, 3, 3, 3, 3, 2}, true},
     {"kernel_bigger_than_pad", {1, 1, 4, 4, 1, 3, 3, 2, 2}, true},
 };
 
@@ -98,7 +116,9 @@ void check_case(const Case& c) {
   auto dw = test::poisoned<T>(wn), db = test::poisoned<T>(size_t(s.c_out));
   conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data(), c.bias ? db.data() : nullptr);
   EXPECT_TRUE(test::all_close(dw, rdw, sum_tol)) << c.name << " backward filter";
-  if (c.bias) EXPECT_TRUE(test::all_close(db, rdb, sum_tol)) << c.name << " bias gradient";
+  if (c.bias) {
+    EXPECT_TRUE(test::all_close(db, rdb, sum_tol)) << c.name << " bias gradient";
+  }
 }
 
 TEST(Conv2dKernel, MatchesDirectConvolutionFloat) {

@@ -1,5 +1,5 @@
-// The config machinery on a small schema: types, defaults, YAML files, overrides, and errors that
-// name the key and where it came from.
+// The config machinery on a small schema: types, defaults, YAML files, overrides parsed as YAML,
+// rendering, and every error naming the key and where it was written.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -11,14 +11,23 @@
 namespace cg::config {
 namespace {
 
+using List = std::vector<int64_t>;
+
 Schema schema() {
   Schema s;
-  s.add({"a.count", Kind::integer, int64_t(3), "a count", {}, 1.0, 10.0});
-  s.add({"a.rate", Kind::real, 0.5, "a rate", {}, 0.0, std::nullopt});
-  s.add({"a.flag", Kind::boolean, false, "a flag"});
-  s.add({"b.name", Kind::string, std::string("x"), "a name"});
-  s.add({"b.sizes", Kind::int_list, std::vector<int64_t>{1, 2}, "sizes", {}, 1.0, std::nullopt});
-  s.add({"b.mode", Kind::choice, std::string("fast"), "mode", {"fast", "slow"}});
+  s.add({.name = "a.count", .kind = Kind::integer, .default_value = int64_t(3), .help = "a count", .min = 1, .max = 10});
+  s.add({.name = "a.rate", .kind = Kind::real, .default_value = 0.5, .help = "a rate", .min = 0.0});
+  s.add({.name = "a.flag", .kind = Kind::boolean, .default_value = false, .help = "a flag"});
+  s.add({.name = "b.name", .kind = Kind::string, .default_value = std::string("x"), .help = "a name"});
+  s.add({.name = "b.sizes",
+         .kind = Kind::int_list,
+         .default_value = List{1, 2},
+         .help = "sizes",
+         .min = 1,
+         .check = [](const Value& v) { return std::get<List>(v).empty() ? "needs one size or more" : ""; }});
+  s.add({.name = "b.mode", .kind = Kind::choice, .default_value = std::string("fast"), .help = "mode",
+         .choices = {"fast", "slow"}});
+  s.add({.name = "c.deep.level", .kind = Kind::integer, .default_value = int64_t(0), .help = "nested two deep"});
   return s;
 }
 
@@ -28,6 +37,7 @@ std::string write(const std::string& text) {
   return path.string();
 }
 
+// The UsageError message of loading, or "" when it loads.
 std::string error_of(const std::string& path, const std::vector<std::string>& overrides) {
   try {
     load(schema(), path, overrides);
@@ -37,68 +47,181 @@ std::string error_of(const std::string& path, const std::vector<std::string>& ov
   return "";
 }
 
-TEST(Config, DefaultsFileAndOverrides) {
-  const std::string path = write("a:\n  count: 7\n  flag: yes\nb:\n  sizes: [4, 5, 6]\n");
-  Values v = load(schema(), path, {"a.rate=0.25", "b.mode=slow", "b.sizes=[9]", "b.name=hello world"});
-  EXPECT_EQ(v.integer("a.count"), 7);
-  EXPECT_TRUE(v.boolean("a.flag"));
-  EXPECT_DOUBLE_EQ(v.real("a.rate"), 0.25);
-  EXPECT_EQ(v.string("b.mode"), "slow");
-  EXPECT_EQ(v.int_list("b.sizes"), (std::vector<int64_t>{9}));
-  EXPECT_EQ(v.string("b.name"), "hello world");
-  EXPECT_EQ(v.origin("a.count"), path + ":2");
-  EXPECT_EQ(v.origin("a.rate"), "command line");
-  EXPECT_EQ(v.origin("b.name"), "command line");
-  Values d = load(schema(), "", {});
-  EXPECT_EQ(d.integer("a.count"), 3);
-  EXPECT_EQ(d.origin("a.count"), "default");
+// Expects `message` to contain every one of `parts`.
+void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
+  EXPECT_FALSE(message.empty()) << "no error";
+  for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
 }
 
-TEST(Config, YamlRoundTrip) {
-  Values v = load(schema(), "", {"a.rate=1e-3", "b.name=: tricky", "b.sizes=[3,4]"});
-  const std::string yaml = to_yaml(schema(), v);
-  Values again = load(schema(), write(yaml), {});
-  EXPECT_EQ(again.values, v.values) << yaml;
+TEST(Config, DefaultsWhenNothingIsGiven) {
+  const Values v = load(schema(), "", {});
+  EXPECT_EQ(v.integer("a.count"), 3);
+  EXPECT_DOUBLE_EQ(v.real("a.rate"), 0.5);
+  EXPECT_FALSE(v.boolean("a.flag"));
+  EXPECT_EQ(v.string("b.name"), "x");
+  EXPECT_EQ(v.int_list("b.sizes"), (List{1, 2}));
+  EXPECT_EQ(v.string("b.mode"), "fast");
+  EXPECT_EQ(v.integer("c.deep.level"), 0);
+  EXPECT_EQ(v.origin("a.count"), "default");
+  EXPECT_EQ(load(schema(), write(""), {}).values, v.values);  // an empty file changes nothing
+}
+
+TEST(Config, FileThenOverridesParsedAsYaml) {
+  const std::string path = write("a:\n  count: 7\n  flag: yes\nb:\n  sizes: [4, 5, 6]\nc:\n  deep:\n    level: 2\n");
+  const Values v = load(schema(), path,
+                        {"a.rate=0.25", "b.mode=slow", "b.sizes=[16,32,64]", "a.flag=false", "a.count=8", "a.count=9"});
+  EXPECT_EQ(v.integer("a.count"), 9);  // the last override wins
+  EXPECT_FALSE(v.boolean("a.flag"));
+  EXPECT_DOUBLE_EQ(v.real("a.rate"), 0.25);
+  EXPECT_EQ(v.string("b.mode"), "slow");
+  EXPECT_EQ(v.int_list("b.sizes"), (List{16, 32, 64}));
+  EXPECT_EQ(v.integer("c.deep.level"), 2);
+  EXPECT_EQ(v.origin("c.deep.level"), path + ":8");
+  EXPECT_EQ(v.origin("a.rate"), "command line");
+  EXPECT_EQ(load(schema(), path, {}).origin("a.flag"), path + ":3");
+  EXPECT_TRUE(load(schema(), path, {}).boolean("a.flag"));
+}
+
+TEST(Config, StringOverridesKeepTheTextAsWritten) {
+  auto name = [](const std::string& arg) { return load(schema(), "", {arg}).string("b.name"); };
+  EXPECT_EQ(name("b.name=hello world"), "hello world");
+  EXPECT_EQ(name("b.name=a: b"), "a: b");  // would be a map as YAML
+  EXPECT_EQ(name("b.name=[x]"), "[x]");    // would be a list
+  EXPECT_EQ(name("b.name=: tricky"), ": tricky");  // not valid YAML at all
+  EXPECT_EQ(name("b.name=\"quoted\""), "quoted");
+  EXPECT_EQ(name("b.name=123"), "123");
+  EXPECT_EQ(name("b.name="), "");
+}
+
+TEST(Config, YamlOutputIsNestedInSchemaOrder) {
+  const Values v = load(schema(), "", {"b.name=runs/x", "a.rate=2"});
+  EXPECT_EQ(to_yaml(schema(), v),
+            "a:\n  count: 3\n  rate: 2.0\n  flag: false\n"
+            "b:\n  name: runs/x\n  sizes: [1, 2]\n  mode: fast\n"
+            "c:\n  deep:\n    level: 0\n");
+}
+
+TEST(Config, YamlRoundTripsTrickyValues) {
+  for (const char* name : {"", "null", "~", "true", "123", ": tricky", "a #b", " lead", "it's", "two\nlines"}) {
+    const Values v = load(schema(), "", {"a.rate=1e-3"});
+    Values changed = v;
+    changed.values["b.name"] = std::string(name);
+    changed.values["a.rate"] = 0.1 + 0.2;  // needs all 17 digits
+    changed.values["b.sizes"] = List{3, 4, 5};
+    const std::string yaml = to_yaml(schema(), changed);
+    EXPECT_EQ(load(schema(), write(yaml), {}).values, changed.values) << yaml;
+  }
 }
 
 TEST(Config, UnknownKeysNameFileLineAndSuggest) {
   const std::string path = write("a:\n  count: 2\n  rat: 0.1\n");
-  const std::string err = error_of(path, {});
-  EXPECT_NE(err.find("a.rat"), std::string::npos) << err;
-  EXPECT_NE(err.find(path + ":3"), std::string::npos) << err;
-  EXPECT_NE(err.find("a.rate"), std::string::npos) << err;  // the suggestion
-  EXPECT_NE(error_of("", {"zzz.qqq=1"}).find("zzz.qqq"), std::string::npos);
-  EXPECT_NE(error_of(write("c:\n  x: 1\n"), {}).find("c"), std::string::npos);
+  expect_mentions(error_of(path, {}), {"'a.rat'", path + ":3", "unknown key", "did you mean 'a.rate'"});
+  expect_mentions(error_of("", {"a.rat=1"}), {"'a.rat'", "command line", "did you mean 'a.rate'"});
+  expect_mentions(error_of(write("aa:\n  count: 2\n"), {}), {"'aa'", ":1", "did you mean 'a'"});  // a group
+  const std::string far = error_of("", {"zzz.qqq=1"});
+  expect_mentions(far, {"'zzz.qqq'", "unknown key"});
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
 }
 
-TEST(Config, WrongTypesAndRanges) {
-  EXPECT_NE(error_of("", {"a.count=abc"}).find("expected int"), std::string::npos);
-  EXPECT_NE(error_of("", {"a.count=1.5"}).find("a.count"), std::string::npos);
-  EXPECT_NE(error_of("", {"a.count=11"}).find("out of range"), std::string::npos);
-  EXPECT_NE(error_of("", {"a.rate=-1"}).find("out of range"), std::string::npos);
-  EXPECT_NE(error_of("", {"a.flag=maybe"}).find("a.flag"), std::string::npos);
-  EXPECT_NE(error_of("", {"b.sizes=5"}).find("list of int"), std::string::npos);
-  EXPECT_NE(error_of("", {"b.sizes=[1,0]"}).find("out of range"), std::string::npos);
-  EXPECT_NE(error_of("", {"b.mode=medium"}).find("fast, slow"), std::string::npos);
-  const std::string path = write("a:\n  count: [1, 2]\n");
-  const std::string err = error_of(path, {});
-  EXPECT_NE(err.find(path + ":2"), std::string::npos) << err;
+TEST(Config, WrongTypesNameKeyTypeValueAndPlace) {
+  expect_mentions(error_of("", {"a.count=abc"}), {"'a.count'", "expected int", "'abc'", "command line"});
+  expect_mentions(error_of("", {"a.count=1.5"}), {"'a.count'", "expected int", "'1.5'"});
+  expect_mentions(error_of("", {"a.rate=fast"}), {"'a.rate'", "expected float", "'fast'"});
+  expect_mentions(error_of("", {"a.flag=maybe"}), {"'a.flag'", "expected bool", "'maybe'"});
+  expect_mentions(error_of("", {"b.sizes=5"}), {"'b.sizes'", "expected list of int", "'5'"});
+  expect_mentions(error_of("", {"b.sizes=[1,x]"}), {"'b.sizes'", "expected list of int", "[1, x]"});
+  expect_mentions(error_of("", {"b.mode=[fast]"}), {"'b.mode'", "expected one of fast|slow"});
+  const std::string path = write("a:\n  count: 2\n  rate: [1, 2]\n");
+  expect_mentions(error_of(path, {}), {"'a.rate'", path + ":3", "expected float", "[1, 2]"});
+  const std::string map_for_key = write("b:\n  name: {first: 1}\n");  // a map where a value belongs
+  expect_mentions(error_of(map_for_key, {}), {"'b.name'", map_for_key + ":2", "expected string", "first: 1"});
 }
 
-TEST(Config, MalformedInput) {
-  EXPECT_NE(error_of("", {"novalue"}).find("key=value"), std::string::npos);
-  EXPECT_NE(error_of("/nonexistent/c.yaml", {}).find("/nonexistent/c.yaml"), std::string::npos);
-  const std::string bad = write("a:\n  count: [1, 2\n");
-  EXPECT_NE(error_of(bad, {}).find("not valid YAML"), std::string::npos);
-  EXPECT_NE(error_of(write("a: 3\n"), {}).find("map"), std::string::npos);
-  EXPECT_NE(error_of(write("- 1\n- 2\n"), {}).find("map"), std::string::npos);
+TEST(Config, ValuesOutOfRangeNameTheAllowedRange) {
+  expect_mentions(error_of("", {"a.count=11"}), {"'a.count'", "'11'", "out of range", "[1, 10]"});
+  expect_mentions(error_of("", {"a.count=0"}), {"'a.count'", "[1, 10]"});
+  expect_mentions(error_of("", {"a.rate=-1"}), {"'a.rate'", ">= 0"});
+  expect_mentions(error_of("", {"a.rate=.nan"}), {"'a.rate'", "not a number"});
+  expect_mentions(error_of("", {"b.sizes=[1,0]"}), {"'b.sizes'", "out of range", ">= 1"});
+  expect_mentions(error_of("", {"b.sizes=[]"}), {"'b.sizes'", "needs one size or more"});  // the check
+  expect_mentions(error_of("", {"b.mode=medium"}), {"'b.mode'", "'medium'", "fast, slow"});
+  const std::string path = write("\na:\n  count: 99\n");
+  expect_mentions(error_of(path, {}), {"'a.count'", path + ":3", "[1, 10]"});
 }
 
-TEST(Config, HelpListsEveryKeyWithTypeAndDefault) {
+TEST(Config, MapsScalarsAndDuplicatesInTheWrongPlace) {
+  const std::string scalar_for_group = write("a: 3\n");
+  expect_mentions(error_of(scalar_for_group, {}), {"'a'", scalar_for_group + ":1", "needs a map", "'3'"});
+  const std::string top_list = write("- 1\n- 2\n");
+  expect_mentions(error_of(top_list, {}), {top_list + ":1", "map of keys at the top level"});
+  const std::string twice = write("a:\n  count: 1\n  count: 2\n");
+  expect_mentions(error_of(twice, {}), {"'a.count'", twice + ":3", "given twice", twice + ":2"});
+  const std::string group_twice = write("a:\n  count: 1\nb:\n  name: y\na:\n  flag: true\n");
+  expect_mentions(error_of(group_twice, {}), {"'a'", group_twice + ":5", "given twice", group_twice + ":1"});
+}
+
+TEST(Config, UnreadableAndMalformedFiles) {
+  expect_mentions(error_of("/nonexistent/c.yaml", {}), {"/nonexistent/c.yaml", "No such file or directory"});
+  const auto dir = test::make_temp_dir("cfgdir").string();
+  expect_mentions(error_of(dir, {}), {dir, "Is a directory"});
+  const std::string bad = write("a:\n  count: 2\n  rate: [1, 2\n");
+  expect_mentions(error_of(bad, {}), {bad + ":4", "not valid YAML", "end of sequence"});
+}
+
+TEST(Config, MalformedOverrides) {
+  expect_mentions(error_of("", {"novalue"}), {"'novalue'", "key=value"});
+  expect_mentions(error_of("", {"=3"}), {"'=3'", "key=value"});
+  expect_mentions(error_of("", {"a=3"}), {"'a'", "group", "a.count"});
+  expect_mentions(error_of("", {"a.count=[1"}), {"'a.count'", "command line", "not a valid YAML value"});
+}
+
+TEST(Config, RejectNamesWhereTheValueCameFrom) {
+  const std::string path = write("a:\n  count: 2\n");
+  const Values v = load(schema(), path, {"a.rate=3"});
+  auto message = [&](const std::string& key) {
+    try {
+      reject(v, key, "clashes");
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  expect_mentions(message("a.count"), {"'a.count'", path + ":2", "clashes"});
+  expect_mentions(message("a.rate"), {"'a.rate'", "command line"});
+  expect_mentions(message("a.flag"), {"'a.flag'", "default"});
+}
+
+TEST(Config, MalformedSchemasAreBugsNotUsageErrors) {
+  auto add_fails = [](auto&& build) {
+    try {
+      Schema s = schema();
+      build(s);
+    } catch (const UsageError&) {
+      return false;
+    } catch (const Error&) {
+      return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(add_fails([](Schema& s) { s.add({.name = "a.count", .default_value = int64_t(1)}); }));
+  EXPECT_TRUE(add_fails([](Schema& s) { s.add({.name = "a.more", .default_value = int64_t(1)}); }));  // a closed group
+  EXPECT_TRUE(add_fails([](Schema& s) { s.add({.name = "a", .default_value = int64_t(1)}); }));  // a group already
+  EXPECT_TRUE(add_fails([](Schema& s) { s.add({.name = "d.x", .kind = Kind::real, .default_value = int64_t(1)}); }));
+  EXPECT_TRUE(add_fails([](Schema& s) { s.add({.name = "d.x", .default_value = int64_t(0), .min = 1}); }));
+  EXPECT_TRUE(add_fails([](Schema& s) { s.add({.name = "d..x", .default_value = int64_t(0)}); }));
+  EXPECT_FALSE(add_fails([](Schema& s) { s.add({.name = "d.x", .default_value = int64_t(1), .min = 1}); }));
+}
+
+TEST(Config, HelpListsEveryKeyWithTypeRangeDefaultAndHelp) {
   const Schema s = schema();
   const std::string h = help(s);
-  for (const auto& k : s.keys()) EXPECT_NE(h.find(k.name), std::string::npos) << k.name;
-  EXPECT_NE(h.find("one of fast|slow"), std::string::npos);
+  for (const auto& k : s.keys()) {
+    const size_t line = h.find("  " + k.name + " ");
+    ASSERT_NE(line, std::string::npos) << k.name << "\n" << h;
+    const std::string row = h.substr(line, h.find('\n', line) - line);
+    expect_mentions(row, {type_name(k), "default " + to_text(k.default_value), k.help});
+  }
+  expect_mentions(h, {"int [1, 10]", "float >= 0", "list of int, each >= 1", "one of fast|slow"});
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+// A single-threaded matrix product for the CPU kernels (convolution and linear layers), written for
+// AVX-512 register tiles but portable C++ (GCC/Clang vector extensions). Rule: the summation order
+// of every output element depends only on the matrix sizes, never on threads or alignment, so
+// callers that split work in fixed chunks stay bit-for-bit deterministic.
+#pragma once
+#include <cstdint>
+
+namespace cg::kernels::cpu {
+
+// A read-only strided matrix: element (i, j) is data[i * row_stride + j * col_stride]. A
+// row-major matrix with leading dimension ld is {p, ld, 1}; its transpose is {p, 1, ld}.
+template <typename T>
+struct MatrixView {
+  const T* data;
+  int64_t row_stride, col_stride;
+};
+
+template <typename T>
+MatrixView<T> row_major(const T* data, int64_t ld) { return {data, ld, 1}; }
+template <typename T>
+MatrixView<T> transposed(const T* data, int64_t ld) { return {data, 1, ld}; }
+
+enum class GemmMode { overwrite, accumulate };
+
+// C[m, n] = A[m, k] * B[k, n] (overwrite) or C += A * B (accumulate); C is row-major with leading
+// dimension ldc. Runs on the calling thread only (call it from inside a parallel region).
+template <typename T>
+void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t ldc,
+          GemmMode mode);
+
+}  // namespace cg::kernels::cpu

@@ -1,0 +1,92 @@
+// The packed GEMM against the triple loop: sizes that do and do not fill whole register tiles,
+// depths beyond one packing pass, transposed operands, overwrite and accumulate, float and double.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kernels/cpu/gemm.h"
+#include "support/tolerance.h"
+
+namespace cg::kernels::cpu {
+namespace {
+
+template <typename T>
+std::vector<T> random_vector(size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(dist(gen));
+  return v;
+}
+
+struct Size {
+  int64_t m, n, k;
+};
+// 1x1x1; smaller than a tile; exact tiles; ragged edges; depth over several packing passes.
+const Size kSizes[] = {{1, 1, 1},   {3, 5, 7},     {8, 48, 16},   {16, 96, 64}, {13, 50, 9},
+                       {64, 130, 577}, {97, 33, 1000}, {200, 70, 30}, {5, 300, 2}};
+
+template <typename T>
+void check(const Size& z, bool transpose_a, bool transpose_b, GemmMode mode) {
+  const auto a = random_vector<T>(size_t(z.m * z.k), 1), b = random_vector<T>(size_t(z.k * z.n), 2);
+  const auto c0 = random_vector<T>(size_t(z.m * z.n), 3);
+  // A stored as [m][k] or, transposed, as [k][m]; likewise B as [k][n] or [n][k].
+  auto at = [&](int64_t i, int64_t p) { return transpose_a ? a[size_t(p * z.m + i)] : a[size_t(i * z.k + p)]; };
+  auto bt = [&](int64_t p, int64_t j) { return transpose_b ? b[size_t(j * z.k + p)] : b[size_t(p * z.n + j)]; };
+  std::vector<T> ref(size_t(z.m * z.n));
+  for (int64_t i = 0; i < z.m; ++i)
+    for (int64_t j = 0; j < z.n; ++j) {
+      double acc = mode == GemmMode::accumulate ? double(c0[size_t(i * z.n + j)]) : 0.0;
+      for (int64_t p = 0; p < z.k; ++p) acc += double(at(i, p)) * double(bt(p, j));
+      ref[size_t(i * z.n + j)] = T(acc);
+    }
+  auto c = mode == GemmMode::accumulate ? c0 : test::poisoned<T>(size_t(z.m * z.n));
+  const MatrixView<T> av = transpose_a ? transposed(a.data(), z.m) : row_major(a.data(), z.k);
+  const MatrixView<T> bv = transpose_b ? transposed(b.data(), z.k) : row_major(b.data(), z.n);
+  gemm<T>(z.m, z.n, z.k, av, bv, c.data(), z.n, mode);
+  const test::Tolerance tol = test::tolerance_for<T>();
+  EXPECT_TRUE(test::all_close(c, ref, {tol.atol * 10, tol.rtol * 10}))
+      << z.m << "x" << z.n << "x" << z.k << " transpose_a " << transpose_a << " transpose_b "
+      << transpose_b << " accumulate " << (mode == GemmMode::accumulate);
+}
+
+template <typename T>
+void check_all() {
+  for (const Size& z : kSizes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (GemmMode mode : {GemmMode::overwrite, GemmMode::accumulate}) check<T>(z, ta, tb, mode);
+}
+
+TEST(GemmKernel, MatchesTripleLoopFloat) { check_all<float>(); }
+TEST(GemmKernel, MatchesTripleLoopDouble) { check_all<double>(); }
+
+TEST(GemmKernel, ZeroDepthWritesZerosOrLeavesC) {
+  std::vector<float> c = test::poisoned<float>(6);
+  gemm<float>(2, 3, 0, row_major<float>(nullptr, 0), row_major<float>(nullptr, 3), c.data(), 3,
+              GemmMode::overwrite);
+  EXPECT_EQ(c, std::vector<float>(6, 0.f));
+  std::vector<float> d{1, 2, 3, 4, 5, 6};
+  gemm<float>(2, 3, 0, row_major<float>(nullptr, 0), row_major<float>(nullptr, 3), d.data(), 3,
+              GemmMode::accumulate);
+  EXPECT_EQ(d, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+// A C with a leading dimension wider than n: columns past n must stay untouched.
+TEST(GemmKernel, RespectsLeadingDimensionOfC) {
+  const int64_t m = 9, n = 20, k = 5, ldc = 27;
+  const auto a = random_vector<float>(size_t(m * k), 4), b = random_vector<float>(size_t(k * n), 5);
+  std::vector<float> c(size_t(m * ldc), 7.f);
+  gemm<float>(m, n, k, row_major(a.data(), k), row_major(b.data(), n), c.data(), ldc, GemmMode::overwrite);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) acc += double(a[size_t(i * k + p)]) * double(b[size_t(p * n + j)]);
+      EXPECT_NEAR(c[size_t(i * ldc + j)], acc, 1e-4);
+    }
+    for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[size_t(i * ldc + j)], 7.f);
+  }
+}
+
+}  // namespace
+}  // namespace cg::kernels::cpu

@@ -1,0 +1,109 @@
+// Turning a schema and its values back into text: the resolved config as nested YAML (which
+// load() reads back to the same values) and the help listing. Rule: schema order, every key.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/check.h"
+#include "util/config.h"
+
+namespace cg::config {
+namespace {
+
+std::vector<std::string> split_dots(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+    parts.push_back(name.substr(start, dot - start));
+    start = dot + 1;
+  }
+  parts.push_back(name.substr(start));
+  return parts;
+}
+
+}  // namespace
+
+std::string type_name(const KeySpec& spec) {
+  switch (spec.kind) {
+    case Kind::integer: return "int";
+    case Kind::real: return "float";
+    case Kind::boolean: return "bool";
+    case Kind::string: return "string";
+    case Kind::int_list: return "list of int";
+    case Kind::choice: return fmt::format("one of {}", fmt::join(spec.choices, "|"));
+  }
+  return "?";
+}
+
+std::string range_text(const KeySpec& spec) {
+  if (spec.min && spec.max) return fmt::format("[{}, {}]", *spec.min, *spec.max);
+  if (spec.min) return fmt::format(">= {}", *spec.min);
+  if (spec.max) return fmt::format("<= {}", *spec.max);
+  return "";
+}
+
+std::string to_text(const Value& value) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          return fmt::format("[{}]", fmt::join(x, ", "));
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return x ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          YAML::Emitter e;  // quotes exactly the strings YAML would read as something else
+          e << x;
+          return e.c_str();
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (std::isnan(x)) return ".nan";
+          if (std::isinf(x)) return x > 0 ? ".inf" : "-.inf";
+          std::string s = fmt::format("{}", x);  // shortest text that reads back exactly
+          if (s.find_first_of(".e") == std::string::npos) s += ".0";  // shows it is a float
+          return s;
+        } else {
+          return fmt::format("{}", x);
+        }
+      },
+      value);
+}
+
+std::string to_yaml(const Schema& schema, const Values& values) {
+  std::string out;
+  std::vector<std::string> open;  // the groups of the previous key, outermost first
+  for (const auto& k : schema.keys()) {
+    std::vector<std::string> parts = split_dots(k.name);
+    const std::string leaf = parts.back();
+    parts.pop_back();
+    size_t common = 0;  // groups already open; Schema::add keeps each group's keys together
+    while (common < open.size() && common < parts.size() && open[common] == parts[common]) ++common;
+    for (size_t i = common; i < parts.size(); ++i) out += std::string(2 * i, ' ') + parts[i] + ":\n";
+    open = parts;
+    out += fmt::format("{}{}: {}\n", std::string(2 * parts.size(), ' '), leaf, to_text(values.at(k.name)));
+  }
+  return out;
+}
+
+std::string help(const Schema& schema) {
+  struct Row {
+    std::string name, type, default_text, help;
+  };
+  std::vector<Row> rows;
+  size_t name_width = 0, type_width = 0, default_width = 0;  // columns as wide as their widest cell
+  for (const auto& k : schema.keys()) {
+    Row r{k.name, type_name(k), to_text(k.default_value), k.help};
+    if (const std::string range = range_text(k); !range.empty())
+      r.type += k.kind == Kind::int_list ? ", each " + range : " " + range;
+    name_width = std::max(name_width, r.name.size());
+    type_width = std::max(type_width, r.type.size());
+    default_width = std::max(default_width, r.default_text.size());
+    rows.push_back(std::move(r));
+  }
+  std::string out;
+  for (const Row& r : rows)
+    out += fmt::format("  {:<{}}  {:<{}}  default {:<{}}  {}\n", r.name, name_width, r.type, type_width,
+                       r.default_text, default_width, r.help);
+  return out;
+}
+
+}  // namespace cg::config
