@@ -3,6 +3,8 @@
 // and inconsistent keys fail naming the key.
 #include <gtest/gtest.h>
 
+#include "support/messages.h"
+
 #include <algorithm>
 #include <fstream>
 
@@ -34,10 +36,7 @@ std::string error_of(const std::vector<std::string>& overrides, const std::strin
   return "";
 }
 
-void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
-  EXPECT_FALSE(message.empty()) << "no error";
-  for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
-}
+using test::expect_mentions;
 
 TEST(TrainConfig, CpuConfigIsTheSmallFashionMnistRun) {
   const TrainConfig c = load_train_config(shipped("fashion_mnist_cpu.yaml"), {});

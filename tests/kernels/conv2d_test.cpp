@@ -7,19 +7,13 @@
 #include <random>
 
 #include "kernels/cpu/conv2d.h"
+#include "support/random_data.h"
 #include "support/tolerance.h"
 
 namespace cg::kernels::cpu {
 namespace {
 
-template <typename T>
-std::vector<T> random_vector(size_t n, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> dist(0.0, 1.0);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(dist(gen));
-  return v;
-}
+using test::random_vector;
 
 // Direct convolution: y[n,o,p,q] = b[o] + sum_{c,i,j} x[n,c,p*s-pad+i,q*s-pad+j] * w[o,c,i,j].
 // Computes all three results from the definition, summing in double, so each kernel has an

@@ -5,19 +5,13 @@
 #include <random>
 
 #include "kernels/cpu/gemm.h"
+#include "support/random_data.h"
 #include "support/tolerance.h"
 
 namespace cg::kernels::cpu {
 namespace {
 
-template <typename T>
-std::vector<T> random_vector(size_t n, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> dist(0.0, 1.0);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(dist(gen));
-  return v;
-}
+using test::random_vector;
 
 struct Size {
   int64_t m, n, k;

@@ -2,6 +2,8 @@
 // rendering, and every error naming the key and where it was written.
 #include <gtest/gtest.h>
 
+#include "support/messages.h"
+
 #include <fstream>
 
 #include "support/paths.h"
@@ -47,11 +49,7 @@ std::string error_of(const std::string& path, const std::vector<std::string>& ov
   return "";
 }
 
-// Expects `message` to contain every one of `parts`.
-void expect_mentions(const std::string& message, std::initializer_list<std::string> parts) {
-  EXPECT_FALSE(message.empty()) << "no error";
-  for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
-}
+using test::expect_mentions;
 
 TEST(Config, DefaultsWhenNothingIsGiven) {
   const Values v = load(schema(), "", {});
