@@ -81,4 +81,9 @@ AllocatorStats CachingAllocator::stats() const {
   return stats_;
 }
 
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_in_use_bytes = stats_.in_use_bytes;
+}
+
 }  // namespace cg

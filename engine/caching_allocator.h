@@ -46,6 +46,7 @@ class CachingAllocator {
   void free(void* ptr);
   void empty_cache();
   AllocatorStats stats() const;
+  void reset_peak();  // peak_in_use_bytes = in_use_bytes: measure the peak of what follows
 
   // Requests are rounded up to this granularity, so slightly different sizes share blocks.
   static size_t round_size(size_t bytes);

@@ -15,16 +15,23 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   }
   namespace cu = kernels::cuda;
   if (dst_device.is_cuda() && src_device.is_cpu()) {
-    cu::copy_host_to_device(dst, src, bytes, nullptr);
-    cu::synchronize_stream(nullptr);  // src may be pageable host memory the caller reuses at once
+    const Stream s = current_stream(dst_device);
+    cu::copy_host_to_device(dst, src, bytes, s.handle());
+    s.synchronize();  // src may be pageable host memory the caller reuses at once
   } else if (dst_device.is_cpu() && src_device.is_cuda()) {
-    cu::copy_device_to_host(dst, src, bytes, nullptr);
-    cu::synchronize_stream(nullptr);  // the host reads dst next
+    const Stream s = current_stream(src_device);
+    cu::copy_device_to_host(dst, src, bytes, s.handle());
+    s.synchronize();  // the host reads dst next
   } else {
     CG_CHECK(dst_device == src_device, "copy between {} and {} needs peer access, not supported",
              src_device.str(), dst_device.str());
-    cu::copy_device_to_device(dst, src, bytes, nullptr);
+    cu::copy_device_to_device(dst, src, bytes, current_stream(dst_device).handle());
   }
+}
+
+void copy_bytes_async(void* dst, const void* pinned_src, size_t bytes, const Stream& stream) {
+  if (bytes == 0) return;
+  kernels::cuda::copy_host_to_device(dst, pinned_src, bytes, stream.handle());
 }
 
 void zero_bytes(void* dst, Device device, size_t bytes) {
@@ -33,7 +40,7 @@ void zero_bytes(void* dst, Device device, size_t bytes) {
     std::memset(dst, 0, bytes);
     return;
   }
-  kernels::cuda::zero_device(dst, bytes, nullptr);
+  kernels::cuda::zero_device(dst, bytes, current_stream(device).handle());
 }
 
 }  // namespace cg

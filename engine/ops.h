@@ -2,11 +2,28 @@
 // with the kernel for the tensor's device and dtype, and, when an input requires grad, records a
 // Node whose backward calls the matching backward kernels.
 // Layout: images are NCHW; weights follow PyTorch ([c_out, c_in, kh, kw], [out, in]).
+// On the GPU, every op enqueues on current_stream() (engine/stream.h) and never waits for the
+// device; conv2d, linear and cross_entropy follow autocast (engine/autocast.h).
 #pragma once
 #include "engine/tensor.h"
 #include "kernels/cpu/batchnorm.h"
 
 namespace cg::ops {
+
+// Which GPU implementation an op family uses (the config's kernels.* keys). automatic: conv2d
+// takes cuDNN, batch_norm the hand-written kernels. A choice that cannot run a given layer (shape
+// or dtype) fails naming the layer's shapes instead of quietly falling back.
+enum class GpuImpl { automatic, cudnn, native };
+struct GpuKernels {
+  GpuImpl conv = GpuImpl::automatic;
+  GpuImpl batch_norm = GpuImpl::automatic;
+};
+void set_gpu_kernels(const GpuKernels& kernels);  // process-wide
+GpuKernels gpu_kernels();
+
+// A differentiable dtype conversion (backward converts the gradient back); x itself when it
+// already has `dtype`.
+Tensor cast(const Tensor& x, DType dtype);
 
 struct Conv2dOptions {
   int64_t stride = 1;
@@ -42,9 +59,11 @@ void accumulate_(Tensor& dst, const Tensor& src);
 Tensor global_avg_pool(const Tensor& x);
 // x [N, in], weight [out, in], bias [out] or undefined -> [N, out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
-// Mean over the batch of -log softmax(logits)[label]; logits [N, classes], labels int64 [N].
-// When `correct` is given, it receives how many rows' argmax equals the label.
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, int64_t* correct = nullptr);
+// Mean over the batch of -log softmax(logits)[label]; logits [N, classes], labels int64 [N] on
+// the logits' device. Computed in float32 (half logits are cast, as under autocast). When
+// `correct` is given, it receives how many rows' argmax equals the label, as an int64 scalar
+// tensor on the same device (read it when convenient: on the GPU reading waits for the device).
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* correct = nullptr);
 // A differentiable view with a new shape (same number of elements).
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor flatten(const Tensor& x);  // [N, ...] -> [N, prod(...)]

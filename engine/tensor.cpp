@@ -1,10 +1,11 @@
 #include "engine/tensor.h"
 
-
 #include "engine/autograd/engine.h"
 #include "engine/autograd/node.h"
 #include "engine/device_copy.h"
+#include "engine/stream.h"
 #include "kernels/cpu/cast.h"
+#include "kernels/cuda/elementwise.h"
 
 namespace cg {
 
@@ -81,10 +82,8 @@ Tensor Tensor::detach() const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  CG_CHECK(device().is_cpu(), "dtype conversion of {} to {} on the GPU is not implemented yet", str(),
-           dtype_name(target));
   Tensor t = empty(shape(), target, device());
-  kernels::cpu::cast(numel(), dtype(), raw_data(), target, t.raw_data());
+  t.copy_(*this);
   return t;
 }
 
@@ -107,15 +106,18 @@ Tensor Tensor::view_at(int64_t offset, const Shape& shape) const {
 void Tensor::copy_(const Tensor& src) {
   CG_CHECK(src.shape() == shape(), "copy_ from {} into {}", src.str(), str());
   if (src.dtype() == dtype()) return copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
-  CG_CHECK(device().is_cpu() && src.device().is_cpu(), "copy_ with a dtype change needs CPU tensors ({} into {})",
-           src.str(), str());
-  kernels::cpu::cast(numel(), src.dtype(), src.raw_data(), dtype(), raw_data());
+  // A dtype change runs where the destination is: bring src there first.
+  const Tensor here = src.to(device());
+  if (device().is_cpu())
+    return kernels::cpu::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data());
+  kernels::cuda::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data(),
+                      current_stream(device()).handle());
 }
 
 void Tensor::fill_(double value) {
   if (device().is_cpu()) return kernels::cpu::fill_cast(numel(), value, dtype(), raw_data());
-  CG_CHECK(value == 0.0, "fill_({}) on {}: only zero fills run on the GPU so far", value, str());
-  zero_bytes(raw_data(), device(), nbytes());
+  if (value == 0.0) return zero_bytes(raw_data(), device(), nbytes());
+  kernels::cuda::fill(numel(), dtype(), value, raw_data(), current_stream(device()).handle());
 }
 
 Tensor& Tensor::set_requires_grad(bool value) {

@@ -9,8 +9,8 @@ namespace {
 
 constexpr const char* kOptimPrefix = "optim.";
 
-safetensors::TensorRecord to_record(const Tensor& t) {
-  CG_CHECK(t.device().is_cpu(), "checkpoint: tensor {} must be on the CPU", t.str());
+safetensors::TensorRecord to_record(const Tensor& live) {
+  const Tensor t = live.to(Device::cpu());  // GPU state is copied out (waiting for the device)
   safetensors::TensorRecord r;
   r.dtype = std::string(dtype_safetensors_name(t.dtype()));
   r.shape = t.shape();
@@ -59,6 +59,10 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
   file.metadata["cudagrad.optimizer_steps"] = std::to_string(optimizer.steps_taken());
   file.metadata["cudagrad.rng_state"] = p.rng_state;
   file.metadata["cudagrad.config"] = p.config_yaml;
+  if (p.loss_scale > 0) {
+    file.metadata["cudagrad.loss_scale"] = fmt::format("{}", p.loss_scale);  // shortest exact form
+    file.metadata["cudagrad.loss_scale_growth_tracker"] = std::to_string(p.loss_scale_growth_tracker);
+  }
   safetensors::save(path, file);
 }
 
@@ -87,6 +91,14 @@ TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimiz
   p.optimizer = metadata_str(file, "cudagrad.optimizer");
   p.rng_state = metadata_str(file, "cudagrad.rng_state");
   p.config_yaml = metadata_str(file, "cudagrad.config");
+  if (!metadata_str(file, "cudagrad.loss_scale").empty()) {
+    const std::string scale = metadata_str(file, "cudagrad.loss_scale");
+    char* end = nullptr;
+    p.loss_scale = std::strtod(scale.c_str(), &end);
+    if (end == scale.c_str() || *end != '\0' || !(p.loss_scale > 0))
+      throw Error(fmt::format("checkpoint {}: metadata cudagrad.loss_scale='{}' is not a positive number", path, scale));
+    p.loss_scale_growth_tracker = metadata_int(file, path, "cudagrad.loss_scale_growth_tracker");
+  }
   optimizer.load_state_tensors(optim_values, metadata_int(file, path, "cudagrad.optimizer_steps"));
   return p;
 }

@@ -20,6 +20,8 @@ struct TrainingProgress {
   std::string optimizer;       // "sgd" | "adamw": resuming with another one is an error
   std::string rng_state;       // the trainer's generator
   std::string config_yaml;     // the resolved config of the run that wrote it
+  double loss_scale = 0;       // fp16 mixed precision's GradScaler state; 0 = none
+  int64_t loss_scale_growth_tracker = 0;
 };
 
 void save_checkpoint(const std::string& path, const Module& model, const Optimizer& optimizer,

@@ -1,53 +1,93 @@
 #include "nn/grad_scaler.h"
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/ops.h"
+#include "engine/stream.h"
 #include "kernels/cpu/amp.h"
+#include "kernels/cuda/optim.h"
 
 namespace cg::nn {
 
-GradScaler::GradScaler(const GradScalerOptions& o) : options_(o), scale_(o.init_scale) {
+GradScaler::GradScaler(const GradScalerOptions& o, Device device) : options_(o), device_(device) {
   CG_CHECK(o.init_scale > 0 && o.growth_factor > 1 && o.backoff_factor > 0 && o.backoff_factor < 1 &&
                o.growth_interval >= 1,
            "GradScaler: invalid options");
+  scale_ = Tensor::full({}, o.init_scale, DType::f32, device);
+  inv_scale_ = Tensor::full({}, 1.0 / o.init_scale, DType::f32, device);
+  found_inf_ = Tensor::zeros({}, DType::f32, device);
+  growth_tracker_ = Tensor::zeros({}, DType::i64, device);
 }
 
-Tensor GradScaler::scale_loss(const Tensor& loss) const { return ops::scale(loss, scale_); }
+void GradScaler::backward(const Tensor& loss) const {
+  CG_CHECK(loss.numel() == 1 && loss.dtype() == DType::f32 && loss.device() == device_,
+           "GradScaler::backward: loss {} must be one float32 value on {}", loss.str(), device_.str());
+  loss.backward(scale_.view(loss.shape()));
+}
 
-bool GradScaler::unscale(const NamedTensors& params) const {
-  autograd::NoGradGuard no_grad;
-  const float inv = float(1.0 / scale_);
+bool GradScaler::unscale_cpu(const NamedTensors& params) const {
+  const float inv = float(inv_scale_.item());
   bool found = false;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    CG_CHECK(g.device().is_cpu() && g.dtype() == DType::f32, "GradScaler: gradient of '{}' is {}", name, g.str());
     found |= kernels::cpu::unscale_and_check(g.numel(), inv, g.data<float>());
   }
   return found;
 }
 
-bool GradScaler::step(Optimizer& optimizer, const NamedTensors& params, double lr,
-                      const std::function<bool(bool)>& agree) {
-  const bool found_inf = agree(unscale(params));
-  if (!found_inf) optimizer.step(lr);
-  update(found_inf);
-  return !found_inf;
+void GradScaler::unscale_gpu(const NamedTensors& params) {
+  std::vector<kernels::cuda::TensorSlot> grads;
+  for (const auto& [name, p] : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    CG_CHECK(g.device() == device_ && g.dtype() == DType::f32, "GradScaler: gradient of '{}' is {}, expected float32 on {}",
+             name, g.str(), device_.str());
+    grads.push_back({g.numel(), g.data<float>(), nullptr, nullptr, nullptr});  // unscaled in place
+  }
+  found_inf_.zero_();
+  if (!grads.empty())
+    kernels::cuda::unscale_and_check_multi(grads, inv_scale_.data<float>(), found_inf_.data<float>(),
+                                           current_stream(device_).handle());
+}
+
+bool GradScaler::step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& agree) {
+  autograd::NoGradGuard no_grad;
+  if (device_.is_cuda()) {
+    unscale_gpu(params);
+    if (agree) agree(found_inf_);
+    optimizer.step(lr, found_inf_);
+    kernels::cuda::update_loss_scale(scale_.data<float>(), inv_scale_.data<float>(), growth_tracker_.data<int64_t>(),
+                                     found_inf_.data<float>(), float(options_.growth_factor),
+                                     float(options_.backoff_factor), options_.growth_interval,
+                                     current_stream(device_).handle());
+    return true;
+  }
+  found_inf_.fill_(unscale_cpu(params) ? 1.0 : 0.0);
+  if (agree) agree(found_inf_);
+  const bool found = found_inf_.item() != 0;
+  if (!found) optimizer.step(lr);
+  update(found);
+  return !found;
 }
 
 void GradScaler::update(bool found_inf) {
+  double scale = this->scale();
+  int64_t tracker = growth_tracker();
   if (found_inf) {
-    scale_ *= options_.backoff_factor;
-    growth_tracker_ = 0;
-  } else if (++growth_tracker_ == options_.growth_interval) {
-    scale_ *= options_.growth_factor;
-    growth_tracker_ = 0;
+    scale *= options_.backoff_factor;
+    tracker = 0;
+  } else if (++tracker == options_.growth_interval) {
+    scale *= options_.growth_factor;
+    tracker = 0;
   }
+  load(scale, tracker);
 }
 
 void GradScaler::load(double scale, int64_t growth_tracker) {
   CG_CHECK(scale > 0 && growth_tracker >= 0, "GradScaler: invalid saved state");
-  scale_ = scale;
-  growth_tracker_ = growth_tracker;
+  scale_.fill_(scale);
+  inv_scale_.fill_(1.0 / scale);
+  growth_tracker_.fill_(double(growth_tracker));
 }
 
 }  // namespace cg::nn

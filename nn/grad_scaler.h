@@ -1,8 +1,12 @@
-// Dynamic loss scaling for fp16 training, with torch.cuda.amp.GradScaler's defaults and rules:
-// the loss is multiplied by `scale` before backward; before the optimizer step the gradients are
+// Dynamic loss scaling for fp16 training, with torch.amp.GradScaler's defaults and rules: the
+// loss is multiplied by `scale` before backward; before the optimizer step the gradients are
 // divided by it and checked for inf/NaN. A step with an overflow is skipped and the scale halves;
-// after `growth_interval` clean steps in a row the scale doubles. With data parallelism every
-// rank must take the same decision: the caller agrees on found_inf across ranks (any rank).
+// after `growth_interval` clean steps in a row the scale doubles.
+// The state (scale, 1/scale, growth tracker, found_inf) lives on the scaler's device. On a GPU
+// every decision is made there: one multi-tensor launch unscales and checks all gradients, the
+// optimizer kernels skip themselves when found_inf is set, and the scale is updated by a kernel,
+// so a step never waits for the host. With data parallelism every rank must take the same
+// decision: the caller's `agree` reduces found_inf across ranks in place (a sum all-reduce).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -18,27 +22,38 @@ struct GradScalerOptions {
   int64_t growth_interval = 2000;
 };
 
+// Receives found_inf (one float32 element on the scaler's device, non-zero = overflow on this
+// rank) and must leave in it the decision of all ranks. Alone: nothing to do.
+using AgreeOnOverflow = std::function<void(Tensor& found_inf)>;
+
 class GradScaler {
  public:
-  explicit GradScaler(const GradScalerOptions& options = {});
+  explicit GradScaler(const GradScalerOptions& options = {}, Device device = Device::cpu());
 
-  double scale() const { return scale_; }
-  int64_t growth_tracker() const { return growth_tracker_; }
-  Tensor scale_loss(const Tensor& loss) const;
-  // Unscales every parameter's gradient in place; true when any is inf or NaN.
-  bool unscale(const NamedTensors& params) const;
-  // Unscale, agree (agree(found_inf) returns the decision of all ranks; identity alone), step the
-  // optimizer unless there was an overflow, update the scale. Returns whether the step was taken.
-  bool step(Optimizer& optimizer, const NamedTensors& params, double lr,
-            const std::function<bool(bool)>& agree = [](bool f) { return f; });
+  // Reading these on a GPU waits for the device: for logs and checkpoints, not every step.
+  double scale() const { return scale_.item(); }
+  int64_t growth_tracker() const { return int64_t(growth_tracker_.item()); }
+  bool last_step_skipped() const { return found_inf_.item() != 0; }
+
+  // backward() of loss * scale, the multiplication applied to the seed gradient (on the device).
+  void backward(const Tensor& loss) const;
+  // Unscale, agree, step the optimizer unless there was an overflow, update the scale. Returns
+  // whether the step was taken on the CPU; on a GPU it returns true without knowing (see
+  // last_step_skipped()).
+  bool step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& agree = {});
+  // The scale rule alone, for a decision made elsewhere (tests, the CPU path).
   void update(bool found_inf);
   // For checkpoints.
   void load(double scale, int64_t growth_tracker);
 
  private:
+  bool unscale_cpu(const NamedTensors& params) const;
+  void unscale_gpu(const NamedTensors& params);
+
   GradScalerOptions options_;
-  double scale_;
-  int64_t growth_tracker_ = 0;
+  Device device_;
+  Tensor scale_, inv_scale_, found_inf_;  // float32 []
+  Tensor growth_tracker_;                 // int64 []
 };
 
 }  // namespace cg::nn

@@ -70,6 +70,16 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& values, bool s
       if (!used.count(name)) throw Error(fmt::format("state dict has unexpected key '{}'", name));
 }
 
+void Module::to(Device device) {
+  for (auto& [name, t] : state_dict()) {
+    if (t.device() == device) continue;
+    const Tensor moved = t.to(device);
+    t.impl().storage = moved.impl().storage;
+    t.impl().offset = moved.impl().offset;
+    t.impl().grad.reset();
+  }
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

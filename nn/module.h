@@ -32,6 +32,10 @@ class Module {
   // match; dtypes are converted. Errors name the key.
   void load_state_dict(const std::map<std::string, Tensor>& values, bool strict = true);
 
+  // Moves every parameter and buffer to `device` in place: the tensors keep their identity
+  // (optimizers and hooks made afterwards see the moved ones), their gradients are dropped.
+  void to(Device device);
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }

@@ -1,23 +1,41 @@
 #include "nn/optimizer.h"
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/stream.h"
 
 namespace cg::nn {
 namespace {
-void check_fp32_cpu(const std::string& name, const Tensor& p, const Tensor& g) {
-  CG_CHECK(p.dtype() == DType::f32 && g.dtype() == DType::f32 && p.device().is_cpu(),
-           "optimizer: parameter '{}' is {} with gradient {}; the CPU update needs float32", name,
-           p.str(), g.str());
+
+void check_fp32(const std::string& name, const Tensor& p, const Tensor& g, Device device) {
+  CG_CHECK(p.dtype() == DType::f32 && g.dtype() == DType::f32 && p.device() == device && g.device() == device,
+           "optimizer: parameter '{}' is {} with gradient {}; the update needs float32 on {}", name, p.str(),
+           g.str(), device.str());
 }
+
+kernels::cuda::TensorSlot slot(Tensor& param, const Tensor& grad, float* s1 = nullptr, float* s2 = nullptr) {
+  return {param.numel(), param.data<float>(), grad.data<float>(), s1, s2};
+}
+
 }  // namespace
 
-void Optimizer::step(double lr) {
+void Optimizer::step(double lr, const Tensor& found_inf) {
   autograd::NoGradGuard no_grad;
+  std::vector<Entry> entries;
   for (auto& [name, param] : params_) {
     Tensor grad = param.grad();
-    if (!grad.defined()) continue;
-    check_fp32_cpu(name, param, grad);
-    update(name, param, grad, lr, per_param_[name]);
+    if (grad.defined()) entries.push_back({&name, &param, grad, &per_param_[name]});
+  }
+  if (!entries.empty()) {
+    const Device device = entries.front().param->device();
+    for (const Entry& e : entries) check_fp32(*e.name, *e.param, e.grad, device);
+    if (device.is_cuda()) {
+      CG_CHECK(!found_inf.defined() || (found_inf.device() == device && found_inf.dtype() == DType::f32),
+               "optimizer: found_inf {} must be float32 on {}", found_inf.str(), device.str());
+      update_gpu(entries, lr, found_inf);
+    } else {
+      CG_CHECK(!found_inf.defined(), "optimizer: found_inf is for GPU steps; on the CPU skip step() instead");
+      for (Entry& e : entries) update(*e.name, *e.param, e.grad, lr, *e.state);
+    }
   }
   ++steps_;
 }
@@ -45,11 +63,15 @@ void Optimizer::load_state_tensors(const std::map<std::string, Tensor>& state, i
     for (const auto& state_name : state_names()) {
       auto it = state.find(state_name + "." + name);
       if (it == state.end()) continue;  // this parameter had no gradient yet when saved
-      per_param_[name][state_name] = it->second.to(DType::f32).clone();
+      // The step counter stays on the host (CPU); the moment buffers live with their parameter.
+      const Device where = state_name == "step" ? Device::cpu() : param.device();
+      per_param_[name][state_name] = it->second.to(DType::f32).to(where).clone();
     }
   }
   steps_ = steps;
 }
+
+// ---- SGD
 
 SGD::SGD(NamedTensors params, const kernels::cpu::SgdParams& hyper)
     : Optimizer(std::move(params)), hyper_(hyper) {
@@ -78,6 +100,34 @@ void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, dou
   kernels::cpu::sgd_update(param.numel(), h, first, param.data<float>(), grad.data<float>(), buf);
 }
 
+void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
+  kernels::cpu::SgdParams h = hyper_;
+  h.lr = float(lr);
+  // New momentum buffers start at zero and take b = g on their first update; zero rather than
+  // uninitialized so that a first step skipped on the device (found_inf) leaves them valid: the
+  // next update's momentum * 0 + g is the same b = g (dampening aside, which nesterov forbids).
+  std::vector<kernels::cuda::TensorSlot> first, later;
+  for (Entry& e : entries) {
+    float* buf = nullptr;
+    bool is_first = false;
+    if (h.momentum != 0) {
+      Tensor& b = (*e.state)["momentum_buffer"];
+      if (!b.defined()) {
+        b = Tensor::zeros(e.param->shape(), DType::f32, e.param->device());
+        is_first = true;
+      }
+      buf = b.data<float>();
+    }
+    (is_first ? first : later).push_back(slot(*e.param, e.grad, buf));
+  }
+  const auto stream = current_stream(entries.front().param->device()).handle();
+  const float* skip = found_inf.defined() ? found_inf.data<float>() : nullptr;
+  if (!first.empty()) kernels::cuda::sgd_update_multi(first, h, true, skip, stream);
+  if (!later.empty()) kernels::cuda::sgd_update_multi(later, h, false, skip, stream);
+}
+
+// ---- AdamW
+
 AdamW::AdamW(NamedTensors params, const kernels::cpu::AdamWParams& hyper)
     : Optimizer(std::move(params)), hyper_(hyper) {
   CG_CHECK(hyper.beta1 >= 0 && hyper.beta1 < 1 && hyper.beta2 >= 0 && hyper.beta2 < 1,
@@ -100,6 +150,52 @@ void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, d
   t += 1;
   kernels::cpu::adamw_update(param.numel(), h, int64_t(t), param.data<float>(), grad.data<float>(),
                              m.data<float>(), v.data<float>());
+}
+
+void AdamW::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
+  kernels::cpu::AdamWParams h = hyper_;
+  h.lr = float(lr);
+  const Device device = entries.front().param->device();
+  if (!device_step_.defined()) device_step_ = Tensor::zeros({}, DType::i64, device);
+  std::vector<kernels::cuda::TensorSlot> slots;
+  for (Entry& e : entries) {
+    Tensor& m = (*e.state)["exp_avg"];
+    Tensor& v = (*e.state)["exp_avg_sq"];
+    if (!m.defined()) {
+      m = Tensor::zeros(e.param->shape(), DType::f32, device);
+      v = Tensor::zeros(e.param->shape(), DType::f32, device);
+    }
+    slots.push_back(slot(*e.param, e.grad, m.data<float>(), v.data<float>()));
+  }
+  const auto stream = current_stream(device).handle();
+  const float* skip = found_inf.defined() ? found_inf.data<float>() : nullptr;
+  kernels::cuda::advance_step(device_step_.data<int64_t>(), skip, stream);
+  kernels::cuda::adamw_update_multi(slots, h, device_step_.data<int64_t>(), skip, stream);
+}
+
+NamedTensors AdamW::state_tensors() const {
+  NamedTensors out = Optimizer::state_tensors();
+  if (!device_step_.defined()) return out;
+  const Tensor step = device_step_.to(DType::f32).to(Device::cpu());  // waits for the device
+  for (auto& [key, t] : out)
+    if (key.starts_with("step.")) t = step;
+  for (const auto& [name, state] : per_param_)  // GPU runs keep no per-parameter step tensor
+    if (state.count("exp_avg") && !state.count("step")) out.emplace_back("step." + name, step);
+  return out;
+}
+
+void AdamW::load_state_tensors(const std::map<std::string, Tensor>& state, int64_t steps) {
+  Optimizer::load_state_tensors(state, steps);
+  device_step_ = Tensor();
+  if (params_.empty() || !params_.front().second.device().is_cuda()) return;
+  // On the GPU one counter serves every parameter: take the largest saved step.
+  int64_t step = 0;
+  for (auto& [name, s] : per_param_) {
+    auto it = s.find("step");
+    if (it != s.end()) step = std::max(step, int64_t(it->second.item()));
+    s.erase("step");
+  }
+  device_step_ = Tensor::full({}, double(step), DType::i64, params_.front().second.device());
 }
 
 }  // namespace cg::nn

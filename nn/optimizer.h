@@ -2,11 +2,15 @@
 // added to the gradient) and AdamW (decoupled weight decay, bias-corrected moments). The learning
 // rate is passed to every step() by the caller's schedule, so the optimizer holds no schedule.
 // Parameters whose .grad is undefined are skipped, like PyTorch's `p.grad is None`.
+// On the CPU each parameter is updated by its own kernel call; on the GPU the whole list goes to
+// one multi-tensor launch (kernels/cuda/optim.h), which can be told to skip itself on the device
+// (found_inf) so a mixed-precision step never waits for the host.
 #pragma once
 #include <map>
 #include <string>
 
 #include "kernels/cpu/optim.h"
+#include "kernels/cuda/optim.h"
 #include "nn/module.h"
 
 namespace cg::nn {
@@ -16,20 +20,31 @@ class Optimizer {
   explicit Optimizer(NamedTensors params) : params_(std::move(params)) {}
   virtual ~Optimizer() = default;
 
-  void step(double lr);
+  // found_inf (GPU only, may be undefined): a one-element float32 tensor on the parameters'
+  // device; when it holds a non-zero value the kernels leave every parameter and state untouched.
+  void step(double lr, const Tensor& found_inf = Tensor());
   void zero_grad();  // set_to_none: frees the gradients
-  int64_t steps_taken() const { return steps_; }
+  int64_t steps_taken() const { return steps_; }  // step() calls, skipped ones included
 
   // Everything a resumed run needs, as named tensors ("<state>.<param name>") plus the count of
   // steps taken; loading checks names and shapes and fails naming the missing or wrong one.
-  NamedTensors state_tensors() const;
-  void load_state_tensors(const std::map<std::string, Tensor>& state, int64_t steps_taken);
+  // The tensors live where the parameters do; loading moves them there.
+  virtual NamedTensors state_tensors() const;
+  virtual void load_state_tensors(const std::map<std::string, Tensor>& state, int64_t steps_taken);
 
  protected:
-  // Updates one parameter from its gradient; `state` holds the per-parameter buffers (created
-  // here on first use, as PyTorch does lazily).
+  struct Entry {  // a parameter with a gradient in this step, and its state buffers
+    const std::string* name;
+    Tensor* param;
+    Tensor grad;
+    std::map<std::string, Tensor>* state;
+  };
+  // Updates one parameter on the CPU; `state` holds the per-parameter buffers (created here on
+  // first use, as PyTorch does lazily).
   virtual void update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                       std::map<std::string, Tensor>& state) = 0;
+  // Updates every entry on the GPU in as few launches as possible.
+  virtual void update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) = 0;
   // Names of the per-parameter state buffers this optimizer keeps ("momentum_buffer").
   virtual std::vector<std::string> state_names() const = 0;
 
@@ -46,6 +61,7 @@ class SGD : public Optimizer {
  protected:
   void update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
               std::map<std::string, Tensor>& state) override;
+  void update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) override;
   std::vector<std::string> state_names() const override;
 
  private:
@@ -55,14 +71,20 @@ class SGD : public Optimizer {
 class AdamW : public Optimizer {
  public:
   AdamW(NamedTensors params, const kernels::cpu::AdamWParams& hyper);
+  // On the GPU the step count is one device counter for all parameters (advanced unless
+  // found_inf); it is written out as every parameter's "step" like the CPU's per-parameter ones.
+  NamedTensors state_tensors() const override;
+  void load_state_tensors(const std::map<std::string, Tensor>& state, int64_t steps_taken) override;
 
  protected:
   void update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
               std::map<std::string, Tensor>& state) override;
+  void update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) override;
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "step"}; }
 
  private:
   kernels::cpu::AdamWParams hyper_;
+  Tensor device_step_;  // int64 [] on the GPU, once a GPU step ran or state was loaded there
 };
 
 }  // namespace cg::nn

@@ -1,68 +1,128 @@
 #!/usr/bin/env bash
-# The GPU check (shared/docs/gpu.md): from a bare GPU machine, in one go, print what it found,
-# build with CUDA, run every GPU test, run compute-sanitizer over the GPU tests, run the CPU and
-# data-parallel checks that also belong to a GPU session, and print a summary table last.
-# Full logs go to $GPU_CHECK_OUT (default gpu_check_out/).
-# What does not exist yet (CUDA kernels, GPU training, the kernel benchmark, the PyTorch GPU
-# comparison) is reported as such in the summary, never as passed.
+# The GPU check (shared/docs/gpu.md): from a bare GPU machine, print what it found, build with
+# CUDA, run every GPU test, run compute-sanitizer over the kernel tests, train MiniResNet on
+# Fashion-MNIST on the GPU, run the kernel benchmark and the side-by-side comparison with PyTorch,
+# and print a summary table last.
+#
+# Usage: scripts/gpu_check.sh [STAGE ...]    stages: env build test sanitize train bench compare
+#        (default: all, in that order). A device call may run at most 10 minutes, so a session can
+#        run the stages over several calls on the same warm machine: the build directory
+#        (build-gpu) stays, and each stage appends its row to the summary.
+# Output ($GPU_CHECK_OUT, default gpu_check_out/, kept between calls): one log per stage
+# (<stage>.log) and summary.md. A device call returns at most 8 files from its $OUT, which is
+# emptied before each call: copy the stages' logs and summary.md there at the end of each call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${GPU_CHECK_OUT:-gpu_check_out}
+BUILD=${BUILD_DIR:-build-gpu}
+JOBS=${JOBS:-$(nproc)}
+PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
-declare -a rows
-row() { rows+=("$(printf '| %-34s | %-8s | %s |' "$1" "$2" "$3")"); }
+SUMMARY="$OUT/summary.md"
+[ -f "$SUMMARY" ] || printf '| stage | status | detail |\n| --- | --- | --- |\n' > "$SUMMARY"
+row() { printf '| %s | %s | %s |\n' "$1" "$2" "$3" >> "$SUMMARY"; }
+passed_line() { grep -E 'tests passed' "$1" | tail -n 1; }
 
-{
-  echo "date: $(date -Is)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi: not found"
-  nvcc --version 2>&1 | tail -n 1
-  ls /usr/local/cuda/include 2>/dev/null | grep -E '^(cudnn|nccl)' | tr '\n' ' '; echo
-  grep -h -E '#define (CUDNN_MAJOR|CUDNN_MINOR|CUDNN_PATCHLEVEL|NCCL_MAJOR|NCCL_MINOR|NCCL_PATCH) ' \
-    /usr/local/cuda/include/cudnn_version.h /usr/local/cuda/include/nccl.h 2>/dev/null
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" 2>&1
-  python3 -c "import nvidia.cudnn, nvidia.nccl; print(nvidia.cudnn.__path__, nvidia.nccl.__path__)" 2>&1
-} | tee "$OUT/environment.txt"
+stage_env() {
+  {
+    echo "date: $(date -Is)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || echo "nvidia-smi: not found"
+    nvcc --version 2>&1 | tail -n 1
+    cmake --version | head -n 1
+    ls /usr/local/cuda/include 2>/dev/null | grep -E '^(cudnn|nccl)' | tr '\n' ' '; echo
+    grep -h -E '#define (CUDNN_MAJOR|CUDNN_MINOR|CUDNN_PATCHLEVEL|NCCL_MAJOR|NCCL_MINOR|NCCL_PATCH) ' \
+      /usr/local/cuda/include/cudnn_version.h /usr/local/cuda/include/nccl.h 2>/dev/null
+    "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" 2>&1
+    "$PYTHON" -c "import nvidia.cudnn, nvidia.nccl; print(nvidia.cudnn.__path__, nvidia.nccl.__path__)" 2>&1
+    command -v compute-sanitizer ncu nsys 2>&1
+  } > "$OUT/env.log" 2>&1
+  cat "$OUT/env.log"
+  row env ok "$(head -n 2 "$OUT/env.log" | tail -n 1)"
+}
 
-# Where cuDNN/NCCL live when /usr/local/cuda lacks them: the nvidia-* wheels beside PyTorch.
-hints=""
-for lib in cudnn nccl; do
-  dir=$(python3 -c "import nvidia.$lib, os; print(list(nvidia.$lib.__path__)[0])" 2>/dev/null) || continue
-  upper=$(echo "$lib" | tr a-z A-Z)
-  hints+=" -D${upper}_ROOT=$dir"
-done
-
-if BUILD_DIR=build-gpu JOBS=$(nproc) CMAKE_ARGS="-DCUDAGRAD_CUDA=ON$hints" scripts/build.sh > "$OUT/build.log" 2>&1; then
-  row "build with CUDA" "ok" "$(grep -c 'Building' "$OUT/build.log") objects"
-else
-  row "build with CUDA" "FAILED" "see build.log"
-fi
-
-if ctest --test-dir build-gpu -L gpu --output-on-failure > "$OUT/gpu_tests.log" 2>&1; then
-  row "GPU tests (ctest -L gpu)" "ok" "$(grep -E 'tests passed' "$OUT/gpu_tests.log" | tail -n 1)"
-else
-  row "GPU tests (ctest -L gpu)" "FAILED" "$(grep -E 'tests passed' "$OUT/gpu_tests.log" | tail -n 1)"
-fi
-if command -v compute-sanitizer > /dev/null; then
-  status=ok
-  for t in build-gpu/tests/gpu_*; do
-    compute-sanitizer --tool memcheck --error-exitcode 1 "$t" >> "$OUT/sanitizer.log" 2>&1 || status=FAILED
+stage_build() {
+  # cuDNN/NCCL from the nvidia-* wheels beside PyTorch when /usr/local/cuda lacks them.
+  local hints=""
+  for lib in cudnn nccl; do
+    [ -f "/usr/local/cuda/include/$lib.h" ] && continue
+    dir=$("$PYTHON" -c "import nvidia.$lib, os; print(list(nvidia.$lib.__path__)[0])" 2>/dev/null) || continue
+    hints+=" -D$(echo "$lib" | tr a-z A-Z)_ROOT=$dir"
   done
-  row "compute-sanitizer memcheck" "$status" "over the GPU tests"
-else
-  row "compute-sanitizer memcheck" "missing" "not on PATH"
-fi
+  if BUILD_DIR="$BUILD" JOBS="$JOBS" CMAKE_ARGS="-DCUDAGRAD_CUDA=ON$hints" scripts/build.sh > "$OUT/build.log" 2>&1; then
+    row build ok "$(grep -c 'Building' "$OUT/build.log") objects, -j$JOBS"
+  else
+    row build FAILED "$(grep -m1 -E 'error' "$OUT/build.log")"
+  fi
+}
 
-if ctest --test-dir build-gpu -LE gpu -j "$(nproc)" > "$OUT/cpu_tests.log" 2>&1; then
-  row "CPU and multi-process tests" "ok" "$(grep -E 'tests passed' "$OUT/cpu_tests.log" | tail -n 1)"
-else
-  row "CPU and multi-process tests" "FAILED" "$(grep -E 'tests passed' "$OUT/cpu_tests.log" | tail -n 1)"
-fi
+stage_test() {
+  # GPU tests first (their failures are the news), then everything else on the same build.
+  ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300 > "$OUT/test.log" 2>&1
+  local gpu_status=$?
+  row "GPU tests (ctest -L gpu)" "$([ $gpu_status = 0 ] && echo ok || echo FAILED)" "$(passed_line "$OUT/test.log")"
+  echo "===== CPU and multi-process tests =====" >> "$OUT/test.log"
+  ctest --test-dir "$BUILD" -LE gpu -j "$JOBS" --timeout 300 >> "$OUT/test.log" 2>&1
+  local cpu_status=$?
+  row "CPU tests on this machine" "$([ $cpu_status = 0 ] && echo ok || echo FAILED)" "$(passed_line "$OUT/test.log")"
+}
 
-row "MiniResNet training on the GPU" "n/a" "CUDA ops not written yet (issue 3)"
-row "kernel benchmark vs cuDNN" "n/a" "no CUDA kernels yet (issue 3)"
-row "throughput vs PyTorch on the GPU" "n/a" "issue 5"
+stage_sanitize() {
+  if ! command -v compute-sanitizer > /dev/null; then row sanitize missing "compute-sanitizer not on PATH"; return; fi
+  local status=ok
+  : > "$OUT/sanitize.log"
+  for t in "$BUILD"/tests/kernels_cuda_*_test; do
+    echo "===== memcheck $(basename "$t")" >> "$OUT/sanitize.log"
+    compute-sanitizer --tool memcheck --error-exitcode 1 "$t" >> "$OUT/sanitize.log" 2>&1 || status=FAILED
+  done
+  # racecheck where kernels share memory between threads
+  for t in conv_native batchnorm head optim; do
+    local exe="$BUILD/tests/kernels_cuda_${t}_test"
+    [ -x "$exe" ] || continue
+    echo "===== racecheck $(basename "$exe")" >> "$OUT/sanitize.log"
+    compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1 "$exe" >> "$OUT/sanitize.log" 2>&1 || status=FAILED
+  done
+  row "compute-sanitizer (memcheck, racecheck)" "$status" "$(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize.log") clean runs"
+}
 
+stage_train() {
+  local run_dir="$OUT/train_run"
+  rm -rf "$run_dir"
+  local start=$SECONDS
+  "$BUILD/apps/cudagrad-train" --config configs/fashion_mnist.yaml output.dir="$run_dir" > "$OUT/train.log" 2>&1
+  local status=$?
+  local acc
+  acc=$(grep -o 'accuracy [0-9.]*%' "$OUT/train.log" | tail -n 1)
+  row "MiniResNet on Fashion-MNIST (fp16 AMP)" "$([ $status = 0 ] && echo ok || echo FAILED)" \
+      "test ${acc:-?} in $((SECONDS - start)) s"
+  cp "$run_dir/metrics.jsonl" "$OUT/train_metrics.jsonl" 2>/dev/null
+  rm -rf "$run_dir"
+}
+
+stage_bench() {
+  if [ -x "$BUILD/bench/cudagrad-kernel-bench" ]; then
+    "$BUILD/bench/cudagrad-kernel-bench" > "$OUT/bench.log" 2>&1 && row "kernel benchmark" ok "see bench.log" \
+      || row "kernel benchmark" FAILED "see bench.log"
+  else
+    row "kernel benchmark" missing "$BUILD/bench/cudagrad-kernel-bench not built"
+  fi
+}
+
+stage_compare() {
+  if [ -x scripts/gpu_compare.sh ]; then
+    BUILD_DIR="$BUILD" OUT_DIR="$OUT" PYTHON="$PYTHON" scripts/gpu_compare.sh > "$OUT/compare.log" 2>&1 \
+      && row "throughput vs PyTorch" ok "see compare.log" || row "throughput vs PyTorch" FAILED "see compare.log"
+  else
+    row "throughput vs PyTorch" missing "scripts/gpu_compare.sh not found"
+  fi
+}
+
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(env build test sanitize train bench compare)
+for s in "${stages[@]}"; do
+  case "$s" in
+    env|build|test|sanitize|train|bench|compare) echo ">>> $s"; "stage_$s" ;;
+    *) echo "unknown stage '$s' (env build test sanitize train bench compare)" >&2; exit 2 ;;
+  esac
+done
 echo
-echo "| check | status | detail |"
-echo "| --- | --- | --- |"
-printf '%s\n' "${rows[@]}"
+cat "$SUMMARY"

@@ -44,7 +44,20 @@ EnumNames<AmpDtype> names_of() {
 }
 template <>
 EnumNames<DistBackend> names_of() {
-  return {{DistBackend::auto_select, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::gloo, "gloo"}};
+  return {{DistBackend::auto_select, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::gloo, "gloo"},
+          {DistBackend::modeled, "modeled"}};
+}
+template <>
+EnumNames<KernelChoice> names_of() {
+  return {{KernelChoice::auto_select, "auto"}, {KernelChoice::cudnn, "cudnn"}, {KernelChoice::native, "native"}};
+}
+template <>
+EnumNames<AlgoSearchName> names_of() {
+  return {{AlgoSearchName::timed, "timed"}, {AlgoSearchName::heuristic, "heuristic"}};
+}
+template <>
+EnumNames<ModeledLink> names_of() {
+  return {{ModeledLink::nvlink, "nvlink"}, {ModeledLink::infiniband, "infiniband"}};
 }
 
 template <typename T>
@@ -146,6 +159,7 @@ const std::vector<Field>& fields() {
       CG_FIELD(data.shuffle, any(), "reshuffle every epoch (seed + epoch)"),
       CG_FIELD(data.augment, any(), "random crop (padding 4) and horizontal flip"),
       CG_FIELD(data.synthetic_size, at_least(1), "images in the synthetic training split"),
+      CG_FIELD(data.gpu_resident, any(), "GPU training: keep the training images on the GPU and build batches there"),
       CG_FIELD(optim.name, any(), "optimizer"),
       CG_FIELD(optim.lr, at_least(0), "peak learning rate"),
       CG_FIELD(optim.momentum, between(0, 1), "SGD momentum"),
@@ -165,8 +179,12 @@ const std::vector<Field>& fields() {
       CG_FIELD(train.device, any(), "where to train (auto = CUDA when available)"),
       CG_FIELD(train.threads, between(0, 1024), "CPU compute threads (0 = all cores)"),
       CG_FIELD(train.eval_batch_size, at_least(1), "batch size for evaluation"),
+      CG_FIELD(train.target_accuracy, between(0, 1), "stop once test accuracy reaches it (0 = off); logs the time"),
       CG_FIELD(amp.enabled, any(), "mixed precision (needs CUDA)"),
       CG_FIELD(amp.dtype, any(), "half type for mixed precision"),
+      CG_FIELD(kernels.conv, any(), "GPU convolution: cudnn, native (implicit GEMM) or auto (cudnn)"),
+      CG_FIELD(kernels.batch_norm, any(), "GPU batch norm: cudnn, native or auto (native)"),
+      CG_FIELD(kernels.cudnn_algo_search, any(), "cuDNN algorithms: timed once per shape, or heuristic"),
       CG_FIELD(checkpoint.dir, any(), "checkpoint folder (\"\" = <output.dir>/checkpoints)"),
       CG_FIELD(checkpoint.save_every, at_least(0), "epochs between checkpoints (0 = only at the end)"),
       CG_FIELD(checkpoint.resume_from, any(), "checkpoint to resume from (\"\" = none)"),
@@ -175,6 +193,8 @@ const std::vector<Field>& fields() {
       // all-reduce overlaps backward; 25 MB would make 2. To be re-measured on the GPU.
       CG_FIELD(dist.bucket_cap_mb, positive(), "gradient bucket size in MB (> 0)"),
       CG_FIELD(dist.timeout_s, at_least(1), "longest wait in seconds for a peer or a collective"),
+      CG_FIELD(dist.modeled_world_size, between(2, 65536), "dist.backend=modeled: ranks in the modeled ring"),
+      CG_FIELD(dist.modeled_link, any(), "dist.backend=modeled: nvlink (one node) or infiniband (200 Gb/s per GPU)"),
       CG_FIELD(output.dir, any(), "where config.yaml, metrics.jsonl and checkpoints go"),
       CG_FIELD(profile.enabled, any(), "write a Chrome-trace timeline"),
   };

@@ -14,7 +14,12 @@ enum class OptimizerName { sgd, adamw };
 enum class ScheduleName { constant, cosine, warmup_cosine };
 enum class DeviceName { auto_select, cpu, cuda };  // "auto": CUDA when available
 enum class AmpDtype { fp16, bf16 };
-enum class DistBackend { auto_select, nccl, gloo };  // "auto": nccl on GPUs, gloo on the CPU
+// "auto": nccl on GPUs, gloo on the CPU. "modeled": one real rank whose all-reduces occupy the
+// communication stream as long as a ring all-reduce over dist.modeled_* would take.
+enum class DistBackend { auto_select, nccl, gloo, modeled };
+enum class KernelChoice { auto_select, cudnn, native };  // per op family, GPU only
+enum class AlgoSearchName { timed, heuristic };         // how cuDNN convolution algorithms are chosen
+enum class ModeledLink { nvlink, infiniband };
 
 struct TrainConfig {
   struct Model {  // MiniResNet
@@ -34,6 +39,7 @@ struct TrainConfig {
     bool shuffle = true;         // reshuffled every epoch from seed + epoch
     bool augment = true;         // random crop (padding 4) and horizontal flip
     int64_t synthetic_size = 50000;  // images in the synthetic training split
+    bool gpu_resident = false;   // training images kept on the GPU, batches gathered and augmented there
     bool operator==(const Data&) const = default;
   } data;
   struct Optim {
@@ -60,6 +66,7 @@ struct TrainConfig {
     DeviceName device = DeviceName::auto_select;
     int64_t threads = 0;  // CPU compute threads; 0 = all cores
     int64_t eval_batch_size = 256;
+    double target_accuracy = 0;  // stop once an evaluation reaches it; 0 = train every epoch
     bool operator==(const Train&) const = default;
   } train;
   struct Amp {
@@ -67,6 +74,12 @@ struct TrainConfig {
     AmpDtype dtype = AmpDtype::fp16;
     bool operator==(const Amp&) const = default;
   } amp;
+  struct Kernels {  // which GPU implementation each op family uses
+    KernelChoice conv = KernelChoice::auto_select;        // auto: cuDNN
+    KernelChoice batch_norm = KernelChoice::auto_select;  // auto: the hand-written kernels
+    AlgoSearchName cudnn_algo_search = AlgoSearchName::timed;
+    bool operator==(const Kernels&) const = default;
+  } kernels;
   struct Checkpoint {
     std::string dir;          // "" = <output.dir>/checkpoints
     int64_t save_every = 1;   // epochs; 0 = only at the end
@@ -77,6 +90,8 @@ struct TrainConfig {
     DistBackend backend = DistBackend::auto_select;
     double bucket_cap_mb = 4.0;  // gradient bucket size (see train_config.cpp for why not 25)
     double timeout_s = 120.0;    // longest wait for a peer or a collective
+    int64_t modeled_world_size = 8;  // dist.backend=modeled: the ring being modeled
+    ModeledLink modeled_link = ModeledLink::nvlink;
     bool operator==(const Dist&) const = default;
   } dist;
   struct Output {

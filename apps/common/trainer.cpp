@@ -11,13 +11,17 @@
 
 #include "apps/common/distributed.h"
 #include "apps/common/metrics.h"
+#include "apps/common/train_step.h"
 #include "apps/common/training_parts.h"
+#include "apps/common/window_stats.h"
 #include "data/dataset_factory.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "dist/ddp.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/device_allocator.h"
 #include "engine/ops.h"
+#include "engine/stream.h"
 #include "kernels/cuda/device_info.h"
 #include "nn/checkpoint.h"
 #include "nn/lr_schedule.h"
@@ -32,6 +36,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+// Taken during static initialization, before main: the start of "time to accuracy".
+const Clock::time_point process_start = Clock::now();
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 }  // namespace
@@ -49,10 +55,11 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = c.train.threads > 0 ? int(c.train.threads) : std::max(1, cores / std::max(1, dc.world_size()));
   omp_set_num_threads(threads);
-  choose_device(c);
-  if (c.amp.enabled) throw UsageError("amp.enabled=true needs CUDA training, which is not available yet; the CPU trains in float32");
-  if (c.dist.backend == DistBackend::nccl)
-    throw UsageError("dist.backend=nccl needs CUDA training, which is not available yet; use gloo or auto");
+  const Device device = choose_device(c, dc.identity().local_rank);
+  // Every op of this thread runs on one compute stream (non-blocking: it overlaps the loader's
+  // copy stream and the communication stream, ordered by events only).
+  const Stream compute = device.is_cuda() ? Stream::create(device) : Stream();
+  StreamGuard on_compute(compute);
 
   const fs::path out_dir = c.output.dir;
   const fs::path ckpt_dir = c.checkpoint.dir.empty() ? out_dir / "checkpoints" : fs::path(c.checkpoint.dir);
@@ -84,6 +91,7 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
     nn::load_model_weights(c.model.init_from, model);
     log::info("model: weights from {}", c.model.init_from);
   }
+  model.to(device);
   auto optimizer = make_optimizer(c, model);
   const std::string optim_name = c.optim.name == OptimizerName::sgd ? "sgd" : "adamw";
 
@@ -119,10 +127,12 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   pos.optimizer = optim_name;
   pos.config_yaml = config_yaml;
   std::string resume_from = c.checkpoint.resume_from;
+  std::pair<double, int64_t> resumed_scale{0, 0};
   if (resume_from.empty() && restarted_by_launcher()) resume_from = latest_checkpoint(ckpt_dir);
   if (!resume_from.empty()) {
     dc.barrier();  // the file is complete before anyone reads it
     pos = nn::load_checkpoint(resume_from, model, *optimizer);
+    resumed_scale = {pos.loss_scale, pos.loss_scale_growth_tracker};
     CG_CHECK(pos.optimizer == optim_name, "checkpoint {} was written by optimizer '{}', config says '{}'",
              resume_from, pos.optimizer, optim_name);
     if (!pos.rng_state.empty()) gen.set_state(pos.rng_state);
@@ -143,9 +153,18 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
     log::info("DDP: {} gradient buckets", ddp->num_buckets());
   }
 
+  TrainStep step(c, model, *optimizer, ddp.get(), dc, device);
+  if (step.scaler() && resumed_scale.first > 0) step.scaler()->load(resumed_scale.first, resumed_scale.second);
+  DeviceFeeder feeder(loader, device, compute);
+  BatchSource& batches = feeder;
+
   TrainResult result;
   auto write_checkpoint = [&](const std::string& name) {
     pos.rng_state = gen.state();
+    if (step.scaler()) {
+      pos.loss_scale = step.scaler()->scale();
+      pos.loss_scale_growth_tracker = step.scaler()->growth_tracker();
+    }
     const std::string path = (ckpt_dir / name).string();
     if (log::is_main_process()) {
       nn::save_checkpoint(path, model, *optimizer, pos);
@@ -158,67 +177,42 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   model.train();
   bool stop = pos.step >= total_steps;
   while (!stop && pos.epoch < c.train.epochs) {
-    loader.start_epoch(pos.epoch, pos.batch_in_epoch);
+    batches.start_epoch(pos.epoch, pos.batch_in_epoch);
     ProgressBar bar(log::is_main_process() && ProgressBar::stdout_is_terminal(),
                     fmt::format("epoch {}/{}", pos.epoch + 1, c.train.epochs), batches_per_epoch);
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0, micro = 0;
+    WindowStats window;
+    double last_loss = 0;
+    int64_t micro = 0;
     auto window_start = Clock::now();
-    while (auto batch = loader.next()) {
+    while (auto batch = batches.next()) {
       // The last micro-batch of an accumulation group communicates; the others only accumulate.
       const bool sync = micro + 1 == accum || pos.batch_in_epoch + 1 == batches_per_epoch;
-      if (ddp) {
-        ddp->set_require_sync(sync);
-        ddp->before_forward();
-      }
-      int64_t hits = 0;
-      Tensor loss;
-      {
-        trace::Span span("forward", "compute");
-        loss = ops::cross_entropy(model(images_tensor(*batch)), labels_tensor(*batch), &hits);
-      }
-      const double loss_value = loss.item();
-      CG_CHECK(std::isfinite(loss_value), "loss became {} at step {} (epoch {}); lower optim.lr?",
-               loss_value, pos.step, pos.epoch + 1);
-      {
-        trace::Span span("backward", "compute");
-        (accum > 1 ? ops::scale(loss, 1.0 / double(accum)) : loss).backward();
-      }
-      if (ddp) {
-        trace::Span span("wait for all-reduces", "compute");
-        ddp->finish_gradient_sync();
-      }
-      loss_sum += loss_value * double(batch->size);
-      correct += hits;
-      seen += batch->size;
+      Tensor hits;
+      const Tensor loss = step.forward(*batch, sync, &hits);
+      step.backward(loss);
+      step.finish_gradient_sync();
+      window.add(loss, hits, batch->size);
       ++pos.batch_in_epoch;
       if (++micro < accum && pos.batch_in_epoch < batches_per_epoch) continue;
       micro = 0;
       const double lr = schedule.lr_at(pos.step);
-      {
-        trace::Span span("optimizer", "compute");
-        optimizer->step(lr);
-      }
-      if (ddp) {
-        ddp->zero_grad();  // gradients stay views of DDP's flat buffer
-      } else {
-        optimizer->zero_grad();
-      }
+      step.optimizer_step(lr);
       ++pos.step;
-      bar.update(pos.batch_in_epoch, fmt::format("loss {:.4f} lr {:.4g}", loss_sum / double(seen), lr));
+      bar.update(pos.batch_in_epoch, fmt::format("loss {:.4f} lr {:.4g}", last_loss, lr));
       if (pos.step % c.train.log_interval == 0 || pos.batch_in_epoch == batches_per_epoch) {
-        std::vector<double> sums{loss_sum, double(correct), double(seen)};  // over all ranks
+        const WindowSums w = window.flush(pos.step);
+        std::vector<double> sums{w.loss_sum, w.correct, w.images};  // over all ranks
         dc.all_reduce_sum(sums);
         const double ips = sums[2] / std::max(seconds_since(window_start), 1e-9);
         const double mean_loss = sums[0] / sums[2], accuracy = sums[1] / sums[2];
+        last_loss = mean_loss;
         nlohmann::json rec{{"kind", "train"}, {"epoch", pos.epoch + 1}, {"step", pos.step},
                            {"loss", mean_loss}, {"accuracy", accuracy}, {"lr", lr}, {"images_per_s", ips}};
+        if (step.scaler()) rec["loss_scale"] = step.scaler()->scale();
         metrics.write(rec);
         if (!bar.enabled())
           log::info("epoch {} step {} loss {:.4f} acc {:.4f} lr {:.4g} {:.1f} img/s", pos.epoch + 1, pos.step,
                     mean_loss, accuracy, lr, ips);
-        loss_sum = 0;
-        correct = seen = 0;
         window_start = Clock::now();
       }
       if (pos.step >= total_steps) stop = true;
@@ -230,6 +224,11 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
       if (stop) break;
     }
     bar.finish();
+    if (device.is_cuda()) {
+      const AllocatorStats m = allocator_for(device).stats();
+      log::info("{} memory: {:.1f} MiB in use, peak {:.1f} MiB, {} cudaMalloc calls so far", device.str(),
+                double(m.in_use_bytes) / (1 << 20), double(m.peak_in_use_bytes) / (1 << 20), m.backend_allocations);
+    }
     const bool epoch_done = pos.batch_in_epoch >= batches_per_epoch;
     if (epoch_done) {
       ++pos.epoch;
@@ -237,7 +236,7 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
     }
     if (result.interrupted) break;
     if (epoch_done || stop) {
-      const EvalResult ev = evaluate(model, *test_set, c, dc);
+      const EvalResult ev = evaluate(model, *test_set, c, dc, device);
       result.test_accuracy = ev.accuracy;
       result.test_loss = ev.loss;
       metrics.write({{"kind", "eval"}, {"epoch", epoch_done ? pos.epoch : pos.epoch + 1}, {"step", pos.step},
@@ -246,6 +245,15 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
                      {"images_per_s", ev.images_per_s}});
       log::info("eval after epoch {}: test loss {:.4f}, accuracy {:.2f}%", epoch_done ? pos.epoch : pos.epoch + 1,
                 ev.loss, 100.0 * ev.accuracy);
+      if (c.train.target_accuracy > 0 && ev.accuracy >= c.train.target_accuracy) {
+        // Time to accuracy counts from process start: data loading and start-up included.
+        const double seconds = seconds_since(process_start);
+        metrics.write({{"kind", "event"}, {"event", "target_reached"}, {"target", c.train.target_accuracy}, {"accuracy", ev.accuracy},
+                       {"epoch", pos.epoch}, {"step", pos.step}, {"seconds_since_start", seconds}});
+        log::info("reached test accuracy {:.2f}% (target {:.2f}%) after {:.1f} s; stopping", 100.0 * ev.accuracy,
+                  100.0 * c.train.target_accuracy, seconds);
+        stop = true;
+      }
     }
     if (epoch_done && c.checkpoint.save_every > 0 && pos.epoch % c.checkpoint.save_every == 0 && !stop &&
         pos.epoch < c.train.epochs)

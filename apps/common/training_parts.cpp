@@ -8,9 +8,14 @@
 #include "data/dataset_factory.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "apps/common/device_feeder.h"
+#include "apps/common/window_stats.h"
+#include "engine/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
+#include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/stream.h"
 #include "util/log.h"
 
 namespace cg::apps {
@@ -62,13 +67,10 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Mo
   return std::make_unique<nn::AdamW>(model.named_parameters(), h);
 }
 
-Tensor images_tensor(const data::Batch& b) {
-  return Tensor::from_vector<float>(b.images, {b.size, b.channels, b.height, b.width});
-}
-Tensor labels_tensor(const data::Batch& b) { return Tensor::from_vector<int64_t>(b.labels, {b.size}); }
-
-EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc) {
+EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc,
+                    Device device) {
   autograd::NoGradGuard no_grad;
+  autocast::Scope autocast(c.amp.enabled, c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16);
   model.eval();
   data::DistributedSampler sampler(test_set.size(), dc.rank(), dc.world_size(), /*shuffle=*/false, 0,
                                    /*drop_last=*/false);
@@ -77,19 +79,18 @@ EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const 
   lo.num_workers = int(c.data.num_workers);
   lo.drop_last = false;
   data::DataLoader loader(test_set, sampler, lo);
-  loader.start_epoch(0);
-  double loss_sum = 0;
-  int64_t correct = 0, seen = 0;
+  DeviceFeeder feeder(loader, device, current_stream(device));
+  feeder.start_epoch(0, 0);
+  WindowStats stats;
   const auto start = Clock::now();
-  while (auto batch = loader.next()) {
-    int64_t hits = 0;
-    Tensor loss = ops::cross_entropy(model(images_tensor(*batch)), labels_tensor(*batch), &hits);
-    loss_sum += loss.item() * double(batch->size);
-    correct += hits;
-    seen += batch->size;
+  while (auto batch = feeder.next()) {
+    Tensor hits;
+    const Tensor loss = ops::cross_entropy(model(batch->images), batch->labels, &hits);
+    stats.add(loss, hits, batch->size);
   }
   model.train();
-  std::vector<double> sums{loss_sum, double(correct), double(seen)};
+  const WindowSums w = stats.flush(0);
+  std::vector<double> sums{w.loss_sum, w.correct, w.images};
   dc.all_reduce_sum(sums);
   EvalResult r;
   r.loss = sums[0] / std::max(sums[2], 1.0);
@@ -107,14 +108,33 @@ nn::ScheduleKind schedule_kind(const TrainConfig& c) {
   CG_FAIL("unknown schedule");
 }
 
-void choose_device(const TrainConfig& c) {
+Device choose_device(const TrainConfig& c, int local_rank) {
   const int gpus = kernels::cuda::device_count();
-  if (c.train.device == DeviceName::cuda)
-    throw Error(fmt::format("train.device=cuda: training on the GPU is not available in this "
-                            "version (CUDA devices visible: {}); use train.device=cpu", gpus));
-  log::info("device: cpu ({} threads){}", omp_get_max_threads(),
-            gpus > 0 ? fmt::format("; {} CUDA device(s) seen but CUDA training is not available yet", gpus)
-                     : std::string());
+  if (c.train.device == DeviceName::cpu || (c.train.device == DeviceName::auto_select && gpus == 0)) {
+    const std::string why = c.train.device == DeviceName::cpu ? "train.device=cpu" : "no CUDA device is visible";
+    if (c.amp.enabled)
+      throw UsageError(fmt::format("amp.enabled=true needs a GPU ({}); set amp.enabled=false to train in float32 "
+                                   "on the CPU", why));
+    if (c.dist.backend == DistBackend::nccl)
+      throw UsageError(fmt::format("dist.backend=nccl needs GPUs ({}); use gloo or auto", why));
+    log::info("device: cpu ({} threads)", omp_get_max_threads());
+    return Device::cpu();
+  }
+  if (gpus == 0)
+    throw Error(fmt::format("train.device=cuda but no CUDA device is visible ({})", kernels::cuda::describe_device(0)));
+  const Device device = Device::cuda(local_rank % gpus);
+  kernels::cuda::set_device(device.index);
+  auto impl = [](KernelChoice k) {
+    return k == KernelChoice::cudnn ? ops::GpuImpl::cudnn
+                                    : k == KernelChoice::native ? ops::GpuImpl::native : ops::GpuImpl::automatic;
+  };
+  ops::set_gpu_kernels({impl(c.kernels.conv), impl(c.kernels.batch_norm)});
+  kernels::cuda::set_cudnn_algo_search(c.kernels.cudnn_algo_search == AlgoSearchName::timed
+                                           ? kernels::cuda::AlgoSearch::timed
+                                           : kernels::cuda::AlgoSearch::heuristic);
+  log::info("device: {} ({}){}", device.str(), kernels::cuda::describe_device(device.index),
+            c.amp.enabled ? fmt::format(", mixed precision {}", c.amp.dtype == AmpDtype::bf16 ? "bf16" : "fp16") : "");
+  return device;
 }
 
 bool restarted_by_launcher() {
@@ -139,8 +159,10 @@ std::string latest_checkpoint(const fs::path& dir) {
 
 uint32_t state_fingerprint(const nn::Module& model) {
   uLong crc = crc32(0L, Z_NULL, 0);
-  for (const auto& [name, t] : model.state_dict())
+  for (const auto& [name, live] : model.state_dict()) {
+    const Tensor t = live.to(Device::cpu());
     crc = crc32(crc, static_cast<const Bytef*>(t.raw_data()), uInt(t.nbytes()));
+  }
   return uint32_t(crc);
 }
 

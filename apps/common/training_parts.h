@@ -25,17 +25,18 @@ double seconds_since(Clock::time_point t);
 std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train);
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
 nn::ScheduleKind schedule_kind(const TrainConfig& c);
-// Fails for train.device=cuda (no CUDA training yet) and logs what is used.
-void choose_device(const TrainConfig& c);
-
-Tensor images_tensor(const data::Batch& b);
-Tensor labels_tensor(const data::Batch& b);
+// Where to train: the GPU local_rank % visible GPUs (made current) when train.device is cuda, or
+// auto and a GPU is visible; else the CPU. Applies the config's GPU kernel choices; fails clearly
+// for a GPU-only setting without a GPU. Logs what is used.
+Device choose_device(const TrainConfig& c, int local_rank);
 
 struct EvalResult {
   double loss = 0, accuracy = 0, images_per_s = 0;
 };
 // Each rank evaluates its shard of the test set in eval mode; the sums are added over ranks.
-EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc);
+// On a GPU under the same autocast as training.
+EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc,
+                    Device device);
 
 // cudagrad-launch --max-restarts sets CUDAGRAD_RESTART=n for the n-th restart of the group.
 bool restarted_by_launcher();

@@ -30,7 +30,7 @@ void backward(const Tensor& root, const Tensor& grad_output) {
   Tensor grad = grad_output;
   if (!grad.defined()) {
     CG_CHECK(root.numel() == 1, "backward() without a gradient needs a scalar, got {}", root.str());
-    grad = Tensor::full(root.shape(), 1.0, root.dtype()).to(root.device());
+    grad = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
   }
   // Backward itself records nothing (gradients of gradients are out of scope).
   NoGradGuard no_grad;

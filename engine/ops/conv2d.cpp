@@ -1,35 +1,68 @@
-// conv2d and its backward: data and filter gradients from the CPU kernels.
+// conv2d and its backward: the CPU reference kernels, or on the GPU cuDNN or the hand-written
+// implicit GEMM (ops::gpu_kernels().conv), in the autocast dtype.
+#include "engine/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
 #include "engine/ops/dispatch.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cuda/conv_native.h"
+#include "kernels/cuda/cudnn.h"
 
 namespace cg::ops {
 namespace {
 
 using kernels::cpu::Conv2dShape;
+namespace cu = kernels::cuda;
+
+// The GPU implementation for one layer, chosen at forward and kept for its backward.
+bool use_cudnn(const Conv2dShape& s, DType dtype, const Tensor& x, const Tensor& w) {
+  GpuImpl impl = gpu_kernels().conv;
+  if (impl == GpuImpl::automatic) impl = cu::conv2d_cudnn_supports(s, dtype) ? GpuImpl::cudnn : GpuImpl::native;
+  const bool cudnn = impl == GpuImpl::cudnn;
+  const bool ok = cudnn ? cu::conv2d_cudnn_supports(s, dtype) : cu::conv2d_native_supports(s, dtype);
+  CG_CHECK(ok, "conv2d layer with input {} and weight {} (stride {}, padding {}): kernels.conv={} does not support it",
+           x.str(), w.str(), s.stride, s.pad, cudnn ? "cudnn" : "native");
+  return cudnn;
+}
 
 class Conv2dBackward : public autograd::Node {
  public:
-  Conv2dBackward(Tensor x, Tensor w, bool has_bias, Conv2dShape s)
-      : x_(std::move(x)), w_(std::move(w)), has_bias_(has_bias), s_(s) {}
+  Conv2dBackward(Tensor x, Tensor w, bool has_bias, Conv2dShape s, bool cudnn)
+      : x_(std::move(x)), w_(std::move(w)), has_bias_(has_bias), s_(s), cudnn_(cudnn) {}
   std::string name() const override { return "Conv2dBackward"; }
   void release_saved() override { x_ = {}; w_ = {}; }
 
   std::vector<Tensor> apply(const Tensor& dy) override {
     std::vector<Tensor> grads(3);
+    if (needs_grad(0)) grads[0] = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
+    if (needs_grad(1) || needs_grad(2)) {
+      grads[1] = Tensor::empty(w_.shape(), w_.dtype(), w_.device());
+      if (has_bias_) grads[2] = Tensor::empty({s_.c_out}, w_.dtype(), w_.device());
+    }
+    void* db = has_bias_ && grads[2].defined() ? grads[2].raw_data() : nullptr;
+    if (detail::on_gpu("conv2d backward", dy)) {
+      const DType dt = dy.dtype();
+      const auto stream = detail::stream_of(dy);
+      std::vector<Tensor> scratch;
+      const auto ws = detail::workspace(dy.device(), scratch);
+      if (grads[0].defined()) {
+        if (cudnn_) cu::conv2d_cudnn_backward_data(s_, dt, dy.raw_data(), w_.raw_data(), grads[0].raw_data(), ws, stream);
+        else cu::conv2d_native_backward_data(s_, dt, dy.raw_data(), w_.raw_data(), grads[0].raw_data(), stream);
+      }
+      if (grads[1].defined()) {
+        if (cudnn_)
+          cu::conv2d_cudnn_backward_filter(s_, dt, x_.raw_data(), dy.raw_data(), grads[1].raw_data(), db, ws, stream);
+        else
+          cu::conv2d_native_backward_filter(s_, dt, x_.raw_data(), dy.raw_data(), grads[1].raw_data(), db, stream);
+      }
+      return grads;
+    }
     detail::dispatch_floating("conv2d backward", dy, [&]<typename T>() {
-      if (needs_grad(0)) {
-        grads[0] = Tensor::empty(x_.shape(), x_.dtype());
+      if (grads[0].defined())
         kernels::cpu::conv2d_backward_data<T>(s_, dy.data<T>(), w_.data<T>(), grads[0].data<T>());
-      }
-      if (needs_grad(1) || needs_grad(2)) {
-        grads[1] = Tensor::empty(w_.shape(), w_.dtype());
-        if (has_bias_) grads[2] = Tensor::empty({s_.c_out}, w_.dtype());
-        kernels::cpu::conv2d_backward_filter<T>(s_, x_.data<T>(), dy.data<T>(),
-                                                grads[1].data<T>(),
-                                                has_bias_ ? grads[2].data<T>() : nullptr);
-      }
+      if (grads[1].defined())
+        kernels::cpu::conv2d_backward_filter<T>(s_, x_.data<T>(), dy.data<T>(), grads[1].data<T>(),
+                                                static_cast<T*>(db));
     });
     return grads;
   }
@@ -38,15 +71,20 @@ class Conv2dBackward : public autograd::Node {
   Tensor x_, w_;
   bool has_bias_;
   Conv2dShape s_;
+  bool cudnn_;
 };
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options) {
-  CG_CHECK(x.dim() == 4 && weight.dim() == 4, "conv2d: input {} and weight {} must be 4-D",
-           x.str(), weight.str());
-  CG_CHECK(x.size(1) == weight.size(1), "conv2d: input {} has {} channels, weight {} expects {}",
-           x.str(), x.size(1), weight.str(), weight.size(1));
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Conv2dOptions options) {
+  CG_CHECK(x_in.dim() == 4 && weight_in.dim() == 4, "conv2d: input {} and weight {} must be 4-D",
+           x_in.str(), weight_in.str());
+  CG_CHECK(x_in.size(1) == weight_in.size(1), "conv2d: input {} has {} channels, weight {} expects {}",
+           x_in.str(), x_in.size(1), weight_in.str(), weight_in.size(1));
+  // Under autocast the half copies are what the kernels see (and what backward differentiates).
+  const DType dt = autocast::compute_dtype(x_in);
+  const Tensor x = cast(x_in, dt), weight = cast(weight_in, dt);
+  const Tensor bias = bias_in.defined() ? cast(bias_in, dt) : Tensor();
   detail::check_same("conv2d", x, weight);
   detail::check_same("conv2d", x, bias);
   Conv2dShape s{x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), weight.size(2),
@@ -55,13 +93,26 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
            "conv2d: input {} too small for kernel {}x{} stride {} padding {}", x.str(), s.kh, s.kw,
            s.stride, s.pad);
   if (bias.defined()) CG_CHECK(bias.numel() == s.c_out, "conv2d: bias {} for {} outputs", bias.str(), s.c_out);
-  Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype());
-  detail::dispatch_floating("conv2d", x, [&]<typename T>() {
-    kernels::cpu::conv2d_forward<T>(s, x.data<T>(), weight.data<T>(),
-                                    bias.defined() ? bias.data<T>() : nullptr, y.data<T>());
-  });
+  Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype(), x.device());
+  const void* b = bias.defined() ? bias.raw_data() : nullptr;
+  bool cudnn = false;
+  if (detail::on_gpu("conv2d", x)) {
+    cudnn = use_cudnn(s, dt, x, weight);
+    const auto stream = detail::stream_of(x);
+    if (cudnn) {
+      std::vector<Tensor> scratch;
+      cu::conv2d_cudnn_forward(s, dt, x.raw_data(), weight.raw_data(), b, y.raw_data(),
+                               detail::workspace(x.device(), scratch), stream);
+    } else {
+      cu::conv2d_native_forward(s, dt, x.raw_data(), weight.raw_data(), b, y.raw_data(), stream);
+    }
+  } else {
+    detail::dispatch_floating("conv2d", x, [&]<typename T>() {
+      kernels::cpu::conv2d_forward<T>(s, x.data<T>(), weight.data<T>(), static_cast<const T*>(b), y.data<T>());
+    });
+  }
   if (autograd::any_requires_grad({&x, &weight, &bias})) {
-    auto node = std::make_shared<Conv2dBackward>(x.detach(), weight.detach(), bias.defined(), s);
+    auto node = std::make_shared<Conv2dBackward>(x.detach(), weight.detach(), bias.defined(), s, cudnn);
     autograd::connect(y, node, {&x, &weight, &bias});
   }
   return y;

@@ -1,8 +1,13 @@
-// Picks the kernel for a tensor's device and dtype. CPU kernels exist for float32 and float64 (the
-// latter for gradient checks); GPU kernels for float32, for the ops that have one so far;
-// anything else fails naming the op.
+// Picks the kernel for a tensor's device and dtype, and gives GPU kernels what they need from the
+// engine: the current stream and scratch memory. CPU kernels exist for float32 and float64 (the
+// latter for gradient checks); GPU kernels for float32, float16 and bfloat16. Anything else fails
+// naming the op.
 #pragma once
+#include <vector>
+
+#include "engine/stream.h"
 #include "engine/tensor.h"
+#include "kernels/cuda/cudnn.h"
 
 namespace cg::ops::detail {
 
@@ -17,11 +22,25 @@ void dispatch_floating(const char* op, const Tensor& t, F&& f) {
   }
 }
 
-// True for a CUDA tensor, whose op then runs the GPU kernel (float32 only so far).
+// True for a CUDA tensor, whose op then runs the GPU kernel.
 inline bool on_gpu(const char* op, const Tensor& t) {
   if (!t.device().is_cuda()) return false;
-  CG_CHECK(t.dtype() == DType::f32, "{}: {} on the GPU needs float32", op, t.str());
+  CG_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16,
+           "{}: {} on the GPU needs float32, float16 or bfloat16", op, t.str());
   return true;
+}
+
+// The stream an op on `t` enqueues its kernels on.
+inline kernels::cuda::Stream stream_of(const Tensor& t) { return current_stream(t.device()).handle(); }
+
+// Scratch memory for a cuDNN call from the caching allocator: the tensors stay in `keep` until
+// the caller returns, after which their blocks may be reused in stream order (safe: later work on
+// the same stream runs after the call's kernels).
+inline kernels::cuda::WorkspaceFn workspace(Device device, std::vector<Tensor>& keep) {
+  return [device, &keep](size_t bytes) -> void* {
+    keep.push_back(Tensor::empty({int64_t(bytes)}, DType::u8, device));
+    return keep.back().raw_data();
+  };
 }
 
 // Inputs of one op must agree in dtype and device.

@@ -18,7 +18,8 @@ class ReluBackward : public autograd::Node {
   std::vector<Tensor> apply(const Tensor& dy) override {
     Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
     if (detail::on_gpu("relu backward", dy)) {
-      kernels::cuda::relu_backward(dy.numel(), dy.data<float>(), y_.data<float>(), dx.data<float>(), nullptr);
+      kernels::cuda::relu_backward(dy.numel(), dy.dtype(), dy.raw_data(), y_.raw_data(), dx.raw_data(),
+                                   detail::stream_of(dy));
     } else {
       detail::dispatch_floating("relu backward", dy, [&]<typename T>() {
         kernels::cpu::relu_backward<T>(dy.numel(), dy.data<T>(), y_.data<T>(), dx.data<T>());
@@ -58,7 +59,7 @@ void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
 Tensor relu(const Tensor& x) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (detail::on_gpu("relu", x)) {
-    kernels::cuda::relu_forward(x.numel(), x.data<float>(), y.data<float>(), nullptr);
+    kernels::cuda::relu_forward(x.numel(), x.dtype(), x.raw_data(), y.raw_data(), detail::stream_of(x));
   } else {
     detail::dispatch_floating("relu", x, [&]<typename T>() {
       kernels::cpu::relu_forward<T>(x.numel(), x.data<T>(), y.data<T>());
@@ -73,7 +74,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   check_same_shape("add", a, b);
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
   if (detail::on_gpu("add", a)) {
-    kernels::cuda::add(a.numel(), a.data<float>(), b.data<float>(), y.data<float>(), nullptr);
+    kernels::cuda::add(a.numel(), a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), detail::stream_of(a));
   } else {
     detail::dispatch_floating("add", a, [&]<typename T>() {
       kernels::cpu::add<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
@@ -88,7 +89,7 @@ Tensor add_relu(const Tensor& a, const Tensor& b) {
   check_same_shape("add_relu", a, b);
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
   if (detail::on_gpu("add_relu", a)) {
-    kernels::cuda::add_relu(a.numel(), a.data<float>(), b.data<float>(), y.data<float>(), nullptr);
+    kernels::cuda::add_relu(a.numel(), a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), detail::stream_of(a));
   } else {
     detail::dispatch_floating("add_relu", a, [&]<typename T>() {
       kernels::cpu::add_relu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
@@ -102,7 +103,7 @@ Tensor add_relu(const Tensor& a, const Tensor& b) {
 Tensor scale(const Tensor& x, double alpha) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (detail::on_gpu("scale", x)) {
-    kernels::cuda::scale(x.numel(), float(alpha), x.data<float>(), y.data<float>(), nullptr);
+    kernels::cuda::scale(x.numel(), x.dtype(), float(alpha), x.raw_data(), y.raw_data(), detail::stream_of(x));
   } else {
     detail::dispatch_floating("scale", x, [&]<typename T>() {
       kernels::cpu::scale<T>(x.numel(), T(alpha), x.data<T>(), y.data<T>());
@@ -116,7 +117,7 @@ Tensor scale(const Tensor& x, double alpha) {
 void accumulate_(Tensor& dst, const Tensor& src) {
   check_same_shape("accumulate_", dst, src);
   if (detail::on_gpu("accumulate_", dst)) {
-    kernels::cuda::accumulate(dst.numel(), src.data<float>(), dst.data<float>(), nullptr);
+    kernels::cuda::accumulate(dst.numel(), dst.dtype(), src.raw_data(), dst.raw_data(), detail::stream_of(dst));
     return;
   }
   detail::dispatch_floating("accumulate_", dst, [&]<typename T>() {

@@ -25,4 +25,12 @@ std::string describe_device(int index) {
                      prop.totalGlobalMem / double(1 << 30));
 }
 
+std::string cuda_versions() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) cudaGetLastError();
+  return fmt::format("runtime {}.{}, driver {}.{}", runtime / 1000, runtime % 1000 / 10, driver / 1000,
+                     driver % 1000 / 10);
+}
+
 }  // namespace cg::kernels::cuda

@@ -9,5 +9,7 @@ namespace cg::kernels::cuda {
 int device_count();
 // One line naming device `index` (name, compute capability, memory), or why there is none.
 std::string describe_device(int index);
+// "runtime 13.0, driver 13.0" (or why there is none), for benchmark reports.
+std::string cuda_versions();
 
 }  // namespace cg::kernels::cuda

@@ -1,49 +1,66 @@
-// Grid-stride elementwise kernels: one launch shape for every size, memory-bound by design.
-#include "kernels/cuda/check.h"
+// Grid-stride elementwise kernels for float32, float16 and bfloat16: values are loaded, computed
+// on in fp32 registers and stored in the tensor's type. Memory-bound by design; one launch shape.
+#include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/elementwise.h"
 
 namespace cg::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+enum class Op { relu, relu_backward, add, add_relu, accumulate, scale };
 
-// Enough blocks to fill an H100 (132 SMs) several times over; the grid-stride loop does the rest.
-int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 132 * 16)); }
-
-template <typename F>
-__global__ void map_kernel(int64_t n, F f) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) f(i);
+// y[i] = op(a[i], b[i]) (b unused by the unary ops).
+template <typename T, Op op>
+__global__ void map_kernel(int64_t n, const T* __restrict__ a, const T* __restrict__ b, T* y, float alpha) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float va = to_f32(a[i]);
+    float r;
+    if constexpr (op == Op::relu) r = fmaxf(va, 0.f);
+    else if constexpr (op == Op::relu_backward) r = to_f32(b[i]) > 0.f ? va : 0.f;  // a = dy, b = y
+    else if constexpr (op == Op::add) r = va + to_f32(b[i]);
+    else if constexpr (op == Op::add_relu) r = fmaxf(va + to_f32(b[i]), 0.f);
+    else if constexpr (op == Op::accumulate) r = to_f32(y[i]) + va;
+    else r = alpha * va;
+    y[i] = from_f32<T>(r);
+  }
 }
 
-template <typename F>
-void launch(const char* name, int64_t n, Stream stream, F f) {
-  if (n == 0) return;
-  map_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
-  CG_CUDA_AFTER_LAUNCH(name);
+template <Op op>
+struct Map {
+  template <typename T>
+  struct For {
+    static void run(const char* name, int64_t n, const void* a, const void* b, void* y, float alpha, Stream s) {
+      if (n == 0) return;
+      map_kernel<T, op><<<blocks_for(n), kThreads, 0, as_cuda(s)>>>(n, static_cast<const T*>(a),
+                                                                     static_cast<const T*>(b), static_cast<T*>(y), alpha);
+      CG_CUDA_AFTER_LAUNCH(name);
+    }
+  };
+};
+
+template <Op op>
+void map(const char* name, int64_t n, DType dtype, const void* a, const void* b, void* y, float alpha, Stream s) {
+  dispatch_floating<Map<op>::template For>(name, dtype, name, n, a, b, y, alpha, s);
 }
 
 }  // namespace
 
-void relu_forward(int64_t n, const float* x, float* y, Stream s) {
-  launch("relu_forward", n, s, [=] __device__(int64_t i) { y[i] = x[i] > 0.f ? x[i] : 0.f; });
+void relu_forward(int64_t n, DType dtype, const void* x, void* y, Stream s) {
+  map<Op::relu>("relu_forward", n, dtype, x, nullptr, y, 0.f, s);
 }
-void relu_backward(int64_t n, const float* dy, const float* y, float* dx, Stream s) {
-  launch("relu_backward", n, s, [=] __device__(int64_t i) { dx[i] = y[i] > 0.f ? dy[i] : 0.f; });
+void relu_backward(int64_t n, DType dtype, const void* dy, const void* y, void* dx, Stream s) {
+  map<Op::relu_backward>("relu_backward", n, dtype, dy, y, dx, 0.f, s);
 }
-void add(int64_t n, const float* a, const float* b, float* y, Stream s) {
-  launch("add", n, s, [=] __device__(int64_t i) { y[i] = a[i] + b[i]; });
+void add(int64_t n, DType dtype, const void* a, const void* b, void* y, Stream s) {
+  map<Op::add>("add", n, dtype, a, b, y, 0.f, s);
 }
-void add_relu(int64_t n, const float* a, const float* b, float* y, Stream s) {
-  launch("add_relu", n, s, [=] __device__(int64_t i) { y[i] = fmaxf(a[i] + b[i], 0.f); });
+void add_relu(int64_t n, DType dtype, const void* a, const void* b, void* y, Stream s) {
+  map<Op::add_relu>("add_relu", n, dtype, a, b, y, 0.f, s);
 }
-void accumulate(int64_t n, const float* x, float* y, Stream s) {
-  launch("accumulate", n, s, [=] __device__(int64_t i) { y[i] += x[i]; });
+void accumulate(int64_t n, DType dtype, const void* x, void* y, Stream s) {
+  map<Op::accumulate>("accumulate", n, dtype, x, nullptr, y, 0.f, s);
 }
-void scale(int64_t n, float alpha, const float* x, float* y, Stream s) {
-  launch("scale", n, s, [=] __device__(int64_t i) { y[i] = alpha * x[i]; });
-}
-void fill(int64_t n, float value, float* y, Stream s) {
-  launch("fill", n, s, [=] __device__(int64_t i) { y[i] = value; });
+void scale(int64_t n, DType dtype, float alpha, const void* x, void* y, Stream s) {
+  map<Op::scale>("scale", n, dtype, x, nullptr, y, alpha, s);
 }
 
 }  // namespace cg::kernels::cuda

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "kernels/cuda/device_info.h"
 #include "support/paths.h"
 
 namespace cg {
@@ -69,7 +70,8 @@ TEST(TrainCli, UnreadableConfigAndMissingDataAreClear) {
   EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos) << r.output;
 }
 
-TEST(TrainCli, SettingsThatNeedTheGpuAreRefusedNotIgnored) {
+TEST(TrainCli, SettingsThatNeedTheGpuAreRefusedWithoutOne) {
+  if (kernels::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is visible: these settings are valid here";
   for (const char* setting : {"amp.enabled=true", "dist.backend=nccl", "train.device=cuda"}) {
     const auto out = test::make_temp_dir("cli_gpu");
     ProgramRun r = run_train(std::string("data.dataset=synthetic data.synthetic_size=64 data.image_size=8 "
@@ -104,6 +106,7 @@ TEST(TrainCli, ShortRunWritesMetricsConfigAndCheckpoint) {
   int train_lines = 0, eval_lines = 0;
   while (std::getline(metrics, line)) {
     auto j = nlohmann::json::parse(line);
+    if (j["kind"] == "event") continue;
     for (const char* k : {"kind", "epoch", "step", "loss", "accuracy", "lr", "images_per_s"})
       EXPECT_TRUE(j.contains(k)) << k << " missing in " << line;
     (j["kind"] == "train" ? train_lines : eval_lines)++;
@@ -122,6 +125,49 @@ TEST(TrainCli, ShortRunWritesMetricsConfigAndCheckpoint) {
                 (out / "checkpoints" / "last.safetensors").string() + " output.dir=" + out2.string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("shape"), std::string::npos) << r.output;
+}
+
+TEST(TrainCli, TargetAccuracyStopsAtTheFirstEvaluationThatReachesIt) {
+  const auto out = test::make_temp_dir("cli_target");
+  ProgramRun r = run_train(
+      "data.dataset=synthetic data.synthetic_size=64 data.image_size=8 data.batch_size=16 model.in_channels=3 "
+      "model.widths=[4] model.blocks=[1] train.epochs=5 train.device=cpu train.target_accuracy=0.01 output.dir=" +
+      out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream metrics(out / "metrics.jsonl");
+  std::string line;
+  int evals = 0, reached = 0;
+  while (std::getline(metrics, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["kind"] == "eval") ++evals;
+    if (j.value("event", "") == "target_reached") {
+      ++reached;
+      EXPECT_GT(j["seconds_since_start"].get<double>(), 0.0) << line;
+      EXPECT_GE(j["accuracy"].get<double>(), 0.01) << line;
+    }
+  }
+  EXPECT_EQ(evals, 1) << "training stops after the first evaluation at or above the target";
+  EXPECT_EQ(reached, 1);
+  EXPECT_TRUE(std::filesystem::exists(out / "checkpoints" / "last.safetensors"));
+}
+
+TEST(BenchCli, MeasuresTheTrainingStepAndPrintsJsonLast) {
+  const auto dir = test::make_temp_dir("bench_out");
+  const std::string cmd = (test::binary_dir() / "apps" / "cudagrad-bench").string() +
+                          " --warmup 1 --steps 3 data.batch_size=4 data.image_size=8 model.widths=[4,8] "
+                          "model.blocks=[1,1] train.device=cpu > " + (dir / "log.txt").string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(dir / "log.txt");
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << last;
+  const auto j = nlohmann::json::parse(last);
+  EXPECT_EQ(j["bench"], "cudagrad");
+  EXPECT_GT(j["images_per_s"].get<double>(), 0.0);
+  for (const char* k : {"step_ms_median", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "peak_mem_bytes"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_GT(j["peak_mem_bytes"].get<double>(), 0.0);
 }
 
 }  // namespace

@@ -188,16 +188,17 @@ TEST(TrainConfig, HelpListsEveryKey) {
   const std::vector<std::string> keys = {
       "model.widths", "model.blocks", "model.in_channels", "model.num_classes", "model.init_from",
       "data.dataset", "data.path", "data.image_size", "data.batch_size", "data.num_workers", "data.shuffle",
-      "data.augment", "data.synthetic_size", "optim.name", "optim.lr", "optim.momentum", "optim.nesterov",
+      "data.augment", "data.synthetic_size", "data.gpu_resident", "optim.name", "optim.lr", "optim.momentum", "optim.nesterov",
       "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "sched.name", "sched.warmup_steps",
       "sched.min_lr", "train.epochs", "train.max_steps", "train.grad_accum_steps", "train.seed",
-      "train.log_interval", "train.device", "train.threads", "train.eval_batch_size", "amp.enabled", "amp.dtype",
-      "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "dist.backend", "dist.bucket_cap_mb",
-      "dist.timeout_s", "output.dir", "profile.enabled"};
+      "train.log_interval", "train.device", "train.threads", "train.eval_batch_size", "train.target_accuracy",
+      "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "dist.backend", "dist.bucket_cap_mb",
+      "dist.timeout_s", "dist.modeled_world_size", "dist.modeled_link", "output.dir", "profile.enabled"};
   for (const auto& k : keys) EXPECT_NE(h.find("  " + k + " "), std::string::npos) << k << "\n" << h;
   EXPECT_EQ(size_t(std::count(h.begin(), h.end(), '\n')), keys.size()) << "a key the list above misses:\n" << h;
   expect_mentions(h, {"one of fashion_mnist|cifar10|synthetic", "one of sgd|adamw", "one of fp16|bf16",
-                      "one of constant|cosine|warmup_cosine", "one of auto|cpu|cuda", "one of auto|nccl|gloo"});
+                      "one of constant|cosine|warmup_cosine", "one of auto|cpu|cuda", "one of auto|nccl|gloo|modeled",
+                      "one of auto|cudnn|native", "one of timed|heuristic", "one of nvlink|infiniband"});
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/ops.h"
 #include "nn/grad_scaler.h"
 
 namespace cg::nn {
@@ -68,9 +69,24 @@ TEST(GradScaler, RanksAgreeOnOverflow) {
   Fixture f;
   GradScaler s({8.0, 2.0, 0.5, 3});
   f.set_grad(8.f, 8.f);  // finite here, but another rank overflowed
-  EXPECT_FALSE(s.step(f.sgd, f.params, 1.0, [](bool) { return true; }));
+  EXPECT_FALSE(s.step(f.sgd, f.params, 1.0, [](Tensor& found_inf) { found_inf.fill_(1.0); }));
   EXPECT_EQ(f.p.to_vector<float>(), (std::vector<float>{1.f, 2.f}));
   EXPECT_EQ(s.scale(), 4.0);
+}
+
+TEST(GradScaler, BackwardScalesTheSeedGradient) {
+  Tensor w = Tensor::from_vector<float>({3.f}, {1}).set_requires_grad(true);
+  GradScaler s({8.0, 2.0, 0.5, 3});
+  s.backward(ops::reshape(ops::scale(w, 2.0), {}));  // d(2w)/dw = 2, times the scale 8
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{16.f}));
+}
+
+TEST(GradScaler, LoadRestoresTheState) {
+  GradScaler s;
+  s.load(1024.0, 7);
+  EXPECT_EQ(s.scale(), 1024.0);
+  EXPECT_EQ(s.growth_tracker(), 7);
+  EXPECT_FALSE(s.last_step_skipped());
 }
 
 }  // namespace

@@ -17,6 +17,10 @@ struct Tolerance {
 template <typename T> constexpr Tolerance tolerance_for();
 template <> constexpr Tolerance tolerance_for<float>() { return {1e-4, 1e-4}; }
 template <> constexpr Tolerance tolerance_for<double>() { return {1e-10, 1e-10}; }
+// Half types: results rounded to 11 (f16) or 8 (bf16) significant bits, after fp32 accumulation
+// in another order than the reference. Compare them as float vectors with these budgets.
+constexpr Tolerance kToleranceF16{2e-3, 4e-3};
+constexpr Tolerance kToleranceBF16{1.6e-2, 3.2e-2};
 
 // Outputs are filled with NaN before a kernel runs, so an element it fails to write fails here.
 template <typename T>

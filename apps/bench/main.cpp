@@ -1,0 +1,162 @@
+// cudagrad-bench --config FILE [key=value ...] [--warmup N] [--steps N]: training throughput of
+// the configured MiniResNet step (the trainer's own TrainStep: autocast, loss scaling, DDP or the
+// modeled communication backend), on a fixed set of random batches resident on the device, so
+// that the data pipeline is not what is measured. Reports images/s from the median step, the
+// median of each phase (forward, backward, exposed communication, optimizer) and the peak device
+// memory; a table for people and, last, one JSON line for scripts (scripts/gpu_compare.sh).
+// On a GPU the phases are timed with CUDA events read after the last step: no step waits for
+// the host. On the CPU, with the wall clock.
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "apps/bench/step_clock.h"
+#include "apps/common/train_config.h"
+#include "apps/common/train_step.h"
+#include "apps/common/training_parts.h"
+#include "engine/device_allocator.h"
+#include "engine/random.h"
+#include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/device_info.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace cg::apps {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: cudagrad-bench --config FILE [--warmup N] [--steps N] [key=value ...]\n"
+    "Measures MiniResNet training throughput on random batches resident on the device.\n";
+
+struct Options {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  int64_t warmup = 30, steps = 100;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--config") o.config_path = value();
+    else if (a == "--warmup") o.warmup = std::stoll(value());
+    else if (a == "--steps") o.steps = std::stoll(value());
+    else if (a == "--help" || a == "-h") throw UsageError(std::string(kUsage) + train_config_help());
+    else if (a.rfind("--", 0) == 0) throw UsageError("unknown option '" + a + "'");
+    else o.overrides.push_back(a);
+  }
+  if (o.warmup < 0 || o.steps < 1) throw UsageError("--warmup must be >= 0 and --steps >= 1");
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+int run(const Options& o) {
+  const TrainConfig c = load_train_config(o.config_path, o.overrides);
+  DistContext dc(c.dist.timeout_s);
+  const Device device = choose_device(c, dc.identity().local_rank);
+  const Stream compute = device.is_cuda() ? Stream::create(device) : Stream();
+  StreamGuard on_compute(compute);
+
+  Generator gen(uint64_t(c.train.seed));
+  nn::MiniResNetOptions mo;
+  mo.in_channels = c.model.in_channels;
+  mo.num_classes = c.model.num_classes;
+  mo.widths = c.model.widths;
+  mo.blocks = c.model.blocks;
+  nn::MiniResNet model(mo, gen);
+  model.to(device);
+  auto optimizer = make_optimizer(c, model);
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  if (dc.distributed()) {
+    dist::DdpOptions dopt;
+    dopt.bucket_cap_mb = c.dist.bucket_cap_mb;
+    ddp = std::make_unique<dist::DistributedDataParallel>(model, *dc.group(), dopt);
+  }
+  TrainStep step(c, model, *optimizer, ddp.get(), dc, device);
+
+  // A few distinct random batches, cycled: real-looking inputs, no loader in the measurement.
+  const int64_t side = c.data.image_size > 0 ? c.data.image_size : 32, n = c.data.batch_size;
+  std::vector<DeviceBatch> batches;
+  for (int i = 0; i < 4; ++i) {
+    Tensor images = Tensor::empty({n, c.model.in_channels, side, side});
+    normal_(images, gen, 0.0, 1.0);
+    std::vector<int64_t> labels(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) labels[size_t(j)] = (j * 7 + i) % c.model.num_classes;
+    batches.push_back({images.to(device), Tensor::from_vector(labels, {n}).to(device), n});
+  }
+
+  StepClock clock(device, compute);
+  for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
+    if (s == o.warmup) {
+      compute.synchronize();
+      allocator_for(device).reset_peak();
+    }
+    const bool timed = s >= o.warmup;
+    const DeviceBatch& b = batches[size_t(s) % batches.size()];
+    if (timed) clock.mark();  // step start
+    Tensor hits;
+    const Tensor loss = step.forward(b, true, &hits);
+    if (timed) clock.mark();
+    step.backward(loss);
+    if (timed) clock.mark();
+    step.finish_gradient_sync();
+    if (timed) clock.mark();
+    step.optimizer_step(c.optim.lr);
+    if (timed) clock.mark();
+  }
+  compute.synchronize();
+  const std::vector<std::vector<double>> ms = clock.intervals_ms(5);  // per step: 4 phases
+  std::vector<double> total, fwd, bwd, comm, opt;
+  for (const auto& p : ms) {
+    fwd.push_back(p[0]);
+    bwd.push_back(p[1]);
+    comm.push_back(p[2]);
+    opt.push_back(p[3]);
+    total.push_back(p[0] + p[1] + p[2] + p[3]);
+  }
+  const double step_ms = median(total), ips = double(n * dc.world_size()) / (step_ms / 1000.0);
+  const size_t peak = allocator_for(device).stats().peak_in_use_bytes;
+  const std::string device_name =
+      device.is_cuda() ? kernels::cuda::describe_device(device.index) : std::string("cpu");
+  if (log::is_main_process()) {
+    std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n,
+                dc.world_size(), c.amp.enabled ? (c.amp.dtype == AmpDtype::bf16 ? "bf16" : "fp16") : "off");
+    std::printf("| images/s | step ms | forward | backward | exposed comm | optimizer | peak MiB |\n");
+    std::printf("| %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", ips, step_ms, median(fwd), median(bwd),
+                median(comm), median(opt), double(peak) / (1 << 20));
+    nlohmann::json j{{"bench", "cudagrad"}, {"device", device_name},
+                     {"cuda", device.is_cuda() ? kernels::cuda::cuda_versions() : ""},
+                     {"cudnn", device.is_cuda() ? kernels::cuda::cudnn_version() : 0},
+                     {"batch", n}, {"world_size", dc.world_size()}, {"amp", c.amp.enabled},
+                     {"images_per_s", ips}, {"step_ms_median", step_ms}, {"forward_ms", median(fwd)},
+                     {"backward_ms", median(bwd)}, {"comm_exposed_ms", median(comm)},
+                     {"optimizer_ms", median(opt)}, {"peak_mem_bytes", peak}, {"steps", o.steps}};
+    std::printf("%s\n", j.dump().c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace cg::apps
+
+int main(int argc, char** argv) {
+  try {
+    return cg::apps::run(cg::apps::parse(argc, argv));
+  } catch (const cg::UsageError& e) {
+    std::fprintf(stderr, "cudagrad-bench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cudagrad-bench: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,72 @@
+// cross_entropy: mean over the batch of -log softmax(logits)[label], always in float32 on the GPU
+// (as autocast does: the loss is where half precision would hurt), with the hit count for
+// accuracy computed in the same pass.
+#include "engine/autograd/node.h"
+#include "engine/ops.h"
+#include "engine/ops/dispatch.h"
+#include "kernels/cpu/loss.h"
+#include "kernels/cuda/head.h"
+
+namespace cg::ops {
+namespace {
+
+class CrossEntropyBackward : public autograd::Node {
+ public:
+  CrossEntropyBackward(Tensor probs, Tensor labels) : probs_(std::move(probs)), labels_(std::move(labels)) {}
+  std::string name() const override { return "CrossEntropyBackward"; }
+  void release_saved() override { probs_ = labels_ = {}; }
+  std::vector<Tensor> apply(const Tensor& dloss) override {
+    Tensor dlogits = Tensor::empty(probs_.shape(), probs_.dtype(), probs_.device());
+    const int64_t n = probs_.size(0), classes = probs_.size(1);
+    if (detail::on_gpu("cross_entropy backward", probs_)) {
+      // dloss stays on the device (a loss scale, for instance): the host never reads it.
+      kernels::cuda::cross_entropy_backward(n, classes, dloss.data<float>(), probs_.data<float>(),
+                                            labels_.data<int64_t>(), dlogits.data<float>(), detail::stream_of(probs_));
+      return {dlogits, Tensor()};
+    }
+    detail::dispatch_floating("cross_entropy backward", probs_, [&]<typename T>() {
+      kernels::cpu::cross_entropy_backward<T>(n, classes, T(dloss.item()), probs_.data<T>(), labels_.data<int64_t>(),
+                                              dlogits.data<T>());
+    });
+    return {dlogits, Tensor()};
+  }
+
+ private:
+  Tensor probs_, labels_;
+};
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, Tensor* correct) {
+  CG_CHECK(logits_in.dim() == 2, "cross_entropy: logits {} must be [N, classes]", logits_in.str());
+  CG_CHECK(labels.dtype() == DType::i64 && labels.dim() == 1 && labels.size(0) == logits_in.size(0) &&
+               labels.device() == logits_in.device(),
+           "cross_entropy: labels {} for logits {}", labels.str(), logits_in.str());
+  const bool gpu = detail::on_gpu("cross_entropy", logits_in);
+  const Tensor logits = gpu ? cast(logits_in, DType::f32) : logits_in;
+  const int64_t n = logits.size(0), classes = logits.size(1);
+  const Device dev = logits.device();
+  Tensor loss = Tensor::empty({}, logits.dtype(), dev);
+  Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), dev);
+  Tensor hits = Tensor::empty({}, DType::i64, dev);
+  if (gpu) {
+    // Labels were range-checked when the dataset was read; checking here would stall the host.
+    kernels::cuda::cross_entropy_forward(n, classes, logits.data<float>(), labels.data<int64_t>(), loss.data<float>(),
+                                         probs.data<float>(), hits.data<int64_t>(), detail::stream_of(logits));
+  } else {
+    const int64_t* lab = labels.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i)
+      CG_CHECK(lab[i] >= 0 && lab[i] < classes, "cross_entropy: label {} at row {} outside [0, {})", lab[i], i,
+               classes);
+    detail::dispatch_floating("cross_entropy", logits, [&]<typename T>() {
+      hits.data<int64_t>()[0] = kernels::cpu::cross_entropy_forward<T>(n, classes, logits.data<T>(), lab,
+                                                                       loss.data<T>(), probs.data<T>());
+    });
+  }
+  if (correct) *correct = hits;
+  if (autograd::any_requires_grad({&logits}))
+    autograd::connect(loss, std::make_shared<CrossEntropyBackward>(probs, labels.detach()), {&logits, nullptr});
+  return loss;
+}
+
+}  // namespace cg::ops

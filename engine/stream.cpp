@@ -1,0 +1,71 @@
+#include "engine/stream.h"
+
+#include <array>
+
+#include "util/check.h"
+
+namespace cg {
+namespace cu = kernels::cuda;
+
+Stream Stream::create(Device device, int priority) {
+  CG_CHECK(device.is_cuda(), "Stream::create: {} has no streams", device.str());
+  Stream s(device, cu::stream_create(device.index, priority));
+  s.owner_ = std::shared_ptr<void>(s.handle_, [](void* h) { cu::stream_destroy(h); });
+  return s;
+}
+
+void Stream::synchronize() const {
+  if (device_.is_cuda()) cu::synchronize_stream(handle_);
+}
+
+Event Event::create(Device device, bool timing) {
+  Event e;
+  if (!device.is_cuda()) return e;
+  e.handle_ = cu::event_create(device.index, timing);
+  e.owner_ = std::shared_ptr<void>(e.handle_, [](void* h) { cu::event_destroy(h); });
+  return e;
+}
+
+void Event::record(const Stream& stream) {
+  if (handle_) cu::event_record(handle_, stream.handle());
+}
+void Event::wait(const Stream& stream) const {
+  if (handle_ && stream.device().is_cuda()) cu::stream_wait_event(stream.handle(), handle_);
+}
+void Event::synchronize() const {
+  if (handle_) cu::event_synchronize(handle_);
+}
+bool Event::done() const { return !handle_ || cu::event_done(handle_); }
+float Event::elapsed_ms(const Event& start, const Event& end) {
+  CG_CHECK(start.handle_ && end.handle_, "Event::elapsed_ms needs two recorded CUDA events");
+  return cu::event_elapsed_ms(start.handle_, end.handle_);
+}
+
+namespace {
+constexpr int kMaxDevices = 16;
+// Per thread, per device; a null handle is the legacy default stream.
+thread_local std::array<kernels::cuda::Stream, kMaxDevices> current_handles{};
+thread_local std::array<Stream, kMaxDevices> current_streams{};  // keeps created streams alive
+}  // namespace
+
+Stream current_stream(Device device) {
+  if (!device.is_cuda()) return Stream();
+  CG_CHECK(device.index >= 0 && device.index < kMaxDevices, "no CUDA device {}", device.str());
+  if (!current_handles[size_t(device.index)]) return Stream(device, nullptr);
+  return current_streams[size_t(device.index)];
+}
+
+void set_current_stream(const Stream& stream) {
+  if (!stream.device().is_cuda()) return;
+  const auto i = size_t(stream.device().index);
+  CG_CHECK(i < kMaxDevices, "no CUDA device {}", stream.device().str());
+  current_handles[i] = stream.handle();
+  current_streams[i] = stream;
+}
+
+StreamGuard::StreamGuard(const Stream& stream) : previous_(current_stream(stream.device())) {
+  set_current_stream(stream);
+}
+StreamGuard::~StreamGuard() { set_current_stream(previous_); }
+
+}  // namespace cg

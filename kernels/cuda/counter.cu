@@ -1,0 +1,14 @@
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/counter.h"
+
+namespace cg::kernels::cuda {
+namespace {
+__global__ void increment_kernel(int64_t* value, int64_t by) { *value += by; }
+}  // namespace
+
+void increment_i64(int64_t* value, int64_t by, Stream stream) {
+  increment_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(value, by);
+  CG_CUDA_AFTER_LAUNCH("increment_kernel");
+}
+
+}  // namespace cg::kernels::cuda

@@ -1,0 +1,54 @@
+// cuDNN-backed convolution and batch norm, and the per-device handles they share. Same semantics
+// and argument order as the native kernels (kernels/cuda/conv_native.h, kernels/cuda/batchnorm.h).
+// Convolution algorithms are chosen once per (shape, dtype, direction) and cached: by cuDNN's
+// heuristics, or by timing every candidate once (set_cudnn_algo_search). Scratch memory comes
+// from the caller through a WorkspaceFn, so it is served by the engine's caching allocator.
+#pragma once
+#include <cstddef>
+#include <functional>
+
+#include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cuda/memory.h"
+#include "util/dtype.h"
+
+namespace cg::kernels::cuda {
+
+using cpu::Activation;
+using cpu::BatchNormShape;
+using cpu::Conv2dShape;
+
+// Returns device memory of at least `bytes`, usable in stream order by work enqueued on the
+// stream of the call it is passed to, until that call returns.
+using WorkspaceFn = std::function<void*(size_t bytes)>;
+
+enum class AlgoSearch { heuristic, timed };
+void set_cudnn_algo_search(AlgoSearch search);  // default: timed (like cudnn.benchmark = True)
+int cudnn_version();                            // e.g. 91900
+
+bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype);
+void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
+                          const WorkspaceFn& workspace, Stream stream);
+void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
+                                const WorkspaceFn& workspace, Stream stream);
+void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
+                                  void* db, const WorkspaceFn& workspace, Stream stream);
+
+// x, y, dy, dx in `dtype` (f32, f16, bf16); gamma, beta, statistics and their gradients float32.
+// save_invstd is 1/sqrt(var + eps) of the batch, as in the native kernels. The fused ReLU, when
+// cuDNN cannot fuse it for this layout and dtype, runs as a separate pass.
+bool batchnorm_cudnn_supports(const BatchNormShape& s, DType dtype);
+void batchnorm_cudnn_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+                                   const float* beta, float eps, float momentum, float* running_mean,
+                                   float* running_var, void* y, float* save_mean, float* save_invstd,
+                                   Activation act, Stream stream);
+void batchnorm_cudnn_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+                                  const float* beta, const float* running_mean, const float* running_var, float eps,
+                                  void* y, Activation act, Stream stream);
+// relu_y: the fused ReLU's forward output (dy is masked where it is zero), or null.
+void batchnorm_cudnn_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+                                    const float* gamma, const float* save_mean, const float* save_invstd,
+                                    float eps, void* dx, float* dgamma, float* dbeta, const void* relu_y,
+                                    const WorkspaceFn& workspace, Stream stream);
+
+}  // namespace cg::kernels::cuda

@@ -1,0 +1,51 @@
+#include "kernels/cuda/cudnn_common.h"
+
+#include <array>
+#include <mutex>
+
+#include "kernels/cuda/cudnn.h"
+
+namespace cg::kernels::cuda::cudnn {
+
+cudnnHandle_t handle(Stream stream) {
+  constexpr int kMaxDevices = 16;
+  static std::array<cudnnHandle_t, kMaxDevices> handles{};  // live until exit, like the allocators
+  static std::mutex mutex;
+  int device = 0;
+  CG_CUDA_CHECK(cudaGetDevice(&device));
+  CG_CHECK(device >= 0 && device < kMaxDevices, "cuDNN: device {} out of range", device);
+  cudnnHandle_t h;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!handles[size_t(device)]) CG_CUDNN_CHECK(cudnnCreate(&handles[size_t(device)]));
+    h = handles[size_t(device)];
+  }
+  // A handle is bound to one stream at a time: callers on several threads share one per device,
+  // which is fine while all GPU work of a device is issued from one thread (the trainer's).
+  CG_CUDNN_CHECK(cudnnSetStream(h, static_cast<cudaStream_t>(stream)));
+  return h;
+}
+
+cudnnDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return CUDNN_DATA_FLOAT;
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: throw Error(fmt::format("cuDNN: dtype {} is not supported", dtype_name(dtype)));
+  }
+}
+
+TensorDesc::TensorDesc(DType dtype, int64_t n, int64_t c, int64_t h, int64_t w) {
+  CG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
+  CG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, data_type(dtype), int(n), int(c), int(h), int(w)));
+}
+
+TensorDesc::~TensorDesc() {
+  if (desc_) cudnnDestroyTensorDescriptor(desc_);
+}
+
+}  // namespace cg::kernels::cuda::cudnn
+
+namespace cg::kernels::cuda {
+int cudnn_version() { return int(cudnnGetVersion()); }
+}  // namespace cg::kernels::cuda

@@ -1,0 +1,150 @@
+// Convolution through cuDNN's convolution API: descriptors per call (cheap host work), the
+// algorithm per (shape, dtype, direction) chosen once and cached, scratch from the caller.
+// float32 runs with FMA math only (no TF32), so it matches the CPU reference; half types may use
+// tensor cores. All accumulate in float32.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/cudnn_common.h"
+
+namespace cg::kernels::cuda {
+namespace {
+
+using cudnn::TensorDesc;
+
+std::atomic<AlgoSearch> g_search{AlgoSearch::timed};
+
+enum class Dir { forward, data, filter };
+
+struct Choice {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace = 0;
+};
+
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int>;
+Key key_of(const Conv2dShape& s, DType dtype, Dir dir, AlgoSearch search) {
+  return {s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, int(dtype), int(dir), int(search)};
+}
+
+// Everything one call needs: the four descriptors of this layer.
+struct Descs {
+  TensorDesc x, y;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  Descs(const Conv2dShape& s, DType dtype)
+      : x(dtype, s.n, s.c_in, s.h, s.w), y(dtype, s.n, s.c_out, s.out_h(), s.out_w()) {
+    CG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    CG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, cudnn::data_type(dtype), CUDNN_TENSOR_NCHW, int(s.c_out), int(s.c_in),
+                                              int(s.kh), int(s.kw)));
+    CG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    CG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(s.pad), int(s.pad), int(s.stride), int(s.stride), 1, 1,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CG_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+  }
+  ~Descs() {
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+// The first usable result of a Find/Get call (sorted fastest first).
+template <typename Perf>
+Choice first_ok(const Perf* perf, int count, const char* what, const Conv2dShape& s, DType dtype) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) return {int(perf[i].algo), perf[i].mathType, perf[i].memory};
+  throw Error(fmt::format("cuDNN has no {} algorithm for a {}x{} convolution of {}x{}x{}x{} ({})", what, s.kh, s.kw,
+                          s.n, s.c_in, s.h, s.w, dtype_name(dtype)));
+}
+
+Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, DType dtype, Dir dir) {
+  static std::mutex mutex;
+  static std::map<Key, Choice> cache;
+  const AlgoSearch search = g_search.load();
+  const Key key = key_of(s, dtype, dir, search);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  constexpr int kMax = 16;
+  int count = 0;
+  Choice c;
+  const bool timed = search == AlgoSearch::timed;
+  if (dir == Dir::forward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
+    if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d.x.get(), d.w, d.conv, d.y.get(), kMax, &count, perf));
+    else CG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w, d.conv, d.y.get(), kMax, &count, perf));
+    c = first_ok(perf, count, "forward", s, dtype);
+  } else if (dir == Dir::data) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
+    if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, d.w, d.y.get(), d.conv, d.x.get(), kMax, &count, perf));
+    else CG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y.get(), d.conv, d.x.get(), kMax, &count, perf));
+    c = first_ok(perf, count, "backward-data", s, dtype);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
+    if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x.get(), d.y.get(), d.conv, d.w, kMax, &count, perf));
+    else CG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv, d.w, kMax, &count, perf));
+    c = first_ok(perf, count, "backward-filter", s, dtype);
+  }
+  if (dtype == DType::f32) c.math = CUDNN_FMA_MATH;  // never TF32 for float32 data
+  cache.emplace(key, c);
+  return c;
+}
+
+void* scratch(const WorkspaceFn& workspace, size_t bytes) { return bytes ? workspace(bytes) : nullptr; }
+
+}  // namespace
+
+void set_cudnn_algo_search(AlgoSearch search) { g_search = search; }
+
+bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype) {
+  return (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) &&
+         s.n * s.c_in * s.h * s.w < (int64_t(1) << 31);
+}
+
+void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
+                          const WorkspaceFn& workspace, Stream stream) {
+  cudnnHandle_t h = cudnn::handle(stream);
+  Descs d(s, dtype);
+  const Choice c = choose(h, d, s, dtype, Dir::forward);
+  CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
+  const float one = 1.f, zero = 0.f;  // scaling factors are float for every data type but double
+  CG_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x.get(), x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
+                                         scratch(workspace, c.workspace), c.workspace, &zero, d.y.get(), y));
+  if (bias) {
+    TensorDesc b(dtype, 1, s.c_out, 1, 1);
+    CG_CUDNN_CHECK(cudnnAddTensor(h, &one, b.get(), bias, &one, d.y.get(), y));
+  }
+}
+
+void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
+                                const WorkspaceFn& workspace, Stream stream) {
+  cudnnHandle_t h = cudnn::handle(stream);
+  Descs d(s, dtype);
+  const Choice c = choose(h, d, s, dtype, Dir::data);
+  CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
+  const float one = 1.f, zero = 0.f;
+  CG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y.get(), dy, d.conv,
+                                              cudnnConvolutionBwdDataAlgo_t(c.algo), scratch(workspace, c.workspace),
+                                              c.workspace, &zero, d.x.get(), dx));
+}
+
+void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
+                                  void* db, const WorkspaceFn& workspace, Stream stream) {
+  cudnnHandle_t h = cudnn::handle(stream);
+  Descs d(s, dtype);
+  const Choice c = choose(h, d, s, dtype, Dir::filter);
+  CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
+  const float one = 1.f, zero = 0.f;
+  CG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x.get(), x, d.y.get(), dy, d.conv,
+                                                cudnnConvolutionBwdFilterAlgo_t(c.algo),
+                                                scratch(workspace, c.workspace), c.workspace, &zero, d.w, dw));
+  if (db) {
+    TensorDesc b(dtype, 1, s.c_out, 1, 1);
+    CG_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y.get(), dy, &zero, b.get(), db));
+  }
+}
+
+}  // namespace cg::kernels::cuda

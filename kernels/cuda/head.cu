@@ -1,0 +1,114 @@
+// The classifier head on the GPU: global average pooling (any floating dtype, fp32 sums) and
+// cross-entropy in float32. The loss is one block's work: batches have hundreds of rows of ten
+// classes, and a single block sums them in a fixed order (deterministic) with no scratch memory.
+#include "kernels/cuda/dtype.cuh"
+#include "kernels/cuda/head.h"
+
+namespace cg::kernels::cuda {
+namespace {
+
+template <typename T>
+__global__ void pool_forward_kernel(int64_t nc, int64_t hw, const T* x, T* y) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < nc; r += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0;
+    for (int64_t j = 0; j < hw; ++j) s += to_f32(x[r * hw + j]);
+    y[r] = from_f32<T>(s / float(hw));
+  }
+}
+
+template <typename T>
+__global__ void pool_backward_kernel(int64_t nc, int64_t hw, const T* dy, T* dx) {
+  const int64_t total = nc * hw;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = from_f32<T>(to_f32(dy[i / hw]) / float(hw));
+}
+
+template <typename T>
+struct PoolForward {
+  static void run(int64_t nc, int64_t hw, const void* x, void* y, Stream s) {
+    pool_forward_kernel<T><<<blocks_for(nc), kThreads, 0, as_cuda(s)>>>(nc, hw, static_cast<const T*>(x),
+                                                                         static_cast<T*>(y));
+    CG_CUDA_AFTER_LAUNCH("pool_forward_kernel");
+  }
+};
+
+template <typename T>
+struct PoolBackward {
+  static void run(int64_t nc, int64_t hw, const void* dy, void* dx, Stream s) {
+    pool_backward_kernel<T><<<blocks_for(nc * hw), kThreads, 0, as_cuda(s)>>>(nc, hw, static_cast<const T*>(dy),
+                                                                               static_cast<T*>(dx));
+    CG_CUDA_AFTER_LAUNCH("pool_backward_kernel");
+  }
+};
+
+__device__ double block_sum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+// One block: thread t handles rows t, t + 256, ... (softmax stabilized by the row's max; the
+// argmax is the first maximum, as on the CPU), then the block sums loss and hits.
+__global__ void ce_forward_kernel(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,
+                                  float* probs, int64_t* correct) {
+  __shared__ double shared[kThreads];
+  double l = 0, h = 0;
+  for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
+    const float* z = logits + r * classes;
+    int64_t arg = 0;
+    for (int64_t j = 1; j < classes; ++j)
+      if (z[j] > z[arg]) arg = j;
+    double sum = 0;
+    for (int64_t j = 0; j < classes; ++j) sum += exp(double(z[j] - z[arg]));
+    for (int64_t j = 0; j < classes; ++j) probs[r * classes + j] = float(exp(double(z[j] - z[arg])) / sum);
+    l += log(sum) - double(z[labels[r]] - z[arg]);
+    h += arg == labels[r] ? 1.0 : 0.0;
+  }
+  l = block_sum(l, shared);
+  h = block_sum(h, shared);
+  if (threadIdx.x == 0) {
+    *loss = float(l / double(n));
+    *correct = int64_t(h);
+  }
+}
+
+__global__ void ce_backward_kernel(int64_t n, int64_t classes, const float* dloss, const float* probs,
+                                   const int64_t* labels, float* dlogits) {
+  const int64_t total = n * classes;
+  const float s = *dloss / float(n);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / classes, j = i % classes;
+    dlogits[i] = s * (probs[i] - (labels[r] == j ? 1.f : 0.f));
+  }
+}
+
+}  // namespace
+
+void global_avg_pool_forward(int64_t nc, int64_t hw, DType dtype, const void* x, void* y, Stream stream) {
+  if (nc > 0) dispatch_floating<PoolForward>("global_avg_pool_forward", dtype, nc, hw, x, y, stream);
+}
+
+void global_avg_pool_backward(int64_t nc, int64_t hw, DType dtype, const void* dy, void* dx, Stream stream) {
+  if (nc > 0) dispatch_floating<PoolBackward>("global_avg_pool_backward", dtype, nc, hw, dy, dx, stream);
+}
+
+void cross_entropy_forward(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,
+                           float* probs, int64_t* correct, Stream stream) {
+  ce_forward_kernel<<<1, kThreads, 0, as_cuda(stream)>>>(n, classes, logits, labels, loss, probs, correct);
+  CG_CUDA_AFTER_LAUNCH("ce_forward_kernel");
+}
+
+void cross_entropy_backward(int64_t n, int64_t classes, const float* dloss, const float* probs,
+                            const int64_t* labels, float* dlogits, Stream stream) {
+  ce_backward_kernel<<<blocks_for(n * classes), kThreads, 0, as_cuda(stream)>>>(n, classes, dloss, probs, labels,
+                                                                                dlogits);
+  CG_CUDA_AFTER_LAUNCH("ce_backward_kernel");
+}
+
+}  // namespace cg::kernels::cuda

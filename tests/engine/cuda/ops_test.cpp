@@ -1,0 +1,199 @@
+// Every differentiable op on the GPU against the same op on the CPU, through the engine: forward
+// outputs, input gradients and state updates (BatchNorm's running statistics), with each GPU
+// implementation choice (cuDNN and native) and under autocast. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "engine/autocast.h"
+#include "engine/ops.h"
+#include "engine/random.h"
+#include "kernels/cuda/device_info.h"
+#include "support/tolerance.h"
+
+namespace cg {
+namespace {
+
+#define NEED_GPU() \
+  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+const Device kGpu = Device::cuda(0);
+
+std::vector<float> host_f32(const Tensor& t) { return t.to(DType::f32).to(Device::cpu()).to_vector<float>(); }
+
+Tensor randn(const Shape& s, uint64_t seed, double mean = 0.0, double sd = 1.0) {
+  Generator gen(seed);
+  Tensor t = Tensor::empty(s);
+  normal_(t, gen, mean, sd);
+  return t;
+}
+
+// Runs f on CPU float32 inputs and on GPU copies; compares the outputs and the inputs' gradients
+// for the same random output gradient. `gpu_output_dtype` checks what autocast produced.
+void expect_gpu_matches_cpu(const Fn& f, const std::vector<Tensor>& inputs, test::Tolerance tol,
+                            DType gpu_output_dtype = DType::f32) {
+  std::vector<Tensor> cpu, gpu;
+  for (const Tensor& t : inputs) {
+    cpu.push_back(t.clone().set_requires_grad(true));
+    gpu.push_back(t.to(kGpu).set_requires_grad(true));
+  }
+  const Tensor yc = f(cpu), yg = f(gpu);
+  ASSERT_TRUE(yg.device().is_cuda()) << yg.str();
+  EXPECT_EQ(yg.dtype(), gpu_output_dtype) << yg.str();
+  EXPECT_TRUE(test::all_close(host_f32(yg), yc.to_vector<float>(), tol)) << "forward";
+  const Tensor dy = randn(yc.shape(), 99);
+  yc.backward(dy);
+  yg.backward(dy.to(gpu_output_dtype).to(kGpu));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_TRUE(gpu[i].grad().defined()) << "input " << i;
+    EXPECT_EQ(gpu[i].grad().dtype(), DType::f32) << "gradient " << i << " keeps the input's dtype";
+    EXPECT_TRUE(test::all_close(host_f32(gpu[i].grad()), cpu[i].grad().to_vector<float>(), tol)) << "gradient " << i;
+  }
+}
+
+const test::Tolerance kF32{5e-4, 5e-4};  // float sums in another order than the CPU's
+
+struct ConvCase {
+  Shape x, w;
+  int64_t stride, pad;
+};
+const ConvCase kConvCases[] = {{{4, 3, 32, 32}, {16, 3, 3, 3}, 1, 1},   // stem
+                               {{4, 16, 16, 16}, {32, 16, 3, 3}, 2, 1},  // first conv of a stage
+                               {{4, 16, 16, 16}, {32, 16, 1, 1}, 2, 0},  // downsample
+                               {{3, 13, 7, 5}, {5, 13, 3, 3}, 1, 1}};    // odd sizes
+
+class GpuConv : public ::testing::TestWithParam<ops::GpuImpl> {
+ protected:
+  void SetUp() override { ops::set_gpu_kernels({GetParam(), ops::GpuImpl::automatic}); }
+  void TearDown() override { ops::set_gpu_kernels({}); }
+};
+
+TEST_P(GpuConv, MatchesTheCpuInFloat32) {
+  NEED_GPU();
+  for (const ConvCase& c : kConvCases)
+    expect_gpu_matches_cpu([&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad}); },
+                           {randn(c.x, 1), randn(c.w, 2, 0.0, 0.2), randn({c.w[0]}, 3)}, kF32);
+}
+
+TEST_P(GpuConv, UnderAutocastComputesInHalfWithFloat32Gradients) {
+  NEED_GPU();
+  for (DType half : {DType::f16, DType::bf16}) {
+    // Gradients of the weights sum ~1000 products of half-rounded values: about sqrt(1000) times
+    // the type's rounding error in absolute terms.
+    const test::Tolerance tol = half == DType::f16 ? test::Tolerance{5e-2, 2e-2} : test::Tolerance{4e-1, 6e-2};
+    for (const ConvCase& c : kConvCases)
+      expect_gpu_matches_cpu(
+          [&](const auto& t) {
+            autocast::Scope scope(true, half);
+            return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad});
+          },
+          {randn(c.x, 4), randn(c.w, 5, 0.0, 0.2)}, tol, half);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Impl, GpuConv, ::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::native),
+                         [](const auto& info) { return info.param == ops::GpuImpl::cudnn ? "cudnn" : "native"; });
+
+class GpuBatchNorm : public ::testing::TestWithParam<ops::GpuImpl> {
+ protected:
+  void SetUp() override { ops::set_gpu_kernels({ops::GpuImpl::automatic, GetParam()}); }
+  void TearDown() override { ops::set_gpu_kernels({}); }
+};
+
+TEST_P(GpuBatchNorm, TrainAndEvalMatchTheCpuWithStatistics) {
+  NEED_GPU();
+  for (bool training : {true, false}) {
+    for (ops::Activation act : {ops::Activation::none, ops::Activation::relu}) {
+      Tensor rm_c = randn({16}, 7), rv_c = Tensor::full({16}, 1.5);
+      Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
+      Tensor nbt_g = Tensor::zeros({}, DType::i64).to(kGpu);
+      const ops::BatchNormOptions o{training, 0.1, 1e-5, act};
+      bool on_gpu = false;
+      expect_gpu_matches_cpu(
+          [&](const auto& t) {
+            on_gpu = t[0].device().is_cuda();
+            return ops::batch_norm(t[0], t[1], t[2], on_gpu ? rm_g : rm_c, on_gpu ? rv_g : rv_c,
+                                   on_gpu ? nbt_g : Tensor(), o);
+          },
+          {randn({8, 16, 6, 6}, 9, 0.5, 2.0), randn({16}, 10), randn({16}, 11)}, kF32);
+      EXPECT_TRUE(test::all_close(host_f32(rm_g), rm_c.to_vector<float>(), kF32)) << "running_mean";
+      EXPECT_TRUE(test::all_close(host_f32(rv_g), rv_c.to_vector<float>(), kF32)) << "running_var";
+      EXPECT_EQ(nbt_g.item(), training ? 1.0 : 0.0) << "num_batches_tracked counts on the device";
+    }
+  }
+}
+
+TEST_P(GpuBatchNorm, TakesHalfActivationsWithFloat32Parameters) {
+  NEED_GPU();
+  Tensor x = randn({8, 16, 6, 6}, 12).to(DType::f16).to(kGpu);
+  Tensor w = Tensor::full({16}, 1.0).to(kGpu), b = Tensor::zeros({16}).to(kGpu);
+  Tensor rm = Tensor::zeros({16}).to(kGpu), rv = Tensor::full({16}, 1.0).to(kGpu);
+  const Tensor y = ops::batch_norm(x, w, b, rm, rv, Tensor(), {true, 0.1, 1e-5, ops::Activation::relu});
+  EXPECT_EQ(y.dtype(), DType::f16);
+  const Tensor ref = ops::batch_norm(x.to(DType::f32).to(Device::cpu()), w.to(Device::cpu()), b.to(Device::cpu()),
+                                     Tensor::zeros({16}), Tensor::full({16}, 1.0), Tensor(),
+                                     {true, 0.1, 1e-5, ops::Activation::relu});
+  EXPECT_TRUE(test::all_close(host_f32(y), ref.to_vector<float>(), test::kToleranceF16));
+}
+
+INSTANTIATE_TEST_SUITE_P(Impl, GpuBatchNorm, ::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::native),
+                         [](const auto& info) { return info.param == ops::GpuImpl::cudnn ? "cudnn" : "native"; });
+
+TEST(GpuOps, ElementwiseMatchTheCpu) {
+  NEED_GPU();
+  const Shape s{4, 8, 5, 3};
+  expect_gpu_matches_cpu([](const auto& t) { return ops::relu(t[0]); }, {randn(s, 20)}, kF32);
+  expect_gpu_matches_cpu([](const auto& t) { return ops::add(t[0], t[1]); }, {randn(s, 21), randn(s, 22)}, kF32);
+  expect_gpu_matches_cpu([](const auto& t) { return ops::add_relu(t[0], t[1]); }, {randn(s, 23), randn(s, 24)}, kF32);
+  expect_gpu_matches_cpu([](const auto& t) { return ops::scale(t[0], -0.75); }, {randn(s, 25)}, kF32);
+}
+
+TEST(GpuOps, HeadMatchesTheCpu) {
+  NEED_GPU();
+  expect_gpu_matches_cpu([](const auto& t) { return ops::global_avg_pool(t[0]); }, {randn({4, 32, 8, 8}, 30)}, kF32);
+  expect_gpu_matches_cpu([](const auto& t) { return ops::linear(t[0], t[1], t[2]); },
+                         {randn({16, 64}, 31), randn({10, 64}, 32, 0.0, 0.1), randn({10}, 33)}, kF32);
+  const Tensor labels = Tensor::from_vector<int64_t>({3, 0, 9, 9, 1, 2, 7, 4}, {8});
+  const Tensor labels_gpu = labels.to(kGpu);
+  expect_gpu_matches_cpu(
+      [&](const auto& t) { return ops::cross_entropy(t[0], t[0].device().is_cuda() ? labels_gpu : labels); },
+      {randn({8, 10}, 34, 0.0, 3.0)}, kF32);
+  Tensor hits_cpu, hits_gpu;
+  const Tensor logits = randn({8, 10}, 35, 0.0, 3.0);
+  ops::cross_entropy(logits, labels, &hits_cpu);
+  ops::cross_entropy(logits.to(kGpu), labels_gpu, &hits_gpu);
+  EXPECT_TRUE(hits_gpu.device().is_cuda());
+  EXPECT_EQ(hits_gpu.item(), hits_cpu.item());
+}
+
+TEST(GpuOps, LinearUnderAutocastAndHalfLogitsInTheLoss) {
+  NEED_GPU();
+  expect_gpu_matches_cpu(
+      [](const auto& t) {
+        autocast::Scope scope(true, DType::f16);
+        return ops::linear(t[0], t[1], t[2]);
+      },
+      {randn({16, 64}, 40), randn({10, 64}, 41, 0.0, 0.1), randn({10}, 42)}, {2e-2, 2e-2}, DType::f16);
+  const Tensor labels = Tensor::from_vector<int64_t>({1, 2}, {2}).to(kGpu);
+  const Tensor loss = ops::cross_entropy(randn({2, 10}, 43).to(DType::f16).to(kGpu), labels);
+  EXPECT_EQ(loss.dtype(), DType::f32) << "the loss is computed in float32";
+}
+
+TEST(GpuTensor, FillCastAndCopyAcrossDevicesAndDtypes) {
+  NEED_GPU();
+  Tensor t = Tensor::full({1000}, 2.5, DType::f32, kGpu);
+  EXPECT_EQ(host_f32(t), std::vector<float>(1000, 2.5f));
+  const Tensor h = randn({333}, 50);
+  for (DType d : {DType::f16, DType::bf16, DType::f64}) {
+    const Tensor there_and_back = h.to(kGpu).to(d).to(DType::f32).to(Device::cpu());
+    const Tensor on_cpu = h.to(d).to(DType::f32);
+    EXPECT_EQ(there_and_back.to_vector<float>(), on_cpu.to_vector<float>()) << dtype_name(d) << ": same rounding";
+  }
+  Tensor dst = Tensor::empty({333}, DType::bf16, kGpu);
+  dst.copy_(h);  // CPU float32 into GPU bfloat16
+  EXPECT_EQ(host_f32(dst), h.to(DType::bf16).to(DType::f32).to_vector<float>());
+}
+
+}  // namespace
+}  // namespace cg
