@@ -11,10 +11,18 @@ namespace cg::dist {
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup& group,
                                                  const DdpOptions& options)
-    : model_(model), group_(group), options_(options), params_(model.named_parameters()) {
+    : DistributedDataParallel(model, make_host_gloo_comm(group), options) {}
+
+DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_ptr<GradientComm> comm,
+                                                 const DdpOptions& options)
+    : model_(model), comm_(std::move(comm)), options_(options), params_(model.named_parameters()) {
   CG_CHECK(!params_.empty(), "DDP: the model has no parameters");
-  for (auto& [name, t] : model.state_dict())  // replicas start from rank 0's weights and buffers
-    group_.broadcast(t.raw_data(), t.nbytes(), 0);
+  device_ = params_.front().second.device();
+  nn::NamedTensors state = model.state_dict();
+  for (auto& [name, t] : state) {  // replicas start from rank 0's weights and buffers
+    CG_CHECK(t.device() == device_, "DDP: '{}' is {}, the other parameters are on {}", name, t.str(), device_.str());
+    comm_->broadcast(t, current_stream(device_));
+  }
   std::vector<size_t> reverse(params_.size());
   std::iota(reverse.rbegin(), reverse.rend(), size_t(0));
   build_buckets(reverse);
@@ -51,11 +59,11 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
   close();
   // Keep any gradient already accumulated (a rebuild happens between steps, where it is zero,
   // but copying keeps the invariant simple).
-  Tensor flat = Tensor::zeros({offset});
+  Tensor flat = Tensor::zeros({offset}, DType::f32, device_);
   if (flat_.defined()) {
     for (size_t i = 0; i < params_.size(); ++i) {
       Tensor g = params_[i].second.grad();
-      if (g.defined()) std::memcpy(flat.data<float>() + offsets[i], g.raw_data(), g.nbytes());
+      if (g.defined()) flat.view_at(offsets[i], g.shape()).copy_(g);
     }
   }
   flat_ = flat;
@@ -73,7 +81,8 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
 void DistributedDataParallel::before_forward() {
   if (options_.broadcast_buffers) {
     autograd::NoGradGuard no_grad;
-    for (auto& [name, t] : model_.named_buffers()) group_.broadcast(t.raw_data(), t.nbytes(), 0);
+    nn::NamedTensors buffers = model_.named_buffers();
+    for (auto& [name, t] : buffers) comm_->broadcast(t, current_stream(device_));
   }
   if (!rebuilt_ && ready_order_.size() == params_.size()) {
     // Rebuild once from the order gradients actually became ready, so buckets fill in sequence.
@@ -107,7 +116,8 @@ void DistributedDataParallel::on_gradient_ready(size_t param) {
   Bucket& b = buckets_[bucket_of_[param]];
   CG_CHECK(b.pending > 0, "DDP: parameter '{}' got its gradient twice in one backward", params_[param].first);
   if (--b.pending == 0)
-    b.work = group_.all_reduce_async(flat_.data<float>() + b.offset, b.count, ReduceOp::average);
+    b.work = comm_->all_reduce_average(flat_.data<float>() + b.offset, b.count, current_stream(device_),
+                                       fmt::format("bucket {}", bucket_of_[param]));
 }
 
 void DistributedDataParallel::finish_gradient_sync() {
@@ -119,10 +129,16 @@ void DistributedDataParallel::finish_gradient_sync() {
   if (!missing.empty())
     throw Error(fmt::format("DDP: no gradient reached {} (unused in the forward pass?); its bucket was never "
                             "all-reduced", fmt::join(missing, ", ")));
-  for (auto& b : buckets_) b.work->wait();
+  for (auto& b : buckets_) comm_->wait(*b.work, current_stream(device_));
 }
 
 void DistributedDataParallel::zero_grad() { flat_.zero_(); }
+
+std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
+  std::vector<int64_t> out;
+  for (const auto& b : buckets_) out.push_back(b.count);
+  return out;
+}
 
 std::vector<std::shared_ptr<Work>> DistributedDataParallel::last_all_reduces() const {
   std::vector<std::shared_ptr<Work>> out;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/gradient_comm.h"
 #include "dist/process_group.h"
 #include "nn/module.h"
 
@@ -24,7 +25,11 @@ struct DdpOptions {
 
 class DistributedDataParallel {
  public:
+  // CPU tensors over the Gloo process group.
   DistributedDataParallel(nn::Module& model, ProcessGroup& group, const DdpOptions& options);
+  // Any device and transport (dist/gradient_comm.h). On a GPU, gradients are all-reduced after
+  // events on the caller's current stream, which waits for them with events in turn.
+  DistributedDataParallel(nn::Module& model, std::unique_ptr<GradientComm> comm, const DdpOptions& options);
 
   // Before each forward: broadcasts buffers from rank 0 (PyTorch's default) and makes sure every
   // parameter's .grad is its view of the flat buffer.
@@ -39,6 +44,9 @@ class DistributedDataParallel {
   void zero_grad();
 
   size_t num_buckets() const { return buckets_.size(); }
+  const GradientComm& comm() const { return *comm_; }
+  // Elements in each bucket, in order (for the modeled communication time of a step).
+  std::vector<int64_t> bucket_sizes() const;
   // The all-reduces of the last synced backward, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_reduces() const;
   const std::vector<std::vector<std::string>>& bucket_parameters() const { return bucket_names_; }
@@ -55,8 +63,9 @@ class DistributedDataParallel {
   void on_gradient_ready(size_t param);
 
   nn::Module& model_;
-  ProcessGroup& group_;
+  std::unique_ptr<GradientComm> comm_;
   DdpOptions options_;
+  Device device_;
   nn::NamedTensors params_;
   Tensor flat_;                        // all gradients, bucket after bucket
   std::vector<Bucket> buckets_;

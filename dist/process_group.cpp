@@ -43,6 +43,15 @@ void Work::wait() {
   if (error_) std::rethrow_exception(error_);
 }
 
+void Work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = error;
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
 bool Work::done() {
   std::lock_guard<std::mutex> lock(mutex_);
   return done_;
@@ -93,14 +102,9 @@ void ProcessGroup::run() {
     } catch (...) {
       error = std::current_exception();
     }
-    {
-      std::lock_guard<std::mutex> lock(item.first->mutex_);
-      item.first->done_ = true;
-      item.first->error_ = error;
-      item.first->started = started;
-      item.first->finished = std::chrono::steady_clock::now();
-    }
-    item.first->cv_.notify_all();
+    item.first->started = started;
+    item.first->finished = std::chrono::steady_clock::now();
+    item.first->finish(error);
   }
 }
 

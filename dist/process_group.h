@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "dist/tcp_store.h"
+#include "engine/stream.h"
 
 namespace cg::dist {
 
@@ -26,8 +27,13 @@ class Work {
  public:
   void wait();
   bool done();
+  // Marks it done (with an error, or none) and wakes the waiters: for whoever runs the collective.
+  void finish(std::exception_ptr error = nullptr);
   // When the communication thread started and finished it (valid once done).
   std::chrono::steady_clock::time_point started, finished;
+  // GPU collectives: recorded on the communication stream after the collective, so a consumer
+  // stream can wait for it (dist/gradient_comm.h). Undefined for host collectives.
+  Event device_done;
 
  private:
   friend class ProcessGroup;

@@ -5,6 +5,7 @@
 #include <exception>
 #include <sstream>
 
+#include "kernels/cuda/device_info.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -38,7 +39,7 @@ std::string first_difference(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()) {
+DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), timeout_s_(timeout_s) {
   log::set_rank(id_.rank, id_.world_size);
   if (!distributed()) return;
   const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000));
@@ -53,6 +54,40 @@ DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()) {
   group_ = std::make_unique<dist::ProcessGroup>(*store_, id_.rank, id_.world_size, my_address(id_), po);
   log::info("distributed: {} ranks ({}), rendezvous at {}:{}", id_.world_size, id_.source, id_.master_addr,
             id_.master_port);
+}
+
+std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainConfig::Dist& d, Device device) {
+  if (d.backend == DistBackend::modeled) {
+    if (distributed())
+      throw UsageError(fmt::format("dist.backend=modeled runs one process standing for {} ranks; this job has {}",
+                                   d.modeled_world_size, world_size()));
+    const dist::Link link = d.modeled_link == ModeledLink::nvlink ? dist::nvlink_link() : dist::infiniband_link();
+    log::info("communication: modeled ring of {} ranks on {}", d.modeled_world_size, link.name);
+    return dist::make_modeled_comm(int(d.modeled_world_size), link, device);
+  }
+  if (!distributed()) return nullptr;
+  if (device.is_cpu()) {
+    if (d.backend == DistBackend::nccl) throw UsageError("dist.backend=nccl needs CUDA tensors; use gloo on the CPU");
+    return dist::make_host_gloo_comm(*group_);
+  }
+  // NCCL refuses two ranks on one GPU: count the ranks that share this node's GPUs.
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  if (!local) local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int local_ranks = local ? std::atoi(local) : world_size();
+  const bool own_gpu = local_ranks <= kernels::cuda::device_count();
+  if (d.backend == DistBackend::nccl && !own_gpu)
+    throw UsageError(fmt::format("dist.backend=nccl: {} ranks on this node share {} GPU(s), which NCCL refuses; use "
+                                 "dist.backend=gloo (staged through host memory) or auto",
+                                 local_ranks, kernels::cuda::device_count()));
+  if (d.backend == DistBackend::nccl || (d.backend == DistBackend::auto_select && own_gpu)) {
+    auto comm = dist::make_nccl_comm(*store_, rank(), world_size(), device, timeout_s_);
+    log::info("communication: {}", comm->name());
+    return comm;
+  }
+  if (d.backend == DistBackend::auto_select)
+    log::info("communication: {} ranks share {} GPU(s): Gloo through pinned host memory", local_ranks,
+              kernels::cuda::device_count());
+  return dist::make_staged_gloo_comm(*group_, device);
 }
 
 DistContext::~DistContext() {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/train_config.h"
+#include "dist/gradient_comm.h"
 #include "dist/identity.h"
 #include "dist/process_group.h"
 #include "dist/tcp_store.h"
@@ -24,6 +26,10 @@ class DistContext {
   int world_size() const { return id_.world_size; }
   bool distributed() const { return id_.world_size > 1; }
   dist::ProcessGroup* group() { return group_.get(); }
+  // The transport for DDP's gradients on `device` as dist.backend says (see gradient_comm.h);
+  // null when there is nothing to communicate (one process, no modeled backend). auto: NCCL when
+  // every local rank has a GPU of its own, else Gloo (staged through pinned memory for CUDA).
+  std::unique_ptr<dist::GradientComm> make_gradient_comm(const TrainConfig::Dist& d, Device device);
 
   // Every rank must run the same resolved config: a difference fails naming the first differing
   // key, on the rank that differs from rank 0.
@@ -36,6 +42,7 @@ class DistContext {
 
  private:
   dist::Identity id_;
+  double timeout_s_;
   std::unique_ptr<dist::TcpStore> store_;
   std::unique_ptr<dist::ProcessGroup> group_;
 };

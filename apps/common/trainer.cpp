@@ -146,11 +146,11 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
 
   // After loading: DDP broadcasts rank 0's weights and buffers to every replica.
   std::unique_ptr<dist::DistributedDataParallel> ddp;
-  if (dc.distributed()) {
+  if (auto comm = dc.make_gradient_comm(c.dist, device)) {
     dist::DdpOptions dopt;
     dopt.bucket_cap_mb = c.dist.bucket_cap_mb;
-    ddp = std::make_unique<dist::DistributedDataParallel>(model, *dc.group(), dopt);
-    log::info("DDP: {} gradient buckets", ddp->num_buckets());
+    ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), dopt);
+    log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
   }
 
   TrainStep step(c, model, *optimizer, ddp.get(), dc, device);

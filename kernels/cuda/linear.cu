@@ -7,7 +7,6 @@
 #include <cublas_v2.h>
 
 #include <array>
-#include <mutex>
 
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/linear.h"
@@ -22,18 +21,15 @@
 namespace cg::kernels::cuda {
 namespace {
 
+// One handle per thread and device (a handle is bound to one stream at a time), kept until exit.
 cublasHandle_t handle(Stream stream) {
   constexpr int kMaxDevices = 16;
-  static std::array<cublasHandle_t, kMaxDevices> handles{};
-  static std::mutex mutex;
+  thread_local std::array<cublasHandle_t, kMaxDevices> handles{};
   int device = 0;
   CG_CUDA_CHECK(cudaGetDevice(&device));
-  cublasHandle_t h;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!handles[size_t(device)]) CG_CUBLAS_CHECK(cublasCreate(&handles[size_t(device)]));
-    h = handles[size_t(device)];
-  }
+  CG_CHECK(device >= 0 && device < kMaxDevices, "cuBLAS: device {} out of range", device);
+  cublasHandle_t& h = handles[size_t(device)];
+  if (!h) CG_CUBLAS_CHECK(cublasCreate(&h));
   CG_CUBLAS_CHECK(cublasSetStream(h, as_cuda(stream)));
   return h;
 }

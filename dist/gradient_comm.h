@@ -1,0 +1,56 @@
+// How DDP averages a bucket of its flat gradient buffer over the ranks, and broadcasts tensors
+// from rank 0, whatever the buffer's device and the transport:
+//   HostGlooComm     CPU tensors, Gloo on the process group's communication thread;
+//   StagedGlooComm   CUDA tensors through pinned host memory and Gloo (several ranks may share
+//                    one GPU, which NCCL refuses);
+//   NcclComm         CUDA tensors, NCCL on a high-priority communication stream, with a watchdog;
+//   ModeledComm      one real rank: the data stays (an average of identical replicas) while the
+//                    communication stream is kept busy as long as an N-rank ring all-reduce on a
+//                    given link would take, so one GPU measures how much communication overlap hides.
+// On a GPU every all-reduce starts after an event recorded on the compute stream, and the compute
+// stream waits for it with an event: the host never waits inside a step (except through Gloo,
+// which is host code by nature).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "dist/process_group.h"
+#include "engine/tensor.h"
+
+namespace cg::dist {
+
+class GradientComm {
+ public:
+  virtual ~GradientComm() = default;
+  // Starts averaging `count` floats at `data` (device memory for CUDA) once the work enqueued so far
+  // on `compute` is done. `what` names it in errors and timelines.
+  virtual std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
+                                                   const std::string& what) = 0;
+  // Makes `compute` (or, on the CPU, the caller) wait for `work`; throws the collective's error.
+  virtual void wait(Work& work, const Stream& compute) = 0;
+  // Overwrites `t` with rank 0's values, in `compute` stream order.
+  virtual void broadcast(Tensor& t, const Stream& compute) = 0;
+  virtual std::string name() const = 0;
+  // The modeled backend's time per all-reduce of `bytes`, else 0.
+  virtual double modeled_ms(size_t bytes) const { return 0; }
+};
+
+std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group);
+std::unique_ptr<GradientComm> make_staged_gloo_comm(ProcessGroup& group, Device device);
+// rank 0 creates the NCCL id and shares it through the store; timeout: the watchdog's limit.
+std::unique_ptr<GradientComm> make_nccl_comm(TcpStore& store, int rank, int world_size, Device device,
+                                             double timeout_s);
+
+// A ring all-reduce of `bytes` over `ranks`: 2(N-1) steps of bytes/N each way, each paying the
+// link latency: 2(N-1)/N * bytes / bandwidth + 2(N-1) * latency.
+struct Link {
+  std::string name;
+  double bandwidth_gb_s;  // per GPU, one direction
+  double latency_us;
+};
+Link nvlink_link();       // H100 SXM in an 8-GPU NVSwitch node
+Link infiniband_link();   // 200 Gb/s per GPU across nodes
+double ring_all_reduce_ms(size_t bytes, int ranks, const Link& link);
+std::unique_ptr<GradientComm> make_modeled_comm(int modeled_ranks, const Link& link, Device device);
+
+}  // namespace cg::dist

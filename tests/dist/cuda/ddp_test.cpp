@@ -1,0 +1,126 @@
+// DDP with CUDA tensors: two ranks sharing one GPU through Gloo staged in pinned memory (ranks are
+// threads here) average gradients to the union batch's; single-rank NCCL (the real NCCL path, its
+// stream and events) and the modeled backend leave one process's gradients unchanged. Skips
+// without a GPU.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "dist/ddp.h"
+#include "engine/ops.h"
+#include "kernels/cuda/device_info.h"
+#include "nn/miniresnet.h"
+#include "support/free_port.h"
+#include "support/tolerance.h"
+
+namespace cg::dist {
+namespace {
+
+#define NEED_GPU() \
+  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
+
+const Device kGpu = Device::cuda(0);
+
+nn::MiniResNetOptions tiny() {
+  nn::MiniResNetOptions o;
+  o.in_channels = 2;
+  o.widths = {4, 8};
+  o.blocks = {1, 1};
+  return o;
+}
+Tensor images(int64_t first, int64_t count) {
+  Tensor x = Tensor::empty({count, 2, 8, 8});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(std::sin(double(i + first * 128) * 0.37));
+  return x;
+}
+Tensor labels(int64_t first, int64_t count) {
+  std::vector<int64_t> l;
+  for (int64_t i = 0; i < count; ++i) l.push_back((first + i) * 3 % 10);
+  return Tensor::from_vector(l, {count});
+}
+
+// BatchNorm in eval mode, so the union batch's gradients are the average of the ranks' exactly.
+std::vector<std::vector<float>> union_batch_grads(int64_t per_rank, int world) {
+  Generator gen(11);
+  nn::MiniResNet m(tiny(), gen);
+  m.eval();
+  ops::cross_entropy(m(images(0, per_rank * world)), labels(0, per_rank * world)).backward();
+  std::vector<std::vector<float>> g;
+  for (auto& [n, p] : m.named_parameters()) g.push_back(p.grad().to_vector<float>());
+  return g;
+}
+
+TEST(CudaDdp, TwoRanksOnOneGpuThroughStagedGloo) {
+  NEED_GPU();
+  constexpr int kWorld = 2;
+  constexpr int64_t kPerRank = 6;
+  const auto want = union_batch_grads(kPerRank, kWorld);
+  const int port = test::free_port();
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        TcpStoreOptions so;
+        so.port = port;
+        so.is_server = r == 0;
+        TcpStore store(so);
+        ProcessGroup group(store, r, kWorld, "127.0.0.1", {});
+        Generator gen(11);
+        nn::MiniResNet m(tiny(), gen);
+        m.eval();
+        m.to(kGpu);
+        DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), {});
+        ddp.before_forward();
+        ops::cross_entropy(m(images(r * kPerRank, kPerRank).to(kGpu)), labels(r * kPerRank, kPerRank).to(kGpu))
+            .backward();
+        ddp.finish_gradient_sync();
+        size_t i = 0;
+        for (auto& [n, p] : m.named_parameters()) {
+          if (!test::all_close(p.grad().to(Device::cpu()).to_vector<float>(), want[i++], {1e-5, 1e-4}))
+            errors[size_t(r)] += n + " ";
+        }
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+}
+
+// One process: the average over one rank is the identity, so DDP must leave gradients as they are.
+void expect_single_rank_unchanged(std::unique_ptr<GradientComm> comm) {
+  Generator g1(12), g2(12);
+  nn::MiniResNet plain(tiny(), g1), wrapped(tiny(), g2);
+  plain.to(kGpu);
+  wrapped.to(kGpu);
+  const std::string name = comm->name();
+  DistributedDataParallel ddp(wrapped, std::move(comm), {});
+  const Tensor x = images(0, 4).to(kGpu), y = labels(0, 4).to(kGpu);
+  ops::cross_entropy(plain(x), y).backward();
+  ddp.before_forward();
+  ops::cross_entropy(wrapped(x), y).backward();
+  ddp.finish_gradient_sync();
+  const auto a = plain.named_parameters(), b = wrapped.named_parameters();
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(test::all_close(b[i].second.grad().to(Device::cpu()).to_vector<float>(),
+                                a[i].second.grad().to(Device::cpu()).to_vector<float>(), {1e-6, 1e-6}))
+        << name << ": " << a[i].first;
+}
+
+TEST(CudaDdp, SingleRankNcclKeepsTheGradients) {
+  NEED_GPU();
+  TcpStoreOptions so;
+  so.port = test::free_port();
+  so.is_server = true;
+  TcpStore store(so);
+  expect_single_rank_unchanged(make_nccl_comm(store, 0, 1, kGpu, 60.0));
+}
+
+TEST(CudaDdp, ModeledBackendOccupiesTheStreamAndKeepsTheGradients) {
+  NEED_GPU();
+  expect_single_rank_unchanged(make_modeled_comm(8, nvlink_link(), kGpu));
+}
+
+}  // namespace
+}  // namespace cg::dist
