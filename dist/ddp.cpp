@@ -6,6 +6,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "util/check.h"
+#include "util/nvtx.h"
 
 namespace cg::dist {
 
@@ -115,9 +116,11 @@ void DistributedDataParallel::on_gradient_ready(size_t param) {
   ready_[param] = 1;
   Bucket& b = buckets_[bucket_of_[param]];
   CG_CHECK(b.pending > 0, "DDP: parameter '{}' got its gradient twice in one backward", params_[param].first);
-  if (--b.pending == 0)
+  if (--b.pending == 0) {
+    CG_NVTX_RANGE("DDP all-reduce issue");
     b.work = comm_->all_reduce_average(flat_.data<float>() + b.offset, b.count, current_stream(device_),
                                        fmt::format("bucket {}", bucket_of_[param]));
+  }
 }
 
 void DistributedDataParallel::finish_gradient_sync() {
@@ -133,6 +136,14 @@ void DistributedDataParallel::finish_gradient_sync() {
 }
 
 void DistributedDataParallel::zero_grad() { flat_.zero_(); }
+
+void DistributedDataParallel::agree_on_overflow(Tensor& found_inf) {
+  CG_CHECK(found_inf.numel() == 1 && found_inf.dtype() == DType::f32 && found_inf.device() == device_,
+           "DDP: found_inf {} must be one float32 on {}", found_inf.str(), device_.str());
+  const Stream s = current_stream(device_);
+  auto work = comm_->all_reduce_average(found_inf.data<float>(), 1, s, "found_inf");
+  comm_->wait(*work, s);
+}
 
 std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
   std::vector<int64_t> out;

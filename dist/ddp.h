@@ -42,6 +42,9 @@ class DistributedDataParallel {
   void set_require_sync(bool on) { require_sync_ = on; }
   // Zeroes the flat gradient buffer (the optimizer's zero_grad would free the views).
   void zero_grad();
+  // Mixed precision: makes every rank's one-element float32 found_inf non-zero when any rank's
+  // is (an average over ranks, in stream order: no host wait with NCCL), so all skip together.
+  void agree_on_overflow(Tensor& found_inf);
 
   size_t num_buckets() const { return buckets_.size(); }
   const GradientComm& comm() const { return *comm_; }

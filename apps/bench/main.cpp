@@ -83,7 +83,7 @@ int run(const Options& o) {
     ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), dopt);
     log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
   }
-  TrainStep step(c, model, *optimizer, ddp.get(), dc, device);
+  TrainStep step(c, model, *optimizer, ddp.get(), device);
 
   // A few distinct random batches, cycled: real-looking inputs, no loader in the measurement.
   const int64_t side = c.data.image_size > 0 ? c.data.image_size : 32, n = c.data.batch_size;

@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "apps/common/device_feeder.h"
-#include "apps/common/distributed.h"
 #include "apps/common/train_config.h"
 #include "dist/ddp.h"
 #include "nn/grad_scaler.h"
@@ -20,7 +19,7 @@ class TrainStep {
  public:
   // ddp may be null (one process). The model and optimizer are on `device` already.
   TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
-            dist::DistributedDataParallel* ddp, DistContext& dc, Device device);
+            dist::DistributedDataParallel* ddp, Device device);
 
   // sync: whether the backward of this micro-batch ends an accumulation group (DDP communicates).
   // Returns the float32 mean loss on the device; *hits receives the correct-prediction count.
@@ -35,7 +34,6 @@ class TrainStep {
   nn::Module& model_;
   nn::Optimizer& optimizer_;
   dist::DistributedDataParallel* ddp_;
-  DistContext& dc_;
   nn::NamedTensors params_;
   bool amp_;
   DType amp_dtype_;

@@ -153,7 +153,7 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
     log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
   }
 
-  TrainStep step(c, model, *optimizer, ddp.get(), dc, device);
+  TrainStep step(c, model, *optimizer, ddp.get(), device);
   if (step.scaler() && resumed_scale.first > 0) step.scaler()->load(resumed_scale.first, resumed_scale.second);
   DeviceFeeder feeder(loader, device, compute);
   BatchSource& batches = feeder;
