@@ -68,21 +68,11 @@ int run(const Options& o) {
   StreamGuard on_compute(compute);
 
   Generator gen(uint64_t(c.train.seed));
-  nn::MiniResNetOptions mo;
-  mo.in_channels = c.model.in_channels;
-  mo.num_classes = c.model.num_classes;
-  mo.widths = c.model.widths;
-  mo.blocks = c.model.blocks;
+  const nn::MiniResNetOptions mo = model_options(c);
   nn::MiniResNet model(mo, gen);
   model.to(device);
   auto optimizer = make_optimizer(c, model);
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  if (auto comm = dc.make_gradient_comm(c.dist, device)) {
-    dist::DdpOptions dopt;
-    dopt.bucket_cap_mb = c.dist.bucket_cap_mb;
-    ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), dopt);
-    log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
-  }
+  std::unique_ptr<dist::DistributedDataParallel> ddp = make_ddp(c, dc, model, device);
   TrainStep step(c, model, *optimizer, ddp.get(), device);
 
   // A few distinct random batches, cycled: real-looking inputs, no loader in the measurement.

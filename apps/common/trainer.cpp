@@ -77,11 +77,7 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
             test_set->size(), train_set->channels(), train_set->height(), train_set->width());
 
   Generator gen(uint64_t(c.train.seed));
-  nn::MiniResNetOptions mo;
-  mo.in_channels = c.model.in_channels;
-  mo.num_classes = c.model.num_classes;
-  mo.widths = c.model.widths;
-  mo.blocks = c.model.blocks;
+  const nn::MiniResNetOptions mo = model_options(c);
   nn::MiniResNet model(mo, gen);
   int64_t n_params = 0;
   for (auto& [name, t] : model.named_parameters()) n_params += t.numel();
@@ -145,13 +141,7 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
                               : MetricsWriter();
 
   // After loading: DDP broadcasts rank 0's weights and buffers to every replica.
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  if (auto comm = dc.make_gradient_comm(c.dist, device)) {
-    dist::DdpOptions dopt;
-    dopt.bucket_cap_mb = c.dist.bucket_cap_mb;
-    ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), dopt);
-    log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
-  }
+  std::unique_ptr<dist::DistributedDataParallel> ddp = make_ddp(c, dc, model, device);
 
   TrainStep step(c, model, *optimizer, ddp.get(), device);
   if (step.scaler() && resumed_scale.first > 0) step.scaler()->load(resumed_scale.first, resumed_scale.second);

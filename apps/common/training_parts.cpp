@@ -49,6 +49,15 @@ std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train) {
   return data::make_dataset(o);
 }
 
+nn::MiniResNetOptions model_options(const TrainConfig& c) {
+  nn::MiniResNetOptions mo;
+  mo.in_channels = c.model.in_channels;
+  mo.num_classes = c.model.num_classes;
+  mo.widths = c.model.widths;
+  mo.blocks = c.model.blocks;
+  return mo;
+}
+
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
   if (c.optim.name == OptimizerName::sgd) {
     kernels::cpu::SgdParams h;
@@ -97,6 +106,17 @@ EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const 
   r.accuracy = sums[1] / std::max(sums[2], 1.0);
   r.images_per_s = sums[2] / std::max(seconds_since(start), 1e-9);
   return r;
+}
+
+std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, DistContext& dc, nn::Module& model,
+                                                        Device device) {
+  auto comm = dc.make_gradient_comm(c.dist, device);
+  if (!comm) return nullptr;
+  dist::DdpOptions options;
+  options.bucket_cap_mb = c.dist.bucket_cap_mb;
+  auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
+  log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
+  return ddp;
 }
 
 nn::ScheduleKind schedule_kind(const TrainConfig& c) {

@@ -12,6 +12,7 @@
 #include "apps/common/train_config.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "dist/ddp.h"
 #include "nn/lr_schedule.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
@@ -23,6 +24,7 @@ double seconds_since(Clock::time_point t);
 
 // The train or test split of the configured dataset.
 std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train);
+nn::MiniResNetOptions model_options(const TrainConfig& c);
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
 nn::ScheduleKind schedule_kind(const TrainConfig& c);
 // Where to train: the GPU local_rank % visible GPUs (made current) when train.device is cuda, or
@@ -34,6 +36,10 @@ struct EvalResult {
   double loss = 0, accuracy = 0, images_per_s = 0;
 };
 // Each rank evaluates its shard of the test set in eval mode; the sums are added over ranks.
+// DDP over the transport dist.backend asks for, or null when there is nothing to communicate.
+std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, DistContext& dc, nn::Module& model,
+                                                        Device device);
+
 // On a GPU under the same autocast as training.
 EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc,
                     Device device);

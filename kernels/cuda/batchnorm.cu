@@ -7,19 +7,6 @@
 namespace cg::kernels::cuda {
 namespace {
 
-// Sum over the block of one double per thread, in a fixed tree order; every thread gets it.
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();  // shared is reused by the next call
-  return total;
-}
-
 // Element j of channel c: x[(i * C + c) * HW + p] for j = i * HW + p.
 __device__ __forceinline__ int64_t channel_index(const BatchNormShape& s, int64_t c, int64_t j) {
   return ((j / s.hw) * s.c + c) * s.hw + j % s.hw;

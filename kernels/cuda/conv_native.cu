@@ -21,6 +21,17 @@ Dims dims_of(const Conv2dShape& s) {
           int(s.out_h()), int(s.out_w())};
 }
 
+// x at the input pixel that output position m = (n, oy, ox) sees through tap k = (c, ky, kx);
+// zero in the padding.
+template <typename T>
+__device__ __forceinline__ float window(const Dims& d, const T* x, int64_t m, int64_t k) {
+  const int ox = int(m % d.ow), oy = int(m / d.ow % d.oh), n = int(m / (int64_t(d.ow) * d.oh));
+  const int kx = int(k % d.kw), ky = int(k / d.kw % d.kh), c = int(k / (d.kw * d.kh));
+  const int iy = oy * d.stride - d.pad + ky, ix = ox * d.stride - d.pad + kx;
+  if (iy < 0 || iy >= d.h || ix < 0 || ix >= d.w) return 0.f;
+  return to_f32(x[((int64_t(n) * d.ci + c) * d.h + iy) * d.w + ix]);
+}
+
 // forward: A[m][k] = x window, m = (n, oy, ox), k = (ci, ky, kx); B[k][c] = w[c][k]; C = y.
 template <typename T>
 struct Forward {
@@ -29,13 +40,7 @@ struct Forward {
   __device__ int64_t rows() const { return int64_t(d.n) * d.oh * d.ow; }
   __device__ int64_t cols() const { return d.co; }
   __device__ int64_t depth() const { return int64_t(d.ci) * d.kh * d.kw; }
-  __device__ float a(int64_t m, int64_t k) const {
-    const int ox = int(m % d.ow), oy = int(m / d.ow % d.oh), n = int(m / (int64_t(d.ow) * d.oh));
-    const int kx = int(k % d.kw), ky = int(k / d.kw % d.kh), c = int(k / (d.kw * d.kh));
-    const int iy = oy * d.stride - d.pad + ky, ix = ox * d.stride - d.pad + kx;
-    if (iy < 0 || iy >= d.h || ix < 0 || ix >= d.w) return 0.f;
-    return to_f32(x[((int64_t(n) * d.ci + c) * d.h + iy) * d.w + ix]);
-  }
+  __device__ float a(int64_t m, int64_t k) const { return window(d, x, m, k); }
   __device__ float b(int64_t k, int64_t c) const { return to_f32(w[c * depth() + k]); }
   __device__ int64_t out_index(int64_t m, int64_t c) const {  // y[n, c, oy, ox]
     const int64_t plane = int64_t(d.oh) * d.ow, n = m / plane;
@@ -84,13 +89,7 @@ struct BackwardFilter {
     const int64_t plane = int64_t(d.oh) * d.ow, n = k / plane;
     return to_f32(dy[(n * d.co + o) * plane + k % plane]);
   }
-  __device__ float b(int64_t k, int64_t j) const {
-    const int ox = int(k % d.ow), oy = int(k / d.ow % d.oh), n = int(k / (int64_t(d.ow) * d.oh));
-    const int kx = int(j % d.kw), ky = int(j / d.kw % d.kh), c = int(j / (d.kw * d.kh));
-    const int iy = oy * d.stride - d.pad + ky, ix = ox * d.stride - d.pad + kx;
-    if (iy < 0 || iy >= d.h || ix < 0 || ix >= d.w) return 0.f;
-    return to_f32(x[((int64_t(n) * d.ci + c) * d.h + iy) * d.w + ix]);
-  }
+  __device__ float b(int64_t k, int64_t j) const { return window(d, x, k, j); }
   __device__ int64_t out_index(int64_t o, int64_t j) const { return o * cols() + j; }
 };
 

@@ -30,6 +30,20 @@ void dispatch_floating(const char* op, DType dtype, Args&&... args) {
 }
 
 constexpr int kThreads = 256;
+
+// Sum over the block of one double per thread in a fixed tree order (deterministic); every thread
+// gets the total. `shared` holds blockDim.x doubles (a power of two, at most kThreads).
+__device__ inline double block_sum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();  // shared is reused by the next call
+  return total;
+}
 // Enough blocks to fill an H100 (132 SMs) several times over; grid-stride loops do the rest.
 inline int blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;

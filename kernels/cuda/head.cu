@@ -41,18 +41,6 @@ struct PoolBackward {
   }
 };
 
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
 // One block: thread t handles rows t, t + 256, ... (softmax stabilized by the row's max; the
 // argmax is the first maximum, as on the CPU), then the block sums loss and hits.
 __global__ void ce_forward_kernel(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,

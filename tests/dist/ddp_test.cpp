@@ -15,30 +15,18 @@
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 #include "support/free_port.h"
+#include "support/tiny_batches.h"
 
 namespace cg::dist {
 namespace {
 
-nn::MiniResNetOptions tiny() {
-  nn::MiniResNetOptions o;
-  o.in_channels = 2;
-  o.widths = {4, 8};
-  o.blocks = {1, 1};
-  return o;
-}
-
 // The union batch: 6 images per rank.
 constexpr int64_t kPerRank = 6;
-Tensor batch_images(int64_t first, int64_t count) {
-  Tensor x = Tensor::empty({count, 2, 8, 8});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(std::sin(double(i + first * 128) * 0.37));
-  return x;
-}
-Tensor batch_labels(int64_t first, int64_t count) {
-  std::vector<int64_t> l;
-  for (int64_t i = 0; i < count; ++i) l.push_back((first + i) * 3 % 10);
-  return Tensor::from_vector(l, {count});
-}
+using test::union_images;
+using test::union_labels;
+nn::MiniResNetOptions tiny() { return test::tiny_resnet(); }
+Tensor batch_images(int64_t first, int64_t count) { return union_images(first, count); }
+Tensor batch_labels(int64_t first, int64_t count) { return union_labels(first, count); }
 
 // Runs body(rank, group) on `world` threads, each with its own store client and process group.
 void run_ranks(int world, const std::function<void(int, ProcessGroup&)>& body,

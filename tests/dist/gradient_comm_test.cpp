@@ -9,6 +9,7 @@
 #include "dist/gradient_comm.h"
 #include "engine/ops.h"
 #include "nn/miniresnet.h"
+#include "support/tiny_batches.h"
 
 namespace cg::dist {
 namespace {
@@ -40,16 +41,11 @@ TEST(ModeledComm, OnTheCpuTakesTheModeledTimeAndLeavesTheData) {
 }
 
 TEST(ModeledComm, DdpOverItComputesWhatOneProcessDoes) {
-  nn::MiniResNetOptions o;
-  o.in_channels = 2;
-  o.widths = {4, 8};
-  o.blocks = {1, 1};
+  const nn::MiniResNetOptions o = test::tiny_resnet();
   Generator g1(3), g2(3);
   nn::MiniResNet plain(o, g1), wrapped(o, g2);
   DistributedDataParallel ddp(wrapped, make_modeled_comm(8, nvlink_link(), Device::cpu()), {});
-  Tensor x = Tensor::full({4, 2, 8, 8}, 0.25);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float((i * 37) % 11) / 11.f;
-  const Tensor y = Tensor::from_vector<int64_t>({1, 2, 3, 4}, {4});
+  const Tensor x = test::union_images(0, 4), y = test::union_labels(0, 4);
   ops::cross_entropy(plain(x), y).backward();
   ddp.before_forward();
   ops::cross_entropy(wrapped(x), y).backward();

@@ -11,6 +11,7 @@
 #include "kernels/cuda/device_info.h"
 #include "nn/miniresnet.h"
 #include "support/free_port.h"
+#include "support/tiny_batches.h"
 #include "support/tolerance.h"
 
 namespace cg::dist {
@@ -21,23 +22,9 @@ namespace {
 
 const Device kGpu = Device::cuda(0);
 
-nn::MiniResNetOptions tiny() {
-  nn::MiniResNetOptions o;
-  o.in_channels = 2;
-  o.widths = {4, 8};
-  o.blocks = {1, 1};
-  return o;
-}
-Tensor images(int64_t first, int64_t count) {
-  Tensor x = Tensor::empty({count, 2, 8, 8});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(std::sin(double(i + first * 128) * 0.37));
-  return x;
-}
-Tensor labels(int64_t first, int64_t count) {
-  std::vector<int64_t> l;
-  for (int64_t i = 0; i < count; ++i) l.push_back((first + i) * 3 % 10);
-  return Tensor::from_vector(l, {count});
-}
+nn::MiniResNetOptions tiny() { return test::tiny_resnet(); }
+Tensor images(int64_t first, int64_t count) { return test::union_images(first, count); }
+Tensor labels(int64_t first, int64_t count) { return test::union_labels(first, count); }
 
 // BatchNorm in eval mode, so the union batch's gradients are the average of the ranks' exactly.
 std::vector<std::vector<float>> union_batch_grads(int64_t per_rank, int world) {
