@@ -1,11 +1,15 @@
-// The hand-written convolution: all three directions are one tiled implicit-GEMM kernel, each
-// with its own gather (the im2col matrix is never built; a tile reads its window of the input
-// straight from NCHW memory, zero outside the image). Tiles of 64x64 outputs, 16-deep K steps
-// through shared memory, 4x4 outputs per thread, fp32 accumulation for every dtype.
+// The hand-written convolution: all three directions are one tiled implicit GEMM, each with its
+// own gather (the im2col matrix is never built; a tile reads its window of the input straight
+// from NCHW memory, zero outside the image), 64x64 output tiles through shared memory and fp32
+// accumulation for every dtype. float32 runs on CUDA cores (4x4 outputs per thread); float16 and
+// bfloat16 on tensor cores (WMMA 16x16x16 fragments, four warps of 32x32 each).
 // Backward-filter reduces over N*OH*OW, which is long: it splits K into a fixed number of slices
 // written to scratch and summed in slice order by a second kernel, so it is deterministic.
-// This is the correctness baseline; the tensor-core path is future work (bench/NOTES.md).
+// The gathers are per element (NCHW): a correctness-first design; NHWC with vector loads is the
+// planned speed-up (bench/NOTES.md).
 #include "kernels/cuda/conv_native.h"
+#include <mma.h>
+
 #include "kernels/cuda/dtype.cuh"
 
 namespace cg::kernels::cuda {
@@ -139,6 +143,70 @@ __global__ void __launch_bounds__(256) igemm_kernel(P p, const T* bias, T* out, 
   }
 }
 
+// The tensor-core version of igemm_kernel for half types: 128 threads, 64x64 tile, 32-deep K
+// steps; each warp owns a 32x32 quarter as 2x2 WMMA fragments accumulating in fp32, which go
+// through shared memory to the same epilogue as the CUDA-core kernel.
+constexpr int kWK = 32, kPadAB = 8, kPadC = 4;  // pads keep WMMA's ldm a multiple of 16 bytes
+
+template <typename T, typename P>
+__global__ void __launch_bounds__(128) igemm_wmma_kernel(P p, const T* bias, T* out, float* scratch,
+                                                         int64_t k_per_slice) {
+  namespace wmma = nvcuda::wmma;
+  __shared__ __align__(32) T as[kBM][kWK + kPadAB];  // [m][k]
+  __shared__ __align__(32) T bs[kWK][kBN + kPadAB];  // [k][n]
+  __shared__ __align__(32) float cs[kBM][kBN + kPadC];
+  const int64_t M = p.rows(), N = p.cols(), K = p.depth();
+  const int64_t m0 = int64_t(blockIdx.y) * kBM, n0 = int64_t(blockIdx.x) * kBN;
+  const int64_t k_begin = int64_t(blockIdx.z) * k_per_slice, k_end = min(K, k_begin + k_per_slice);
+  const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kWK) {
+    for (int e = threadIdx.x; e < kBM * kWK; e += blockDim.x) {  // 2048 of each tile, 16 per thread
+      const int mm = e / kWK, kk = e % kWK;
+      const int64_t k = k0 + kk;
+      as[mm][kk] = from_f32<T>((k < k_end && m0 + mm < M) ? p.a(m0 + mm, k) : 0.f);
+      const int kb = e / kBN, nn = e % kBN;
+      const int64_t kb_abs = k0 + kb;
+      bs[kb][nn] = from_f32<T>((kb_abs < k_end && n0 + nn < N) ? p.b(kb_abs, n0 + nn) : 0.f);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kWK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[2];
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(a[i], &as[wm * 32 + i * 16][kk], kWK + kPadAB);
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(b[j], &bs[kk][wn * 32 + j * 16], kBN + kPadAB);
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(&cs[wm * 32 + i * 16][wn * 32 + j * 16], acc[i][j], kBN + kPadC, wmma::mem_row_major);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
+    const int mm = e / kBN, nn = e % kBN;
+    const int64_t m = m0 + mm, n = n0 + nn;
+    if (m >= M || n >= N) continue;
+    if (out) out[p.out_index(m, n)] = from_f32<T>(cs[mm][nn] + (bias ? to_f32(bias[n]) : 0.f));
+    else scratch[(int64_t(blockIdx.z) * M + m) * N + n] = cs[mm][nn];
+  }
+}
+
+// Launches the kernel for T: CUDA cores for float, tensor cores for the half types. k_step: the
+// K-slice granularity the kernel needs.
+template <typename T, typename P>
+void launch_igemm(dim3 grid, Stream st, const P& p, const T* bias, T* out, float* scratch, int64_t k_per_slice) {
+  if constexpr (std::is_same_v<T, float>)
+    igemm_kernel<T><<<grid, 256, 0, as_cuda(st)>>>(p, bias, out, scratch, k_per_slice);
+  else
+    igemm_wmma_kernel<T><<<grid, 128, 0, as_cuda(st)>>>(p, bias, out, scratch, k_per_slice);
+}
+template <typename T> constexpr int64_t k_step() { return std::is_same_v<T, float> ? kBK : kWK; }
+
 // out[o][j] = sum over slices in order: deterministic split-K.
 template <typename T>
 __global__ void sum_slices_kernel(int64_t mn, int slices, const float* scratch, T* out) {
@@ -176,15 +244,14 @@ struct Run {
     const Dims d = dims_of(s);
     Forward<T> p{d, static_cast<const T*>(x), static_cast<const T*>(w)};
     const int64_t M = int64_t(d.n) * d.oh * d.ow, K = int64_t(d.ci) * d.kh * d.kw;
-    igemm_kernel<T><<<grid_for(M, d.co, 1), 256, 0, as_cuda(st)>>>(p, static_cast<const T*>(bias), static_cast<T*>(y),
-                                                                   nullptr, K);
+    launch_igemm<T>(grid_for(M, d.co, 1), st, p, static_cast<const T*>(bias), static_cast<T*>(y), nullptr, K);
     CG_CUDA_AFTER_LAUNCH("conv2d_native_forward");
   }
   static void backward_data(const Conv2dShape& s, const void* dy, const void* w, void* dx, Stream st) {
     const Dims d = dims_of(s);
     BackwardData<T> p{d, static_cast<const T*>(dy), static_cast<const T*>(w)};
     const int64_t M = int64_t(d.n) * d.h * d.w, K = int64_t(d.co) * d.kh * d.kw;
-    igemm_kernel<T><<<grid_for(M, d.ci, 1), 256, 0, as_cuda(st)>>>(p, nullptr, static_cast<T*>(dx), nullptr, K);
+    launch_igemm<T>(grid_for(M, d.ci, 1), st, p, nullptr, static_cast<T*>(dx), nullptr, K);
     CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_data");
   }
   static void backward_filter(const Conv2dShape& s, const void* x, const void* dy, void* dw, void* db, Stream st) {
@@ -194,10 +261,10 @@ struct Run {
     // Enough slices to give the GPU a few hundred blocks, each slice a whole number of K steps.
     const int64_t tiles = ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN);
     const int slices = int(std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(512 / tiles, 64), K / 256)));
-    const int64_t per_slice = ((K + slices - 1) / slices + kBK - 1) / kBK * kBK;
+    const int64_t per_slice = ((K + slices - 1) / slices + k_step<T>() - 1) / k_step<T>() * k_step<T>();
     float* scratch = nullptr;
     CG_CUDA_CHECK(cudaMallocAsync(&scratch, size_t(slices) * size_t(M * N) * sizeof(float), as_cuda(st)));
-    igemm_kernel<T><<<grid_for(M, N, slices), 256, 0, as_cuda(st)>>>(p, nullptr, nullptr, scratch, per_slice);
+    launch_igemm<T>(grid_for(M, N, slices), st, p, nullptr, nullptr, scratch, per_slice);
     CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter");
     sum_slices_kernel<T><<<blocks_for(M * N), kThreads, 0, as_cuda(st)>>>(M * N, slices, scratch, static_cast<T*>(dw));
     CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter sum");
