@@ -225,6 +225,8 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
     config::reject(v, "optim.nesterov", "needs optim.name=sgd and optim.momentum > 0");
   if (c.train.device == DeviceName::cpu && c.amp.enabled)
     config::reject(v, "amp.enabled", "mixed precision needs train.device=cuda (or auto); the CPU trains in float32");
+  if (c.train.device == DeviceName::cpu && c.data.gpu_resident)
+    config::reject(v, "data.gpu_resident", "keeps the training set on the GPU; it needs train.device=cuda (or auto)");
   if (c.train.device == DeviceName::cpu && c.dist.backend == DistBackend::nccl)
     config::reject(v, "dist.backend", "nccl needs GPUs; with train.device=cpu use gloo or auto");
 }

@@ -11,6 +11,7 @@
 
 #include "apps/common/distributed.h"
 #include "apps/common/metrics.h"
+#include "apps/common/resident_feeder.h"
 #include "apps/common/train_step.h"
 #include "apps/common/training_parts.h"
 #include "apps/common/window_stats.h"
@@ -145,8 +146,15 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
 
   TrainStep step(c, model, *optimizer, ddp.get(), device);
   if (step.scaler() && resumed_scale.first > 0) step.scaler()->load(resumed_scale.first, resumed_scale.second);
-  DeviceFeeder feeder(loader, device, compute);
-  BatchSource& batches = feeder;
+  // Batches from the loader through pinned memory, or built on the GPU from a resident copy.
+  std::unique_ptr<BatchSource> source;
+  if (c.data.gpu_resident) {
+    source = std::make_unique<ResidentFeeder>(*train_set, sampler, lo, device, compute);
+    log::info("data: training set resident on {}, batches built there", device.str());
+  } else {
+    source = std::make_unique<DeviceFeeder>(loader, device, compute);
+  }
+  BatchSource& batches = *source;
 
   TrainResult result;
   auto write_checkpoint = [&](const std::string& name) {

@@ -178,6 +178,7 @@ TEST(TrainConfig, InconsistentKeysFailNamingThem) {
   expect_mentions(error_of({"sched.min_lr=0.5"}), {"'sched.min_lr'", "optim.lr"});
   expect_mentions(error_of({"train.device=cpu", "amp.enabled=true"}), {"'amp.enabled'", "cuda"});
   expect_mentions(error_of({"train.device=cpu", "dist.backend=nccl"}), {"'dist.backend'", "gloo"});
+  expect_mentions(error_of({"train.device=cpu", "data.gpu_resident=true"}), {"'data.gpu_resident'", "cuda"});
   // The GPU config stays valid with AMP off, and the CPU one turns invalid with it on.
   EXPECT_EQ(error_of({"amp.enabled=false"}, shipped("fashion_mnist.yaml")), "");
   expect_mentions(error_of({"amp.enabled=true"}, shipped("fashion_mnist_cpu.yaml")), {"'amp.enabled'"});
