@@ -38,9 +38,12 @@ PY
 throughput() {
   local bench="$BUILD/apps/cudagrad-bench" raw="$OUT/throughput.jsonl"
   : > "$raw"
-  for conv in cudnn native; do
-    "$bench" --config configs/bench_gpu.yaml kernels.conv=$conv 2>&1 | tee "$OUT/cudagrad_$conv.log" | grep '^{' \
-      | sed "s/^{/{\"conv\": \"$conv\", /" >> "$raw"
+  for variant in cudnn native cudnn+graph; do
+    local conv=${variant%+graph} graph=""
+    [ "$variant" != "$conv" ] && graph=--cuda-graph
+    # shellcheck disable=SC2086
+    "$bench" --config configs/bench_gpu.yaml $graph kernels.conv="$conv" 2>&1 | tee "$OUT/cudagrad_$variant.log" \
+      | grep '^{' | sed "s/^{/{\"conv\": \"$variant\", /" >> "$raw"
   done
   "$PYTHON" bench/pytorch/gpu_throughput.py 2>&1 | tee "$OUT/pytorch.log" | grep '^{' >> "$raw"
   {

@@ -5,7 +5,8 @@
 // median of each phase (forward, backward, exposed communication, optimizer) and the peak device
 // memory; a table for people and, last, one JSON line for scripts (scripts/gpu_compare.sh).
 // On a GPU the phases are timed with CUDA events read after the last step: no step waits for
-// the host. On the CPU, with the wall clock.
+// the host. On the CPU, with the wall clock. --cuda-graph captures the whole step once and
+// replays it (batches copied into fixed input buffers outside the graph; total time only).
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,7 @@
 #include "engine/random.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/graph.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -27,13 +29,14 @@ namespace cg::apps {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: cudagrad-bench --config FILE [--warmup N] [--steps N] [key=value ...]\n"
+    "usage: cudagrad-bench --config FILE [--warmup N] [--steps N] [--cuda-graph] [key=value ...]\n"
     "Measures MiniResNet training throughput on random batches resident on the device.\n";
 
 struct Options {
   std::string config_path;
   std::vector<std::string> overrides;
   int64_t warmup = 30, steps = 100;
+  bool cuda_graph = false;  // capture the step once, replay it (GPU only)
 };
 
 Options parse(int argc, char** argv) {
@@ -47,11 +50,15 @@ Options parse(int argc, char** argv) {
     if (a == "--config") o.config_path = value();
     else if (a == "--warmup") o.warmup = std::stoll(value());
     else if (a == "--steps") o.steps = std::stoll(value());
+    else if (a == "--cuda-graph") o.cuda_graph = true;
     else if (a == "--help" || a == "-h") throw UsageError(std::string(kUsage) + train_config_help());
     else if (a.rfind("--", 0) == 0) throw UsageError("unknown option '" + a + "'");
     else o.overrides.push_back(a);
   }
   if (o.warmup < 0 || o.steps < 1) throw UsageError("--warmup must be >= 0 and --steps >= 1");
+  // Before capture every lazy choice must be made: optimizer state created (a captured "first
+  // step" would replay forever), cuDNN algorithms found, the allocator's blocks cached.
+  if (o.cuda_graph && o.warmup < 3) throw UsageError("--cuda-graph needs --warmup 3 or more");
   return o;
 }
 
@@ -86,34 +93,55 @@ int run(const Options& o) {
     batches.push_back({images.to(device), Tensor::from_vector(labels, {n}).to(device), n});
   }
 
-  StepClock clock(device, compute);
-  for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
-    if (s == o.warmup) {
-      compute.synchronize();
-      allocator_for(device).reset_peak();
-    }
-    const bool timed = s >= o.warmup;
-    const DeviceBatch& b = batches[size_t(s) % batches.size()];
-    if (timed) clock.mark();  // step start
+  // The step exactly as the trainer runs it; with a clock, its phase boundaries are marked.
+  auto one_step = [&](const DeviceBatch& b, StepClock* clock) {
+    if (clock) clock->mark();
     Tensor hits;
     const Tensor loss = step.forward(b, true, &hits);
-    if (timed) clock.mark();
+    if (clock) clock->mark();
     step.backward(loss);
-    if (timed) clock.mark();
+    if (clock) clock->mark();
     step.finish_gradient_sync();
-    if (timed) clock.mark();
+    if (clock) clock->mark();
     step.optimizer_step(c.optim.lr);
-    if (timed) clock.mark();
-  }
+    if (clock) clock->mark();
+  };
+  for (int64_t s = 0; s < o.warmup; ++s) one_step(batches[size_t(s) % batches.size()], nullptr);
   compute.synchronize();
-  const std::vector<std::vector<double>> ms = clock.intervals_ms(5);  // per step: 4 phases
+  allocator_for(device).reset_peak();
+  StepClock clock(device, compute);
   std::vector<double> total, fwd, bwd, comm, opt;
-  for (const auto& p : ms) {
-    fwd.push_back(p[0]);
-    bwd.push_back(p[1]);
-    comm.push_back(p[2]);
-    opt.push_back(p[3]);
-    total.push_back(p[0] + p[1] + p[2] + p[3]);
+  if (!o.cuda_graph) {
+    for (int64_t s = 0; s < o.steps; ++s) one_step(batches[size_t(s) % batches.size()], &clock);
+    compute.synchronize();
+    for (const auto& p : clock.intervals_ms(5)) {  // per step: 4 phases
+      fwd.push_back(p[0]);
+      bwd.push_back(p[1]);
+      comm.push_back(p[2]);
+      opt.push_back(p[3]);
+      total.push_back(p[0] + p[1] + p[2] + p[3]);
+    }
+  } else {
+    // The whole step captured once and replayed: the inputs live in fixed buffers that each step's
+    // batch is copied into, outside the graph. Phases cannot be told apart inside one launch.
+    CG_CHECK(device.is_cuda(), "--cuda-graph needs train.device=cuda");
+    CG_CHECK(!ddp || ddp->comm().name().find("gloo") == std::string::npos,
+             "--cuda-graph cannot capture Gloo (host code); use dist.backend=nccl or modeled");
+    DeviceBatch fixed{batches[0].images.clone(), batches[0].labels.clone(), n};
+    kernels::cuda::graph_capture_begin(compute.handle());
+    one_step(fixed, nullptr);
+    const kernels::cuda::GraphExec graph = kernels::cuda::graph_capture_end(compute.handle());
+    for (int64_t s = 0; s < o.steps; ++s) {
+      const DeviceBatch& b = batches[size_t(s) % batches.size()];
+      fixed.images.copy_(b.images);
+      fixed.labels.copy_(b.labels);
+      clock.mark();
+      kernels::cuda::graph_launch(graph, compute.handle());
+      clock.mark();
+    }
+    compute.synchronize();
+    kernels::cuda::graph_destroy(graph);
+    for (const auto& p : clock.intervals_ms(2)) total.push_back(p[0]);
   }
   const double step_ms = median(total), ips = double(n * dc.world_size()) / (step_ms / 1000.0);
   const size_t peak = allocator_for(device).stats().peak_in_use_bytes;
@@ -139,7 +167,8 @@ int run(const Options& o) {
                      {"images_per_s", ips}, {"step_ms_median", step_ms}, {"forward_ms", median(fwd)},
                      {"backward_ms", median(bwd)}, {"comm_exposed_ms", median(comm)},
                      {"optimizer_ms", median(opt)}, {"peak_mem_bytes", peak}, {"steps", o.steps},
-                     {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms}};
+                     {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
+                     {"cuda_graph", o.cuda_graph}};
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;
