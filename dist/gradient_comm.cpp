@@ -5,12 +5,14 @@
 #include <map>
 #include <thread>
 
+#include "dist/comm_stream.h"
 #include "dist/serial_worker.h"
 #include "engine/device_copy.h"
 #include "kernels/cuda/comm.h"
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/stream.h"
 #include "util/check.h"
+#include "util/trace.h"
 
 namespace cg::dist {
 namespace {
@@ -105,32 +107,32 @@ class StagedGlooComm : public GradientComm {
 class ModeledComm : public GradientComm {
  public:
   ModeledComm(int ranks, Link link, Device d) : ranks_(ranks), link_(std::move(link)), device_(d) {
-    if (d.is_cuda()) stream_ = Stream::create(d, -1);
+    if (d.is_cuda()) stream_ = std::make_unique<CommStream>(d, CollectiveWatchdog::Options{});
   }
-  std::shared_ptr<Work> all_reduce_average(float*, int64_t count, const Stream& compute, const std::string&) override {
-    auto work = std::make_shared<Work>();
-    const double ms = modeled_ms(size_t(count) * sizeof(float));
-    work->started = std::chrono::steady_clock::now();
-    if (device_.is_cuda()) {
-      Event ready = Event::create(device_);
-      ready.record(compute);
-      ready.wait(stream_);
-      kernels::cuda::spin(ms * 1000.0, stream_.handle());
-      work->device_done = Event::create(device_);
-      work->device_done.record(stream_);
-      work->finish();
-    } else {
-      worker_.post([work, ms] {
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-        work->finished = std::chrono::steady_clock::now();
-        work->finish();
-      });
+  std::shared_ptr<Work> all_reduce_average(float*, int64_t count, const Stream& compute,
+                                           const std::string& what) override {
+    const size_t bytes = size_t(count) * sizeof(float);
+    const double ms = modeled_ms(bytes);
+    const std::string detail = fmt::format("{}, {:.1f} MB, modeled {:.3f} ms", what, double(bytes) / 1e6, ms);
+    if (stream_) {
+      auto work = stream_->begin(compute);
+      kernels::cuda::spin(ms * 1000.0, stream_->stream().handle());
+      stream_->end(work, "all_reduce", detail);
+      return work;
     }
+    auto work = std::make_shared<Work>();
+    work->started = std::chrono::steady_clock::now();
+    worker_.post([work, ms, detail] {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+      work->finished = std::chrono::steady_clock::now();
+      trace::record("all_reduce (" + detail + ")", "communication", work->started, work->finished);
+      work->finish();
+    });
     return work;
   }
   void wait(Work& work, const Stream& compute) override {
-    work.wait();
-    work.device_done.wait(compute);
+    if (stream_) stream_->wait(work, compute);
+    else work.wait();
   }
   void broadcast(Tensor&, const Stream&) override {}  // replicas of one rank are equal already
   std::string name() const override { return fmt::format("modeled ring of {} ranks on {}", ranks_, link_.name); }
@@ -140,8 +142,8 @@ class ModeledComm : public GradientComm {
   int ranks_;
   Link link_;
   Device device_;
-  Stream stream_;
   SerialWorker worker_;
+  std::unique_ptr<CommStream> stream_;  // CUDA only
 };
 
 }  // namespace

@@ -34,6 +34,9 @@ class Work {
   // GPU collectives: recorded on the communication stream after the collective, so a consumer
   // stream can wait for it (dist/gradient_comm.h). Undefined for host collectives.
   Event device_done;
+  // With profiling on: a timing event recorded just before the collective (device_done then has
+  // timing too), for its device times on the timeline. Undefined otherwise.
+  Event device_started;
 
  private:
   friend class ProcessGroup;

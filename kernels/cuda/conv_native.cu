@@ -262,13 +262,12 @@ struct Run {
     const int64_t tiles = ((M + kBM - 1) / kBM) * ((N + kBN - 1) / kBN);
     const int slices = int(std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(512 / tiles, 64), K / 256)));
     const int64_t per_slice = ((K + slices - 1) / slices + k_step<T>() - 1) / k_step<T>() * k_step<T>();
-    float* scratch = nullptr;
-    CG_CUDA_CHECK(cudaMallocAsync(&scratch, size_t(slices) * size_t(M * N) * sizeof(float), as_cuda(st)));
+    float* scratch = static_cast<float*>(scratch_alloc(size_t(slices) * size_t(M * N) * sizeof(float), st));
     launch_igemm<T>(grid_for(M, N, slices), st, p, nullptr, nullptr, scratch, per_slice);
     CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter");
     sum_slices_kernel<T><<<blocks_for(M * N), kThreads, 0, as_cuda(st)>>>(M * N, slices, scratch, static_cast<T*>(dw));
     CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter sum");
-    CG_CUDA_CHECK(cudaFreeAsync(scratch, as_cuda(st)));
+    scratch_free(scratch, st);
     if (db) {
       bias_grad_kernel<T><<<d.co, kThreads, 0, as_cuda(st)>>>(d, static_cast<const T*>(dy), static_cast<T*>(db));
       CG_CUDA_AFTER_LAUNCH("conv2d_native bias_grad");
@@ -279,21 +278,6 @@ struct Run {
 template <typename T> struct RunForward { template <typename... A> static void run(A&&... a) { Run<T>::forward(a...); } };
 template <typename T> struct RunData { template <typename... A> static void run(A&&... a) { Run<T>::backward_data(a...); } };
 template <typename T> struct RunFilter { template <typename... A> static void run(A&&... a) { Run<T>::backward_filter(a...); } };
-
-// Keep the stream-ordered pool's memory between steps: without this, freed scratch would go back
-// to the driver at every synchronization and the next step would allocate again.
-void keep_pool_memory() {
-  static const bool done = [] {
-    int device = 0;
-    CG_CUDA_CHECK(cudaGetDevice(&device));
-    cudaMemPool_t pool;
-    CG_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-    uint64_t threshold = UINT64_MAX;
-    CG_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    return true;
-  }();
-  (void)done;
-}
 
 }  // namespace
 
@@ -316,7 +300,6 @@ void conv2d_native_backward_data(const Conv2dShape& s, DType dtype, const void* 
 
 void conv2d_native_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
                                    void* db, Stream stream) {
-  keep_pool_memory();
   dispatch_floating<RunFilter>("conv2d_native_backward_filter", dtype, s, x, dy, dw, db, stream);
 }
 

@@ -20,6 +20,12 @@ void synchronize_stream(Stream stream);
 }  // namespace cg::kernels::cuda
 
 namespace cg::kernels::cuda {
+// Scratch for a kernel's intermediate results, from CUDA's stream-ordered pool: usable by work
+// enqueued on `stream` after this call, returned in stream order. The pool keeps its memory
+// between steps (its release threshold is raised on first use), so a steady step does not reach
+// the driver.
+void* scratch_alloc(size_t bytes, Stream stream);
+void scratch_free(void* ptr, Stream stream);
 // Sets `bytes` bytes at dst to zero, in stream order.
 void zero_device(void* dst, size_t bytes, Stream stream);
 }  // namespace cg::kernels::cuda

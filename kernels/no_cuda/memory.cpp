@@ -20,6 +20,8 @@ void copy_device_to_host(void*, const void*, size_t, Stream) { no_cuda("copy_dev
 void copy_device_to_device(void*, const void*, size_t, Stream) { no_cuda("copy_device_to_device"); }
 void synchronize_stream(Stream) { no_cuda("synchronize_stream"); }
 void zero_device(void*, size_t, Stream) { no_cuda("zero_device"); }
+void* scratch_alloc(size_t, Stream) { no_cuda("scratch_alloc"); }
+void scratch_free(void*, Stream) { no_cuda("scratch_free"); }
 
 }  // namespace cg::kernels::cuda
 #endif

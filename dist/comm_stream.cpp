@@ -1,0 +1,61 @@
+#include "dist/comm_stream.h"
+
+#include "kernels/cuda/stream.h"
+#include "util/check.h"
+#include "util/trace.h"
+
+namespace cg::dist {
+
+CommStream::CommStream(Device device, CollectiveWatchdog::Options watchdog)
+    : device_(device), stream_(Stream::create(device, -1)) {
+  CG_CHECK(device.is_cuda(), "a communication stream needs a CUDA device, not {}", device.str());
+  if (trace::enabled()) clock_ = std::make_unique<DeviceClock>(device);
+  watchdog.on_thread_start = [d = device] { kernels::cuda::set_device(d.index); };
+  watchdog.on_complete = [this](const std::string& name, Work& work) { on_complete(name, work); };
+  watchdog_ = std::make_unique<CollectiveWatchdog>(std::move(watchdog));
+}
+
+CommStream::~CommStream() { watchdog_.reset(); }
+
+std::shared_ptr<Work> CommStream::begin(const Stream& compute) {
+  watchdog_->check_health();
+  auto work = std::make_shared<Work>();
+  Event ready = Event::create(device_);
+  ready.record(compute);
+  ready.wait(stream_);
+  work->started = trace::Clock::now();  // before the start event: DeviceClock relies on it
+  if (clock_) {
+    work->device_started = Event::create(device_, /*timing=*/true);
+    work->device_started.record(stream_);
+  }
+  return work;
+}
+
+std::string CommStream::end(const std::shared_ptr<Work>& work, const std::string& op, const std::string& detail) {
+  work->device_done = Event::create(device_, /*timing=*/clock_ != nullptr);
+  work->device_done.record(stream_);
+  Event done = work->device_done;
+  return watchdog_->watch(work, op, detail, [done] { return done.done(); });
+}
+
+void CommStream::wait(const Work& work, const Stream& compute) const {
+  watchdog_->check_health();
+  work.device_done.wait(compute);
+}
+
+// On the watchdog's thread, in issue order.
+void CommStream::on_complete(const std::string& name, Work& work) {
+  if (!trace::enabled()) return;
+  trace::Clock::time_point start = work.started, end = work.finished;  // host view: issue to observed
+  if (clock_ && work.device_started.defined()) {
+    clock_->refresh();
+    trace::Clock::time_point s, e;
+    if (clock_->to_host(work.device_started, work.started, s) && clock_->to_host(work.device_done, work.started, e)) {
+      start = s;
+      end = e;
+    }
+  }
+  trace::record(name, "communication stream", start, end);
+}
+
+}  // namespace cg::dist
