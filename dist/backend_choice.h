@@ -1,0 +1,33 @@
+// Which transport carries DDP's gradients (dist/gradient_comm.h), from dist.backend and what the
+// job looks like. Pure, so the rules are tested on any machine:
+//   modeled            one process standing for an N-rank ring (refused with more processes);
+//   one process        nothing to communicate;
+//   CPU tensors        Gloo (nccl is refused);
+//   CUDA tensors       auto: NCCL when every rank on this node has a GPU of its own, else Gloo
+//                      staged through pinned host memory, since NCCL refuses two ranks on one GPU
+//                      ("Duplicate GPU detected"); nccl: refused when ranks would share a GPU;
+//                      gloo: staged Gloo.
+#pragma once
+#include <string>
+
+namespace cg::dist {
+
+enum class BackendRequest { auto_select, nccl, gloo, modeled };
+enum class Transport { none, host_gloo, staged_gloo, nccl, modeled };
+
+struct TransportChoice {
+  Transport transport = Transport::none;
+  std::string why;  // one line for the log
+};
+
+struct JobShape {
+  bool cuda_tensors = false;
+  int world_size = 1;
+  int local_world_size = 1;  // processes on this node
+  int visible_gpus = 0;      // on this node
+};
+
+// Throws UsageError naming the setting when the request cannot work.
+TransportChoice choose_transport(BackendRequest requested, const JobShape& job);
+
+}  // namespace cg::dist
