@@ -12,6 +12,7 @@
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/stream.h"
 #include "util/check.h"
+#include "util/nvtx.h"
 #include "util/trace.h"
 
 namespace cg::dist {
@@ -52,6 +53,7 @@ class StagedGlooComm : public GradientComm {
     const size_t bytes = size_t(count) * sizeof(float);
     void* host = pinned(data, bytes);
     worker_->post([=, this] {
+      CG_NVTX_RANGE("Gloo all-reduce staged through host memory");
       std::exception_ptr error;
       work->started = std::chrono::steady_clock::now();
       try {

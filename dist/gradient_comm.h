@@ -3,10 +3,12 @@
 //   HostGlooComm     CPU tensors, Gloo on the process group's communication thread;
 //   StagedGlooComm   CUDA tensors through pinned host memory and Gloo (several ranks may share
 //                    one GPU, which NCCL refuses);
-//   NcclComm         CUDA tensors, NCCL on a high-priority communication stream, with a watchdog;
+//   NcclComm         CUDA tensors, NCCL on a high-priority communication stream, with a watchdog
+//                    (dist/comm_stream.h, dist/watchdog.h);
 //   ModeledComm      one real rank: the data stays (an average of identical replicas) while the
 //                    communication stream is kept busy as long as an N-rank ring all-reduce on a
 //                    given link would take, so one GPU measures how much communication overlap hides.
+// Which one a job uses: dist/backend_choice.h.
 // On a GPU every all-reduce starts after an event recorded on the compute stream, and the compute
 // stream waits for it with an event: the host never waits inside a step (except through Gloo,
 // which is host code by nature).

@@ -1,5 +1,6 @@
 #include "dist/identity.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "util/check.h"
@@ -26,12 +27,14 @@ struct Scheme {
   const char* rank;
   const char* size;
   const char* local_rank;
+  const char* local_size;
 };
 constexpr Scheme kSchemes[] = {
-    {"torchrun/cudagrad-launch", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    {"torchrun/cudagrad-launch", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
 }  // namespace
@@ -50,7 +53,12 @@ Identity identity_from_env(const EnvLookup& env) {
     id.world_size = parse_int(env, s.size, -1);
     if (id.world_size < 0)
       throw Error(fmt::format("{} is set but {} is not", s.rank, s.size));
-    id.local_rank = parse_int(env, s.local_rank, id.rank);
+    id.local_world_size = parse_int(env, s.local_size, id.world_size);
+    id.local_rank = parse_int(env, s.local_rank, id.rank % std::max(id.local_world_size, 1));
+    if (id.world_size >= 1 &&
+        (id.local_world_size < 1 || id.local_world_size > id.world_size || id.local_rank >= id.local_world_size))
+      throw Error(fmt::format("{}={} does not fit {}={} and {}={}", s.local_size, id.local_world_size, s.size,
+                              id.world_size, s.local_rank, id.local_rank));
     break;
   }
   if (id.world_size < 1 || id.rank < 0 || id.rank >= id.world_size)

@@ -13,6 +13,10 @@ struct Identity {
   int rank = 0;
   int local_rank = 0;  // picks the GPU on this node
   int world_size = 1;
+  // Processes on this node (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
+  // SLURM_NTASKS_PER_NODE); when the launcher does not say, the whole world, as if on one node:
+  // the cautious guess for deciding whether ranks must share GPUs.
+  int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "single process";  // which launcher's variables were used

@@ -4,6 +4,8 @@
 # Fashion-MNIST on the GPU, run the kernel benchmark and the side-by-side comparison with PyTorch,
 # and print a summary table last.
 #
+# Before the device call, here: scripts/gpu_deps.sh pack, then carry [".deps", ".data"]: the
+# Debian libraries the build needs and Fashion-MNIST (the GPU machine has neither, nor apt).
 # Usage: scripts/gpu_check.sh [STAGE ...]    stages: env build test sanitize train bench compare
 #        (default: all, in that order). A device call may run at most 10 minutes, so a session can
 #        run the stages over several calls on the same warm machine: the build directory
@@ -18,6 +20,12 @@ BUILD=${BUILD_DIR:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
+# The build's Debian libraries, carried in by scripts/gpu_deps.sh pack (the GPU machine has no apt).
+if [ -d .deps/debs ]; then
+  [ -d .deps/root ] || scripts/gpu_deps.sh unpack
+  # shellcheck source=gpu_deps.sh disable=SC1091
+  source scripts/gpu_deps.sh env
+fi
 SUMMARY="$OUT/summary.md"
 [ -f "$SUMMARY" ] || printf '| stage | status | detail |\n| --- | --- | --- |\n' > "$SUMMARY"
 row() { printf '| %s | %s | %s |\n' "$1" "$2" "$3" >> "$SUMMARY"; }

@@ -5,6 +5,7 @@
 #include <exception>
 #include <sstream>
 
+#include "dist/backend_choice.h"
 #include "kernels/cuda/device_info.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -37,6 +38,16 @@ std::string first_difference(const std::string& a, const std::string& b) {
   }
 }
 
+dist::BackendRequest backend_request(DistBackend b) {
+  switch (b) {
+    case DistBackend::auto_select: return dist::BackendRequest::auto_select;
+    case DistBackend::nccl: return dist::BackendRequest::nccl;
+    case DistBackend::gloo: return dist::BackendRequest::gloo;
+    case DistBackend::modeled: return dist::BackendRequest::modeled;
+  }
+  CG_FAIL("unknown dist.backend");
+}
+
 }  // namespace
 
 DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), timeout_s_(timeout_s) {
@@ -57,37 +68,31 @@ DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), tim
 }
 
 std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainConfig::Dist& d, Device device) {
-  if (d.backend == DistBackend::modeled) {
-    if (distributed())
-      throw UsageError(fmt::format("dist.backend=modeled runs one process standing for {} ranks; this job has {}",
-                                   d.modeled_world_size, world_size()));
-    const dist::Link link = d.modeled_link == ModeledLink::nvlink ? dist::nvlink_link() : dist::infiniband_link();
-    log::info("communication: modeled ring of {} ranks on {}", d.modeled_world_size, link.name);
-    return dist::make_modeled_comm(int(d.modeled_world_size), link, device);
+  dist::JobShape job;
+  job.cuda_tensors = device.is_cuda();
+  job.world_size = world_size();
+  job.local_world_size = id_.local_world_size;
+  job.visible_gpus = device.is_cuda() ? kernels::cuda::device_count() : 0;
+  const dist::TransportChoice choice = dist::choose_transport(backend_request(d.backend), job);
+  switch (choice.transport) {
+    case dist::Transport::none: return nullptr;
+    case dist::Transport::modeled: {
+      const dist::Link link = d.modeled_link == ModeledLink::nvlink ? dist::nvlink_link() : dist::infiniband_link();
+      auto comm = dist::make_modeled_comm(int(d.modeled_world_size), link, device);
+      log::info("communication: {}", comm->name());
+      return comm;
+    }
+    case dist::Transport::host_gloo: return dist::make_host_gloo_comm(*group_);
+    case dist::Transport::nccl: {
+      auto comm = dist::make_nccl_comm(*store_, rank(), world_size(), device, timeout_s_);
+      log::info("communication: {} ({})", comm->name(), choice.why);
+      return comm;
+    }
+    case dist::Transport::staged_gloo:
+      log::info("communication: {}", choice.why);
+      return dist::make_staged_gloo_comm(*group_, device);
   }
-  if (!distributed()) return nullptr;
-  if (device.is_cpu()) {
-    if (d.backend == DistBackend::nccl) throw UsageError("dist.backend=nccl needs CUDA tensors; use gloo on the CPU");
-    return dist::make_host_gloo_comm(*group_);
-  }
-  // NCCL refuses two ranks on one GPU: count the ranks that share this node's GPUs.
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  if (!local) local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int local_ranks = local ? std::atoi(local) : world_size();
-  const bool own_gpu = local_ranks <= kernels::cuda::device_count();
-  if (d.backend == DistBackend::nccl && !own_gpu)
-    throw UsageError(fmt::format("dist.backend=nccl: {} ranks on this node share {} GPU(s), which NCCL refuses; use "
-                                 "dist.backend=gloo (staged through host memory) or auto",
-                                 local_ranks, kernels::cuda::device_count()));
-  if (d.backend == DistBackend::nccl || (d.backend == DistBackend::auto_select && own_gpu)) {
-    auto comm = dist::make_nccl_comm(*store_, rank(), world_size(), device, timeout_s_);
-    log::info("communication: {}", comm->name());
-    return comm;
-  }
-  if (d.backend == DistBackend::auto_select)
-    log::info("communication: {} ranks share {} GPU(s): Gloo through pinned host memory", local_ranks,
-              kernels::cuda::device_count());
-  return dist::make_staged_gloo_comm(*group_, device);
+  CG_FAIL("unknown transport");
 }
 
 DistContext::~DistContext() {

@@ -26,9 +26,10 @@ class DistContext {
   int world_size() const { return id_.world_size; }
   bool distributed() const { return id_.world_size > 1; }
   dist::ProcessGroup* group() { return group_.get(); }
-  // The transport for DDP's gradients on `device` as dist.backend says (see gradient_comm.h);
-  // null when there is nothing to communicate (one process, no modeled backend). auto: NCCL when
-  // every local rank has a GPU of its own, else Gloo (staged through pinned memory for CUDA).
+  // The transport for DDP's gradients on `device` as dist.backend says, by the rules of
+  // dist/backend_choice.h; null when there is nothing to communicate (one process, not modeled).
+  // auto: NCCL when every rank on this node has a GPU of its own, else Gloo (staged through pinned
+  // memory for CUDA), said once in the log.
   std::unique_ptr<dist::GradientComm> make_gradient_comm(const TrainConfig::Dist& d, Device device);
 
   // Every rank must run the same resolved config: a difference fails naming the first differing

@@ -47,6 +47,26 @@ TEST(Identity, OpenMpiMpichAndSlurm) {
   EXPECT_EQ(slurm.local_rank, 1);
 }
 
+TEST(Identity, LocalWorldSizeFromEachLauncherElseTheWholeWorld) {
+  EXPECT_EQ(identity_from_env(env_of({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
+                                      {"LOCAL_WORLD_SIZE", "2"}}))
+                .local_world_size,
+            2);
+  EXPECT_EQ(identity_from_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}))
+                .local_world_size,
+            2);
+  EXPECT_EQ(identity_from_env(env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "4"}, {"MPI_LOCALNRANKS", "4"}}))
+                .local_world_size,
+            4);
+  Identity slurm = identity_from_env(env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"},
+                                             {"SLURM_NTASKS_PER_NODE", "3"}}));
+  EXPECT_EQ(slurm.local_world_size, 3);
+  EXPECT_EQ(slurm.local_rank, 2);  // no SLURM_LOCALID: rank modulo the ranks per node
+  EXPECT_EQ(identity_from_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "3"}})).local_world_size, 3);
+  EXPECT_EQ(identity_from_env(env_of({})).local_world_size, 1);
+}
+
 TEST(Identity, InconsistentValuesNameTheVariable) {
   auto message = [](std::map<std::string, std::string> vars) {
     try {
@@ -60,6 +80,11 @@ TEST(Identity, InconsistentValuesNameTheVariable) {
   EXPECT_NE(message({{"RANK", "1"}}).find("WORLD_SIZE"), std::string::npos);
   EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("outside"), std::string::npos);
   EXPECT_NE(message({{"MASTER_PORT", "70000"}}).find("MASTER_PORT"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "3"}}).find("LOCAL_WORLD_SIZE"),
+            std::string::npos);
+  EXPECT_NE(message({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}})
+                .find("LOCAL_RANK"),
+            std::string::npos);
 }
 
 }  // namespace

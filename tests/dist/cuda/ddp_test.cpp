@@ -13,6 +13,7 @@
 #include "support/free_port.h"
 #include "support/tiny_batches.h"
 #include "support/tolerance.h"
+#include "util/trace.h"
 
 namespace cg::dist {
 namespace {
@@ -107,6 +108,43 @@ TEST(CudaDdp, SingleRankNcclKeepsTheGradients) {
 TEST(CudaDdp, ModeledBackendOccupiesTheStreamAndKeepsTheGradients) {
   NEED_GPU();
   expect_single_rank_unchanged(make_modeled_comm(8, nvlink_link(), kGpu));
+}
+
+// The point of buckets: on the device, the first all-reduce starts while backward still runs.
+// Timing events (profiling on) give each collective's device start, compared with an event
+// recorded on the compute stream after backward.
+TEST(CudaDdp, ModeledAllReducesStartBeforeBackwardEnds) {
+  NEED_GPU();
+  trace::clear();
+  trace::set_enabled(true);
+  Generator gen(13);
+  nn::MiniResNet m(tiny(), gen);
+  m.to(kGpu);
+  DdpOptions options;
+  options.bucket_cap_mb = 0.002;  // about 500 floats: many buckets even for the tiny model
+  options.first_bucket_mb = 0.002;
+  DistributedDataParallel ddp(m, make_modeled_comm(8, nvlink_link(), kGpu), options);
+  ASSERT_GE(ddp.num_buckets(), 3u);
+  const Stream s = current_stream(kGpu);
+  const Tensor x = images(0, 8).to(kGpu), y = labels(0, 8).to(kGpu);
+  ddp.before_forward();
+  ops::cross_entropy(m(x), y).backward();
+  Event backward_end = Event::create(kGpu, /*timing=*/true);
+  backward_end.record(s);
+  ddp.finish_gradient_sync();
+  s.synchronize();
+  trace::set_enabled(false);
+  trace::clear();
+  // ms from each bucket's all-reduce start to the end of backward: positive = started before.
+  float earliest_lead = -1e9f;
+  std::string leads;
+  for (const auto& w : ddp.last_all_reduces()) {
+    ASSERT_TRUE(w && w->device_started.defined());
+    const float lead = Event::elapsed_ms(w->device_started, backward_end);
+    earliest_lead = std::max(earliest_lead, lead);
+    leads += fmt::format("{:.3f} ", lead);
+  }
+  EXPECT_GT(earliest_lead, 0.0f) << "no all-reduce started before backward ended; ms before its end: " << leads;
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU machines of the device tool have CUDA, CMake and PyTorch but none of the Debian
+# libraries cudagrad builds with, no apt and no network. This script carries them there:
+#   scripts/gpu_deps.sh pack     here: download the .deb files into .deps/debs and copy
+#                                Fashion-MNIST into .data/fashion-mnist (both git-ignored);
+#                                then name .deps and .data in the device call's `carry`
+#   scripts/gpu_deps.sh unpack   there: extract them under .deps/root (not into /, where they
+#                                could shadow the image's own libraries)
+#   source scripts/gpu_deps.sh env   there: CMAKE_PREFIX_PATH and LD_LIBRARY_PATH for .deps/root
+# scripts/gpu_check.sh runs `unpack` and `env` itself when .deps/debs exists.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DEPS="$ROOT/.deps"
+# Headers, CMake configs and the shared libraries they need at run time (Debian 12 names).
+PACKAGES=(libeigen3-dev libyaml-cpp-dev libyaml-cpp0.7 libgtest-dev libgmock-dev zlib1g-dev libcli11-dev
+          nlohmann-json3-dev libfmt-dev libfmt9 libgloo-dev libgloo0 libhiredis-dev libhiredis0.14
+          libibverbs-dev libibverbs1 libnl-3-200 libnl-route-3-200)
+
+pack() {
+  mkdir -p "$DEPS/debs" "$ROOT/.data"
+  (cd "$DEPS/debs" && apt-get download "${PACKAGES[@]}") || { echo "gpu_deps: apt-get download failed" >&2; return 1; }
+  cp -r /usr/share/datasets/fashion-mnist "$ROOT/.data/" 2>/dev/null ||
+    echo "gpu_deps: no /usr/share/datasets/fashion-mnist (install dataset-fashion-mnist) - training stage will lack data" >&2
+  du -sh "$DEPS/debs" "$ROOT/.data" 2>/dev/null
+  echo "carry: [\".deps\", \".data\"]"
+}
+
+unpack() {
+  [ -d "$DEPS/debs" ] || { echo "gpu_deps: no $DEPS/debs (run 'pack' where apt works, and carry .deps)" >&2; return 1; }
+  mkdir -p "$DEPS/root"
+  for deb in "$DEPS"/debs/*.deb; do dpkg-deb -x "$deb" "$DEPS/root" || return 1; done
+  echo "gpu_deps: $(ls "$DEPS"/debs/*.deb | wc -l) packages under $DEPS/root"
+}
+
+env_vars() {
+  local arch_lib="$DEPS/root/usr/lib/x86_64-linux-gnu"
+  export CMAKE_PREFIX_PATH="$DEPS/root/usr:$arch_lib/cmake:$DEPS/root/usr/share/cmake${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$arch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+case "${1:-}" in
+  pack) pack ;;
+  unpack) unpack ;;
+  env) env_vars ;;
+  *) echo "usage: scripts/gpu_deps.sh pack|unpack|env" >&2; [ "${BASH_SOURCE[0]}" = "$0" ] && exit 2 ;;
+esac

@@ -1,0 +1,86 @@
+// The device transports on their own: single-rank NCCL all-reduce and broadcast of device tensors
+// (the real NCCL path: its stream, events and watchdog), and the modeled backend occupying its
+// communication stream for the modeled time while the data stays. With profiling on, each
+// collective carries timing events and lands on the "communication stream" track. Skips without
+// a GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "dist/gradient_comm.h"
+#include "kernels/cuda/device_info.h"
+#include "support/free_port.h"
+#include "support/random_data.h"
+#include "util/trace.h"
+
+namespace cg::dist {
+namespace {
+
+#define NEED_GPU() \
+  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
+
+const Device kGpu = Device::cuda(0);
+
+// Profiling on for one test: collectives get timing events.
+struct Profiling {
+  Profiling() {
+    trace::clear();
+    trace::set_enabled(true);
+  }
+  ~Profiling() {
+    trace::set_enabled(false);
+    trace::clear();
+  }
+};
+
+// The watchdog marks Works done from its own thread, shortly after the device finishes them.
+void expect_done_soon(Work& work) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!work.done() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(work.done()) << "the watchdog never saw the collective complete";
+}
+
+TEST(CudaComm, SingleRankNcclAllReduceAndBroadcastOnDeviceTensors) {
+  NEED_GPU();
+  Profiling profiling;
+  TcpStoreOptions so;
+  so.port = test::free_port();
+  so.is_server = true;
+  TcpStore store(so);
+  auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
+  const std::vector<float> values = test::random_vector<float>(3001, 21);
+  Tensor t = Tensor::from_vector(values, {3001}).to(kGpu);
+  const Stream s = current_stream(kGpu);
+  auto work = comm->all_reduce_average(t.data<float>(), t.numel(), s, "test tensor");
+  comm->wait(*work, s);
+  EXPECT_EQ(t.to_vector<float>(), values);  // the average over one rank is the value itself
+  comm->broadcast(t, s);
+  EXPECT_EQ(t.to_vector<float>(), values);
+  expect_done_soon(*work);
+  ASSERT_TRUE(work->device_started.defined());
+  EXPECT_GE(Event::elapsed_ms(work->device_started, work->device_done), 0.0f);
+}
+
+TEST(CudaComm, ModeledAllReduceOccupiesTheStreamForTheModeledTime) {
+  NEED_GPU();
+  Profiling profiling;
+  const Link slow{"slow", 0.1, 0.0};  // 100 MB/s: 1 MB over 2 ranks = 10 ms
+  auto comm = make_modeled_comm(2, slow, kGpu);
+  const std::vector<float> values = test::random_vector<float>(250000, 22);
+  Tensor t = Tensor::from_vector(values, {250000}).to(kGpu);
+  const Stream s = current_stream(kGpu);
+  auto work = comm->all_reduce_average(t.data<float>(), t.numel(), s, "test tensor");
+  comm->wait(*work, s);
+  EXPECT_EQ(t.to_vector<float>(), values);
+  expect_done_soon(*work);
+  EXPECT_NEAR(comm->modeled_ms(1'000'000), 10.0, 1e-9);
+  ASSERT_TRUE(work->device_started.defined());
+  const float ms = Event::elapsed_ms(work->device_started, work->device_done);
+  EXPECT_GE(ms, 9.5f);
+  EXPECT_LT(ms, 200.0f);
+}
+
+}  // namespace
+}  // namespace cg::dist
