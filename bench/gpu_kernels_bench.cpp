@@ -1,11 +1,12 @@
-// The kernel benchmark (issue 3): each hand-written kernel against cuDNN on MiniResNet's layer
-// shapes at batch 256, next to the device's measured peaks (device-to-device copy bandwidth,
-// counting bytes read plus written; a large fp16 cuBLAS matrix product). CUDA events around each
-// call, warm-up first, median of repeats, random inputs. Prints a markdown table, then one JSON
-// line per row. Without a GPU it says so and exits 0.
+// The kernel benchmark (issues 3 and 5): each hand-written kernel against cuDNN on MiniResNet's
+// layer shapes at batch 256, next to the device's peaks measured in the same run (device-to-device
+// copy bandwidth counting bytes read plus written; large f16, bf16 and f32 cuBLAS products). CUDA
+// events around each call, warm-up first, median of repeats, random inputs. Prints a markdown
+// table, then one JSON line per row. Without a GPU it says so and exits 0.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct Buffer {
       v = float(int64_t(s % 2001) - 1000) / 1000.f;
     }
     void* tmp = cu::device_malloc(n * 4 + 16, 0);
+    if (!tmp) throw Error("out of GPU memory for the benchmark");
     cu::copy_host_to_device(tmp, host.data(), n * 4, nullptr);
     cu::cast(int64_t(n), DType::f32, tmp, dtype, ptr, nullptr);
     cu::synchronize_stream(nullptr);
@@ -104,22 +106,37 @@ int run() {
     return scratch.back();
   };
 
-  // Peaks measured here, in the same run.
-  const size_t copy_n = size_t(1) << 28;  // 1 GiB of floats... as bytes: 256 Mi floats
+  // Peaks measured here, in the same run: a 1 GiB device-to-device copy, and a large cuBLAS
+  // product per dtype (f32 goes wherever cuBLAS's default math mode sends it).
+  const size_t copy_n = size_t(1) << 28;  // floats: 1 GiB each way
   Buffer src(copy_n, DType::f32), dst(copy_n, DType::f32);
   const double copy_ms = time_ms([&] { cu::copy_device_to_device(dst.ptr, src.ptr, copy_n * 4, nullptr); });
   const double bandwidth = 2.0 * double(copy_n * 4) / (copy_ms * 1e-3) / 1e9;  // GB/s, read + write
-  const int64_t g = 8192;
-  Buffer ga(size_t(g * g), DType::f16), gb(size_t(g * g), DType::f16), gc(size_t(g * g), DType::f16);
-  const double gemm_ms = time_ms([&] { cu::linear_forward(g, g, g, DType::f16, ga.ptr, gb.ptr, nullptr, gc.ptr, nullptr); });
-  const double tflops = 2.0 * double(g) * g * g / (gemm_ms * 1e-3) / 1e12;
-  std::printf("measured peaks: copy %.0f GB/s (read + write), fp16 GEMM %.0f TFLOP/s\n\n", bandwidth, tflops);
+  std::map<DType, double> gemm_peak;  // TFLOP/s
+  for (DType t : {DType::f16, DType::bf16, DType::f32}) {
+    const int64_t g = 8192;
+    Buffer a(size_t(g * g), t), b(size_t(g * g), t), c(size_t(g * g), t);
+    const double ms = time_ms([&] { cu::linear_forward(g, g, g, t, a.ptr, b.ptr, nullptr, c.ptr, nullptr); });
+    gemm_peak[t] = 2.0 * double(g) * g * g / (ms * 1e-3) / 1e12;
+  }
+  std::printf("measured peaks: copy %.0f GB/s (read + write); GEMM 8192^3 f16 %.0f, bf16 %.0f, f32 %.0f TFLOP/s\n\n",
+              bandwidth, gemm_peak[DType::f16], gemm_peak[DType::bf16], gemm_peak[DType::f32]);
 
   std::vector<Row> rows;
-  const cu::Conv2dShape layers[] = {{256, 3, 32, 32, 64, 3, 3, 1, 1},    {256, 64, 32, 32, 64, 3, 3, 1, 1},
-                                    {256, 64, 32, 32, 128, 3, 3, 2, 1},  {256, 64, 32, 32, 128, 1, 1, 2, 0},
-                                    {256, 128, 16, 16, 128, 3, 3, 1, 1}, {256, 128, 16, 16, 256, 3, 3, 2, 1},
-                                    {256, 128, 16, 16, 256, 1, 1, 2, 0}, {256, 256, 8, 8, 256, 3, 3, 1, 1}};
+  // Every distinct convolution of MiniResNet (widths 64/128/256) for both inputs: 32x32x3 (the
+  // throughput comparison) and Fashion-MNIST's 28x28x1 (the time-to-accuracy run).
+  std::vector<cu::Conv2dShape> layers;
+  for (auto [c0, hw] : {std::pair<int64_t, int64_t>{3, 32}, {1, 28}}) {
+    const int64_t h2 = (hw - 1) / 2 + 1, h3 = (h2 - 1) / 2 + 1;  // after the stride-2 stages
+    layers.push_back({256, c0, hw, hw, 64, 3, 3, 1, 1});  // stem
+    layers.push_back({256, 64, hw, hw, 64, 3, 3, 1, 1});
+    layers.push_back({256, 64, hw, hw, 128, 3, 3, 2, 1});
+    layers.push_back({256, 64, hw, hw, 128, 1, 1, 2, 0});  // downsample
+    layers.push_back({256, 128, h2, h2, 128, 3, 3, 1, 1});
+    layers.push_back({256, 128, h2, h2, 256, 3, 3, 2, 1});
+    layers.push_back({256, 128, h2, h2, 256, 1, 1, 2, 0});
+    layers.push_back({256, 256, h3, h3, 256, 3, 3, 1, 1});
+  }
   for (DType t : {DType::f16, DType::f32}) {
     for (const cu::Conv2dShape& s : layers) {
       const size_t nx = size_t(s.n * s.c_in * s.h * s.w), nw = size_t(s.c_out * s.c_in * s.kh * s.kw);
@@ -132,51 +149,64 @@ int run() {
       rows.push_back({"conv forward", shape, "TFLOP/s",
                       tf(time_ms([&] { cu::conv2d_native_forward(s, t, x.ptr, w.ptr, nullptr, y.ptr, nullptr); })),
                       tf(time_ms([&] { cu::conv2d_cudnn_forward(s, t, x.ptr, w.ptr, nullptr, y.ptr, ws, nullptr); })),
-                      tflops});
+                      gemm_peak[t]});
       rows.push_back({"conv backward-data", shape, "TFLOP/s",
                       tf(time_ms([&] { cu::conv2d_native_backward_data(s, t, dy.ptr, w.ptr, dx.ptr, nullptr); })),
                       tf(time_ms([&] { cu::conv2d_cudnn_backward_data(s, t, dy.ptr, w.ptr, dx.ptr, ws, nullptr); })),
-                      tflops});
+                      gemm_peak[t]});
       rows.push_back(
           {"conv backward-filter", shape, "TFLOP/s",
            tf(time_ms([&] { cu::conv2d_native_backward_filter(s, t, x.ptr, dy.ptr, dw.ptr, nullptr, nullptr); })),
            tf(time_ms([&] { cu::conv2d_cudnn_backward_filter(s, t, x.ptr, dy.ptr, dw.ptr, nullptr, ws, nullptr); })),
-           tflops});
+           gemm_peak[t]});
     }
   }
-  // Batch norm and elementwise at stage 1's activation size, fp16, in GB/s of the bytes that must move.
-  const cu::BatchNormShape bs{256, 64, 32 * 32};
-  const size_t n = size_t(bs.n * bs.c * bs.hw), bytes = n * 2;
-  Buffer x(n, DType::f16), y(n, DType::f16), dy(n, DType::f16), dx(n, DType::f16), p(4 * 64, DType::f32);
-  float* pf = static_cast<float*>(p.ptr);
-  auto gbs = [&](double moved, double ms) { return moved / (ms * 1e-3) / 1e9; };
-  rows.push_back({"batch norm forward (train)", "f16 256x64x32x32", "GB/s",
-                  gbs(2.0 * bytes, time_ms([&] {
-                        cu::batchnorm_forward_train(bs, DType::f16, x.ptr, pf, pf + 64, 1e-5f, 0.1f, pf + 128, pf + 192,
-                                                    y.ptr, pf + 128, pf + 192, cu::Activation::relu, nullptr);
-                      })),
-                  gbs(2.0 * bytes, time_ms([&] {
-                        cu::batchnorm_cudnn_forward_train(bs, DType::f16, x.ptr, pf, pf + 64, 1e-5f, 0.1f, pf + 128,
-                                                          pf + 192, y.ptr, pf + 128, pf + 192, cu::Activation::relu,
-                                                          nullptr);
-                      })),
-                  bandwidth});
-  rows.push_back({"batch norm backward", "f16 256x64x32x32", "GB/s",
-                  gbs(3.0 * bytes, time_ms([&] {
-                        cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, pf, pf + 128, pf + 192, dx.ptr,
-                                                     pf + 64, pf + 64, nullptr, nullptr);
-                      })),
-                  gbs(3.0 * bytes, time_ms([&] {
-                        cu::batchnorm_cudnn_backward_train(bs, DType::f16, dy.ptr, x.ptr, pf, pf + 128, pf + 192, 1e-5f,
-                                                           dx.ptr, pf + 64, pf + 64, nullptr, ws, nullptr);
-                      })),
-                  bandwidth});
-  rows.push_back({"add_relu", "f16 256x64x32x32", "GB/s",
-                  gbs(3.0 * bytes, time_ms([&] { cu::add_relu(int64_t(n), DType::f16, x.ptr, dy.ptr, y.ptr, nullptr); })),
-                  0, bandwidth});
-  rows.push_back({"relu backward", "f16 256x64x32x32", "GB/s",
-                  gbs(3.0 * bytes, time_ms([&] { cu::relu_backward(int64_t(n), DType::f16, dy.ptr, y.ptr, dx.ptr, nullptr); })),
-                  0, bandwidth});
+  // Batch norm (with its fused ReLU) and the elementwise kernels at each stage's activation size
+  // of the 32x32 model, fp16, in GB/s of the bytes that must move at least once.
+  auto gbs = [](double moved, double ms) { return moved / (ms * 1e-3) / 1e9; };
+  for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}}) {
+    const cu::BatchNormShape bs{256, c, hw * hw};
+    const size_t n = size_t(bs.n * bs.c * bs.hw), bytes = n * 2;
+    const std::string shape = fmt::format("f16 256x{}x{}x{}", c, hw, hw);
+    Buffer x(n, DType::f16), y(n, DType::f16), dy(n, DType::f16), dx(n, DType::f16);
+    // Per-channel float vectors, each its own buffer so no kernel reads what another output aliases.
+    Buffer gamma(size_t(c), DType::f32), beta(size_t(c), DType::f32), run_mean(size_t(c), DType::f32),
+        run_var(size_t(c), DType::f32), save_mean(size_t(c), DType::f32), save_invstd(size_t(c), DType::f32),
+        dgamma(size_t(c), DType::f32), dbeta(size_t(c), DType::f32);
+    auto f = [](Buffer& b) { return static_cast<float*>(b.ptr); };
+    const bool has_cudnn = cu::batchnorm_cudnn_supports(bs, DType::f16);
+    // Train forward reads x and writes y (its statistics pass is the kernel's own business).
+    const double fwd = gbs(2.0 * bytes, time_ms([&] {
+      cu::batchnorm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
+                                  y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, nullptr);
+    }));
+    const double fwd_cudnn = !has_cudnn ? 0 : gbs(2.0 * bytes, time_ms([&] {
+      cu::batchnorm_cudnn_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean),
+                                        f(run_var), y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu,
+                                        nullptr);
+    }));
+    rows.push_back({"batch norm + relu forward (train)", shape, "GB/s", fwd, fwd_cudnn, bandwidth});
+    // Backward reads dy, x and the ReLU output y, writes dx.
+    const double bwd = gbs(4.0 * bytes, time_ms([&] {
+      cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
+                                   f(dgamma), f(dbeta), y.ptr, nullptr);
+    }));
+    const double bwd_cudnn = !has_cudnn ? 0 : gbs(4.0 * bytes, time_ms([&] {
+      cu::batchnorm_cudnn_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd),
+                                         1e-5f, dx.ptr, f(dgamma), f(dbeta), y.ptr, ws, nullptr);
+    }));
+    rows.push_back({"batch norm + relu backward", shape, "GB/s", bwd, bwd_cudnn, bandwidth});
+    const int64_t ni = int64_t(n);
+    rows.push_back({"relu forward", shape, "GB/s",
+                    gbs(2.0 * bytes, time_ms([&] { cu::relu_forward(ni, DType::f16, x.ptr, y.ptr, nullptr); })), 0,
+                    bandwidth});
+    rows.push_back({"relu backward", shape, "GB/s",
+                    gbs(3.0 * bytes, time_ms([&] { cu::relu_backward(ni, DType::f16, dy.ptr, y.ptr, dx.ptr, nullptr); })),
+                    0, bandwidth});
+    rows.push_back({"add_relu", shape, "GB/s",
+                    gbs(3.0 * bytes, time_ms([&] { cu::add_relu(ni, DType::f16, x.ptr, dy.ptr, y.ptr, nullptr); })), 0,
+                    bandwidth});
+  }
   print(rows);
   cu::synchronize_stream(nullptr);
   for (void* s : scratch) cu::device_free(s, 0);

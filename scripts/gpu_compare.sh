@@ -6,8 +6,9 @@
 # accuracy: wall-clock time from process start to 93% Fashion-MNIST test accuracy, cudagrad-train
 #   (configs/fashion_mnist.yaml) against bench/pytorch/time_to_accuracy.py with the same recipe.
 # Environment: BUILD_DIR (default build-gpu), OUT_DIR (default gpu_compare_out), PYTHON (python3),
-# FMNIST (the Fashion-MNIST folder, default /usr/share/datasets/fashion-mnist or .data/fashion-mnist).
-# Writes $OUT_DIR/compare.md (the table) and the raw JSON lines beside it.
+# FMNIST (the Fashion-MNIST folder, default /usr/share/datasets/fashion-mnist or .data/fashion-mnist),
+# THROUGHPUT_ARGS / TTA_ARGS (extra arguments of the two PyTorch scripts, e.g. "--steps 500").
+# Writes $OUT_DIR/compare.md (the tables) and, beside it, the raw JSON lines and every log.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD_DIR:-build-gpu}
@@ -15,7 +16,10 @@ OUT=${OUT_DIR:-gpu_compare_out}
 PYTHON=${PYTHON:-python3}
 FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
 [ -d "$FMNIST" ] || FMNIST=.data/fashion-mnist
+THROUGHPUT_ARGS=${THROUGHPUT_ARGS:-}
+TTA_ARGS=${TTA_ARGS:-}
 mkdir -p "$OUT"
+: > "$OUT/compare.md"
 modes=("$@")
 [ ${#modes[@]} -eq 0 ] && modes=(throughput accuracy)
 
@@ -37,71 +41,109 @@ PY
 
 throughput() {
   local bench="$BUILD/apps/cudagrad-bench" raw="$OUT/throughput.jsonl"
+  [ -x "$bench" ] || echo "warning: $bench is missing (build it: scripts/build.sh); PyTorch only" >&2
   : > "$raw"
   for variant in cudnn native cudnn+graph; do
+    [ -x "$bench" ] || break
     local conv=${variant%+graph} graph=""
     [ "$variant" != "$conv" ] && graph=--cuda-graph
     # shellcheck disable=SC2086
     "$bench" --config configs/bench_gpu.yaml $graph kernels.conv="$conv" 2>&1 | tee "$OUT/cudagrad_$variant.log" \
-      | grep '^{' | sed "s/^{/{\"conv\": \"$variant\", /" >> "$raw"
+      | grep '^{"bench"' | sed "s/^{/{\"conv\": \"$variant\", /" >> "$raw"
   done
-  "$PYTHON" bench/pytorch/gpu_throughput.py 2>&1 | tee "$OUT/pytorch.log" | grep '^{' >> "$raw"
+  # shellcheck disable=SC2086
+  "$PYTHON" bench/pytorch/gpu_throughput.py $THROUGHPUT_ARGS 2>&1 | tee "$OUT/pytorch.log" | grep '^{"bench"' >> "$raw"
   {
-    echo "## MiniResNet training throughput, batch 256, fp16 AMP, 32x32x3 ($(date -I))"
+    echo "## MiniResNet training throughput, batch 256, fp16 AMP, 32x32x3 ($(date -u '+%Y-%m-%d %H:%M UTC'))"
     echo
-    echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-    echo "cudagrad: $(json_field "$raw" cuda bench cudagrad), cuDNN $(json_field "$raw" cudnn bench cudagrad); " \
-         "PyTorch $(json_field "$raw" torch bench pytorch), CUDA $(json_field "$raw" cuda bench pytorch), cuDNN $(json_field "$raw" cudnn bench pytorch)"
+    echo "device, driver: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
     echo
-    echo "| engine | images/s | median step ms | peak MiB |"
-    echo "| --- | --- | --- | --- |"
     "$PYTHON" - "$raw" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+ours = [r for r in rows if r["bench"] == "cudagrad"]
+theirs = [r for r in rows if r["bench"] == "pytorch"]
+ok = [r for r in theirs if "error" not in r]
+if ours:
+    print(f"cudagrad: {ours[0].get('cuda')}, cuDNN {ours[0].get('cudnn')}")
+if ok:
+    print(f"PyTorch {ok[0]['torch']}: CUDA {ok[0]['cuda']}, cuDNN {ok[0]['cudnn']}")
+print()
+print("| engine | images/s (median step) | images/s (wall) | median step ms | peak MiB |")
+print("| --- | --- | --- | --- | --- |")
 def name(r):
     return f"cudagrad (conv {r['conv']})" if r["bench"] == "cudagrad" else f"PyTorch {r['mode']}"
+def wall(r):
+    return f"{r['images_per_s_wall']:.0f}" if "images_per_s_wall" in r else "-"
 for r in rows:
-    print(f"| {name(r)} | {r['images_per_s']:.0f} | {r['step_ms_median']:.2f} | {r['peak_mem_bytes'] / 2**20:.0f} |")
-ours = [r for r in rows if r["bench"] == "cudagrad"]
-theirs = {r["mode"]: r for r in rows if r["bench"] == "pytorch"}
-if ours:
-    best = max(ours, key=lambda r: r["images_per_s"])
-    for mode, r in theirs.items():
-        print(f"\ncudagrad (best) / PyTorch {mode}: {best['images_per_s'] / r['images_per_s']:.2f}x images/s, "
-              f"peak memory {best['peak_mem_bytes'] / max(r['peak_mem_bytes'], 1):.2f}x")
-    print(f"\ncudagrad step breakdown (ms, conv {best['conv']}): forward {best['forward_ms']:.2f}, "
-          f"backward {best['backward_ms']:.2f}, exposed comm {best['comm_exposed_ms']:.2f}, "
-          f"optimizer {best['optimizer_ms']:.2f}")
+    if "error" in r:
+        print(f"| {name(r)} | failed: {r['error'][:100]} | | | |")
+        continue
+    print(f"| {name(r)} | {r['images_per_s']:.0f} | {wall(r)} | {r['step_ms_median']:.2f} | "
+          f"{r['peak_mem_bytes'] / 2**20:.0f} |")
+print()
+for o in ours:
+    for t in ok:
+        print(f"- cudagrad (conv {o['conv']}) / PyTorch {t['mode']}: {o['images_per_s'] / t['images_per_s']:.2f}x "
+              f"images/s, {o['peak_mem_bytes'] / max(t['peak_mem_bytes'], 1):.2f}x peak memory")
+for o in ours:
+    if not o.get("cuda_graph"):
+        print(f"- cudagrad step phases, conv {o['conv']} (median ms): forward {o['forward_ms']:.2f}, "
+              f"backward {o['backward_ms']:.2f}, exposed comm {o['comm_exposed_ms']:.2f}, "
+              f"optimizer {o['optimizer_ms']:.2f}")
+if not ours:
+    print("- cudagrad-bench gave no result: see cudagrad_*.log")
 PY
-  } > "$OUT/compare.md"
+  } >> "$OUT/compare.md"
   cat "$OUT/compare.md"
 }
 
+# Runs a command, its output to a log; prints the seconds the whole process took (outside view).
+timed() {
+  local log=$1 t0 t1
+  shift
+  t0=$(date +%s.%N)
+  "$@" > "$log" 2>&1
+  t1=$(date +%s.%N)
+  echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}'
+}
+
 accuracy() {
-  local run="$OUT/tta_run"
+  local run="$OUT/tta_run" ours_s theirs_s
   rm -rf "$run"
-  "$BUILD/apps/cudagrad-train" --config configs/fashion_mnist.yaml data.path="$FMNIST" train.target_accuracy=0.93 \
-    output.dir="$run" > "$OUT/cudagrad_tta.log" 2>&1
-  grep '"target_reached"' "$run/metrics.jsonl" > "$OUT/tta.jsonl" 2>/dev/null || echo '{"bench": "cudagrad", "reached": false}' > "$OUT/tta.jsonl"
-  "$PYTHON" bench/pytorch/time_to_accuracy.py --data "$FMNIST" 2> "$OUT/pytorch_tta.log" | grep '^{' >> "$OUT/tta.jsonl"
+  : > "$OUT/tta.jsonl"
+  ours_s=$(timed "$OUT/cudagrad_tta.log" "$BUILD/apps/cudagrad-train" --config configs/fashion_mnist.yaml \
+    data.path="$FMNIST" train.target_accuracy=0.93 output.dir="$run")
+  grep '"target_reached"' "$run/metrics.jsonl" > "$OUT/tta.jsonl" 2>/dev/null \
+    || echo '{"bench": "cudagrad", "reached": false}' > "$OUT/tta.jsonl"
+  cp "$run/metrics.jsonl" "$OUT/cudagrad_tta_metrics.jsonl" 2>/dev/null
+  # shellcheck disable=SC2086
+  theirs_s=$(timed "$OUT/pytorch_tta.log" "$PYTHON" bench/pytorch/time_to_accuracy.py --data "$FMNIST" $TTA_ARGS)
+  grep '^{"bench"' "$OUT/pytorch_tta.log" >> "$OUT/tta.jsonl"
   {
     echo
-    echo "## Time to 93% Fashion-MNIST test accuracy ($(date -I)), from process start"
+    echo "## Time to 93% Fashion-MNIST test accuracy, configs/fashion_mnist.yaml ($(date -u '+%Y-%m-%d %H:%M UTC'))"
     echo
-    "$PYTHON" - "$OUT/tta.jsonl" <<'PY'
+    echo "| engine | reached | seconds from process start | whole process, outside view (s) | epoch | test accuracy |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+    "$PYTHON" - "$OUT/tta.jsonl" "$ours_s" "$theirs_s" <<'PY'
 import json, sys
-for line in open(sys.argv[1]):
-    j = json.loads(line)
-    who = "PyTorch " + j.get("torch", "") if j.get("bench") == "pytorch" else "cudagrad"
-    if j.get("event") == "target_reached" or j.get("reached"):
-        print(f"- {who}: {j['seconds_since_start' if 'seconds_since_start' in j else 'seconds']:.1f} s "
-              f"(epoch {j.get('epoch')}, accuracy {j.get('accuracy'):.4f})")
-    else:
-        print(f"- {who}: target not reached ({j})")
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+ours = next((j for j in lines if j.get("bench") != "pytorch"), {})
+theirs = next((j for j in lines if j.get("bench") == "pytorch"), {})
+def row(who, j, outside):
+    reached = j.get("event") == "target_reached" or j.get("reached") is True
+    secs = j.get("seconds_since_start", j.get("seconds"))
+    acc = j.get("accuracy")
+    print(f"| {who} | {'yes' if reached else 'no'} | {secs:.1f} | {outside} | {j.get('epoch', '-')} | "
+          f"{acc:.4f} |" if secs is not None and acc is not None else
+          f"| {who} | {'yes' if reached else 'no'} | - | {outside} | - | - |")
+row("cudagrad", ours, sys.argv[2])
+row(f"PyTorch {theirs.get('torch', '')}", theirs, sys.argv[3])
 PY
   } >> "$OUT/compare.md"
-  rm -rf "$run"
-  tail -n 4 "$OUT/compare.md"
+  rm -rf "$run"  # its checkpoints are large; the metrics were copied above
+  tail -n 6 "$OUT/compare.md"
 }
 
 for m in "${modes[@]}"; do

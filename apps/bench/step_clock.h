@@ -22,6 +22,12 @@ class StepClock {
     }
   }
 
+  // From the first mark to the last: every timed step with the gaps between them.
+  double span_ms() const {
+    const size_t n = device_.is_cuda() ? events_.size() : times_.size();
+    return n < 2 ? 0.0 : between(0, n - 1);
+  }
+
   // Consecutive groups of `marks_per_step` marks: for each, the marks_per_step - 1 intervals in
   // milliseconds. Call after the stream has finished.
   std::vector<std::vector<double>> intervals_ms(size_t marks_per_step) const {

@@ -1,0 +1,265 @@
+// Backward convolution as implicit GEMMs (conv_native_tiles.cuh).
+// Backward-data: rows = input pixels (n, iy, ix), columns = input channels, depth = (c_out, ky, kx);
+// A is dy at the output that saw the pixel through tap (ky, kx) (zero when none: padding, or a
+// stride that skips the pixel), B[k][c] = w[c_out][c][ky][kx].
+// Backward-filter computes dw transposed: rows = taps j = (c_in, ky, kx), columns = c_out, depth =
+// output pixels (n, oy, ox), which is long, so it is split into a fixed number of K slices (a
+// function of the shape only) whose fp32 partials go to stream-ordered scratch and are added in
+// slice order by a second kernel: bit-identical run to run, no atomics. db likewise.
+#include <algorithm>
+
+#include "kernels/cuda/conv_native.h"
+#include "kernels/cuda/conv_native_tiles.cuh"
+
+namespace cg::kernels::cuda {
+namespace conv_native {
+namespace {
+
+// kStride = 0: the stride is read at run time.
+template <typename T, int KH, int KW, int kStride>
+struct BackwardDataProblem {
+  using S = TileShape<T>;
+  static constexpr bool kARowMajor = false;
+  Dims d;
+  Taps<KH, KW> taps;
+  const T* __restrict__ dy;
+  const T* __restrict__ w;
+  T* __restrict__ dx;
+  int m0 = 0, n0 = 0, k_begin = 0, k_end = 0;
+  bool m_ok = false;
+  int64_t dy_image = 0;  // offset of the pixel's image in dy
+  int ty0 = 0, tx0 = 0;       // iy + pad, ix + pad: tap (ky, kx) reaches it from output (ty0 - ky, tx0 - kx) / stride
+
+  __device__ void setup(int bm, int bn, int /*slice*/) {
+    m0 = bm;
+    n0 = bn;
+    k_begin = 0;
+    k_end = d.co * taps.count();
+    const int plane = d.h * d.w, m = m0 + int(threadIdx.x) % kBM;
+    m_ok = m < d.n * plane;
+    const int mm = m_ok ? m : 0, image = mm / plane, pixel = mm - image * plane, iy = pixel / d.w;
+    dy_image = int64_t(image) * d.co * d.oh * d.ow;
+    ty0 = iy + d.pad;
+    tx0 = pixel - iy * d.w + d.pad;
+  }
+  __device__ void load_a(int k0, T (&r)[S::kAPerThread]) const {
+    const T* img = dy + dy_image;
+    const int stride = kStride ? kStride : d.stride;
+#pragma unroll
+    for (int i = 0; i < S::kAPerThread; ++i) {
+      const int k = k0 + int(threadIdx.x) / kBM + i * S::kKRowsPerPass;
+      int o, ky, kx;
+      taps.split(k, o, ky, kx);
+      const int ty = ty0 - ky, tx = tx0 - kx;
+      bool ok = m_ok && k < k_end && ty >= 0 && tx >= 0;
+      int oy = ty, ox = tx;
+      if (stride != 1) {
+        ok = ok && ty % stride == 0 && tx % stride == 0;
+        oy = ty / stride;
+        ox = tx / stride;
+      }
+      ok = ok && oy < d.oh && ox < d.ow;
+      r[i] = ok ? img[(o * d.oh + oy) * d.ow + ox] : zero<T>();
+    }
+  }
+  __device__ void load_b(int k0, T (&r)[S::kBPerThread]) const {
+    const int k = k0 + int(threadIdx.x) % S::kBK;
+    const int o = k / taps.count(), tap = k - o * taps.count();
+    const int64_t base = (int64_t(o) * d.ci) * taps.count() + tap;  // w[o][c][tap] = base + c * taps
+#pragma unroll
+    for (int i = 0; i < S::kBPerThread; ++i) {
+      const int c = n0 + int(threadIdx.x) / S::kBK + i * S::kRowsPerPass;
+      r[i] = (k < k_end && c < d.ci) ? w[base + int64_t(c) * taps.count()] : zero<T>();
+    }
+  }
+  __device__ void epilogue(const float* cs) const {
+    if (!m_ok) return;
+    const int plane = d.h * d.w, m_local = int(threadIdx.x) % kBM, m = m0 + m_local;
+    const int image = m / plane;
+    T* out = dx + int64_t(image) * d.ci * plane + (m - image * plane);
+    for (int i = 0; i < kEpiloguePerThread; ++i) {
+      const int n_local = int(threadIdx.x) / kBM + i * kEpilogueNStep, c = n0 + n_local;
+      if (c >= d.ci) break;
+      out[int64_t(c) * plane] = from_f32<T>(cs[n_local * kLdC + m_local]);
+    }
+  }
+};
+
+// dw transposed, one K slice per blockIdx.z: partial[slice][o][j] (fp32).
+template <typename T, int KH, int KW>
+struct BackwardFilterProblem {
+  using S = TileShape<T>;
+  static constexpr bool kARowMajor = true;
+  Dims d;
+  Taps<KH, KW> taps;
+  const T* __restrict__ x;
+  const T* __restrict__ dy;
+  float* __restrict__ partial;
+  int k_per_slice;  // a multiple of kBK
+  int m0 = 0, n0 = 0, k_begin = 0, k_end = 0, slice = 0;
+
+  __device__ void setup(int bm, int bn, int z) {
+    m0 = bm;
+    n0 = bn;
+    slice = z;
+    const int depth = d.n * d.oh * d.ow;
+    k_begin = int(min(int64_t(depth), int64_t(z) * k_per_slice));
+    k_end = min(depth, k_begin + k_per_slice);
+  }
+  // This thread's depth index k = (image, output pixel) of a K step, shared by its A and B loads.
+  struct Pixel {
+    bool ok;
+    int image, pixel, oy, ox;
+  };
+  __device__ Pixel pixel_of(int k0) const {
+    const int k = k0 + int(threadIdx.x) % S::kBK, plane = d.oh * d.ow;
+    Pixel p;
+    p.ok = k < k_end;
+    const int kk = p.ok ? k : 0;
+    p.image = kk / plane;
+    p.pixel = kk - p.image * plane;
+    p.oy = p.pixel / d.ow;
+    p.ox = p.pixel - p.oy * d.ow;
+    return p;
+  }
+  __device__ void load_a(int k0, T (&r)[S::kAPerThread]) const {  // x window, rows j = (c, ky, kx)
+    const Pixel p = pixel_of(k0);
+    const T* img = x + int64_t(p.image) * d.ci * d.h * d.w;
+    const int iy0 = p.oy * d.stride - d.pad, ix0 = p.ox * d.stride - d.pad, rows = d.ci * taps.count();
+#pragma unroll
+    for (int i = 0; i < S::kAPerThread; ++i) {
+      const int j = m0 + int(threadIdx.x) / S::kBK + i * S::kRowsPerPass;
+      int c, ky, kx;
+      taps.split(j, c, ky, kx);
+      const int iy = iy0 + ky, ix = ix0 + kx;
+      const bool ok = p.ok && j < rows && unsigned(iy) < unsigned(d.h) && unsigned(ix) < unsigned(d.w);
+      r[i] = ok ? img[(c * d.h + iy) * d.w + ix] : zero<T>();
+    }
+  }
+  __device__ void load_b(int k0, T (&r)[S::kBPerThread]) const {  // dy, columns o
+    const Pixel p = pixel_of(k0);
+    const int plane = d.oh * d.ow;
+    const T* g = dy + int64_t(p.image) * d.co * plane + p.pixel;
+#pragma unroll
+    for (int i = 0; i < S::kBPerThread; ++i) {
+      const int o = n0 + int(threadIdx.x) / S::kBK + i * S::kRowsPerPass;
+      r[i] = (p.ok && o < d.co) ? g[int64_t(o) * plane] : zero<T>();
+    }
+  }
+  __device__ void epilogue(const float* cs) const {
+    const int rows = d.ci * taps.count(), m_local = int(threadIdx.x) % kBM, j = m0 + m_local;
+    if (j >= rows) return;
+    float* out = partial + int64_t(slice) * d.co * rows + j;
+    for (int i = 0; i < kEpiloguePerThread; ++i) {
+      const int n_local = int(threadIdx.x) / kBM + i * kEpilogueNStep, o = n0 + n_local;
+      if (o >= d.co) break;
+      out[int64_t(o) * rows] = cs[n_local * kLdC + m_local];
+    }
+  }
+};
+
+// out[i] = sum of partial[z][i] over z = 0, 1, ... in order.
+template <typename T>
+__global__ void sum_slices_kernel(int64_t count, int slices, const float* __restrict__ partial, T* __restrict__ out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.f;
+    for (int z = 0; z < slices; ++z) s += partial[z * count + i];
+    out[i] = from_f32<T>(s);
+  }
+}
+
+// db[o] = sum of dy over n, oy, ox: one block per channel, per-thread sums in a fixed order, then
+// block_sum's fixed tree.
+template <typename T>
+__global__ void bias_grad_kernel(Dims d, const T* __restrict__ dy, T* __restrict__ db) {
+  __shared__ double shared[kThreads];
+  const int o = blockIdx.x, plane = d.oh * d.ow;
+  float s = 0.f;
+  for (int image = 0; image < d.n; ++image) {
+    const T* g = dy + (int64_t(image) * d.co + o) * plane;
+    for (int p = threadIdx.x; p < plane; p += blockDim.x) s += to_f32(g[p]);
+  }
+  const double total = block_sum(double(s), shared);
+  if (threadIdx.x == 0) db[o] = from_f32<T>(float(total));
+}
+
+// Slices for backward-filter: enough blocks in all to fill an H100 about twice (132 SMs, two
+// blocks each), none shorter than 8 K steps. A function of the shape only, never of the device,
+// so results do not change from one GPU to another.
+constexpr int64_t kFilterTargetBlocks = 2 * 2 * 132, kMinSliceSteps = 8, kMaxSlices = 256;
+int filter_slices(int64_t rows, int64_t cols, int64_t depth, int64_t k_step) {
+  const int64_t tiles = ((rows + kBM - 1) / kBM) * ((cols + kBN - 1) / kBN);
+  const int64_t by_blocks = (kFilterTargetBlocks + tiles - 1) / tiles;
+  const int64_t by_depth = std::max<int64_t>(1, depth / (kMinSliceSteps * k_step));
+  return int(std::clamp<int64_t>(std::min(by_blocks, by_depth), 1, kMaxSlices));
+}
+
+template <typename T>
+struct BackwardData {
+  template <int KH, int KW, int kStride>
+  static void launch(const Conv2dShape& s, const void* dy, const void* w, void* dx, Stream stream) {
+    const Dims d = dims_of(s);
+    const BackwardDataProblem<T, KH, KW, kStride> p{
+        d, {d.kh, d.kw}, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx)};
+    launch_tiles<T>(p, int64_t(d.n) * d.h * d.w, d.ci, 1, stream, "conv2d_native_backward_data");
+  }
+  template <int KH, int KW>
+  struct Run {
+    static void run(const Conv2dShape& s, const void* dy, const void* w, void* dx, Stream stream) {
+      if (s.stride == 1) return launch<KH, KW, 1>(s, dy, w, dx, stream);
+      if (s.stride == 2) return launch<KH, KW, 2>(s, dy, w, dx, stream);
+      return launch<KH, KW, 0>(s, dy, w, dx, stream);
+    }
+  };
+  static void run(const Conv2dShape& s, const void* dy, const void* w, void* dx, Stream stream) {
+    dispatch_taps<Run>(s, dy, w, dx, stream);
+  }
+};
+
+template <typename T>
+struct BackwardFilter {
+  template <int KH, int KW>
+  struct Run {
+    static void run(const Conv2dShape& s, const void* x, const void* dy, void* dw, void* db, Stream stream) {
+      const Dims d = dims_of(s);
+      const int64_t rows = int64_t(d.ci) * d.kh * d.kw, cols = d.co, depth = int64_t(d.n) * d.oh * d.ow;
+      const int64_t k_step = TileShape<T>::kBK;
+      const int slices = filter_slices(rows, cols, depth, k_step);
+      const int64_t per_slice = ((depth + slices - 1) / slices + k_step - 1) / k_step * k_step;
+      float* partial = static_cast<float*>(scratch_alloc(sizeof(float) * size_t(slices * rows * cols), stream));
+      const BackwardFilterProblem<T, KH, KW> p{d,
+                                               {d.kh, d.kw},
+                                               static_cast<const T*>(x),
+                                               static_cast<const T*>(dy),
+                                               partial,
+                                               int(per_slice)};
+      launch_tiles<T>(p, rows, cols, slices, stream, "conv2d_native_backward_filter");
+      sum_slices_kernel<T><<<blocks_for(rows * cols), kThreads, 0, as_cuda(stream)>>>(rows * cols, slices, partial,
+                                                                                      static_cast<T*>(dw));
+      CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter (slice sum)");
+      scratch_free(partial, stream);
+      if (db) {
+        bias_grad_kernel<T><<<d.co, kThreads, 0, as_cuda(stream)>>>(d, static_cast<const T*>(dy), static_cast<T*>(db));
+        CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter (bias)");
+      }
+    }
+  };
+  static void run(const Conv2dShape& s, const void* x, const void* dy, void* dw, void* db, Stream stream) {
+    dispatch_taps<Run>(s, x, dy, dw, db, stream);
+  }
+};
+
+}  // namespace
+}  // namespace conv_native
+
+void conv2d_native_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
+                                 Stream stream) {
+  dispatch_floating<conv_native::BackwardData>("conv2d_native_backward_data", dtype, s, dy, w, dx, stream);
+}
+
+void conv2d_native_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
+                                   void* db, Stream stream) {
+  dispatch_floating<conv_native::BackwardFilter>("conv2d_native_backward_filter", dtype, s, x, dy, dw, db, stream);
+}
+
+}  // namespace cg::kernels::cuda
