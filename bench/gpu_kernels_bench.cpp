@@ -164,49 +164,63 @@ int run() {
   // Batch norm (with its fused ReLU) and the elementwise kernels at each stage's activation size
   // of the 32x32 model, fp16, in GB/s of the bytes that must move at least once.
   auto gbs = [](double moved, double ms) { return moved / (ms * 1e-3) / 1e9; };
-  for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}}) {
-    const cu::BatchNormShape bs{256, c, hw * hw};
-    const size_t n = size_t(bs.n * bs.c * bs.hw), bytes = n * 2;
-    const std::string shape = fmt::format("f16 256x{}x{}x{}", c, hw, hw);
-    Buffer x(n, DType::f16), y(n, DType::f16), dy(n, DType::f16), dx(n, DType::f16);
-    // Per-channel float vectors, each its own buffer so no kernel reads what another output aliases.
-    Buffer gamma(size_t(c), DType::f32), beta(size_t(c), DType::f32), run_mean(size_t(c), DType::f32),
-        run_var(size_t(c), DType::f32), save_mean(size_t(c), DType::f32), save_invstd(size_t(c), DType::f32),
-        dgamma(size_t(c), DType::f32), dbeta(size_t(c), DType::f32);
-    auto f = [](Buffer& b) { return static_cast<float*>(b.ptr); };
-    const bool has_cudnn = cu::batchnorm_cudnn_supports(bs, DType::f16);
-    // Train forward reads x and writes y (its statistics pass is the kernel's own business).
-    const double fwd = gbs(2.0 * bytes, time_ms([&] {
-      cu::batchnorm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
-                                  y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, nullptr);
-    }));
-    const double fwd_cudnn = !has_cudnn ? 0 : gbs(2.0 * bytes, time_ms([&] {
-      cu::batchnorm_cudnn_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean),
-                                        f(run_var), y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu,
-                                        nullptr);
-    }));
-    rows.push_back({"batch norm + relu forward (train)", shape, "GB/s", fwd, fwd_cudnn, bandwidth});
-    // Backward reads dy, x and the ReLU output y, writes dx.
-    const double bwd = gbs(4.0 * bytes, time_ms([&] {
-      cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
-                                   f(dgamma), f(dbeta), y.ptr, nullptr);
-    }));
-    const double bwd_cudnn = !has_cudnn ? 0 : gbs(4.0 * bytes, time_ms([&] {
-      cu::batchnorm_cudnn_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd),
-                                         1e-5f, dx.ptr, f(dgamma), f(dbeta), y.ptr, ws, nullptr);
-    }));
-    rows.push_back({"batch norm + relu backward", shape, "GB/s", bwd, bwd_cudnn, bandwidth});
-    const int64_t ni = int64_t(n);
-    rows.push_back({"relu forward", shape, "GB/s",
-                    gbs(2.0 * bytes, time_ms([&] { cu::relu_forward(ni, DType::f16, x.ptr, y.ptr, nullptr); })), 0,
-                    bandwidth});
-    rows.push_back({"relu backward", shape, "GB/s",
-                    gbs(3.0 * bytes, time_ms([&] { cu::relu_backward(ni, DType::f16, dy.ptr, y.ptr, dx.ptr, nullptr); })),
-                    0, bandwidth});
-    rows.push_back({"add_relu", shape, "GB/s",
-                    gbs(3.0 * bytes, time_ms([&] { cu::add_relu(ni, DType::f16, x.ptr, dy.ptr, y.ptr, nullptr); })), 0,
-                    bandwidth});
-  }
+  for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}})
+    for (bool channels_last : {false, true}) {
+      // Channels-last runs as {N * H * W, C, 1} (the row kernels).
+      const cu::BatchNormShape bs = channels_last ? cu::BatchNormShape{256 * hw * hw, c, 1}
+                                                  : cu::BatchNormShape{256, c, hw * hw};
+      const size_t n = size_t(bs.n * bs.c * bs.hw), bytes = n * 2;
+      const std::string shape = fmt::format("f16 256x{}x{}x{} {}", c, hw, hw, channels_last ? "NHWC" : "NCHW");
+      Buffer x(n, DType::f16), y(n, DType::f16), dy(n, DType::f16), dx(n, DType::f16), r(n, DType::f16),
+          dr(n, DType::f16);
+      // Per-channel float vectors, each its own buffer so no kernel reads what another output aliases.
+      Buffer gamma(size_t(c), DType::f32), beta(size_t(c), DType::f32), run_mean(size_t(c), DType::f32),
+          run_var(size_t(c), DType::f32), save_mean(size_t(c), DType::f32), save_invstd(size_t(c), DType::f32),
+          dgamma(size_t(c), DType::f32), dbeta(size_t(c), DType::f32);
+      auto f = [](Buffer& b) { return static_cast<float*>(b.ptr); };
+      const bool has_cudnn = cu::batchnorm_cudnn_supports(bs, DType::f16);
+      // Train forward reads x and writes y (its statistics pass is the kernel's own business).
+      const double fwd = gbs(2.0 * bytes, time_ms([&] {
+        cu::batchnorm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
+                                    y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, nullptr, nullptr);
+      }));
+      const double fwd_cudnn = !has_cudnn ? 0 : gbs(2.0 * bytes, time_ms([&] {
+        cu::batchnorm_cudnn_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean),
+                                          f(run_var), y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu,
+                                          nullptr, nullptr);
+      }));
+      rows.push_back({"batch norm + relu forward (train)", shape, "GB/s", fwd, fwd_cudnn, bandwidth});
+      // With the residual: reads x and r, writes y.
+      const double fwd_add = gbs(3.0 * bytes, time_ms([&] {
+        cu::batchnorm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
+                                    y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, r.ptr, nullptr);
+      }));
+      rows.push_back({"batch norm + add + relu forward (train)", shape, "GB/s", fwd_add, 0, bandwidth});
+      // Backward reads dy, x and the ReLU output y, writes dx.
+      const double bwd = gbs(4.0 * bytes, time_ms([&] {
+        cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
+                                     f(dgamma), f(dbeta), y.ptr, nullptr, nullptr);
+      }));
+      const double bwd_cudnn = !has_cudnn ? 0 : gbs(4.0 * bytes, time_ms([&] {
+        cu::batchnorm_cudnn_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd),
+                                           1e-5f, dx.ptr, f(dgamma), f(dbeta), y.ptr, nullptr, ws, nullptr);
+      }));
+      rows.push_back({"batch norm + relu backward", shape, "GB/s", bwd, bwd_cudnn, bandwidth});
+      // With the residual: also writes the residual's gradient.
+      const double bwd_add = gbs(5.0 * bytes, time_ms([&] {
+        cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
+                                     f(dgamma), f(dbeta), y.ptr, dr.ptr, nullptr);
+      }));
+      rows.push_back({"batch norm + add + relu backward", shape, "GB/s", bwd_add, 0, bandwidth});
+      if (channels_last) continue;  // the elementwise kernels do not care about the layout
+      const int64_t ni = int64_t(n);
+      const double relu = time_ms([&] { cu::relu_forward(ni, DType::f16, x.ptr, y.ptr, nullptr); });
+      const double relu_bwd = time_ms([&] { cu::relu_backward(ni, DType::f16, dy.ptr, y.ptr, dx.ptr, nullptr); });
+      const double add_relu = time_ms([&] { cu::add_relu(ni, DType::f16, x.ptr, dy.ptr, y.ptr, nullptr); });
+      rows.push_back({"relu forward", shape, "GB/s", gbs(2.0 * bytes, relu), 0, bandwidth});
+      rows.push_back({"relu backward", shape, "GB/s", gbs(3.0 * bytes, relu_bwd), 0, bandwidth});
+      rows.push_back({"add_relu", shape, "GB/s", gbs(3.0 * bytes, add_relu), 0, bandwidth});
+    }
   print(rows);
   cu::synchronize_stream(nullptr);
   for (void* s : scratch) cu::device_free(s, 0);

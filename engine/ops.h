@@ -1,12 +1,15 @@
 // The differentiable operations a model is built from. Each takes and returns Tensors, computes
 // with the kernel for the tensor's device and dtype, and, when an input requires grad, records a
 // Node whose backward calls the matching backward kernels.
-// Layout: images are NCHW; weights follow PyTorch ([c_out, c_in, kh, kw], [out, in]).
+// Layout: images are NCHW unless an op's options say Layout::nhwc (channels-last activations, the
+// layout tensor cores read best); weights always follow PyTorch ([c_out, c_in, kh, kw], [out, in])
+// so that checkpoints do not depend on the layout.
 // On the GPU, every op enqueues on current_stream() (engine/stream.h) and never waits for the
 // device; conv2d, linear and cross_entropy follow autocast (engine/autocast.h).
 #pragma once
 #include "engine/tensor.h"
 #include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/layout.h"
 
 namespace cg::ops {
 
@@ -25,11 +28,17 @@ GpuKernels gpu_kernels();
 // already has `dtype`.
 Tensor cast(const Tensor& x, DType dtype);
 
+// Image tensors are contiguous: NCHW ones have shape [N, C, H, W], channels-last ones [N, H, W, C].
+// (enum class Layout { nchw, nhwc }, shared with the kernels, which take it too.)
+using kernels::cpu::Layout;
+
 struct Conv2dOptions {
   int64_t stride = 1;
   int64_t padding = 0;
+  Layout layout = Layout::nchw;  // of x and of the result
 };
-// x [N, Cin, H, W], weight [Cout, Cin, kh, kw], bias [Cout] or undefined.
+// x [N, Cin, H, W] (or [N, H, W, Cin] for nhwc), weight [Cout, Cin, kh, kw], bias [Cout] or
+// undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options);
 
 using kernels::cpu::Activation;  // relu(op(x)) fused into one pass where an op offers it
@@ -40,13 +49,20 @@ struct BatchNormOptions {
   double eps = 1e-5;
   // Activation::relu returns relu(batch_norm(x)) from one fused pass (forward and backward).
   Activation activation = Activation::none;
+  Layout layout = Layout::nchw;  // of x and of the result
 };
-// x [N, C, H, W]; weight, bias, running_mean, running_var [C]. Training mode normalizes with the
+// x [N, C, H, W] (or [N, H, W, C] for nhwc); weight, bias, running_mean, running_var [C]. Training mode normalizes with the
 // batch statistics and updates the running ones (and num_batches_tracked, when defined) in place;
 // eval mode normalizes with the running statistics.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& num_batches_tracked, BatchNormOptions options);
+// relu(batch_norm(x) + residual) in one pass forward and backward (the end of a residual block);
+// residual has x's shape, dtype and device. Bit-identical to add_relu(batch_norm(x, ...), residual).
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                           const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& num_batches_tracked,
+                           BatchNormOptions options);
 
 Tensor relu(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
@@ -55,8 +71,8 @@ Tensor scale(const Tensor& x, double alpha);        // alpha * x
 // dst += src in place, recording nothing (gradient accumulation).
 void accumulate_(Tensor& dst, const Tensor& src);
 
-// [N, C, H, W] -> [N, C], the mean over H and W.
-Tensor global_avg_pool(const Tensor& x);
+// [N, C, H, W] (or [N, H, W, C] for nhwc) -> [N, C], the mean over H and W.
+Tensor global_avg_pool(const Tensor& x, Layout layout = Layout::nchw);
 // x [N, in], weight [out, in], bias [out] or undefined -> [N, out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // Mean over the batch of -log softmax(logits)[label]; logits [N, classes], labels int64 [N] on
@@ -67,5 +83,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* correct
 // A differentiable view with a new shape (same number of elements).
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor flatten(const Tensor& x);  // [N, ...] -> [N, prod(...)]
+// A differentiable copy of an image batch in another layout: [N, C, H, W] <-> [N, H, W, C]
+// (x itself when from == to). Exact; the backward converts the gradient back.
+Tensor to_layout(const Tensor& x, Layout from, Layout to);
 
 }  // namespace cg::ops

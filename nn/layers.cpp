@@ -21,11 +21,11 @@ Conv2d::Conv2d(const Conv2dOptions& o, Generator& gen) : options_(o) {
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return ops::conv2d(x, weight_, bias_, {options_.stride, options_.padding});
+  return ops::conv2d(x, weight_, bias_, {options_.stride, options_.padding, options_.layout});
 }
 
-BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum)
-    : eps_(eps), momentum_(momentum) {
+BatchNorm2d::BatchNorm2d(int64_t channels, ops::Layout layout, double eps, double momentum)
+    : layout_(layout), eps_(eps), momentum_(momentum) {
   weight_ = register_parameter("weight", Tensor::full({channels}, 1.0));
   bias_ = register_parameter("bias", Tensor::zeros({channels}));
   running_mean_ = register_buffer("running_mean", Tensor::zeros({channels}));
@@ -33,12 +33,21 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum)
   num_batches_tracked_ = register_buffer("num_batches_tracked", Tensor::zeros({}, DType::i64));
 }
 
-Tensor BatchNorm2d::run(const Tensor& x, ops::Activation act) {
-  return ops::batch_norm(x, weight_, bias_, running_mean_, running_var_, num_batches_tracked_,
-                         {is_training(), momentum_, eps_, act});
+ops::BatchNormOptions BatchNorm2d::options(ops::Activation act) const {
+  return {is_training(), momentum_, eps_, act, layout_};
 }
-Tensor BatchNorm2d::forward(const Tensor& x) { return run(x, ops::Activation::none); }
-Tensor BatchNorm2d::forward_relu(const Tensor& x) { return run(x, ops::Activation::relu); }
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  return ops::batch_norm(x, weight_, bias_, running_mean_, running_var_, num_batches_tracked_,
+                         options(ops::Activation::none));
+}
+Tensor BatchNorm2d::forward_relu(const Tensor& x) {
+  return ops::batch_norm(x, weight_, bias_, running_mean_, running_var_, num_batches_tracked_,
+                         options(ops::Activation::relu));
+}
+Tensor BatchNorm2d::forward_add_relu(const Tensor& x, const Tensor& residual) {
+  return ops::batch_norm_add_relu(x, residual, weight_, bias_, running_mean_, running_var_,
+                                  num_batches_tracked_, options(ops::Activation::relu));
+}
 
 Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias) {
   const double bound = 1.0 / std::sqrt(double(in_features));

@@ -12,6 +12,8 @@ struct Conv2dOptions {
   int64_t in_channels, out_channels, kernel_size;
   int64_t stride = 1, padding = 0;
   bool bias = false;
+  // Of the activations in and out; the weight is [out, in, k, k] either way (same state dict).
+  ops::Layout layout = ops::Layout::nchw;
 };
 
 class Conv2d : public Module {
@@ -27,14 +29,19 @@ class Conv2d : public Module {
 
 class BatchNorm2d : public Module {
  public:
-  explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);
+  // layout: of the activations this module normalizes (the parameters are [C] either way).
+  explicit BatchNorm2d(int64_t channels, ops::Layout layout = ops::Layout::nchw, double eps = 1e-5,
+                       double momentum = 0.1);
   Tensor forward(const Tensor& x) override;
   // relu(forward(x)) in one fused pass; the same result and state-dict as separate modules.
   Tensor forward_relu(const Tensor& x);
+  // relu(forward(x) + residual) in one fused pass (ops::batch_norm_add_relu).
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
 
  private:
-  Tensor run(const Tensor& x, ops::Activation act);
+  ops::BatchNormOptions options(ops::Activation act) const;
 
+  ops::Layout layout_;
   double eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
 };

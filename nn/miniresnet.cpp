@@ -4,25 +4,26 @@
 
 namespace cg::nn {
 
-BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, Generator& gen) {
-  conv1_ = register_module("conv1", std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 3, stride, 1}, gen));
-  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(cout));
-  conv2_ = register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{cout, cout, 3, 1, 1}, gen));
-  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(cout));
+BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, ops::Layout layout, Generator& gen) {
+  conv1_ = register_module("conv1",
+                           std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 3, stride, 1, false, layout}, gen));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(cout, layout));
+  conv2_ = register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{cout, cout, 3, 1, 1, false, layout}, gen));
+  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(cout, layout));
   if (stride != 1 || cin != cout) {
     auto down = register_module("downsample", std::make_shared<Sequential>());
-    down_conv_ = std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 1, stride, 0}, gen);
-    down_bn_ = std::make_shared<BatchNorm2d>(cout);
+    down_conv_ = std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 1, stride, 0, false, layout}, gen);
+    down_bn_ = std::make_shared<BatchNorm2d>(cout, layout);
     down->append(down_conv_);
     down->append(down_bn_);
   }
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = bn1_->forward_relu(conv1_->forward(x));
-  out = bn2_->forward(conv2_->forward(out));
+  Tensor out = conv2_->forward(bn1_->forward_relu(conv1_->forward(x)));
   Tensor shortcut = down_conv_ ? down_bn_->forward(down_conv_->forward(x)) : x;
-  return ops::add_relu(out, shortcut);
+  // relu(bn2(out) + shortcut) in one pass: bn2's output is never stored on its own.
+  return bn2_->forward_add_relu(out, shortcut);
 }
 
 void Sequential::append(std::shared_ptr<Module> m) {
@@ -41,14 +42,14 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
            "MiniResNet: widths ({}) and blocks ({}) need the same, non-zero length",
            o.widths.size(), o.blocks.size());
   conv1_ = register_module("conv1", std::make_shared<Conv2d>(
-                                        Conv2dOptions{o.in_channels, o.widths[0], 3, 1, 1}, gen));
-  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(o.widths[0]));
+                                        Conv2dOptions{o.in_channels, o.widths[0], 3, 1, 1, false, o.layout}, gen));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(o.widths[0], o.layout));
   int64_t cin = o.widths[0];
   for (size_t i = 0; i < o.widths.size(); ++i) {
     auto stage = register_module("layer" + std::to_string(i + 1), std::make_shared<Sequential>());
     for (int64_t j = 0; j < o.blocks[i]; ++j) {
       const int64_t stride = (i > 0 && j == 0) ? 2 : 1;
-      stage->append(std::make_shared<BasicBlock>(cin, o.widths[i], stride, gen));
+      stage->append(std::make_shared<BasicBlock>(cin, o.widths[i], stride, o.layout, gen));
       cin = o.widths[i];
     }
     stages_.push_back(stage);
@@ -59,9 +60,11 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
 Tensor MiniResNet::forward(const Tensor& x) {
   CG_CHECK(x.dim() == 4 && x.size(1) == options_.in_channels,
            "MiniResNet expects [N, {}, H, W] input, got {}", options_.in_channels, x.str());
-  Tensor out = bn1_->forward_relu(conv1_->forward(x));
+  // Data arrives NCHW; a channels-last model converts it once, and every layer after keeps NHWC.
+  const Tensor input = ops::to_layout(x, ops::Layout::nchw, options_.layout);
+  Tensor out = bn1_->forward_relu(conv1_->forward(input));
   for (auto& stage : stages_) out = stage->forward(out);
-  return fc_->forward(ops::global_avg_pool(out));
+  return fc_->forward(ops::global_avg_pool(out, options_.layout));
 }
 
 }  // namespace cg::nn

@@ -14,11 +14,14 @@ struct MiniResNetOptions {
   int64_t num_classes = 10;
   std::vector<int64_t> widths{64, 128, 256};
   std::vector<int64_t> blocks{2, 2, 2};
+  // Activation layout inside the model (the input is NCHW either way): nhwc (channels-last) lets
+  // cuDNN's tensor-core convolutions run without transposes. Parameters and state dict are the same.
+  ops::Layout layout = ops::Layout::nchw;
 };
 
 class BasicBlock : public Module {
  public:
-  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, Generator& gen);
+  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, ops::Layout layout, Generator& gen);
   Tensor forward(const Tensor& x) override;
 
  private:

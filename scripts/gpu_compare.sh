@@ -47,8 +47,11 @@ throughput() {
     [ -x "$bench" ] || break
     local conv=${variant%+graph} graph=""
     [ "$variant" != "$conv" ] && graph=--cuda-graph
+    # The implicit-GEMM convolution reads NCHW only; bench_gpu.yaml runs channels-last for cuDNN.
+    local layout=""
+    [ "$conv" = native ] && layout=model.channels_last=false
     # shellcheck disable=SC2086
-    "$bench" --config configs/bench_gpu.yaml $graph kernels.conv="$conv" 2>&1 | tee "$OUT/cudagrad_$variant.log" \
+    "$bench" --config configs/bench_gpu.yaml $graph kernels.conv="$conv" $layout 2>&1 | tee "$OUT/cudagrad_$variant.log" \
       | grep '^{"bench"' | sed "s/^{/{\"conv\": \"$variant\", /" >> "$raw"
   done
   # shellcheck disable=SC2086

@@ -1,52 +1,144 @@
 #include "apps/common/resident_feeder.h"
 
-#include <omp.h>
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <vector>
 
-#include "engine/device_allocator.h"
+#include "engine/device_copy.h"
 #include "kernels/cuda/augment.h"
+#include "kernels/cuda/memory.h"
+#include "util/check.h"
 
 namespace cg::apps {
+namespace {
+
+// Images go up through two pinned buffers of about this size: the threads fill one while the
+// other is being copied, and the host never holds a second copy of the whole set.
+constexpr size_t kStagingBytes = size_t(32) << 20;
+
+// A pinned host buffer and the event after the last copy that reads it.
+struct Staging {
+  void* data;
+  Event copied;
+  Staging(size_t bytes, Device device) : data(kernels::cuda::pinned_malloc(bytes)), copied(Event::create(device)) {}
+  ~Staging() {
+    try {
+      copied.synchronize();  // no copy may outlive its buffer (an error may be unwinding)
+    } catch (...) {
+    }
+    kernels::cuda::pinned_free(data);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+};
+
+// Reads rows [first, first + count) of `dataset` on all threads (get() is thread-safe) and
+// rethrows the first failure here: an exception must not escape an OpenMP region.
+void read_rows(const data::Dataset& dataset, int64_t first, int64_t count, float* images, int64_t* labels) {
+  const int64_t per_image = dataset.image_numel();
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel for schedule(dynamic, 64)
+  for (int64_t i = 0; i < count; ++i) {
+    try {
+      dataset.get(first + i, images + i * per_image, labels + i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
 
 ResidentFeeder::ResidentFeeder(const data::Dataset& train_set, data::DistributedSampler& sampler,
                                const data::LoaderOptions& options, Device device, Stream compute)
     : dataset_(train_set), sampler_(sampler), options_(options), device_(device), compute_(std::move(compute)) {
-  CG_CHECK(device.is_cuda(), "data.gpu_resident needs train.device=cuda (the model is on {})", device.str());
+  CG_CHECK(device.is_cuda(), "data.gpu_resident needs a CUDA device (the model is on {})", device.str());
   CG_CHECK(options.batch_size >= 1, "loader: batch size {} must be >= 1", options.batch_size);
-  const int64_t rows = train_set.size(), per_image = train_set.image_numel();
-  const size_t bytes = size_t(rows * per_image) * sizeof(float);
-  // Read and normalize every image on the host (in parallel: get() is thread-safe), then upload.
-  Tensor host_images = Tensor::empty({rows, train_set.channels(), train_set.height(), train_set.width()});
-  Tensor host_labels = Tensor::empty({rows}, DType::i64);
-  float* img = host_images.data<float>();
-  int64_t* lab = host_labels.data<int64_t>();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < rows; ++i) train_set.get(i, img + i * per_image, lab + i);
+  CG_CHECK(options.augment.crop_padding >= 0, "augment: crop padding {} must be >= 0", options.augment.crop_padding);
+  const int64_t rows = train_set.size();
+  CG_CHECK(rows > 0, "data.gpu_resident: the training set {} is empty", train_set.name());
+  const size_t bytes = size_t(rows) * size_t(train_set.image_numel()) * sizeof(float) + size_t(rows) * sizeof(int64_t);
+  StreamGuard on(compute_);
+  // Allocate first, so a set that does not fit fails at once, before minutes of reading.
   try {
-    StreamGuard on(compute_);
-    images_ = host_images.to(device);
-    labels_ = host_labels.to(device);
-    std::vector<float> black;
-    for (int c = 0; c < train_set.channels(); ++c) black.push_back(train_set.black_level(c));
-    black_ = Tensor::from_vector(black, {int64_t(black.size())}).to(device);
+    images_ = Tensor::empty({rows, train_set.channels(), train_set.height(), train_set.width()}, DType::f32, device);
+    labels_ = Tensor::empty({rows}, DType::i64, device);
   } catch (const Error& e) {
-    throw Error(fmt::format("data.gpu_resident: {} ({} images, {:.1f} MiB as float32) does not fit on {}: {}",
-                            train_set.name(), rows, double(bytes) / (1 << 20), device.str(), e.what()));
+    throw Error(fmt::format(
+        "data.gpu_resident: the training set {} ({} images of {}x{}x{} as float32, {} bytes = {:.1f} MiB) does not "
+        "fit on {}; turn data.gpu_resident off to stream batches from the host instead. {}",
+        train_set.name(), rows, train_set.channels(), train_set.height(), train_set.width(), bytes,
+        double(bytes) / double(1 << 20), device.str(), e.what()));
   }
+  upload(train_set);
+  std::vector<float> black;
+  for (int c = 0; c < train_set.channels(); ++c) black.push_back(train_set.black_level(c));
+  black_ = Tensor::from_vector(black, {int64_t(black.size())}).to(device);
+}
+
+void ResidentFeeder::upload(const data::Dataset& train_set) {
+  const int64_t rows = train_set.size(), per_image = train_set.image_numel();
+  const size_t image_bytes = size_t(per_image) * sizeof(float);
+  const int64_t chunk_rows = std::min<int64_t>(rows, std::max<int64_t>(1, int64_t(kStagingBytes / image_bytes)));
+  Staging staging[2] = {{size_t(chunk_rows) * image_bytes, device_}, {size_t(chunk_rows) * image_bytes, device_}};
+  std::vector<int64_t> labels(static_cast<size_t>(rows));
+  float* images = images_.data<float>();
+  for (int64_t first = 0, chunk = 0; first < rows; first += chunk_rows, ++chunk) {
+    Staging& s = staging[chunk % 2];
+    s.copied.synchronize();  // its copy two chunks ago is done: the buffer may be refilled
+    const int64_t count = std::min(chunk_rows, rows - first);
+    read_rows(train_set, first, count, static_cast<float*>(s.data), labels.data() + first);
+    copy_bytes_async(images + first * per_image, s.data, size_t(count) * image_bytes, compute_);
+    s.copied.record(compute_);
+  }
+  // Synchronous (pageable source): after it, every image copy before it on compute_ is done too.
+  copy_bytes(labels_.raw_data(), device_, labels.data(), Device::cpu(), labels.size() * sizeof(int64_t));
+}
+
+ResidentFeeder::~ResidentFeeder() {
+  try {
+    order_copied_.synchronize();  // the last order copy reads the pinned staging
+  } catch (...) {
+  }
+  if (order_pinned_) kernels::cuda::pinned_free(order_pinned_);
 }
 
 int64_t ResidentFeeder::batches_per_epoch() const {
   const int64_t n = sampler_.num_samples(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  return options_.drop_last ? n / b : (n + b - 1) / b;  // DataLoader::batches_per_epoch
 }
 
 void ResidentFeeder::start_epoch(int64_t epoch, int64_t skip_batches) {
   sampler_.set_epoch(epoch);
   const std::vector<int64_t> order = sampler_.indices();
+  const size_t bytes = order.size() * sizeof(int64_t);
+  // The previous epoch's copy finished long ago (its batches depended on it); waiting is free.
+  order_copied_.synchronize();
+  if (bytes > order_pinned_bytes_) {
+    if (order_pinned_) kernels::cuda::pinned_free(order_pinned_);
+    order_pinned_ = nullptr;
+    order_pinned_bytes_ = 0;
+    order_pinned_ = kernels::cuda::pinned_malloc(bytes);
+    order_pinned_bytes_ = bytes;
+  }
+  if (bytes > 0) std::memcpy(order_pinned_, order.data(), bytes);
   StreamGuard on(compute_);
-  order_ = Tensor::from_vector(order, {int64_t(order.size())}).to(device_);
+  // The old order's memory returns to compute_'s cache, so the previous epoch's gathers, earlier
+  // in the stream, are done with it before anything reuses it.
+  order_ = Tensor::empty({int64_t(order.size())}, DType::i64, device_);
+  if (bytes > 0) {
+    copy_bytes_async(order_.raw_data(), order_pinned_, bytes, compute_);
+    order_copied_ = Event::create(device_);
+    order_copied_.record(compute_);
+  }
   epoch_ = epoch;
   end_batch_ = batches_per_epoch();
-  next_batch_ = std::min(skip_batches, end_batch_);
+  next_batch_ = std::clamp<int64_t>(skip_batches, 0, end_batch_);  // as DataLoader::start_epoch
 }
 
 std::optional<DeviceBatch> ResidentFeeder::next() {
@@ -55,8 +147,8 @@ std::optional<DeviceBatch> ResidentFeeder::next() {
   const int64_t n = std::min<int64_t>(options_.batch_size, order_.numel() - first);
   ++next_batch_;
   StreamGuard on(compute_);
-  DeviceBatch b{Tensor::empty({n, dataset_.channels(), dataset_.height(), dataset_.width()}, DType::f32, device_),
-                Tensor::empty({n}, DType::i64, device_), n};
+  DeviceBatch batch{Tensor::empty({n, dataset_.channels(), dataset_.height(), dataset_.width()}, DType::f32, device_),
+                    Tensor::empty({n}, DType::i64, device_), n};
   kernels::cuda::GatherAugment o;
   o.augment = options_.augment.enabled;
   o.crop_padding = options_.augment.crop_padding;
@@ -66,8 +158,8 @@ std::optional<DeviceBatch> ResidentFeeder::next() {
   o.epoch = epoch_;
   kernels::cuda::gather_augment(n, order_.data<int64_t>() + first, images_.data<float>(), labels_.data<int64_t>(),
                                 dataset_.channels(), dataset_.height(), dataset_.width(), black_.data<float>(), o,
-                                b.images.data<float>(), b.labels.data<int64_t>(), compute_.handle());
-  return b;
+                                batch.images.data<float>(), batch.labels.data<int64_t>(), compute_.handle());
+  return batch;
 }
 
 }  // namespace cg::apps

@@ -151,6 +151,7 @@ const std::vector<Field>& fields() {
       CG_FIELD(model.in_channels, at_least(1), "image channels (1 for Fashion-MNIST)"),
       CG_FIELD(model.num_classes, at_least(2), "output classes"),
       CG_FIELD(model.init_from, any(), "safetensors weights to start from (\"\" = random init)"),
+      CG_FIELD(model.channels_last, any(), "NHWC activations (GPU: cuDNN reads them without transposes); same weights"),
       CG_FIELD(data.dataset, any(), "which dataset"),
       CG_FIELD(data.path, any(), "dataset folder (\"\" = the dataset's default)"),
       CG_FIELD(data.image_size, between(0, 4096), "image side; 0 = native, larger pads"),

@@ -28,6 +28,7 @@ struct TrainConfig {
     int64_t in_channels = 3;
     int64_t num_classes = 10;
     std::string init_from;  // safetensors weights to start from; "" = random init
+    bool channels_last = false;  // NHWC activations (GPU: cuDNN tensor-core convolutions); same weights
     bool operator==(const Model&) const = default;
   } model;
   struct Data {

@@ -55,6 +55,7 @@ nn::MiniResNetOptions model_options(const TrainConfig& c) {
   mo.num_classes = c.model.num_classes;
   mo.widths = c.model.widths;
   mo.blocks = c.model.blocks;
+  mo.layout = c.model.channels_last ? ops::Layout::nhwc : ops::Layout::nchw;
   return mo;
 }
 

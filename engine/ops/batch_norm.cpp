@@ -1,6 +1,8 @@
-// batch_norm: training mode (batch statistics, running-stat update) and eval mode, on the CPU or
-// the GPU (hand-written kernels or cuDNN, ops::gpu_kernels().batch_norm). On the GPU the
-// activations may be half while the parameters and statistics stay float32 (mixed precision).
+// batch_norm and batch_norm_add_relu: training mode (batch statistics, running-stat update) and
+// eval mode, NCHW or channels-last, on the CPU or the GPU (hand-written kernels or cuDNN,
+// ops::gpu_kernels().batch_norm). On the GPU the activations may be half while the parameters and
+// statistics stay float32 (mixed precision). Channels-last is the same computation over the shape
+// {N * H * W, C, 1} (kernels::cpu::channels_last_shape); the GPU kernels read it along rows.
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
 #include "engine/ops/dispatch.h"
@@ -29,67 +31,74 @@ float* f32m(const Tensor& t) { return t.data<float>(); }
 
 class BatchNormBackward : public autograd::Node {
  public:
-  // Training: `mean`/`invstd` are the saved batch statistics. Eval: they are the running mean and
-  // running var (copies, so a later update of the buffers cannot change this backward).
-  // relu_y: the fused ReLU's output, undefined without one.
-  BatchNormBackward(bool training, Tensor x, Tensor gamma, Tensor mean, Tensor invstd_or_var,
-                    Tensor relu_y, double eps, BatchNormShape s, bool cudnn)
-      : training_(training), x_(std::move(x)), gamma_(std::move(gamma)), mean_(std::move(mean)),
-        stat_(std::move(invstd_or_var)), relu_y_(std::move(relu_y)), eps_(eps), s_(s), cudnn_(cudnn) {}
-  std::string name() const override { return "BatchNormBackward"; }
-  void release_saved() override { x_ = gamma_ = mean_ = stat_ = relu_y_ = {}; }
+  // What the forward saved. Training: `mean`/`stat` are the batch mean and invstd. Eval: they are
+  // the running mean and running var (copies, so a later update of the buffers cannot change this
+  // backward). relu_y: the fused ReLU's output, undefined without one. A fused residual is the
+  // fourth input; its gradient is the one reaching the normalization.
+  struct Saved {
+    bool training, cudnn, residual;
+    Tensor x, gamma, mean, stat, relu_y;
+    double eps;
+    BatchNormShape shape;
+  };
+  explicit BatchNormBackward(Saved saved) : v_(std::move(saved)) {}
+  std::string name() const override { return v_.residual ? "BatchNormAddReluBackward" : "BatchNormBackward"; }
+  void release_saved() override { v_.x = v_.gamma = v_.mean = v_.stat = v_.relu_y = {}; }
 
   std::vector<Tensor> apply(const Tensor& dy) override {
-    std::vector<Tensor> grads(3);
-    Tensor dx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
-    Tensor dgamma = Tensor::empty({s_.c}, gamma_.dtype(), gamma_.device());
-    Tensor dbeta = Tensor::empty({s_.c}, gamma_.dtype(), gamma_.device());
+    const Tensor& x = v_.x;
+    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    Tensor dgamma = Tensor::empty({v_.shape.c}, v_.gamma.dtype(), x.device());
+    Tensor dbeta = Tensor::empty({v_.shape.c}, v_.gamma.dtype(), x.device());
+    // Written whenever there is a residual, needed or not: the kernels' dx pass reads it back.
+    Tensor d_residual = v_.residual ? Tensor::empty(x.shape(), x.dtype(), x.device()) : Tensor();
     if (detail::on_gpu("batch_norm backward", dy)) {
-      apply_gpu(dy, dx, dgamma, dbeta);
+      apply_gpu(dy, dx, dgamma, dbeta, d_residual);
     } else {
       detail::dispatch_floating("batch_norm backward", dy, [&]<typename T>() {
-        const T* relu_y = relu_y_.defined() ? relu_y_.data<T>() : nullptr;
-        if (training_) {
-          kernels::cpu::batchnorm_backward_train<T>(s_, dy.data<T>(), x_.data<T>(), gamma_.data<T>(),
-                                                    mean_.data<T>(), stat_.data<T>(), dx.data<T>(),
-                                                    dgamma.data<T>(), dbeta.data<T>(), relu_y);
+        const T* relu_y = v_.relu_y.defined() ? v_.relu_y.data<T>() : nullptr;
+        T* d_res = d_residual.defined() ? d_residual.data<T>() : nullptr;
+        if (v_.training) {
+          kernels::cpu::batchnorm_backward_train<T>(v_.shape, dy.data<T>(), x.data<T>(), v_.gamma.data<T>(),
+                                                    v_.mean.data<T>(), v_.stat.data<T>(), dx.data<T>(),
+                                                    dgamma.data<T>(), dbeta.data<T>(), relu_y, d_res);
         } else {
-          kernels::cpu::batchnorm_backward_eval<T>(s_, dy.data<T>(), x_.data<T>(), gamma_.data<T>(),
-                                                   mean_.data<T>(), stat_.data<T>(), T(eps_), dx.data<T>(),
-                                                   dgamma.data<T>(), dbeta.data<T>(), relu_y);
+          kernels::cpu::batchnorm_backward_eval<T>(v_.shape, dy.data<T>(), x.data<T>(), v_.gamma.data<T>(),
+                                                   v_.mean.data<T>(), v_.stat.data<T>(), T(v_.eps), dx.data<T>(),
+                                                   dgamma.data<T>(), dbeta.data<T>(), relu_y, d_res);
         }
       });
     }
+    std::vector<Tensor> grads(v_.residual ? 4 : 3);
     if (needs_grad(0)) grads[0] = dx;
     if (needs_grad(1)) grads[1] = dgamma;
     if (needs_grad(2)) grads[2] = dbeta;
+    if (needs_grad(3)) grads[3] = d_residual;
     return grads;
   }
 
  private:
-  void apply_gpu(const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  void apply_gpu(const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor& d_residual) {
     const auto stream = detail::stream_of(dy);
-    const void* relu_y = relu_y_.defined() ? relu_y_.raw_data() : nullptr;
-    const DType dt = x_.dtype();
-    if (!training_) {
-      cu::batchnorm_backward_eval(s_, dt, dy.raw_data(), x_.raw_data(), f32(gamma_), f32(mean_), f32(stat_),
-                                  float(eps_), dx.raw_data(), f32m(dgamma), f32m(dbeta), relu_y, stream);
-    } else if (cudnn_) {
+    const void* relu_y = v_.relu_y.defined() ? v_.relu_y.raw_data() : nullptr;
+    void* d_res = d_residual.defined() ? d_residual.raw_data() : nullptr;
+    const DType dt = v_.x.dtype();
+    const BatchNormShape& s = v_.shape;
+    if (!v_.training) {
+      cu::batchnorm_backward_eval(s, dt, dy.raw_data(), v_.x.raw_data(), f32(v_.gamma), f32(v_.mean), f32(v_.stat),
+                                  float(v_.eps), dx.raw_data(), f32m(dgamma), f32m(dbeta), relu_y, d_res, stream);
+    } else if (v_.cudnn) {
       std::vector<Tensor> scratch;
-      cu::batchnorm_cudnn_backward_train(s_, dt, dy.raw_data(), x_.raw_data(), f32(gamma_), f32(mean_), f32(stat_),
-                                         float(eps_), dx.raw_data(), f32m(dgamma), f32m(dbeta), relu_y,
-                                         detail::workspace(dy.device(), scratch), stream);
+      cu::batchnorm_cudnn_backward_train(s, dt, dy.raw_data(), v_.x.raw_data(), f32(v_.gamma), f32(v_.mean),
+                                         f32(v_.stat), float(v_.eps), dx.raw_data(), f32m(dgamma), f32m(dbeta),
+                                         relu_y, d_res, detail::workspace(dy.device(), scratch), stream);
     } else {
-      cu::batchnorm_backward_train(s_, dt, dy.raw_data(), x_.raw_data(), f32(gamma_), f32(mean_), f32(stat_),
-                                   dx.raw_data(), f32m(dgamma), f32m(dbeta), relu_y, stream);
+      cu::batchnorm_backward_train(s, dt, dy.raw_data(), v_.x.raw_data(), f32(v_.gamma), f32(v_.mean), f32(v_.stat),
+                                   dx.raw_data(), f32m(dgamma), f32m(dbeta), relu_y, d_res, stream);
     }
   }
 
-  bool training_;
-  Tensor x_, gamma_, mean_, stat_, relu_y_;
-  double eps_;
-  BatchNormShape s_;
-  bool cudnn_;
+  Saved v_;
 };
 
 // Per-channel tensors: on the CPU the input's dtype; on the GPU float32 whatever the input's.
@@ -102,18 +111,28 @@ void check_channel_tensor(const Tensor& x, const Tensor& t, int64_t c) {
     detail::check_same("batch_norm", x, t);
 }
 
-}  // namespace
+BatchNormShape shape_of(const Tensor& x, Layout layout) {
+  CG_CHECK(x.dim() == 4, "batch_norm: input {} must be 4-D ({})", x.str(),
+           layout == Layout::nhwc ? "NHWC" : "NCHW");
+  if (layout == Layout::nhwc)
+    return kernels::cpu::channels_last_shape(x.size(0), x.size(1), x.size(2), x.size(3));
+  return {x.size(0), x.size(1), x.size(2) * x.size(3)};
+}
 
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                  const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& num_batches_tracked, BatchNormOptions options) {
-  CG_CHECK(x.dim() == 4, "batch_norm: input {} must be 4-D (NCHW)", x.str());
-  const int64_t c = x.size(1);
+// y = act(bn(x) [+ residual]); residual may be undefined.
+Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, const Tensor& num_batches_tracked,
+                       const BatchNormOptions& options) {
+  const BatchNormShape s = shape_of(x, options.layout);
+  const int64_t c = s.c;
   for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) check_channel_tensor(x, *t, c);
-  BatchNormShape s{x.size(0), c, x.size(2) * x.size(3)};
+  if (residual.defined()) {
+    detail::check_same("batch_norm_add_relu", x, residual);
+    CG_CHECK(residual.shape() == x.shape(), "batch_norm_add_relu: residual {} and input {} differ in shape",
+             residual.str(), x.str());
+  }
   if (options.training)
-    CG_CHECK(s.n * s.hw > 1, "batch_norm: training needs more than one value per channel, got {}",
-             x.str());
+    CG_CHECK(s.n * s.hw > 1, "batch_norm: training needs more than one value per channel, got {}", x.str());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mean, stat;
   if (options.training) {
@@ -123,50 +142,72 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
   bool cudnn = false;
   if (detail::on_gpu("batch_norm", x)) {
     const auto stream = detail::stream_of(x);
+    const void* r = residual.defined() ? residual.raw_data() : nullptr;
     cudnn = options.training && use_cudnn(s, x);
     const float eps = float(options.eps), momentum = float(options.momentum);
     if (!options.training) {
       cu::batchnorm_forward_eval(s, x.dtype(), x.raw_data(), f32(weight), f32(bias), f32(running_mean),
-                                 f32(running_var), eps, y.raw_data(), options.activation, stream);
+                                 f32(running_var), eps, y.raw_data(), options.activation, r, stream);
     } else if (cudnn) {
       cu::batchnorm_cudnn_forward_train(s, x.dtype(), x.raw_data(), f32(weight), f32(bias), eps, momentum,
                                         f32m(running_mean), f32m(running_var), y.raw_data(), f32m(mean),
-                                        f32m(stat), options.activation, stream);
+                                        f32m(stat), options.activation, r, stream);
     } else {
       cu::batchnorm_forward_train(s, x.dtype(), x.raw_data(), f32(weight), f32(bias), eps, momentum,
                                   f32m(running_mean), f32m(running_var), y.raw_data(), f32m(mean), f32m(stat),
-                                  options.activation, stream);
+                                  options.activation, r, stream);
     }
     if (options.training && num_batches_tracked.defined())
       cu::increment_i64(num_batches_tracked.data<int64_t>(), 1, stream);
   } else {
     detail::dispatch_floating("batch_norm", x, [&]<typename T>() {
+      const T* r = residual.defined() ? residual.data<T>() : nullptr;
       if (options.training) {
         kernels::cpu::batchnorm_forward_train<T>(s, x.data<T>(), weight.data<T>(), bias.data<T>(),
                                                  T(options.eps), T(options.momentum),
                                                  running_mean.data<T>(), running_var.data<T>(),
                                                  y.data<T>(), mean.data<T>(), stat.data<T>(),
-                                                 options.activation);
+                                                 options.activation, r);
       } else {
         kernels::cpu::batchnorm_forward_eval<T>(s, x.data<T>(), weight.data<T>(), bias.data<T>(),
                                                 running_mean.data<T>(), running_var.data<T>(),
-                                                T(options.eps), y.data<T>(), options.activation);
+                                                T(options.eps), y.data<T>(), options.activation, r);
       }
     });
     if (options.training && num_batches_tracked.defined()) num_batches_tracked.data<int64_t>()[0] += 1;
   }
-  if (autograd::any_requires_grad({&x, &weight, &bias})) {
+  if (autograd::any_requires_grad({&x, &weight, &bias, &residual})) {
     if (!options.training) {
       mean = running_mean.clone();
       stat = running_var.clone();
     }
     const bool relu = options.activation == kernels::cpu::Activation::relu;
-    auto node = std::make_shared<BatchNormBackward>(options.training, x.detach(), weight.detach(),
-                                                    mean, stat, relu ? y.detach() : Tensor(),
-                                                    options.eps, s, cudnn);
-    autograd::connect(y, node, {&x, &weight, &bias});
+    auto node = std::make_shared<BatchNormBackward>(BatchNormBackward::Saved{
+        options.training, cudnn, residual.defined(), x.detach(), weight.detach(), mean, stat,
+        relu ? y.detach() : Tensor(), options.eps, s});
+    if (residual.defined())
+      autograd::connect(y, node, {&x, &weight, &bias, &residual});
+    else
+      autograd::connect(y, node, {&x, &weight, &bias});
   }
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& num_batches_tracked, BatchNormOptions options) {
+  return batch_norm_impl(x, Tensor(), weight, bias, running_mean, running_var, num_batches_tracked, options);
+}
+
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                           const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& num_batches_tracked,
+                           BatchNormOptions options) {
+  CG_CHECK(residual.defined(), "batch_norm_add_relu: the residual is undefined");
+  options.activation = Activation::relu;
+  return batch_norm_impl(x, residual, weight, bias, running_mean, running_var, num_batches_tracked, options);
 }
 
 }  // namespace cg::ops

@@ -55,14 +55,24 @@ double lane_dot_dev(const T* g, const T* p, T shift, int64_t n) {
   return total;
 }
 
-// y = act(x * scale + shift) over channel c.
+// y = act(x * scale + shift [+ residual]) over channel c. The sum and the ReLU are written as
+// the separate add/add_relu kernels write them (kernels/cpu/elementwise.cpp), so the fused pass
+// gives the same bits, signed zeros included.
 template <typename T>
 void apply_affine(const BatchNormShape& s, const T* x, int64_t c, T scale, T shift, Activation act,
-                  T* y) {
+                  const T* residual, T* y) {
   for (int64_t i = 0; i < s.n; ++i) {
-    const T* p = x + (i * s.c + c) * s.hw;
-    T* q = y + (i * s.c + c) * s.hw;
-    if (act == Activation::relu) {
+    const int64_t at = (i * s.c + c) * s.hw;
+    const T* p = x + at;
+    T* q = y + at;
+    if (residual) {
+      const T* r = residual + at;
+      for (int64_t j = 0; j < s.hw; ++j) {
+        const T normalized = p[j] * scale + shift;
+        const T sum = normalized + r[j];
+        q[j] = act == Activation::relu ? (sum > T(0) ? sum : T(0)) : sum;
+      }
+    } else if (act == Activation::relu) {
       for (int64_t j = 0; j < s.hw; ++j) q[j] = std::max(p[j] * scale + shift, T(0));
     } else {
       for (int64_t j = 0; j < s.hw; ++j) q[j] = p[j] * scale + shift;
@@ -71,8 +81,8 @@ void apply_affine(const BatchNormShape& s, const T* x, int64_t c, T scale, T shi
 }
 
 // out = dy where relu_y > 0, else 0 (the ReLU's backward, done before the batch norm's). `out`
-// is dx: every element of dx is rewritten later from its own masked value only, so sharing the
-// buffer is safe. Runs over all channels, in parallel.
+// is d_residual when there is one, else dx: every element of dx is rewritten later from its own
+// masked value only, so sharing the buffer is safe. Runs over all channels, in parallel.
 template <typename T>
 const T* mask_by_relu(const BatchNormShape& s, const T* dy, const T* relu_y, T* out) {
   const int64_t n = s.n * s.c * s.hw;
@@ -93,7 +103,7 @@ const T* mask_by_relu(const BatchNormShape& s, const T* dy, const T* relu_y, T* 
 template <typename T>
 void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
                              T eps, T momentum, T* running_mean, T* running_var, T* y,
-                             T* save_mean, T* save_invstd, Activation act) {
+                             T* save_mean, T* save_invstd, Activation act, const T* residual) {
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
@@ -112,7 +122,7 @@ void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma
         running_var[c] = (T(1) - momentum) * running_var[c] + momentum * T(unbiased);
       }
       const T scale = gamma[c] * invstd, shift = beta[c] - T(mean) * scale;
-      apply_affine(s, x, c, scale, shift, act, y);
+      apply_affine(s, x, c, scale, shift, act, residual, y);
     }
   });
 }
@@ -120,22 +130,31 @@ void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma
 template <typename T>
 void batchnorm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
                             const T* running_mean, const T* running_var, T eps, T* y,
-                            Activation act) {
+                            Activation act, const T* residual) {
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const T scale = gamma[c] / std::sqrt(running_var[c] + eps);
       const T shift = beta[c] - running_mean[c] * scale;
-      apply_affine(s, x, c, scale, shift, act, y);
+      apply_affine(s, x, c, scale, shift, act, residual, y);
     }
   });
+}
+
+// The gradient reaching the normalization: dy masked by the ReLU into d_residual (or dx), or dy
+// itself copied to d_residual when there is no ReLU.
+template <typename T>
+const T* grad_into_sum(const BatchNormShape& s, const T* dy, const T* relu_y, T* d_residual, T* dx) {
+  if (relu_y) return mask_by_relu(s, dy, relu_y, d_residual ? d_residual : dx);
+  if (d_residual) std::copy(dy, dy + s.n * s.c * s.hw, d_residual);
+  return dy;
 }
 
 template <typename T>
 void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                               const T* save_mean, const T* save_invstd, T* dx, T* dgamma,
-                              T* dbeta, const T* relu_y) {
+                              T* dbeta, const T* relu_y, T* d_residual) {
   const double m = double(s.n * s.hw);
-  if (relu_y) dy = mask_by_relu(s, dy, relu_y, dx);  // dx doubles as the masked gradient
+  dy = grad_into_sum(s, dy, relu_y, d_residual, dx);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const double mean = double(save_mean[c]), invstd = double(save_invstd[c]);
@@ -165,8 +184,8 @@ void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, 
 template <typename T>
 void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                              const T* running_mean, const T* running_var, T eps, T* dx,
-                             T* dgamma, T* dbeta, const T* relu_y) {
-  if (relu_y) dy = mask_by_relu(s, dy, relu_y, dx);
+                             T* dgamma, T* dbeta, const T* relu_y, T* d_residual) {
+  dy = grad_into_sum(s, dy, relu_y, d_residual, dx);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const T invstd = T(1) / std::sqrt(running_var[c] + eps);
@@ -190,13 +209,14 @@ void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, c
 
 #define CG_INSTANTIATE(T)                                                                        \
   template void batchnorm_forward_train<T>(const BatchNormShape&, const T*, const T*, const T*, \
-                                           T, T, T*, T*, T*, T*, T*, Activation);               \
+                                           T, T, T*, T*, T*, T*, T*, Activation, const T*);     \
   template void batchnorm_forward_eval<T>(const BatchNormShape&, const T*, const T*, const T*,  \
-                                          const T*, const T*, T, T*, Activation);               \
+                                          const T*, const T*, T, T*, Activation, const T*);     \
   template void batchnorm_backward_train<T>(const BatchNormShape&, const T*, const T*,          \
-                                            const T*, const T*, const T*, T*, T*, T*, const T*); \
+                                            const T*, const T*, const T*, T*, T*, T*, const T*, \
+                                            T*);                                                \
   template void batchnorm_backward_eval<T>(const BatchNormShape&, const T*, const T*, const T*, \
-                                           const T*, const T*, T, T*, T*, T*, const T*);
+                                           const T*, const T*, T, T*, T*, T*, const T*, T*);
 CG_INSTANTIATE(float)
 CG_INSTANTIATE(double)
 #undef CG_INSTANTIATE

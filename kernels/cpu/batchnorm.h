@@ -14,31 +14,42 @@ struct BatchNormShape {
 // in every BasicBlock; fusing saves a full read and write of the activation each way).
 enum class Activation { none, relu };
 
+// Channels-last ([N, H, W, C]) activations are the same computation over the shape
+// {N * H * W, C, 1}: element (row, c) sits at row * C + c in both readings.
+inline BatchNormShape channels_last_shape(int64_t n, int64_t h, int64_t w, int64_t c) {
+  return {n * h * w, c, 1};
+}
+
 // Training forward. Writes y, save_mean[c], save_invstd[c] (1/sqrt(var_biased + eps)); updates
-// running_mean / running_var in place when they are non-null.
+// running_mean / running_var in place when they are non-null. residual (x's shape, or null) is
+// added to the normalized value, rounded to T first, before the activation: y = act(bn(x) + r),
+// bit for bit what separate batch norm and add(+relu) passes produce.
 template <typename T>
 void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
                              T eps, T momentum, T* running_mean, T* running_var, T* y,
-                             T* save_mean, T* save_invstd, Activation act = Activation::none);
+                             T* save_mean, T* save_invstd, Activation act = Activation::none,
+                             const T* residual = nullptr);
 
 // Eval forward with the running statistics.
 template <typename T>
 void batchnorm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
                             const T* running_mean, const T* running_var, T eps, T* y,
-                            Activation act = Activation::none);
+                            Activation act = Activation::none, const T* residual = nullptr);
 
 // Backward of the training forward (batch statistics depend on x). Writes dx, dgamma, dbeta.
 // relu_y: the forward's output when it applied Activation::relu (dy passes where it is > 0),
-// else null.
+// else null. d_residual (or null): receives the gradient of the forward's residual, which is
+// the gradient reaching the normalization (dy, masked by the ReLU).
 template <typename T>
 void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                               const T* save_mean, const T* save_invstd, T* dx, T* dgamma,
-                              T* dbeta, const T* relu_y = nullptr);
+                              T* dbeta, const T* relu_y = nullptr, T* d_residual = nullptr);
 
 // Backward of the eval forward (statistics are constants). Writes dx, dgamma, dbeta.
 template <typename T>
 void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                              const T* running_mean, const T* running_var, T eps, T* dx,
-                             T* dgamma, T* dbeta, const T* relu_y = nullptr);
+                             T* dgamma, T* dbeta, const T* relu_y = nullptr,
+                             T* d_residual = nullptr);
 
 }  // namespace cg::kernels::cpu

@@ -1,62 +1,129 @@
-// Batch norm on the GPU in three kernels per direction, so that every SM has work even with 64
-// channels: (1) partial sums over slices of each channel, one block per (slice, channel); (2) one
-// thread per channel adds its slices' partials in slice order (deterministic run to run) and
-// derives the statistics; (3) an elementwise pass normalizes (or computes dx). Sums are in double,
-// activations may be half, all other arithmetic is fp32.
+// Batch norm on the GPU, three kernels per direction so that every SM has work even with 64
+// channels: (1) partial sums over slices of each channel, one block per (slice, channel), into
+// stream-ordered scratch; (2) one thread per channel adds its slices' partials in slice order
+// (deterministic run to run) and folds the statistics into per-channel coefficients; (3) an
+// elementwise pass applies them (y = x * scale + shift, or dx). Channels-last activations
+// (H * W == 1 in BatchNormShape) take the row kernels of batchnorm_rows.cuh for the first and
+// third step. A residual (relu(bn(x) + r) ends every BasicBlock) is added in the third step, and
+// its gradient written by the first backward step. Memory-bound, so activations move
+// in 16- or 8-byte vectors whenever H*W and the pointers allow it; sums are fp32 within a vector
+// and double across them, taken around a per-channel shift (no cancellation in the variance), all
+// other arithmetic fp32.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
 #include "kernels/cuda/batchnorm.h"
+#include "kernels/cuda/batchnorm_parts.cuh"
+#include "kernels/cuda/batchnorm_rows.cuh"
 #include "kernels/cuda/dtype.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
 
-// Slices per channel: about 8 blocks per SM on an H100 in all, none shorter than 4096 values.
-int slices_for(const BatchNormShape& s) {
-  const int64_t m = s.n * s.hw;
-  const int64_t want = (8 * 132 + s.c - 1) / s.c, most = std::max<int64_t>(1, m / 4096);
-  return int(std::max<int64_t>(1, std::min(want, most)));
-}
+using bn::load;
+using bn::load_grad;
+using bn::Slice;
+using bn::store;
 
-// Element j of channel c: x[(i * C + c) * HW + p] for j = i * HW + p.
-__device__ __forceinline__ int64_t channel_index(const BatchNormShape& s, int64_t c, int64_t j) {
-  return ((j / s.hw) * s.c + c) * s.hw + j % s.hw;
-}
+// ---------------------------------------------------------------------------------------------
+// Index walking without a division per element. Vectors are counted per plane: hwv = H*W / V.
 
-// The gradient reaching the normalization: dy, masked where a fused ReLU's output was zero.
-template <typename T>
-__device__ __forceinline__ float grad_in(const T* dy, const T* relu_y, int64_t i) {
-  return relu_y && !(to_f32(relu_y[i]) > 0.f) ? 0.f : to_f32(dy[i]);
-}
-
-// The slice of channel c that block (z = blockIdx.x) covers.
-struct Slice {
-  int64_t begin, end;
-  __device__ Slice(int64_t m, int slices) {
-    const int64_t per = (m + slices - 1) / slices;
-    begin = min(m, int64_t(blockIdx.x) * per);
-    end = min(m, begin + per);
+// The channel of vector k of a flat NCHW array, carried along as k grows by a fixed stride.
+struct FlatCursor {
+  int pv, c;            // vector within its plane; the plane's channel
+  int step_pv, step_c;  // the stride as (planes mod C, vectors)
+  int hwv, channels;
+  __device__ FlatCursor(int64_t k, int64_t stride, int hwv_, int channels_) : hwv(hwv_), channels(channels_) {
+    const int64_t plane = k / hwv;
+    pv = int(k - plane * hwv);
+    c = int(plane % channels);
+    const int64_t q = stride / hwv;
+    step_pv = int(stride - q * hwv);
+    step_c = int(q % channels);
+  }
+  // k += stride: pv + step_pv < 2 hwv carries at most one plane, and c + step_c + 1 < 2 C.
+  __device__ void advance() {
+    pv += step_pv;
+    c += step_c;
+    if (pv >= hwv) {
+      pv -= hwv;
+      ++c;
+    }
+    if (c >= channels) c -= channels;
   }
 };
 
-// partial[c][z] = (sum x, sum x^2) over the slice.
+// Vector j of channel c (j = image * hwv + pv) sits at flat vector (image * C + c) * hwv + pv.
+// Walks the j of one block's slice with stride blockDim.x, carrying (image, pv).
+struct ChannelCursor {
+  int64_t image;
+  int pv, step_pv;
+  int64_t step_image;
+  __device__ ChannelCursor(int64_t j, int hwv) {
+    image = j / hwv;
+    pv = int(j - image * hwv);
+    step_image = int64_t(blockDim.x) / hwv;
+    step_pv = int(int64_t(blockDim.x) - step_image * hwv);
+  }
+  __device__ int64_t element(int64_t c, int64_t channels, int hwv, int V) const {
+    return ((image * channels + c) * hwv + pv) * V;
+  }
+  __device__ void advance(int hwv) {
+    pv += step_pv;
+    image += step_image;
+    if (pv >= hwv) {
+      pv -= hwv;
+      ++image;
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Kernels.
+
+// The value variance sums are taken around: channel c's first element. Any value of the channel
+// keeps sum (x - shift)^2 / m - mean(x - shift)^2 from cancelling when |mean| >> std.
 template <typename T>
-__global__ void stats_partial_kernel(BatchNormShape s, const T* x, int slices, double2* partial) {
+__device__ __forceinline__ float stats_shift(const BatchNormShape& s, const T* x, int64_t c) {
+  return to_f32(x[c * s.hw]);
+}
+
+// partial[c][z] = (sum d, sum d^2) with d = x - shift over slice z of channel c.
+template <typename T, int V>
+__global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int slices, double2* partial) {
   __shared__ double shared[kThreads];
   const int64_t c = blockIdx.y;
-  const Slice sl(s.n * s.hw, slices);
+  const Slice sl(s.n * hwv, slices);
+  const float shift = stats_shift(s, x, c);
   double sum = 0, sq = 0;
-  for (int64_t j = sl.begin + threadIdx.x; j < sl.end; j += blockDim.x) {
-    const double v = to_f32(x[channel_index(s, c, j)]);
-    sum += v;
-    sq += v * v;
+  ChannelCursor at(sl.begin + threadIdx.x, hwv);
+  for (int64_t j = sl.begin + threadIdx.x; j < sl.end; j += blockDim.x, at.advance(hwv)) {
+    float v[V];
+    load<V>(x + at.element(c, s.c, hwv, V), v);
+    float vs = 0, vq = 0;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float d = v[k] - shift;
+      vs += d;
+      vq = fmaf(d, d, vq);
+    }
+    sum += vs;
+    sq += vq;
   }
   sum = block_sum(sum, shared);
   sq = block_sum(sq, shared);
   if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = make_double2(sum, sq);
 }
 
-__global__ void stats_finalize_kernel(BatchNormShape s, int slices, const double2* partial, float eps,
-                                      float momentum, float* running_mean, float* running_var, float* save_mean,
-                                      float* save_invstd) {
+// Statistics of channel c from its partials (in slice order), the running averages, and the
+// folded affine (scale, shift) the normalize pass applies: y = x * scale + shift.
+template <typename T>
+__global__ void stats_finalize_kernel(BatchNormShape s, const T* x, int slices, const double2* partial,
+                                      const float* gamma, const float* beta, float eps, float momentum,
+                                      float* running_mean, float* running_var, float* save_mean, float* save_invstd,
+                                      float2* affine) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= s.c) return;
   const double m = double(s.n * s.hw);
@@ -65,52 +132,85 @@ __global__ void stats_finalize_kernel(BatchNormShape s, int slices, const double
     sum += partial[c * slices + z].x;
     sq += partial[c * slices + z].y;
   }
-  const double mean = sum / m, var = fmax(sq / m - mean * mean, 0.0);  // biased: normalization
+  const double mean_d = sum / m, var = fmax(sq / m - mean_d * mean_d, 0.0);  // biased: normalization
+  const double mean = double(stats_shift(s, x, c)) + mean_d;
+  const float invstd = float(1.0 / sqrt(var + double(eps)));
   save_mean[c] = float(mean);
-  save_invstd[c] = float(1.0 / sqrt(var + double(eps)));
+  save_invstd[c] = invstd;
   if (running_mean) running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * float(mean);
   if (running_var) {
     const double unbiased = m > 1 ? var * m / (m - 1) : var;
     running_var[c] = (1.f - momentum) * running_var[c] + momentum * float(unbiased);
   }
+  const float scale = gamma[c] * invstd;
+  affine[c] = make_float2(scale, beta[c] - float(mean) * scale);
 }
 
-// y = (x - mean) * invstd * gamma + beta, with invstd from var + eps when var is given (eval).
-template <typename T>
-__global__ void normalize_kernel(BatchNormShape s, const T* x, const float* gamma, const float* beta,
-                                 const float* mean, const float* invstd, const float* var, float eps, T* y,
-                                 Activation act) {
-  const int64_t total = s.n * s.c * s.hw;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / s.hw) % s.c;
-    const float scale = gamma[c] * (var ? rsqrtf(var[c] + eps) : invstd[c]);
-    const float v = (to_f32(x[i]) - mean[c]) * scale + beta[c];
-    y[i] = from_f32<T>(act == Activation::relu ? fmaxf(v, 0.f) : v);
+// Eval: the affine from the running statistics, as the CPU reference folds it.
+__global__ void eval_affine_kernel(int64_t channels, const float* gamma, const float* beta, const float* running_mean,
+                                   const float* running_var, float eps, float2* affine) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  const float scale = gamma[c] / sqrtf(running_var[c] + eps);
+  affine[c] = make_float2(scale, beta[c] - running_mean[c] * scale);
+}
+
+// y = finish(x * scale[c] + shift[c]) (residual and activation), one vector per thread and
+// grid-stride step.
+template <typename T, int V>
+__global__ void affine_kernel(BatchNormShape s, int hwv, const T* x, const float2* affine, const T* residual, T* y,
+                              bool relu) {
+  const int64_t total = s.n * s.c * hwv, stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k >= total) return;
+  for (FlatCursor at(k, stride, hwv, int(s.c)); k < total; k += stride, at.advance()) {
+    const float2 a = affine[at.c];
+    float v[V], r[V];
+    load<V>(x + k * V, v);
+    if (residual) load<V>(residual + k * V, r);
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = bn::finish_output<T>(fmaf(v[e], a.x, a.y), residual ? r : nullptr, e, relu);
+    store<V>(y + k * V, v);
   }
 }
 
-// partial[c][z] = (sum g, sum g * xhat) over the slice.
-template <typename T>
-__global__ void grad_partial_kernel(BatchNormShape s, const T* dy, const T* x, const T* relu_y, const float* mean,
-                                    const float* invstd, const float* var, float eps, int slices, double2* partial) {
+// partial[c][z] = (sum g, sum g * (x - mean)) over slice z of channel c; `mean` is the saved
+// batch mean (training) or the running mean (eval). g goes to d_residual too (see load_grad).
+template <typename T, int V>
+__global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, const T* x, const T* relu_y,
+                                    T* d_residual, const float* mean, int slices, double2* partial) {
   __shared__ double shared[kThreads];
   const int64_t c = blockIdx.y;
-  const Slice sl(s.n * s.hw, slices);
-  const float mu = mean[c], is = var ? rsqrtf(var[c] + eps) : invstd[c];
+  const Slice sl(s.n * hwv, slices);
+  const float mu = mean[c];
   double sg = 0, sgx = 0;
-  for (int64_t j = sl.begin + threadIdx.x; j < sl.end; j += blockDim.x) {
-    const int64_t i = channel_index(s, c, j);
-    const float g = grad_in(dy, relu_y, i);
-    sg += g;
-    sgx += double(g) * double((to_f32(x[i]) - mu) * is);
+  ChannelCursor at(sl.begin + threadIdx.x, hwv);
+  for (int64_t j = sl.begin + threadIdx.x; j < sl.end; j += blockDim.x, at.advance(hwv)) {
+    const int64_t i = at.element(c, s.c, hwv, V);
+    float g[V], v[V];
+    load_grad<V>(dy, relu_y, d_residual, i, g);
+    load<V>(x + i, v);
+    float vg = 0, vgx = 0;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      vg += g[k];
+      vgx = fmaf(g[k], v[k] - mu, vgx);
+    }
+    sg += vg;
+    sgx += vgx;
   }
   sg = block_sum(sg, shared);
   sgx = block_sum(sgx, shared);
   if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = make_double2(sg, sgx);
 }
 
-__global__ void grad_finalize_kernel(BatchNormShape s, int slices, const double2* partial, float* dgamma,
-                                     float* dbeta) {
+// dbeta = sum g, dgamma = sum g * xhat, and the coefficients of dx = a g + b (x - mean) + d:
+// training (statistics depend on x): with k = gamma invstd, dx = k (g - mean(g) - xhat mean(g xhat)),
+// so a = k, b = -k invstd mean(g xhat), d = -k mean(g); eval (statistics constant): dx = k g.
+// invstd is the saved one (training, var null) or 1/sqrt(running_var + eps) (eval).
+__global__ void grad_finalize_kernel(BatchNormShape s, bool training, int slices, const double2* partial,
+                                     const float* gamma, const float* mean, const float* invstd, const float* var,
+                                     float eps, float* dgamma, float* dbeta, float4* coef) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= s.c) return;
   double sg = 0, sgx = 0;
@@ -118,72 +218,185 @@ __global__ void grad_finalize_kernel(BatchNormShape s, int slices, const double2
     sg += partial[c * slices + z].x;
     sgx += partial[c * slices + z].y;
   }
+  const float is = var ? 1.f / sqrtf(var[c] + eps) : invstd[c];
+  const double sum_g_xhat = sgx * double(is), m = double(s.n * s.hw);
   dbeta[c] = float(sg);
-  dgamma[c] = float(sgx);
+  dgamma[c] = float(sum_g_xhat);
+  const double k = double(gamma[c]) * double(is);
+  coef[c] = training ? make_float4(float(k), float(-k * double(is) * sum_g_xhat / m), mean[c], float(-k * sg / m))
+                     : make_float4(float(k), 0.f, mean[c], 0.f);
 }
 
-// training: dx = k (g - mean(g) - xhat mean(g xhat)), with mean(g) = dbeta / m and
-// mean(g xhat) = dgamma / m; eval (statistics constant): dx = k g.
-template <typename T>
-__global__ void grad_input_kernel(BatchNormShape s, bool training, const T* dy, const T* x, const T* relu_y,
-                                  const float* gamma, const float* mean, const float* invstd, const float* var,
-                                  float eps, const float* dgamma, const float* dbeta, T* dx) {
-  const int64_t total = s.n * s.c * s.hw;
-  const float inv_m = 1.f / float(s.n * s.hw);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / s.hw) % s.c;
-    const float is = var ? rsqrtf(var[c] + eps) : invstd[c], k = gamma[c] * is, g = grad_in(dy, relu_y, i);
-    const float r = training ? k * (g - dbeta[c] * inv_m - (to_f32(x[i]) - mean[c]) * is * dgamma[c] * inv_m) : k * g;
-    dx[i] = from_f32<T>(r);
+template <typename T, int V>
+__global__ void grad_input_kernel(BatchNormShape s, int hwv, const T* dy, const T* x, const T* relu_y,
+                                  const float4* coef, T* dx) {
+  const int64_t total = s.n * s.c * hwv, stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (k >= total) return;
+  for (FlatCursor at(k, stride, hwv, int(s.c)); k < total; k += stride, at.advance()) {
+    const float4 f = coef[at.c];
+    float g[V], v[V];
+    load_grad<V, T>(dy, relu_y, nullptr, k * V, g);
+    load<V>(x + k * V, v);
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = fmaf(f.x, g[e], fmaf(f.y, v[e] - f.z, f.w));
+    store<V>(dx + k * V, v);
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Launchers.
+
+// Channels-last: every H*W plane is one value, so the row kernels apply.
+bool channels_last(const BatchNormShape& s) { return s.hw == 1; }
+
+// The widest access (16, 8 or sizeof(T) bytes) whose vector divides the contiguous run of one
+// channel's values (H*W for NCHW planes, C for channels-last rows, where a vector spans
+// channels) and to which every pointer is aligned.
+template <typename T>
+int vector_bytes(const BatchNormShape& s, std::initializer_list<const void*> pointers) {
+  const int64_t run = channels_last(s) ? s.c : s.hw;
+  for (int bytes : {16, 8}) {
+    bool ok = run % (bytes / int64_t(sizeof(T))) == 0;
+    for (const void* p : pointers) ok = ok && reinterpret_cast<uintptr_t>(p) % bytes == 0;
+    if (ok) return bytes;
+  }
+  return int(sizeof(T));
+}
+
+// Calls f(std::integral_constant<int, V>) for the vector length of `bytes`.
+template <typename T, typename F>
+void with_vector(int bytes, F&& f) {
+  constexpr int kScalar = 1, kHalfWide = 8 / int(sizeof(T)), kWide = 16 / int(sizeof(T));
+  if (bytes == 16) return f(std::integral_constant<int, kWide>{});
+  if (bytes == 8) return f(std::integral_constant<int, kHalfWide>{});
+  return f(std::integral_constant<int, kScalar>{});
+}
+
+// How the partial-sum kernels split the work: a grid of (slices, groups) blocks, about 8 blocks of
+// 256 threads per SM on an H100 in all (one full wave), no slice shorter than one vector (NCHW)
+// or one row (channels-last) per thread. NCHW: a block per (slice, channel). Channels-last: a
+// block per (slice, group of `width` channel vectors).
+struct PartialGrid {
+  int slices, groups, width;
+};
+
+PartialGrid partial_grid(const BatchNormShape& s, int V) {
+  constexpr int64_t kWave = 8 * 132;
+  if (!channels_last(s)) {
+    const int64_t hwv = s.hw / V, most = std::max<int64_t>(1, s.n * hwv / kThreads);
+    const int64_t want = (kWave + s.c - 1) / s.c;
+    return {int(std::max<int64_t>(1, std::min(want, most))), int(s.c), 0};
+  }
+  const int64_t columns = s.c / V;
+  const int width = int(std::min<int64_t>(columns, kThreads));
+  const int groups = int((columns + width - 1) / width);
+  const int64_t lanes = kThreads / width, most = std::max<int64_t>(1, s.n / lanes);
+  const int64_t want = (kWave + groups - 1) / groups;
+  return {int(std::max<int64_t>(1, std::min(want, most))), groups, width};
+}
+
 int channel_blocks(const BatchNormShape& s) { return int((s.c + kThreads - 1) / kThreads); }
+
+// One scratch allocation: the partials (double2 per slice and channel), then per-channel
+// coefficients (`coef_bytes` each), both 16-byte aligned.
+struct Scratch {
+  void* base;
+  double2* partial;
+  void* coef;
+  Stream stream;
+  Scratch(const BatchNormShape& s, int slices, size_t coef_bytes, Stream st) : stream(st) {
+    const size_t partial_bytes = size_t(s.c) * size_t(slices) * sizeof(double2);  // a multiple of 16
+    base = scratch_alloc(partial_bytes + size_t(s.c) * coef_bytes, st);
+    partial = static_cast<double2*>(base);
+    coef = static_cast<char*>(base) + partial_bytes;
+  }
+  ~Scratch() { scratch_free(base, stream); }  // stream-ordered: after the kernels enqueued before
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
 
 template <typename T>
 struct Forward {
   static void run(const BatchNormShape& s, bool training, const void* x_, const float* gamma, const float* beta,
                   float eps, float momentum, float* rm, float* rv, void* y_, float* sm, float* si, Activation act,
-                  Stream st) {
-    const T* x = static_cast<const T*>(x_);
-    const int64_t total = s.n * s.c * s.hw;
-    if (!training) {  // running statistics: one pass
-      normalize_kernel<T><<<blocks_for(total), kThreads, 0, as_cuda(st)>>>(s, x, gamma, beta, rm, nullptr, rv, eps,
-                                                                            static_cast<T*>(y_), act);
-      CG_CUDA_AFTER_LAUNCH("batchnorm normalize_kernel");
-      return;
-    }
-    const int slices = slices_for(s);
-    auto* partial = static_cast<double2*>(scratch_alloc(size_t(s.c * slices) * sizeof(double2), st));
-    stats_partial_kernel<T><<<dim3(unsigned(slices), unsigned(s.c)), kThreads, 0, as_cuda(st)>>>(s, x, slices, partial);
-    CG_CUDA_AFTER_LAUNCH("batchnorm stats_partial_kernel");
-    stats_finalize_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s, slices, partial, eps, momentum, rm, rv,
-                                                                            sm, si);
-    CG_CUDA_AFTER_LAUNCH("batchnorm stats_finalize_kernel");
-    scratch_free(partial, st);
-    normalize_kernel<T><<<blocks_for(total), kThreads, 0, as_cuda(st)>>>(s, x, gamma, beta, sm, si, nullptr, eps,
-                                                                          static_cast<T*>(y_), act);
-    CG_CUDA_AFTER_LAUNCH("batchnorm normalize_kernel");
+                  const void* residual_, Stream st) {
+    if (s.n * s.c * s.hw == 0) return;
+    const T *x = static_cast<const T*>(x_), *residual = static_cast<const T*>(residual_);
+    T* y = static_cast<T*>(y_);
+    const bool relu = act == Activation::relu, rows = channels_last(s);
+    with_vector<T>(vector_bytes<T>(s, {x_, y_, residual_}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      const int hwv = int(s.hw / V);
+      const PartialGrid grid = training ? partial_grid(s, V) : PartialGrid{0, 0, 0};
+      Scratch scratch(s, grid.slices, sizeof(float2), st);
+      auto* affine = static_cast<float2*>(scratch.coef);
+      if (training) {
+        const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
+        if (rows) {
+          bn::stats_rows_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, grid.width, x,
+                                                                                   grid.slices, scratch.partial);
+        } else {
+          stats_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, hwv, x, grid.slices, scratch.partial);
+        }
+        CG_CUDA_AFTER_LAUNCH("batchnorm stats partial kernel");
+        stats_finalize_kernel<T><<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(
+            s, x, grid.slices, scratch.partial, gamma, beta, eps, momentum, rm, rv, sm, si, affine);
+        CG_CUDA_AFTER_LAUNCH("batchnorm stats_finalize_kernel");
+      } else {
+        eval_affine_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, gamma, beta, rm, rv, eps, affine);
+        CG_CUDA_AFTER_LAUNCH("batchnorm eval_affine_kernel");
+      }
+      const int blocks = blocks_for(s.n * s.c * s.hw / V);
+      if (rows) {
+        bn::affine_rows_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, x, affine, residual, y, relu);
+      } else {
+        affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, hwv, x, affine, residual, y, relu);
+      }
+      CG_CUDA_AFTER_LAUNCH("batchnorm affine kernel");
+    });
   }
 };
 
 template <typename T>
 struct Backward {
   static void run(const BatchNormShape& s, bool training, const void* dy_, const void* x_, const float* gamma,
-                  const float* mean, const float* invstd, const float* var, float eps, void* dx, float* dgamma,
-                  float* dbeta, const void* relu_y_, Stream st) {
+                  const float* mean, const float* invstd, const float* var, float eps, void* dx_, float* dgamma,
+                  float* dbeta, const void* relu_y_, void* d_residual_, Stream st) {
+    if (s.n * s.c * s.hw == 0) return;
     const T *dy = static_cast<const T*>(dy_), *x = static_cast<const T*>(x_), *relu_y = static_cast<const T*>(relu_y_);
-    const int slices = slices_for(s);
-    auto* partial = static_cast<double2*>(scratch_alloc(size_t(s.c * slices) * sizeof(double2), st));
-    grad_partial_kernel<T><<<dim3(unsigned(slices), unsigned(s.c)), kThreads, 0, as_cuda(st)>>>(
-        s, dy, x, relu_y, mean, invstd, var, eps, slices, partial);
-    CG_CUDA_AFTER_LAUNCH("batchnorm grad_partial_kernel");
-    grad_finalize_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s, slices, partial, dgamma, dbeta);
-    CG_CUDA_AFTER_LAUNCH("batchnorm grad_finalize_kernel");
-    scratch_free(partial, st);
-    grad_input_kernel<T><<<blocks_for(s.n * s.c * s.hw), kThreads, 0, as_cuda(st)>>>(
-        s, training, dy, x, relu_y, gamma, mean, invstd, var, eps, dgamma, dbeta, static_cast<T*>(dx));
-    CG_CUDA_AFTER_LAUNCH("batchnorm grad_input_kernel");
+    T *dx = static_cast<T*>(dx_), *d_residual = static_cast<T*>(d_residual_);
+    const bool rows = channels_last(s);
+    with_vector<T>(vector_bytes<T>(s, {dy_, x_, dx_, relu_y_, d_residual_}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      const int hwv = int(s.hw / V);
+      const PartialGrid grid = partial_grid(s, V);
+      Scratch scratch(s, grid.slices, sizeof(float4), st);
+      auto* coef = static_cast<float4*>(scratch.coef);
+      const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
+      if (rows) {
+        bn::grad_rows_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(
+            s.n, s.c, grid.width, dy, x, relu_y, d_residual, mean, grid.slices, scratch.partial);
+      } else {
+        grad_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, hwv, dy, x, relu_y, d_residual, mean,
+                                                                        grid.slices, scratch.partial);
+      }
+      CG_CUDA_AFTER_LAUNCH("batchnorm grad partial kernel");
+      grad_finalize_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(
+          s, training, grid.slices, scratch.partial, gamma, mean, invstd, var, eps, dgamma, dbeta, coef);
+      CG_CUDA_AFTER_LAUNCH("batchnorm grad_finalize_kernel");
+      // With a residual, the masked gradient is already in d_residual: read it back instead of
+      // masking dy again.
+      const T* g = d_residual ? d_residual : dy;
+      const T* mask = d_residual ? nullptr : relu_y;
+      const int blocks_dx = blocks_for(s.n * s.c * s.hw / V);
+      if (rows) {
+        bn::grad_input_rows_kernel<T, V><<<blocks_dx, kThreads, 0, as_cuda(st)>>>(s.n, s.c, g, x, mask, coef, dx);
+      } else {
+        grad_input_kernel<T, V><<<blocks_dx, kThreads, 0, as_cuda(st)>>>(s, hwv, g, x, mask, coef, dx);
+      }
+      CG_CUDA_AFTER_LAUNCH("batchnorm grad input kernel");
+    });
   }
 };
 
@@ -191,31 +404,34 @@ struct Backward {
 
 void batchnorm_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                              const float* beta, float eps, float momentum, float* running_mean, float* running_var,
-                             void* y, float* save_mean, float* save_invstd, Activation act, Stream stream) {
+                             void* y, float* save_mean, float* save_invstd, Activation act, const void* residual,
+                             Stream stream) {
   dispatch_floating<Forward>("batchnorm_forward_train", dtype, s, true, x, gamma, beta, eps, momentum, running_mean,
-                             running_var, y, save_mean, save_invstd, act, stream);
+                             running_var, y, save_mean, save_invstd, act, residual, stream);
 }
 
 void batchnorm_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                             const float* beta, const float* running_mean, const float* running_var, float eps,
-                            void* y, Activation act, Stream stream) {
+                            void* y, Activation act, const void* residual, Stream stream) {
   dispatch_floating<Forward>("batchnorm_forward_eval", dtype, s, false, x, gamma, beta, eps, 0.f,
                              const_cast<float*>(running_mean), const_cast<float*>(running_var), y,
-                             static_cast<float*>(nullptr), static_cast<float*>(nullptr), act, stream);
+                             static_cast<float*>(nullptr), static_cast<float*>(nullptr), act, residual, stream);
 }
 
 void batchnorm_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                               const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
-                              float* dgamma, float* dbeta, const void* relu_y, Stream stream) {
+                              float* dgamma, float* dbeta, const void* relu_y, void* d_residual, Stream stream) {
   dispatch_floating<Backward>("batchnorm_backward_train", dtype, s, true, dy, x, gamma, save_mean, save_invstd,
-                              static_cast<const float*>(nullptr), 0.f, dx, dgamma, dbeta, relu_y, stream);
+                              static_cast<const float*>(nullptr), 0.f, dx, dgamma, dbeta, relu_y, d_residual, stream);
 }
 
 void batchnorm_backward_eval(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                              const float* gamma, const float* running_mean, const float* running_var, float eps,
-                             void* dx, float* dgamma, float* dbeta, const void* relu_y, Stream stream) {
+                             void* dx, float* dgamma, float* dbeta, const void* relu_y, void* d_residual,
+                             Stream stream) {
   dispatch_floating<Backward>("batchnorm_backward_eval", dtype, s, false, dy, x, gamma, running_mean,
-                              static_cast<const float*>(nullptr), running_var, eps, dx, dgamma, dbeta, relu_y, stream);
+                              static_cast<const float*>(nullptr), running_var, eps, dx, dgamma, dbeta, relu_y,
+                              d_residual, stream);
 }
 
 }  // namespace cg::kernels::cuda

@@ -1,7 +1,8 @@
 // Hand-written batch norm, the counterpart of kernels/cpu/batchnorm.h (same semantics and argument
-// order). x, y, dy, dx and relu_y are `dtype` (f32, f16, bf16); gamma, beta, the running and saved
-// statistics and dgamma/dbeta are float32, and all arithmetic is fp32 (sums in a fixed order, so
-// results are deterministic run to run).
+// order). x, y, dy, dx, relu_y, residual and d_residual are `dtype` (f32, f16, bf16); gamma,
+// beta, the running and saved statistics and dgamma/dbeta are float32, and all arithmetic is fp32
+// (sums in a fixed order, so results are deterministic run to run). Channels-last activations
+// use the shape cpu::channels_last_shape (H * W == 1), which runs kernels that read along rows.
 #pragma once
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cuda/memory.h"
@@ -14,16 +15,18 @@ using cpu::BatchNormShape;
 
 void batchnorm_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                              const float* beta, float eps, float momentum, float* running_mean, float* running_var,
-                             void* y, float* save_mean, float* save_invstd, Activation act, Stream stream);
+                             void* y, float* save_mean, float* save_invstd, Activation act, const void* residual,
+                             Stream stream);
 void batchnorm_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                             const float* beta, const float* running_mean, const float* running_var, float eps,
-                            void* y, Activation act, Stream stream);
+                            void* y, Activation act, const void* residual, Stream stream);
 void batchnorm_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                               const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
-                              float* dgamma, float* dbeta, const void* relu_y, Stream stream);
+                              float* dgamma, float* dbeta, const void* relu_y, void* d_residual, Stream stream);
 // Eval-mode backward (running statistics are constants): used when fine-tuning with frozen BN.
 void batchnorm_backward_eval(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                              const float* gamma, const float* running_mean, const float* running_var, float eps,
-                             void* dx, float* dgamma, float* dbeta, const void* relu_y, Stream stream);
+                             void* dx, float* dgamma, float* dbeta, const void* relu_y, void* d_residual,
+                             Stream stream);
 
 }  // namespace cg::kernels::cuda

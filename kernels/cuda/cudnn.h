@@ -3,12 +3,15 @@
 // Convolution algorithms are chosen once per (shape, dtype, direction) and cached: by cuDNN's
 // heuristics, or by timing every candidate once (set_cudnn_algo_search). Scratch memory comes
 // from the caller through a WorkspaceFn, so it is served by the engine's caching allocator.
+// Convolutions take Layout::nhwc too: x, y, dx, dy are then [n, h, w, c] and the filter w, dw is
+// KRSC ([c_out, kh, kw, c_in]; kernels/cuda/layout.h converts from PyTorch's KCRS).
 #pragma once
 #include <cstddef>
 #include <functional>
 
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/layout.h"
 #include "kernels/cuda/memory.h"
 #include "util/dtype.h"
 
@@ -17,6 +20,7 @@ namespace cg::kernels::cuda {
 using cpu::Activation;
 using cpu::BatchNormShape;
 using cpu::Conv2dShape;
+using cpu::Layout;
 
 // Returns device memory of at least `bytes`, usable in stream order by work enqueued on the
 // stream of the call it is passed to, until that call returns.
@@ -28,11 +32,12 @@ int cudnn_version();                            // e.g. 91900
 
 bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype);
 void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
-                          const WorkspaceFn& workspace, Stream stream);
+                          const WorkspaceFn& workspace, Stream stream, Layout layout = Layout::nchw);
 void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
-                                const WorkspaceFn& workspace, Stream stream);
+                                const WorkspaceFn& workspace, Stream stream, Layout layout = Layout::nchw);
 void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
-                                  void* db, const WorkspaceFn& workspace, Stream stream);
+                                  void* db, const WorkspaceFn& workspace, Stream stream,
+                                  Layout layout = Layout::nchw);
 
 // x, y, dy, dx in `dtype` (f32, f16, bf16); gamma, beta, statistics and their gradients float32.
 // save_invstd is 1/sqrt(var + eps) of the batch, as in the native kernels. The fused ReLU, when
@@ -41,14 +46,15 @@ bool batchnorm_cudnn_supports(const BatchNormShape& s, DType dtype);
 void batchnorm_cudnn_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                                    const float* beta, float eps, float momentum, float* running_mean,
                                    float* running_var, void* y, float* save_mean, float* save_invstd,
-                                   Activation act, Stream stream);
+                                   Activation act, const void* residual, Stream stream);
 void batchnorm_cudnn_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                                   const float* beta, const float* running_mean, const float* running_var, float eps,
-                                  void* y, Activation act, Stream stream);
-// relu_y: the fused ReLU's forward output (dy is masked where it is zero), or null.
+                                  void* y, Activation act, const void* residual, Stream stream);
+// relu_y: the fused ReLU's forward output (dy is masked where it is zero), or null. d_residual:
+// receives the gradient of the forward's residual (the masked dy), or null.
 void batchnorm_cudnn_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                                     const float* gamma, const float* save_mean, const float* save_invstd,
                                     float eps, void* dx, float* dgamma, float* dbeta, const void* relu_y,
-                                    const WorkspaceFn& workspace, Stream stream);
+                                    void* d_residual, const WorkspaceFn& workspace, Stream stream);
 
 }  // namespace cg::kernels::cuda

@@ -30,9 +30,9 @@ cudnnDataType_t data_type(DType dtype) {
   }
 }
 
-TensorDesc::TensorDesc(DType dtype, int64_t n, int64_t c, int64_t h, int64_t w) {
+TensorDesc::TensorDesc(DType dtype, int64_t n, int64_t c, int64_t h, int64_t w, cudnnTensorFormat_t format) {
   CG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
-  CG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, data_type(dtype), int(n), int(c), int(h), int(w)));
+  CG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, format, data_type(dtype), int(n), int(c), int(h), int(w)));
 }
 
 TensorDesc::~TensorDesc() {

@@ -1,5 +1,5 @@
 // Shared by the cuDNN-backed kernels (internal to kernels/cuda/): the check macro, one handle per
-// device, and RAII descriptors for NCHW tensors.
+// device, and RAII descriptors for 4-D tensors (NCHW or NHWC).
 #pragma once
 #include <cudnn.h>
 
@@ -23,10 +23,12 @@ cudnnHandle_t handle(Stream stream);
 
 cudnnDataType_t data_type(DType dtype);  // f32, f16, bf16; anything else fails
 
-// A 4-D NCHW tensor descriptor.
+// A 4-D tensor descriptor; sizes are given as n, c, h, w whatever the memory format
+// (CUDNN_TENSOR_NHWC: contiguous [n, h, w, c]).
 class TensorDesc {
  public:
-  TensorDesc(DType dtype, int64_t n, int64_t c, int64_t h, int64_t w);
+  TensorDesc(DType dtype, int64_t n, int64_t c, int64_t h, int64_t w,
+             cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW);
   ~TensorDesc();
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;

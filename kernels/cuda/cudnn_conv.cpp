@@ -1,5 +1,7 @@
 // Convolution through cuDNN's convolution API: descriptors per call (cheap host work), the
-// algorithm per (shape, dtype, direction) chosen once and cached, scratch from the caller.
+// algorithm per (shape, layout, dtype, direction) chosen once and cached, scratch from the caller.
+// Layout::nhwc describes x, y and the filter (then KRSC) as CUDNN_TENSOR_NHWC, the format whose
+// tensor-core kernels need no internal transposes.
 // float32 runs with FMA math only (no TF32), so it matches the CPU reference; half types may use
 // tensor cores. All accumulate in float32.
 #include <atomic>
@@ -25,21 +27,31 @@ struct Choice {
   size_t workspace = 0;
 };
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int>;
-Key key_of(const Conv2dShape& s, DType dtype, Dir dir, AlgoSearch search) {
-  return {s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, int(dtype), int(dir), int(search)};
+// The best algorithm differs between layouts (NHWC opens the tensor-core kernels), so the layout
+// is part of the key.
+using Key =
+    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
+Key key_of(const Conv2dShape& s, Layout layout, DType dtype, Dir dir, AlgoSearch search) {
+  return {s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, int(layout), int(dtype), int(dir), int(search)};
 }
 
-// Everything one call needs: the four descriptors of this layer.
+cudnnTensorFormat_t format_of(Layout layout) {
+  return layout == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
+
+// Everything one call needs: the four descriptors of this layer (the bias's too, in y's format).
 struct Descs {
-  TensorDesc x, y;
+  TensorDesc x, y, bias;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
 
-  Descs(const Conv2dShape& s, DType dtype)
-      : x(dtype, s.n, s.c_in, s.h, s.w), y(dtype, s.n, s.c_out, s.out_h(), s.out_w()) {
+  Descs(const Conv2dShape& s, DType dtype, Layout layout)
+      : x(dtype, s.n, s.c_in, s.h, s.w, format_of(layout)),
+        y(dtype, s.n, s.c_out, s.out_h(), s.out_w(), format_of(layout)),
+        bias(dtype, 1, s.c_out, 1, 1, format_of(layout)) {
+    // Filter sizes are always given as (c_out, c_in, kh, kw); the NHWC format stores them KRSC.
     CG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
-    CG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, cudnn::data_type(dtype), CUDNN_TENSOR_NCHW, int(s.c_out), int(s.c_in),
+    CG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, cudnn::data_type(dtype), format_of(layout), int(s.c_out), int(s.c_in),
                                               int(s.kh), int(s.kw)));
     CG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
     CG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(s.pad), int(s.pad), int(s.stride), int(s.stride), 1, 1,
@@ -54,18 +66,18 @@ struct Descs {
 
 // The first usable result of a Find/Get call (sorted fastest first).
 template <typename Perf>
-Choice first_ok(const Perf* perf, int count, const char* what, const Conv2dShape& s, DType dtype) {
+Choice first_ok(const Perf* perf, int count, const char* what, const Conv2dShape& s, Layout layout, DType dtype) {
   for (int i = 0; i < count; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS) return {int(perf[i].algo), perf[i].mathType, perf[i].memory};
-  throw Error(fmt::format("cuDNN has no {} algorithm for a {}x{} convolution of {}x{}x{}x{} ({})", what, s.kh, s.kw,
-                          s.n, s.c_in, s.h, s.w, dtype_name(dtype)));
+  throw Error(fmt::format("cuDNN has no {} algorithm for a {}x{} convolution of {}x{}x{}x{} ({}, {})", what, s.kh,
+                          s.kw, s.n, s.c_in, s.h, s.w, layout == Layout::nhwc ? "NHWC" : "NCHW", dtype_name(dtype)));
 }
 
-Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, DType dtype, Dir dir) {
+Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, Layout layout, DType dtype, Dir dir) {
   static std::mutex mutex;
   static std::map<Key, Choice> cache;
   const AlgoSearch search = g_search.load();
-  const Key key = key_of(s, dtype, dir, search);
+  const Key key = key_of(s, layout, dtype, dir, search);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   constexpr int kMax = 16;
@@ -76,17 +88,17 @@ Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, DType dtype
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
     if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d.x.get(), d.w, d.conv, d.y.get(), kMax, &count, perf));
     else CG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w, d.conv, d.y.get(), kMax, &count, perf));
-    c = first_ok(perf, count, "forward", s, dtype);
+    c = first_ok(perf, count, "forward", s, layout, dtype);
   } else if (dir == Dir::data) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
     if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, d.w, d.y.get(), d.conv, d.x.get(), kMax, &count, perf));
     else CG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y.get(), d.conv, d.x.get(), kMax, &count, perf));
-    c = first_ok(perf, count, "backward-data", s, dtype);
+    c = first_ok(perf, count, "backward-data", s, layout, dtype);
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
     if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x.get(), d.y.get(), d.conv, d.w, kMax, &count, perf));
     else CG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv, d.w, kMax, &count, perf));
-    c = first_ok(perf, count, "backward-filter", s, dtype);
+    c = first_ok(perf, count, "backward-filter", s, layout, dtype);
   }
   if (dtype == DType::f32) c.math = CUDNN_FMA_MATH;  // never TF32 for float32 data
   cache.emplace(key, c);
@@ -105,25 +117,22 @@ bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype) {
 }
 
 void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
-                          const WorkspaceFn& workspace, Stream stream) {
+                          const WorkspaceFn& workspace, Stream stream, Layout layout) {
   cudnnHandle_t h = cudnn::handle(stream);
-  Descs d(s, dtype);
-  const Choice c = choose(h, d, s, dtype, Dir::forward);
+  Descs d(s, dtype, layout);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::forward);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;  // scaling factors are float for every data type but double
   CG_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x.get(), x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
                                          scratch(workspace, c.workspace), c.workspace, &zero, d.y.get(), y));
-  if (bias) {
-    TensorDesc b(dtype, 1, s.c_out, 1, 1);
-    CG_CUDNN_CHECK(cudnnAddTensor(h, &one, b.get(), bias, &one, d.y.get(), y));
-  }
+  if (bias) CG_CUDNN_CHECK(cudnnAddTensor(h, &one, d.bias.get(), bias, &one, d.y.get(), y));
 }
 
 void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
-                                const WorkspaceFn& workspace, Stream stream) {
+                                const WorkspaceFn& workspace, Stream stream, Layout layout) {
   cudnnHandle_t h = cudnn::handle(stream);
-  Descs d(s, dtype);
-  const Choice c = choose(h, d, s, dtype, Dir::data);
+  Descs d(s, dtype, layout);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::data);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;
   CG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y.get(), dy, d.conv,
@@ -132,19 +141,16 @@ void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* d
 }
 
 void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
-                                  void* db, const WorkspaceFn& workspace, Stream stream) {
+                                  void* db, const WorkspaceFn& workspace, Stream stream, Layout layout) {
   cudnnHandle_t h = cudnn::handle(stream);
-  Descs d(s, dtype);
-  const Choice c = choose(h, d, s, dtype, Dir::filter);
+  Descs d(s, dtype, layout);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::filter);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;
   CG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x.get(), x, d.y.get(), dy, d.conv,
                                                 cudnnConvolutionBwdFilterAlgo_t(c.algo),
                                                 scratch(workspace, c.workspace), c.workspace, &zero, d.w, dw));
-  if (db) {
-    TensorDesc b(dtype, 1, s.c_out, 1, 1);
-    CG_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y.get(), dy, &zero, b.get(), db));
-  }
+  if (db) CG_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y.get(), dy, &zero, d.bias.get(), db));
 }
 
 }  // namespace cg::kernels::cuda

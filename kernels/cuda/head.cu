@@ -1,18 +1,25 @@
-// The classifier head on the GPU: global average pooling (any floating dtype, fp32 sums) and
-// cross-entropy in float32. The loss is one block's work: batches have hundreds of rows of ten
-// classes, and a single block sums them in a fixed order (deterministic) with no scratch memory.
+// The classifier head on the GPU: global average pooling (f32/f16/bf16, fp32 sums, a warp per
+// row; channels-last: a thread per channel) and cross-entropy in float32. The loss is one block's
+// work: batches have hundreds of rows of ten classes, and a single block sums them in a fixed
+// order (deterministic) with no scratch memory.
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/head.h"
 
 namespace cg::kernels::cuda {
 namespace {
 
+// One warp per (image, channel) row: lanes read the row together (coalesced) and the warp adds
+// their sums in a fixed butterfly order. r is the same for the whole warp (blocks are whole warps),
+// so every lane reaches the shuffles.
 template <typename T>
 __global__ void pool_forward_kernel(int64_t nc, int64_t hw, const T* x, T* y) {
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < nc; r += int64_t(gridDim.x) * blockDim.x) {
+  const int lane = int(threadIdx.x % 32);
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  for (int64_t r = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; r < nc; r += warps) {
     float s = 0;
-    for (int64_t j = 0; j < hw; ++j) s += to_f32(x[r * hw + j]);
-    y[r] = from_f32<T>(s / float(hw));
+    for (int64_t j = lane; j < hw; j += 32) s += to_f32(x[r * hw + j]);
+    for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if (lane == 0) y[r] = from_f32<T>(s / float(hw));
   }
 }
 
@@ -26,8 +33,8 @@ __global__ void pool_backward_kernel(int64_t nc, int64_t hw, const T* dy, T* dx)
 template <typename T>
 struct PoolForward {
   static void run(int64_t nc, int64_t hw, const void* x, void* y, Stream s) {
-    pool_forward_kernel<T><<<blocks_for(nc), kThreads, 0, as_cuda(s)>>>(nc, hw, static_cast<const T*>(x),
-                                                                         static_cast<T*>(y));
+    pool_forward_kernel<T><<<blocks_for(nc * 32), kThreads, 0, as_cuda(s)>>>(nc, hw, static_cast<const T*>(x),
+                                                                              static_cast<T*>(y));
     CG_CUDA_AFTER_LAUNCH("pool_forward_kernel");
   }
 };
@@ -38,6 +45,43 @@ struct PoolBackward {
     pool_backward_kernel<T><<<blocks_for(nc * hw), kThreads, 0, as_cuda(s)>>>(nc, hw, static_cast<const T*>(dy),
                                                                                static_cast<T*>(dx));
     CG_CUDA_AFTER_LAUNCH("pool_backward_kernel");
+  }
+};
+
+// Channels-last: a thread per (image, channel), walking the image's hw rows in order; neighbouring
+// threads read neighbouring channels of a row, so each step of the walk is one coalesced read.
+template <typename T>
+__global__ void pool_nhwc_forward_kernel(int64_t n, int64_t hw, int64_t c, const T* x, T* y) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < n * c; r += int64_t(gridDim.x) * blockDim.x) {
+    const T* image = x + (r / c) * hw * c + r % c;
+    float s = 0;
+    for (int64_t j = 0; j < hw; ++j) s += to_f32(image[j * c]);
+    y[r] = from_f32<T>(s / float(hw));
+  }
+}
+
+template <typename T>
+__global__ void pool_nhwc_backward_kernel(int64_t n, int64_t hw, int64_t c, const T* dy, T* dx) {
+  const int64_t total = n * hw * c;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = from_f32<T>(to_f32(dy[i / (hw * c) * c + i % c]) / float(hw));
+}
+
+template <typename T>
+struct PoolNhwcForward {
+  static void run(int64_t n, int64_t hw, int64_t c, const void* x, void* y, Stream s) {
+    pool_nhwc_forward_kernel<T><<<blocks_for(n * c), kThreads, 0, as_cuda(s)>>>(n, hw, c, static_cast<const T*>(x),
+                                                                                static_cast<T*>(y));
+    CG_CUDA_AFTER_LAUNCH("pool_nhwc_forward_kernel");
+  }
+};
+
+template <typename T>
+struct PoolNhwcBackward {
+  static void run(int64_t n, int64_t hw, int64_t c, const void* dy, void* dx, Stream s) {
+    pool_nhwc_backward_kernel<T><<<blocks_for(n * hw * c), kThreads, 0, as_cuda(s)>>>(
+        n, hw, c, static_cast<const T*>(dy), static_cast<T*>(dx));
+    CG_CUDA_AFTER_LAUNCH("pool_nhwc_backward_kernel");
   }
 };
 
@@ -84,6 +128,17 @@ void global_avg_pool_forward(int64_t nc, int64_t hw, DType dtype, const void* x,
 
 void global_avg_pool_backward(int64_t nc, int64_t hw, DType dtype, const void* dy, void* dx, Stream stream) {
   if (nc > 0) dispatch_floating<PoolBackward>("global_avg_pool_backward", dtype, nc, hw, dy, dx, stream);
+}
+
+void global_avg_pool_nhwc_forward(int64_t n, int64_t hw, int64_t c, DType dtype, const void* x, void* y,
+                                  Stream stream) {
+  if (n * c > 0) dispatch_floating<PoolNhwcForward>("global_avg_pool_nhwc_forward", dtype, n, hw, c, x, y, stream);
+}
+
+void global_avg_pool_nhwc_backward(int64_t n, int64_t hw, int64_t c, DType dtype, const void* dy, void* dx,
+                                   Stream stream) {
+  if (n * hw * c > 0)
+    dispatch_floating<PoolNhwcBackward>("global_avg_pool_nhwc_backward", dtype, n, hw, c, dy, dx, stream);
 }
 
 void cross_entropy_forward(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,

@@ -11,6 +11,12 @@ namespace cg::kernels::cuda {
 
 void global_avg_pool_forward(int64_t nc, int64_t hw, DType dtype, const void* x, void* y, Stream stream);
 void global_avg_pool_backward(int64_t nc, int64_t hw, DType dtype, const void* dy, void* dx, Stream stream);
+// Channels-last: x [n, hw, c] -> y [n, c], each output summing its hw inputs in order (deterministic,
+// and the CPU's order); backward dx[i, j, k] = dy[i, k] / hw.
+void global_avg_pool_nhwc_forward(int64_t n, int64_t hw, int64_t c, DType dtype, const void* x, void* y,
+                                  Stream stream);
+void global_avg_pool_nhwc_backward(int64_t n, int64_t hw, int64_t c, DType dtype, const void* dy, void* dx,
+                                   Stream stream);
 
 // loss (one float) and the number of correct rows (one int64) are written to device memory, so
 // the host reads them only when it wants to (no synchronization inside a step).

@@ -1,8 +1,12 @@
-// Multi-tensor optimizer and mixed-precision kernels. A launch covers up to kPack tensors: their
-// pointers travel in the kernel's parameter block, blockIdx.y picks the tensor and blocks stride
-// over its elements. Every kernel first reads found_inf (when given) and does nothing if it is
-// set, which is how an overflowed fp16 step is skipped without the host looking.
+// Multi-tensor optimizer and mixed-precision kernels. One launch covers up to kSlots tensors:
+// their pointers travel in the kernel's parameter block (a __grid_constant__ struct, read in
+// place from constant memory), and every block updates one (tensor, chunk of kChunk elements)
+// pair, so a 64-element bias costs one block and a 600k-element weight about 150, with no idle
+// blocks. Longer lists take more launches. Every update first reads found_inf (when given) and
+// does nothing if it is set: an overflowed fp16 step is skipped without the host looking.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/optim.h"
@@ -10,65 +14,102 @@
 namespace cg::kernels::cuda {
 namespace {
 
-constexpr int kPack = 32;  // 32 slots: about 1.3 KB of kernel parameters, well under the 4 KB limit
+constexpr int kSlots = 64;        // MiniResNet's 47 parameters in one launch; the pack is ~2.8 KB
+constexpr int64_t kChunk = 4096;  // elements per block: 16 per thread
 
 struct Pack {
   int count = 0;
-  int64_t n[kPack];
-  float* param[kPack];
-  const float* grad[kPack];
-  float* state1[kPack];
-  float* state2[kPack];
+  // Tensor t owns blocks [first_block[t], first_block[t + 1]), one per chunk.
+  int first_block[kSlots + 1];
+  int64_t n[kSlots];
+  float* param[kSlots];
+  const float* grad[kSlots];
+  float* state1[kSlots];
+  float* state2[kSlots];
+};
+
+// The (tensor, element range) of this block: the last t with first_block[t] <= blockIdx.x, by
+// binary search (the same for the whole block, so no divergence).
+struct Work {
+  int t;
+  int64_t begin, end;
+  __device__ explicit Work(const Pack& pk) {
+    const int b = int(blockIdx.x);
+    int lo = 0, hi = pk.count - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (pk.first_block[mid] <= b) lo = mid;
+      else hi = mid - 1;
+    }
+    t = lo;
+    begin = int64_t(b - pk.first_block[t]) * kChunk;
+    end = min(pk.n[t], begin + kChunk);
+  }
 };
 
 __device__ __forceinline__ bool skipped(const float* found_inf) { return found_inf && *found_inf != 0.f; }
 
-__global__ void sgd_kernel(Pack pk, cpu::SgdParams h, bool first, const float* found_inf) {
+// kernels/cpu/optim.cpp's sgd_update, element for element.
+__global__ void sgd_kernel(const __grid_constant__ Pack pk, cpu::SgdParams h, bool first, const float* found_inf) {
   if (skipped(found_inf)) return;
-  const int t = blockIdx.y;
-  const int64_t n = pk.n[t];
-  float* p = pk.param[t];
-  const float* g = pk.grad[t];
-  float* buf = pk.state1[t];
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    float d = g[i] + h.weight_decay * p[i];
-    if (h.momentum != 0.f) {
-      buf[i] = first ? d : h.momentum * buf[i] + (1.f - h.dampening) * d;
-      d = h.nesterov ? d + h.momentum * buf[i] : buf[i];
+  const Work w(pk);
+  float* p = pk.param[w.t];
+  const float* g = pk.grad[w.t];
+  float* buf = pk.state1[w.t];
+  const float keep = 1.f - h.dampening;
+  for (int64_t i = w.begin + threadIdx.x; i < w.end; i += blockDim.x) {
+    const float d = g[i] + h.weight_decay * p[i];
+    if (h.momentum == 0.f) {
+      p[i] -= h.lr * d;
+    } else {
+      const float b = first ? d : h.momentum * buf[i] + keep * d;
+      buf[i] = b;
+      p[i] -= h.lr * (h.nesterov ? d + h.momentum * b : b);
     }
-    p[i] -= h.lr * d;
   }
 }
 
-__global__ void adamw_kernel(Pack pk, cpu::AdamWParams h, const int64_t* step, const float* found_inf) {
+// kernels/cpu/optim.cpp's adamw_update, with the per-step scalars computed here from *step, in
+// double precision and rounded once, like the CPU (and PyTorch, which does it in Python floats).
+__global__ void adamw_kernel(const __grid_constant__ Pack pk, cpu::AdamWParams h, const int64_t* step,
+                             const float* found_inf) {
   if (skipped(found_inf)) return;
   const double t_step = double(*step);
   const float step_size = float(double(h.lr) / (1.0 - pow(double(h.beta1), t_step)));
   const float bias2_sqrt = float(sqrt(1.0 - pow(double(h.beta2), t_step)));
-  const int t = blockIdx.y;
-  const int64_t n = pk.n[t];
-  float *p = pk.param[t], *m = pk.state1[t], *v = pk.state2[t];
-  const float* g = pk.grad[t];
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    p[i] *= 1.f - h.lr * h.weight_decay;
-    m[i] = h.beta1 * m[i] + (1.f - h.beta1) * g[i];
-    v[i] = h.beta2 * v[i] + (1.f - h.beta2) * g[i] * g[i];
-    p[i] -= step_size * m[i] / (sqrtf(v[i]) / bias2_sqrt + h.eps);
+  const float decay = float(1.0 - double(h.lr) * double(h.weight_decay));
+  const float one_minus_b1 = float(1.0 - double(h.beta1)), one_minus_b2 = float(1.0 - double(h.beta2));
+  const Work w(pk);
+  float *p = pk.param[w.t], *m = pk.state1[w.t], *v = pk.state2[w.t];
+  const float* g = pk.grad[w.t];
+  for (int64_t i = w.begin + threadIdx.x; i < w.end; i += blockDim.x) {
+    const float gi = g[i];
+    const float mi = h.beta1 * m[i] + one_minus_b1 * gi;
+    const float vi = h.beta2 * v[i] + one_minus_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * decay - step_size * mi / (sqrtf(vi) / bias2_sqrt + h.eps);
   }
 }
 
-__global__ void unscale_kernel(Pack pk, const float* inv_scale, float* found_inf) {
-  const int t = blockIdx.y;
-  const int64_t n = pk.n[t];
-  float* g = pk.param[t];
+// g *= inv_scale in place (the slot's `param`), found_inf = 1 on any inf/NaN result. Only ever
+// writes 1, so blocks racing on found_inf all write the same value; one write per block at most.
+__global__ void unscale_kernel(const __grid_constant__ Pack pk, const float* inv_scale, float* found_inf) {
+  __shared__ int bad_in_block;
+  if (threadIdx.x == 0) bad_in_block = 0;
+  __syncthreads();
+  const Work w(pk);
+  float* g = pk.param[w.t];
   const float inv = *inv_scale;
   bool bad = false;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = w.begin + threadIdx.x; i < w.end; i += blockDim.x) {
     const float v = g[i] * inv;
     g[i] = v;
     bad |= !isfinite(v);
   }
-  if (bad) *found_inf = 1.f;  // only ever set: concurrent writers all write the same value
+  if (bad) bad_in_block = 1;  // benign race: every writer writes 1
+  __syncthreads();
+  if (threadIdx.x == 0 && bad_in_block) *found_inf = 1.f;
 }
 
 __global__ void advance_step_kernel(int64_t* step, const float* found_inf) {
@@ -80,31 +121,40 @@ __global__ void update_scale_kernel(float* scale, float* inv_scale, int64_t* tra
   if (*found_inf != 0.f) {
     *scale *= backoff;
     *tracker = 0;
-  } else if (++*tracker == interval) {
-    *scale *= growth;
+  } else if (++*tracker >= interval) {
+    const float grown = *scale * growth;
+    if (isfinite(grown)) *scale = grown;  // like PyTorch: never grow to inf
     *tracker = 0;
   }
   *inv_scale = 1.f / *scale;
 }
 
-// Launches `launch(pack, grid)` over the tensors kPack at a time.
+// Launches `launch(pack, blocks)` over the tensors, kSlots at a time; empty tensors are left out.
 template <typename Launch>
 void for_packs(const std::vector<TensorSlot>& tensors, Launch&& launch) {
-  for (size_t first = 0; first < tensors.size(); first += kPack) {
+  size_t i = 0;
+  while (i < tensors.size()) {
     Pack pk;
-    int64_t largest = 0;
-    for (size_t i = first; i < tensors.size() && pk.count < kPack; ++i, ++pk.count) {
+    int64_t blocks = 0;
+    for (; i < tensors.size() && pk.count < kSlots; ++i) {
       const TensorSlot& s = tensors[i];
+      if (s.n <= 0) continue;
+      const int64_t chunks = (s.n + kChunk - 1) / kChunk;
+      if (blocks + chunks > int64_t(INT32_MAX)) {
+        if (pk.count == 0) throw Error(fmt::format("multi-tensor update: a tensor of {} elements is too large", s.n));
+        break;  // this tensor starts the next launch
+      }
+      pk.first_block[pk.count] = int(blocks);
       pk.n[pk.count] = s.n;
       pk.param[pk.count] = s.param;
       pk.grad[pk.count] = s.grad;
       pk.state1[pk.count] = s.state1;
       pk.state2[pk.count] = s.state2;
-      largest = std::max(largest, s.n);
+      ++pk.count;
+      blocks += chunks;
     }
-    // Blocks per tensor: enough for the largest, capped so a pack fills the GPU a few times over.
-    const int per_tensor = int(std::min<int64_t>((largest + kThreads - 1) / kThreads, 264));
-    launch(pk, dim3(unsigned(std::max(per_tensor, 1)), unsigned(pk.count)));
+    pk.first_block[pk.count] = int(blocks);
+    if (pk.count > 0) launch(pk, unsigned(blocks));
   }
 }
 
@@ -112,16 +162,16 @@ void for_packs(const std::vector<TensorSlot>& tensors, Launch&& launch) {
 
 void sgd_update_multi(const std::vector<TensorSlot>& tensors, const cpu::SgdParams& h, bool first_step,
                       const float* found_inf, Stream stream) {
-  for_packs(tensors, [&](const Pack& pk, dim3 grid) {
-    sgd_kernel<<<grid, kThreads, 0, as_cuda(stream)>>>(pk, h, first_step, found_inf);
+  for_packs(tensors, [&](const Pack& pk, unsigned blocks) {
+    sgd_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, first_step, found_inf);
     CG_CUDA_AFTER_LAUNCH("sgd_kernel");
   });
 }
 
 void adamw_update_multi(const std::vector<TensorSlot>& tensors, const cpu::AdamWParams& h, const int64_t* step,
                         const float* found_inf, Stream stream) {
-  for_packs(tensors, [&](const Pack& pk, dim3 grid) {
-    adamw_kernel<<<grid, kThreads, 0, as_cuda(stream)>>>(pk, h, step, found_inf);
+  for_packs(tensors, [&](const Pack& pk, unsigned blocks) {
+    adamw_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, step, found_inf);
     CG_CUDA_AFTER_LAUNCH("adamw_kernel");
   });
 }
@@ -133,8 +183,8 @@ void advance_step(int64_t* step, const float* found_inf, Stream stream) {
 
 void unscale_and_check_multi(const std::vector<TensorSlot>& grads, const float* inv_scale, float* found_inf,
                              Stream stream) {
-  for_packs(grads, [&](const Pack& pk, dim3 grid) {
-    unscale_kernel<<<grid, kThreads, 0, as_cuda(stream)>>>(pk, inv_scale, found_inf);
+  for_packs(grads, [&](const Pack& pk, unsigned blocks) {
+    unscale_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, inv_scale, found_inf);
     CG_CUDA_AFTER_LAUNCH("unscale_kernel");
   });
 }

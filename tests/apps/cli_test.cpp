@@ -114,11 +114,12 @@ TEST(TrainCli, ShortRunWritesMetricsConfigAndCheckpoint) {
   EXPECT_GT(train_lines, 0);
   EXPECT_EQ(eval_lines, 2);
 
-  // model.init_from starts a new run from those weights; a file without the model's keys fails.
+  // model.init_from starts a new run from those weights (here in a channels-last model: the
+  // weights do not depend on the layout); a file without the model's keys fails.
   const auto out2 = test::make_temp_dir("cli_init");
   r = run_train("data.dataset=synthetic data.synthetic_size=64 data.image_size=8 data.batch_size=16 "
                 "model.in_channels=3 model.widths=[4,8] model.blocks=[1,1] train.epochs=1 train.device=cpu "
-                "model.init_from=" + (out / "checkpoints" / "last.safetensors").string() + " output.dir=" + out2.string());
+                "model.channels_last=true model.init_from=" + (out / "checkpoints" / "last.safetensors").string() + " output.dir=" + out2.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   r = run_train("data.dataset=synthetic data.image_size=8 model.in_channels=3 model.widths=[4,16] "
                 "model.blocks=[1,1] train.device=cpu model.init_from=" +

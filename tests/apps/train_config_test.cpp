@@ -93,6 +93,7 @@ TEST(TrainConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.model.widths, (List{64, 128, 256}));
   EXPECT_EQ(c.model.blocks, (List{2, 2, 2}));
   EXPECT_EQ(c.model.init_from, "");
+  EXPECT_FALSE(c.model.channels_last);
   EXPECT_EQ(c.data.path, "");
   EXPECT_EQ(c.data.image_size, 0);
   EXPECT_EQ(c.data.synthetic_size, 50000);
@@ -130,7 +131,7 @@ TEST(TrainConfig, ResolvedYamlReloadsToAnEqualConfig) {
   // Every key away from its default, so a field the YAML dropped or misread would show.
   const TrainConfig all = load_train_config(
       "", {"model.widths=[5,6]", "model.blocks=[1,3]", "model.in_channels=1", "model.num_classes=7",
-           "model.init_from=w: 1.safetensors", "data.dataset=cifar10", "data.path=/data/c 10", "data.image_size=40",
+           "model.init_from=w: 1.safetensors", "model.channels_last=true", "data.dataset=cifar10", "data.path=/data/c 10", "data.image_size=40",
            "data.batch_size=3", "data.num_workers=0", "data.shuffle=false", "data.augment=false",
            "data.synthetic_size=9", "optim.name=adamw", "optim.lr=0.1", "optim.momentum=0", "optim.nesterov=false",
            "optim.weight_decay=0.3", "optim.beta1=0.8", "optim.beta2=0.99", "optim.eps=1e-6",
@@ -188,7 +189,7 @@ TEST(TrainConfig, HelpListsEveryKey) {
   const std::string h = train_config_help();
   const std::vector<std::string> keys = {
       "model.widths", "model.blocks", "model.in_channels", "model.num_classes", "model.init_from",
-      "data.dataset", "data.path", "data.image_size", "data.batch_size", "data.num_workers", "data.shuffle",
+      "model.channels_last", "data.dataset", "data.path", "data.image_size", "data.batch_size", "data.num_workers", "data.shuffle",
       "data.augment", "data.synthetic_size", "data.gpu_resident", "optim.name", "optim.lr", "optim.momentum", "optim.nesterov",
       "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "sched.name", "sched.warmup_steps",
       "sched.min_lr", "train.epochs", "train.max_steps", "train.grad_accum_steps", "train.seed",

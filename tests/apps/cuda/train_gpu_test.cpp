@@ -1,7 +1,8 @@
 // cudagrad-train end to end on the GPU, as real processes: fp16 mixed precision with the training
 // set resident on the GPU learns and writes a checkpoint that resumes; bf16 and the native kernels
-// train too; two ranks sharing one GPU (Gloo staged through pinned memory) end with identical
-// replicas; the modeled communication backend runs. Skips without a GPU.
+// train too; a channels-last model learns and its checkpoint resumes in NCHW; two ranks sharing
+// one GPU (Gloo staged through pinned memory) end with identical replicas; the modeled
+// communication backend runs. Skips without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -81,6 +82,30 @@ TEST(GpuTrain, Bf16AndTheNativeKernelsTrain) {
                                  " train.epochs=2 output.dir=" + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_GT(evals(out).back()["accuracy"].get<double>(), 0.3) << r.output;
+}
+
+TEST(GpuTrain, ChannelsLastLearnsAndItsCheckpointResumesInNchw) {
+  NEED_GPU();
+  const auto out = test::make_temp_dir("gpu_train_nhwc");
+  ProgramRun r = run(train() + kSmall + " model.channels_last=true amp.enabled=true amp.dtype=fp16 train.epochs=3"
+                                        " output.dir=" + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto e = evals(out);
+  ASSERT_EQ(e.size(), 3u) << r.output;
+  EXPECT_GT(e.back()["accuracy"].get<double>(), 0.5) << r.output;
+  // The weights do not depend on the layout: an NCHW run resumes from the NHWC checkpoint.
+  const auto out2 = test::make_temp_dir("gpu_train_nhwc_resume");
+  r = run(train() + kSmall + " model.channels_last=false amp.enabled=true amp.dtype=fp16 train.epochs=3 output.dir=" +
+          out2.string() + " checkpoint.resume_from=" + (out / "checkpoints" / "epoch_2.safetensors").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto e2 = evals(out2);
+  ASSERT_FALSE(e2.empty()) << r.output;
+  EXPECT_NEAR(e2.back()["accuracy"].get<double>(), e.back()["accuracy"].get<double>(), 0.03) << r.output;
+  // The hand-written convolution reads NCHW only, and says so instead of falling back.
+  r = run(train() + kSmall + " model.channels_last=true kernels.conv=native train.epochs=1 output.dir=" +
+          test::make_temp_dir("gpu_train_nhwc_native").string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kernels.conv=native has no NHWC convolution"), std::string::npos) << r.output;
 }
 
 TEST(GpuTrain, TwoRanksShareOneGpuThroughStagedGloo) {

@@ -1,5 +1,6 @@
-// Elementwise kernels in f32, f16 and bf16 and the casts between every pair of dtypes, against the
-// CPU reference (the casts and fills bit for bit); outputs poisoned first.
+// Elementwise kernels in f32, f16 and bf16 (aligned pointers: the 16-byte vector path and its
+// tail; misaligned ones: the scalar path) and the casts between every pair of dtypes, against the
+// CPU reference, bit for bit; outputs poisoned first.
 #include <cstring>
 
 #include "kernels/cpu/cast.h"
@@ -12,41 +13,75 @@ namespace {
 
 using test::DeviceBuffer;
 
+// Sizes: MiniResNet's activations at batch 4 (32x32 and 28x28 inputs, every stage), one at batch
+// 256 (+3, a tail after the 16-byte vectors), and odd ones (shorter than one vector, 5x7 images
+// with 3 and 13 channels).
+const int64_t kSizes[] = {4 * 64 * 32 * 32, 4 * 128 * 16 * 16, 4 * 256 * 8 * 8, 4 * 64 * 28 * 28, 4 * 128 * 14 * 14,
+                          4 * 256 * 7 * 7,  256 * 64 * 32 * 32 + 3, 1, 7, 3 * 5 * 7, 2 * 13 * 5 * 7 + 1};
+
+// Runs every op on n elements that start `offset` elements into their buffers (offset 1 makes
+// every pointer misaligned: the one-element-per-thread path) and compares with the CPU.
+void check_every_op(DType t, int64_t n, size_t offset, uint64_t seed) {
+  const auto a = test::random_rounded(size_t(n), seed, t), b = test::random_rounded(size_t(n), seed + 1, t);
+  auto padded = [&](const std::vector<float>& v) {
+    std::vector<float> out(offset, 0.f);
+    out.insert(out.end(), v.begin(), v.end());
+    return out;
+  };
+  DeviceBuffer ga(padded(a), t), gb(padded(b), t), gy(size_t(n) + offset, t);
+  const size_t skip = offset * itemsize(t);
+  const void *pa = ga.get<char>() + skip, *pb = gb.get<char>() + skip;
+  void* py = gy.get<char>() + skip;
+  std::vector<float> ref(static_cast<size_t>(n));
+  auto check = [&](const char* op) {
+    // The GPU computes in fp32 and rounds once, like the CPU reference followed by rounding.
+    std::vector<float> got = gy.download();
+    got.erase(got.begin(), got.begin() + long(offset));
+    EXPECT_TRUE(test::all_close(got, test::rounded(ref, t), {0, 0}))
+        << op << " " << dtype_name(t) << " n " << n << " offset " << offset;
+    gy.poison();
+  };
+  gy.poison();
+  cuda::relu_forward(n, t, pa, py, nullptr);
+  cpu::relu_forward<float>(n, a.data(), ref.data());
+  check("relu");
+  cuda::relu_backward(n, t, pa, pb, py, nullptr);
+  cpu::relu_backward<float>(n, a.data(), b.data(), ref.data());
+  check("relu_backward");
+  cuda::add(n, t, pa, pb, py, nullptr);
+  cpu::add<float>(n, a.data(), b.data(), ref.data());
+  check("add");
+  cuda::add_relu(n, t, pa, pb, py, nullptr);
+  cpu::add_relu<float>(n, a.data(), b.data(), ref.data());
+  check("add_relu");
+  cuda::scale(n, t, -0.375f, pa, py, nullptr);
+  cpu::scale<float>(n, -0.375f, a.data(), ref.data());
+  check("scale");
+  gy.upload(padded(b));
+  cuda::accumulate(n, t, pa, py, nullptr);
+  ref = b;
+  cpu::accumulate<float>(n, a.data(), ref.data());
+  check("accumulate");
+  // In place (y is also the input), as the engine does for relu and scale.
+  gy.upload(padded(a));
+  cuda::relu_forward(n, t, py, py, nullptr);
+  cpu::relu_forward<float>(n, a.data(), ref.data());
+  check("relu in place");
+}
+
 TEST(CudaElementwise, EveryOpMatchesTheCpuInEveryFloatingType) {
   NEED_GPU();
+  uint64_t seed = 1;
   for (DType t : {DType::f32, DType::f16, DType::bf16})
-    for (int64_t n : {int64_t(1), int64_t(1000), int64_t(256 * 64 * 32 * 32 + 3)}) {
-      const auto a = test::random_rounded(size_t(n), 1, t), b = test::random_rounded(size_t(n), 2, t);
-      std::vector<float> ref(static_cast<size_t>(n));
-      DeviceBuffer ga(a, t), gb(b, t), gy(size_t(n), t);
-      auto check = [&](const char* op) {
-        // The GPU computes in fp32 and rounds once, like the CPU reference followed by rounding.
-        EXPECT_TRUE(test::all_close(gy.download(), test::rounded(ref, t), {0, 0})) << op << " " << dtype_name(t) << " n "
-                                                                                  << n;
-        gy.poison();
-      };
-      gy.poison();
-      cuda::relu_forward(n, t, ga.get(), gy.get(), nullptr);
-      cpu::relu_forward<float>(n, a.data(), ref.data());
-      check("relu");
-      cuda::relu_backward(n, t, ga.get(), gb.get(), gy.get(), nullptr);
-      cpu::relu_backward<float>(n, a.data(), b.data(), ref.data());
-      check("relu_backward");
-      cuda::add(n, t, ga.get(), gb.get(), gy.get(), nullptr);
-      cpu::add<float>(n, a.data(), b.data(), ref.data());
-      check("add");
-      cuda::add_relu(n, t, ga.get(), gb.get(), gy.get(), nullptr);
-      cpu::add_relu<float>(n, a.data(), b.data(), ref.data());
-      check("add_relu");
-      cuda::scale(n, t, -0.375f, ga.get(), gy.get(), nullptr);
-      cpu::scale<float>(n, -0.375f, a.data(), ref.data());
-      check("scale");
-      gy.upload(b);
-      cuda::accumulate(n, t, ga.get(), gy.get(), nullptr);
-      ref = b;
-      cpu::accumulate<float>(n, a.data(), ref.data());
-      check("accumulate");
-    }
+    for (int64_t n : kSizes) check_every_op(t, n, 0, seed += 2);
+}
+
+TEST(CudaElementwise, MisalignedPointersMatchTheCpu) {
+  NEED_GPU();
+  uint64_t seed = 1000;
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(4 * 64 * 28 * 28), int64_t(2 * 13 * 5 * 7 + 1)})
+      check_every_op(t, n, 1, seed += 2);
 }
 
 TEST(CudaCast, EveryPairOfDtypesConvertsLikeTheCpu) {

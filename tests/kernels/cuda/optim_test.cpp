@@ -1,7 +1,11 @@
 // Multi-tensor SGD and AdamW against the per-tensor CPU reference (lists longer than one launch
-// carries, tensors of very different sizes), the device-side skip on found_inf, the step counter,
-// unscale-and-check, and GradScaler's scale rule on the device.
+// carries, tensors of very different sizes, an empty one), the device-side skip on found_inf
+// (parameters, state and step untouched), the step counter, unscale-and-check, and GradScaler's
+// scale rule on the device (growth after the interval, backoff and reset on overflow).
+#include <fmt/format.h>
+
 #include <limits>
+#include <string>
 
 #include "kernels/cpu/amp.h"
 #include "kernels/cpu/optim.h"
@@ -13,10 +17,12 @@ namespace {
 
 using test::DeviceBuffer;
 
-// 40 tensors (more than one launch's 32 slots) of sizes from 1 to 300k.
+// 150 tensors (three launches of at most 64 slots) of sizes from 0 (left out of the launch) to
+// 300k (many 4096-element chunks, the last one partial).
+constexpr int kTensors = 150;
 std::vector<int64_t> sizes() {
   std::vector<int64_t> s;
-  for (int i = 0; i < 40; ++i) s.push_back(i % 5 == 0 ? 300001 : 1 + i * 37);
+  for (int i = 0; i < kTensors; ++i) s.push_back(i % 10 == 0 ? 300001 : i == 77 ? 0 : 1 + i * 37);
   return s;
 }
 
@@ -39,32 +45,45 @@ struct Tensors {  // host and device copies of params, grads and two state buffe
                        ds2.back()->get<float>()});
     }
   }
-  void expect_params_equal_host(test::Tolerance tol, const char* what) {
-    for (size_t i = 0; i < p.size(); ++i)
-      EXPECT_TRUE(test::all_close(dp[i]->download(), p[i], tol)) << what << " tensor " << i;
+  // Parameters and optimizer state on the device against the host's.
+  void expect_equal_host(test::Tolerance tol, const char* what, bool two_states) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      EXPECT_TRUE(test::all_close(dp[i]->download(), p[i], tol)) << what << " tensor " << i << ": param";
+      EXPECT_TRUE(test::all_close(ds1[i]->download(), s1[i], tol)) << what << " tensor " << i << ": state1";
+      if (two_states) {
+        EXPECT_TRUE(test::all_close(ds2[i]->download(), s2[i], tol)) << what << " tensor " << i << ": state2";
+      }
+    }
   }
 };
 
 TEST(CudaOptim, MultiTensorSgdMatchesTheCpuAndSkipsOnFoundInf) {
   NEED_GPU();
-  Tensors t(1);
-  cpu::SgdParams h{0.1f, 0.9f, 1e-4f, 0.f, true};
-  DeviceBuffer clean(std::vector<float>{0.f}, DType::f32), overflow(std::vector<float>{1.f}, DType::f32);
-  for (int step = 0; step < 3; ++step) {
-    cuda::sgd_update_multi(t.slots, h, step == 0, clean.get<float>(), nullptr);
-    for (size_t i = 0; i < t.p.size(); ++i)
-      cpu::sgd_update(int64_t(t.p[i].size()), h, step == 0, t.p[i].data(), t.g[i].data(), t.s1[i].data());
+  // Nesterov (the recipe), plain momentum with dampening, and no momentum at all.
+  const cpu::SgdParams variants[] = {{0.1f, 0.9f, 1e-4f, 0.f, true}, {0.05f, 0.8f, 5e-4f, 0.25f, false},
+                                     {0.1f, 0.f, 1e-4f, 0.f, false}};
+  uint64_t seed = 1;
+  for (const cpu::SgdParams& h : variants) {
+    Tensors t(seed += 1000);
+    DeviceBuffer clean(std::vector<float>{0.f}, DType::f32), overflow(std::vector<float>{1.f}, DType::f32);
+    for (int step = 0; step < 3; ++step) {
+      cuda::sgd_update_multi(t.slots, h, step == 0, step == 1 ? nullptr : clean.get<float>(), nullptr);
+      for (size_t i = 0; i < t.p.size(); ++i)
+        cpu::sgd_update(int64_t(t.p[i].size()), h, step == 0, t.p[i].data(), t.g[i].data(), t.s1[i].data());
+    }
+    const std::string what = fmt::format("sgd momentum {} nesterov {}", h.momentum, h.nesterov);
+    t.expect_equal_host({1e-6, 1e-5}, what.c_str(), false);
+    cuda::sgd_update_multi(t.slots, h, false, overflow.get<float>(), nullptr);  // skipped on the device
+    t.expect_equal_host({1e-6, 1e-5}, (what + " after a skipped step").c_str(), false);
   }
-  t.expect_params_equal_host({1e-6, 1e-5}, "sgd");
-  cuda::sgd_update_multi(t.slots, h, false, overflow.get<float>(), nullptr);  // skipped on the device
-  t.expect_params_equal_host({1e-6, 1e-5}, "sgd after a skipped step");
 }
 
 TEST(CudaOptim, MultiTensorAdamWMatchesTheCpuWithADeviceStep) {
   NEED_GPU();
   Tensors t(2);
   cpu::AdamWParams h{1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f};
-  DeviceBuffer step(1, DType::i64), clean(std::vector<float>{0.f}, DType::f32), overflow(std::vector<float>{1.f}, DType::f32);
+  DeviceBuffer step(1, DType::i64), clean(std::vector<float>{0.f}, DType::f32),
+      overflow(std::vector<float>{1.f}, DType::f32);
   cuda::copy_host_to_device(step.get(), std::vector<int64_t>{0}.data(), 8, nullptr);
   for (int s = 1; s <= 3; ++s) {
     cuda::advance_step(step.get<int64_t>(), clean.get<float>(), nullptr);
@@ -72,14 +91,14 @@ TEST(CudaOptim, MultiTensorAdamWMatchesTheCpuWithADeviceStep) {
     for (size_t i = 0; i < t.p.size(); ++i)
       cpu::adamw_update(int64_t(t.p[i].size()), h, s, t.p[i].data(), t.g[i].data(), t.s1[i].data(), t.s2[i].data());
   }
-  t.expect_params_equal_host({1e-6, 1e-5}, "adamw");
+  t.expect_equal_host({1e-6, 1e-5}, "adamw", true);
   cuda::advance_step(step.get<int64_t>(), overflow.get<float>(), nullptr);
   cuda::adamw_update_multi(t.slots, h, step.get<int64_t>(), overflow.get<float>(), nullptr);
   int64_t s = 0;
   cuda::copy_device_to_host(&s, step.get(), 8, nullptr);
   cuda::synchronize_stream(nullptr);
   EXPECT_EQ(s, 3) << "a skipped step does not count";
-  t.expect_params_equal_host({1e-6, 1e-5}, "adamw after a skipped step");
+  t.expect_equal_host({1e-6, 1e-5}, "adamw after a skipped step", true);
 }
 
 TEST(CudaAmp, UnscaleAndCheckOverManyTensors) {
@@ -94,11 +113,14 @@ TEST(CudaAmp, UnscaleAndCheckOverManyTensors) {
     EXPECT_EQ(t.dg[i]->download(), t.g[i]) << "tensor " << i;
   }
   EXPECT_EQ(found.download()[0], 0.f);
-  auto poisoned = t.g[37];
-  poisoned[5] = std::numeric_limits<float>::infinity();
-  t.dg[37]->upload(poisoned);
+  // One inf in tensor 140 (the third launch), in its last partial chunk.
+  auto poisoned = t.g[140];
+  poisoned[300000] = std::numeric_limits<float>::infinity();
+  t.dg[140]->upload(poisoned);
   cuda::unscale_and_check_multi(grads, inv.get<float>(), found.get<float>(), nullptr);
-  EXPECT_EQ(found.download()[0], 1.f) << "an inf in the 38th tensor (second launch) is found";
+  EXPECT_EQ(found.download()[0], 1.f) << "an inf in tensor 140 (third launch) is found";
+  cuda::unscale_and_check_multi(grads, inv.get<float>(), found.get<float>(), nullptr);
+  EXPECT_EQ(found.download()[0], 1.f) << "found_inf is only ever set";
 }
 
 TEST(CudaAmp, LossScaleRuleOnTheDevice) {
@@ -120,10 +142,20 @@ TEST(CudaAmp, LossScaleRuleOnTheDevice) {
   update(0.f);
   update(1.f);
   EXPECT_EQ(scale.download()[0], 8.f) << "backs off on overflow";
+  EXPECT_EQ(inv.download()[0], 1.f / 8.f);
   int64_t tr = -1;
   cuda::copy_device_to_host(&tr, tracker.get(), 8, nullptr);
   cuda::synchronize_stream(nullptr);
-  EXPECT_EQ(tr, 0);
+  EXPECT_EQ(tr, 0) << "an overflow resets the count of clean steps";
+  update(0.f);
+  update(0.f);
+  EXPECT_EQ(scale.download()[0], 8.f) << "two clean steps after the overflow are not enough";
+  update(0.f);
+  EXPECT_EQ(scale.download()[0], 16.f) << "three are";
+  // Growth never reaches inf.
+  scale.upload({3e38f});
+  for (int i = 0; i < 3; ++i) update(0.f);
+  EXPECT_EQ(scale.download()[0], 3e38f);
 }
 
 }  // namespace

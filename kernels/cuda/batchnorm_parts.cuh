@@ -1,0 +1,76 @@
+// Pieces the batch-norm kernels for both memory orders share (kernels/cuda/batchnorm.cu for
+// NCHW planes, batchnorm_rows.cuh for channels-last rows): vector access to V consecutive
+// elements, the gradient that reaches the normalization, and the slice of a channel's values one
+// block of a partial-sum kernel covers.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cuda/dtype.cuh"
+
+namespace cg::kernels::cuda::bn {
+
+template <int Bytes> struct RawBits;
+template <> struct RawBits<16> { using type = uint4; };
+template <> struct RawBits<8> { using type = uint2; };
+template <> struct RawBits<4> { using type = unsigned; };
+template <> struct RawBits<2> { using type = unsigned short; };
+
+// V consecutive values of T as fp32, in one load of V * sizeof(T) bytes (the launchers only pick
+// V when every pointer is aligned to that many bytes).
+template <int V, typename T>
+__device__ __forceinline__ void load(const T* p, float (&out)[V]) {
+  using Raw = typename RawBits<V * int(sizeof(T))>::type;
+  const Raw raw = *reinterpret_cast<const Raw*>(p);
+  T v[V];
+  memcpy(v, &raw, sizeof raw);
+#pragma unroll
+  for (int k = 0; k < V; ++k) out[k] = to_f32(v[k]);
+}
+
+template <int V, typename T>
+__device__ __forceinline__ void store(T* p, const float (&in)[V]) {
+  using Raw = typename RawBits<V * int(sizeof(T))>::type;
+  T v[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) v[k] = from_f32<T>(in[k]);
+  Raw raw;
+  memcpy(&raw, v, sizeof raw);
+  *reinterpret_cast<Raw*>(p) = raw;
+}
+
+// The gradient reaching the normalization: dy, zeroed where a fused ReLU's output was not > 0.
+// When the forward added a residual, that gradient is also the residual's: it is written to
+// d_residual (if not null) so the elementwise pass can read it back instead of dy and relu_y.
+template <int V, typename T>
+__device__ __forceinline__ void load_grad(const T* dy, const T* relu_y, T* d_residual, int64_t at, float (&g)[V]) {
+  load<V>(dy + at, g);
+  if (relu_y) {
+    float y[V];
+    load<V>(relu_y + at, y);
+#pragma unroll
+    for (int k = 0; k < V; ++k) g[k] = y[k] > 0.f ? g[k] : 0.f;
+  }
+  if (d_residual) store<V>(d_residual + at, g);
+}
+
+// The normalized value, then (as separate batch_norm and add_relu kernels would) rounded to T,
+// added to the residual and passed through the activation: fusing changes no bit.
+template <typename T>
+__device__ __forceinline__ float finish_output(float normalized, const float* residual, int k, bool relu) {
+  float v = normalized;
+  if (residual) v = to_f32(from_f32<T>(v)) + residual[k];
+  return relu ? fmaxf(v, 0.f) : v;
+}
+
+// The slice [begin, end) of a channel's `count` items that block x of a (slices, ...) grid covers.
+struct Slice {
+  int64_t begin, end;
+  __device__ Slice(int64_t count, int slices) {
+    const int64_t per = (count + slices - 1) / slices;
+    begin = min(count, int64_t(blockIdx.x) * per);
+    end = min(count, begin + per);
+  }
+};
+
+}  // namespace cg::kernels::cuda::bn

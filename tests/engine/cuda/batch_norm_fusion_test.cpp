@@ -1,0 +1,114 @@
+// ops::batch_norm_add_relu on the GPU, through the engine, in f32, f16 and bf16, NCHW and
+// channels-last, native kernels and cuDNN: bit for bit what separate batch_norm and add_relu give
+// on the same GPU (forward, all four gradients, running statistics), and in f32 close to the CPU
+// (half types are checked against the CPU kernel by kernel, in tests/kernels/cuda, where the
+// ReLU mask can be shared: here a value rounding across 0 would flip it). Skips without a GPU.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/ops.h"
+#include "engine/random.h"
+#include "kernels/cuda/device_info.h"
+#include "support/tolerance.h"
+
+namespace cg {
+namespace {
+
+#define NEED_GPU() \
+  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
+
+using kernels::cpu::Activation;
+using ops::Layout;
+
+const Device kGpu = Device::cuda(0);
+
+Tensor randn(const Shape& s, uint64_t seed, double mean = 0.0) {
+  Generator gen(seed);
+  Tensor t = Tensor::empty(s);
+  normal_(t, gen, mean, 1.0);
+  return t;
+}
+
+std::vector<float> host(const Tensor& t) { return t.to(DType::f32).to(Device::cpu()).to_vector<float>(); }
+
+struct Result {
+  std::vector<float> y, dx, dgamma, dbeta, dresidual, running_mean, running_var;
+};
+
+// relu(bn(x) + r) with activations in `dtype` on `device` (parameters and statistics f32).
+Result run(bool fused, bool training, Layout layout, Device device, DType dtype, const Tensor& x_values,
+           const Tensor& r_values, const Tensor& gamma_values, const Tensor& beta_values, const Tensor& dy) {
+  auto leaf = [&](const Tensor& t, DType dt) { return t.to(dt).to(device).set_requires_grad(true); };
+  Tensor x = leaf(x_values, dtype), r = leaf(r_values, dtype);
+  Tensor gamma = leaf(gamma_values, DType::f32), beta = leaf(beta_values, DType::f32);
+  const int64_t c = gamma.numel();
+  Tensor mean = Tensor::full({c}, 0.25).to(device), var = Tensor::full({c}, 1.5).to(device);
+  Tensor count = Tensor::zeros({}, DType::i64).to(device);
+  ops::BatchNormOptions o{training, 0.1, 1e-5, Activation::none, layout};
+  Tensor y = fused ? ops::batch_norm_add_relu(x, r, gamma, beta, mean, var, count, o)
+                   : ops::add_relu(ops::batch_norm(x, gamma, beta, mean, var, count, o), r);
+  y.backward(dy.to(dtype).to(device));
+  return {host(y), host(x.grad()), host(gamma.grad()), host(beta.grad()), host(r.grad()), host(mean), host(var)};
+}
+
+std::vector<std::pair<const char*, const std::vector<float>*>> fields(const Result& r) {
+  return {{"y", &r.y},
+          {"dx", &r.dx},
+          {"dgamma", &r.dgamma},
+          {"dbeta", &r.dbeta},
+          {"d residual", &r.dresidual},
+          {"running_mean", &r.running_mean},
+          {"running_var", &r.running_var}};
+}
+
+struct Case {
+  Shape shape;  // in the layout's own order
+  Layout layout;
+};
+
+// MiniResNet's stage shapes at batch 4 in both layouts (H*W 64 and 49: vector and scalar paths).
+const Case kCases[] = {{{4, 64, 8, 8}, Layout::nchw},
+                       {{4, 8, 8, 64}, Layout::nhwc},
+                       {{4, 256, 7, 7}, Layout::nchw},
+                       {{4, 7, 7, 256}, Layout::nhwc}};
+
+void check(ops::GpuImpl impl, DType dtype) {
+  ops::set_gpu_kernels({ops::GpuImpl::automatic, impl});
+  uint64_t seed = 100;
+  for (const Case& k : kCases)
+    for (bool training : {true, false}) {
+      const int64_t c = k.layout == Layout::nhwc ? k.shape[3] : k.shape[1];
+      const Tensor x = randn(k.shape, ++seed, 0.5), r = randn(k.shape, ++seed), dy = randn(k.shape, ++seed);
+      const Tensor gamma = randn({c}, ++seed, 1.0), beta = randn({c}, ++seed);
+      const std::string where = fmt::format("{} {} {} {}", dtype_name(dtype), shape_str(k.shape),
+                                            k.layout == Layout::nhwc ? "nhwc" : "nchw", training ? "train" : "eval");
+      const Result fused = run(true, training, k.layout, kGpu, dtype, x, r, gamma, beta, dy);
+      const Result separate = run(false, training, k.layout, kGpu, dtype, x, r, gamma, beta, dy);
+      const auto f = fields(fused), s = fields(separate);
+      for (size_t i = 0; i < f.size(); ++i)
+        EXPECT_EQ(*f[i].second, *s[i].second) << where << ": " << f[i].first << " fused vs separate";
+      if (dtype != DType::f32) continue;
+      const Result cpu = run(true, training, k.layout, Device::cpu(), DType::f32, x, r, gamma, beta, dy);
+      const auto h = fields(cpu);
+      for (size_t i = 0; i < f.size(); ++i)
+        EXPECT_TRUE(test::all_close(*f[i].second, *h[i].second, {5e-4, 5e-4}))
+            << where << ": " << f[i].first << " vs CPU";
+    }
+  ops::set_gpu_kernels({});
+}
+
+TEST(GpuBatchNormAddRelu, NativeIsBitIdenticalToSeparateOps) {
+  NEED_GPU();
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) check(ops::GpuImpl::native, t);
+}
+
+TEST(GpuBatchNormAddRelu, CudnnIsBitIdenticalToSeparateOps) {
+  NEED_GPU();
+  for (DType t : {DType::f32, DType::f16}) check(ops::GpuImpl::cudnn, t);
+}
+
+}  // namespace
+}  // namespace cg

@@ -1,0 +1,141 @@
+// Channels-last ops on the GPU through the engine against the CPU (whose NHWC ops equal the NCHW
+// reference bit for bit): conv2d through cuDNN in float32 and under fp16/bf16 autocast (the KRSC
+// weight is cast and transposed in one pass, its gradient comes back float32 KCRS), the refusal
+// of kernels.conv=native, pooling and to_layout. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "engine/autocast.h"
+#include "engine/ops.h"
+#include "engine/random.h"
+#include "kernels/cuda/device_info.h"
+#include "support/tolerance.h"
+
+namespace cg {
+namespace {
+
+#define NEED_GPU() \
+  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+using ops::Layout;
+const Device kGpu = Device::cuda(0);
+
+std::vector<float> host_f32(const Tensor& t) { return t.to(DType::f32).to(Device::cpu()).to_vector<float>(); }
+
+Tensor randn(const Shape& s, uint64_t seed, double sd = 1.0) {
+  Generator gen(seed);
+  Tensor t = Tensor::empty(s);
+  normal_(t, gen, 0.0, sd);
+  return t;
+}
+
+// f on float32 CPU inputs and on GPU copies: outputs, and every input's gradient for one output
+// gradient (GPU gradients keep the inputs' float32).
+void expect_gpu_matches_cpu(const Fn& f, const std::vector<Tensor>& inputs, test::Tolerance tol,
+                            DType gpu_output_dtype = DType::f32) {
+  std::vector<Tensor> cpu, gpu;
+  for (const Tensor& t : inputs) {
+    cpu.push_back(t.clone().set_requires_grad(true));
+    gpu.push_back(t.to(kGpu).set_requires_grad(true));
+  }
+  const Tensor yc = f(cpu), yg = f(gpu);
+  ASSERT_TRUE(yg.device().is_cuda()) << yg.str();
+  EXPECT_EQ(yg.dtype(), gpu_output_dtype) << yg.str();
+  EXPECT_EQ(yg.shape(), yc.shape());
+  EXPECT_TRUE(test::all_close(host_f32(yg), yc.to_vector<float>(), tol)) << "forward";
+  const Tensor dy = randn(yc.shape(), 99);
+  yc.backward(dy);
+  yg.backward(dy.to(gpu_output_dtype).to(kGpu));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_TRUE(gpu[i].grad().defined()) << "input " << i;
+    EXPECT_EQ(gpu[i].grad().dtype(), DType::f32) << "gradient " << i;
+    EXPECT_EQ(gpu[i].grad().shape(), inputs[i].shape()) << "gradient " << i;
+    EXPECT_TRUE(test::all_close(host_f32(gpu[i].grad()), cpu[i].grad().to_vector<float>(), tol)) << "gradient " << i;
+  }
+}
+
+const test::Tolerance kF32{5e-4, 5e-4};  // float sums in another order than the CPU's
+
+struct ConvCase {
+  Shape x, w;  // x in NHWC
+  int64_t stride, pad;
+};
+const ConvCase kConvCases[] = {{{4, 28, 28, 1}, {16, 1, 3, 3}, 1, 1},   // Fashion-MNIST stem
+                               {{4, 16, 16, 16}, {32, 16, 3, 3}, 2, 1},  // first conv of a stage
+                               {{4, 16, 16, 16}, {32, 16, 1, 1}, 2, 0},  // downsample
+                               {{3, 7, 5, 13}, {5, 13, 3, 3}, 1, 1}};    // odd sizes
+
+class GpuChannelsLastConv : public ::testing::TestWithParam<ops::GpuImpl> {
+ protected:
+  void SetUp() override { ops::set_gpu_kernels({GetParam(), ops::GpuImpl::automatic}); }
+  void TearDown() override { ops::set_gpu_kernels({}); }
+};
+
+TEST_P(GpuChannelsLastConv, MatchesTheCpuInFloat32) {
+  NEED_GPU();
+  for (const ConvCase& c : kConvCases)
+    expect_gpu_matches_cpu(
+        [&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad, Layout::nhwc}); },
+        {randn(c.x, 1), randn(c.w, 2, 0.2), randn({c.w[0]}, 3)}, kF32);
+}
+
+TEST_P(GpuChannelsLastConv, UnderAutocastComputesInHalfWithFloat32KcrsGradients) {
+  NEED_GPU();
+  for (DType half : {DType::f16, DType::bf16}) {
+    // The same budgets as the NCHW autocast test (tests/engine/cuda/ops_test.cpp): weight
+    // gradients sum ~1000 products of half-rounded values.
+    const test::Tolerance tol = half == DType::f16 ? test::Tolerance{5e-2, 2e-2} : test::Tolerance{4e-1, 6e-2};
+    for (const ConvCase& c : kConvCases)
+      expect_gpu_matches_cpu(
+          [&](const auto& t) {
+            autocast::Scope scope(true, half);
+            return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, Layout::nhwc});
+          },
+          {randn(c.x, 4), randn(c.w, 5, 0.2)}, tol, half);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Impl, GpuChannelsLastConv, ::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::automatic),
+                         [](const auto& info) { return info.param == ops::GpuImpl::cudnn ? "cudnn" : "automatic"; });
+
+TEST(GpuChannelsLast, NativeConvolutionRefusesNhwcNamingTheLayer) {
+  NEED_GPU();
+  ops::set_gpu_kernels({ops::GpuImpl::native, ops::GpuImpl::automatic});
+  const Tensor x = randn({2, 8, 8, 16}, 6).to(kGpu), w = randn({32, 16, 3, 3}, 7).to(kGpu);
+  std::string message;
+  try {
+    ops::conv2d(x, w, Tensor(), {1, 1, Layout::nhwc});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ops::set_gpu_kernels({});
+  EXPECT_NE(message.find("kernels.conv=native"), std::string::npos) << message;
+  EXPECT_NE(message.find(x.str()), std::string::npos) << "names the input: " << message;
+  EXPECT_NE(message.find(w.str()), std::string::npos) << "names the weight: " << message;
+}
+
+TEST(GpuChannelsLast, PoolingMatchesTheCpu) {
+  NEED_GPU();
+  expect_gpu_matches_cpu([](const auto& t) { return ops::global_avg_pool(t[0], Layout::nhwc); },
+                         {randn({4, 8, 8, 32}, 8)}, kF32);
+}
+
+TEST(GpuChannelsLast, ToLayoutIsExactBothWaysAndInHalf) {
+  NEED_GPU();
+  const Tensor x = randn({3, 5, 7, 33}, 9);
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    const Tensor xt = x.to(t);
+    const Tensor gpu = ops::to_layout(xt.to(kGpu), Layout::nchw, Layout::nhwc);
+    EXPECT_EQ(gpu.dtype(), t);
+    EXPECT_EQ(host_f32(gpu), host_f32(ops::to_layout(xt.to(DType::f32), Layout::nchw, Layout::nhwc)))
+        << dtype_name(t);
+    EXPECT_EQ(host_f32(ops::to_layout(gpu, Layout::nhwc, Layout::nchw)), host_f32(xt)) << dtype_name(t);
+  }
+  expect_gpu_matches_cpu([](const auto& t) { return ops::to_layout(t[0], Layout::nchw, Layout::nhwc); },
+                         {x}, {0, 0});
+}
+
+}  // namespace
+}  // namespace cg

@@ -1,0 +1,236 @@
+// Batch norm on the GPU, hand-written and cuDNN, against the CPU reference in f32, f16 and bf16:
+// training forward (y, saved and running statistics), training backward, eval forward and eval
+// backward, with and without the fused ReLU and the fused residual, over every MiniResNet
+// batch-norm shape (small batch) in NCHW and channels-last, and odd ones; also misaligned pointers
+// (the scalar path) and a batch large enough for many slices per channel. Outputs poisoned first.
+#include <fmt/format.h>
+
+#include "kernels/cpu/batchnorm.h"
+#include "kernels/cuda/batchnorm.h"
+#include "kernels/cuda/cudnn.h"
+#include "support/cuda_kernel_test.h"
+
+namespace cg::kernels {
+namespace {
+
+using cpu::Activation;
+using cpu::BatchNormShape;
+using test::DeviceBuffer;
+
+// MiniResNet with batch 4: CIFAR-like 32x32 (stages at 32, 16, 8) and Fashion-MNIST 28x28
+// (28, 14, 7); then odd sizes (5x7 images, 3 or 13 channels, batch 1), and batch 32 at 64x32x32 so
+// a channel is cut into many slices. H*W picks the vector width: 1024 and 64 take 16-byte vectors,
+// 196 8-byte ones for half types, 49 and 35 single elements.
+const BatchNormShape kShapes[] = {{4, 64, 32 * 32}, {4, 128, 16 * 16}, {4, 256, 8 * 8}, {4, 64, 28 * 28},
+                                  {4, 128, 14 * 14}, {4, 256, 7 * 7},  {3, 5, 5 * 7},  {1, 13, 2},
+                                  {2, 3, 1},         {32, 64, 32 * 32}};
+// Channels-last ({N * H * W, C, 1}): the same MiniResNet layers, then many slices per channel,
+// more than 256 channel vectors (two groups of lanes), and channel counts no vector divides.
+const BatchNormShape kRowShapes[] = {{4 * 32 * 32, 64, 1}, {4 * 16 * 16, 128, 1}, {4 * 8 * 8, 256, 1},
+                                     {4 * 14 * 14, 128, 1}, {4 * 7 * 7, 256, 1},  {32 * 32 * 32, 64, 1},
+                                     {8, 4096, 1},          {6, 2050, 1},         {35, 13, 1}};
+const DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
+
+enum class Impl { native, cudnn };
+
+// Device copies of one case's inputs and poisoned outputs; `offset` elements of padding in front
+// of every activation make its pointer misaligned (offset 1: the kernels' scalar path).
+struct Case {
+  BatchNormShape s;
+  DType t;
+  size_t n, c, offset;
+  DeviceBuffer x, dy, gamma, beta, rm, rv, y, mean, invstd, dx, dgamma, dbeta, y_eval, r, dr;
+  bool residual;
+
+  static std::vector<float> padded(const std::vector<float>& v, size_t offset) {
+    std::vector<float> out(offset, 0.f);
+    out.insert(out.end(), v.begin(), v.end());
+    return out;
+  }
+  Case(const BatchNormShape& shape, DType dtype, size_t off, const std::vector<float>& hx,
+       const std::vector<float>& hdy, const std::vector<float>& hg, const std::vector<float>& hb,
+       const std::vector<float>& hrm, const std::vector<float>& hrv, const std::vector<float>& hr)
+      : s(shape), t(dtype), n(size_t(shape.n * shape.c * shape.hw)), c(size_t(shape.c)), offset(off),
+        x(padded(hx, off), dtype), dy(padded(hdy, off), dtype), gamma(hg, DType::f32), beta(hb, DType::f32),
+        rm(hrm, DType::f32), rv(hrv, DType::f32), y(n + off, dtype), mean(c, DType::f32), invstd(c, DType::f32),
+        dx(n + off, dtype), dgamma(c, DType::f32), dbeta(c, DType::f32), y_eval(n + off, dtype),
+        r(padded(hr.empty() ? std::vector<float>(n) : hr, off), dtype), dr(n + off, dtype), residual(!hr.empty()) {
+    for (DeviceBuffer* o : {&y, &mean, &invstd, &dx, &dgamma, &dbeta, &y_eval, &dr}) o->poison();
+  }
+  const void* res() const { return residual ? at(r) : nullptr; }
+  void* d_res() { return residual ? at(dr) : nullptr; }
+  const void* at(const DeviceBuffer& b) const { return b.get<char>() + offset * itemsize(t); }
+  void* at(DeviceBuffer& b) { return b.get<char>() + offset * itemsize(t); }
+  std::vector<float> activation(const DeviceBuffer& b) const {
+    std::vector<float> v = b.download();
+    return std::vector<float>(v.begin() + long(offset), v.end());
+  }
+};
+
+// Training forward + backward, then eval forward with the updated running statistics.
+void run_training(Impl impl, Case& k, Activation act) {
+  const void* relu_y = act == Activation::relu ? k.at(k.y) : nullptr;
+  if (impl == Impl::cudnn) {
+    std::vector<void*> scratch;
+    auto ws = [&](size_t bytes) {
+      scratch.push_back(cuda::device_malloc(bytes, 0));
+      return scratch.back();
+    };
+    cuda::batchnorm_cudnn_forward_train(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), 1e-5f, 0.1f,
+                                        k.rm.get<float>(), k.rv.get<float>(), k.at(k.y), k.mean.get<float>(),
+                                        k.invstd.get<float>(), act, k.res(), nullptr);
+    cuda::batchnorm_cudnn_backward_train(k.s, k.t, k.at(k.dy), k.at(k.x), k.gamma.get<float>(), k.mean.get<float>(),
+                                         k.invstd.get<float>(), 1e-5f, k.at(k.dx), k.dgamma.get<float>(),
+                                         k.dbeta.get<float>(), relu_y, k.d_res(), ws, nullptr);
+    cuda::batchnorm_cudnn_forward_eval(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(),
+                                       k.rm.get<float>(), k.rv.get<float>(), 1e-5f, k.at(k.y_eval), act, k.res(),
+                                       nullptr);
+    cuda::synchronize_stream(nullptr);
+    for (void* p : scratch) cuda::device_free(p, 0);
+  } else {
+    cuda::batchnorm_forward_train(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), 1e-5f, 0.1f,
+                                  k.rm.get<float>(), k.rv.get<float>(), k.at(k.y), k.mean.get<float>(),
+                                  k.invstd.get<float>(), act, k.res(), nullptr);
+    cuda::batchnorm_backward_train(k.s, k.t, k.at(k.dy), k.at(k.x), k.gamma.get<float>(), k.mean.get<float>(),
+                                   k.invstd.get<float>(), k.at(k.dx), k.dgamma.get<float>(), k.dbeta.get<float>(),
+                                   relu_y, k.d_res(), nullptr);
+    cuda::batchnorm_forward_eval(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), k.rm.get<float>(),
+                                 k.rv.get<float>(), 1e-5f, k.at(k.y_eval), act, k.res(), nullptr);
+  }
+}
+
+void check_training(Impl impl, const BatchNormShape& s, DType t, Activation act, size_t offset, uint64_t seed,
+                    bool residual = false) {
+  const std::string where = fmt::format("{} {} n{} c{} hw{} relu {} offset {} residual {}",
+                                        impl == Impl::cudnn ? "cudnn" : "native", dtype_name(t), s.n, s.c, s.hw,
+                                        act == Activation::relu, offset, residual);
+  const size_t n = size_t(s.n * s.c * s.hw), c = size_t(s.c);
+  // x with a channel-dependent offset, so the mean matters (1.5 + c/8 on top of scale-2 noise).
+  auto x = test::random_vector<float>(n, seed);
+  for (size_t i = 0; i < n; ++i) x[i] = 2.f * x[i] + 1.5f + float((i / size_t(s.hw)) % c) / 8.f;
+  x = test::rounded(x, t);
+  const auto dy = test::random_rounded(n, seed + 1, t);
+  const auto g = test::random_vector<float>(c, seed + 2), b = test::random_vector<float>(c, seed + 3);
+  const auto rm = test::random_vector<float>(c, seed + 4);
+  std::vector<float> rv(c);
+  for (size_t i = 0; i < c; ++i) rv[i] = 0.5f + float(i % 7) / 4.f;
+
+  const auto r = residual ? test::random_rounded(n, seed + 5, t) : std::vector<float>();
+  const float* cpu_r = residual ? r.data() : nullptr;
+
+  std::vector<float> y(n), mean(c), invstd(c), dx(n), dg(c), db(c), rm_c = rm, rv_c = rv, ye(n), dr(n);
+  cpu::batchnorm_forward_train<float>(s, x.data(), g.data(), b.data(), 1e-5f, 0.1f, rm_c.data(), rv_c.data(),
+                                      y.data(), mean.data(), invstd.data(), act, cpu_r);
+  // The GPU masks dy with its own (rounded) y; give the CPU the same mask.
+  const auto y_rounded = test::rounded(y, t);
+  cpu::batchnorm_backward_train<float>(s, dy.data(), x.data(), g.data(), mean.data(), invstd.data(), dx.data(),
+                                       dg.data(), db.data(), act == Activation::relu ? y_rounded.data() : nullptr,
+                                       residual ? dr.data() : nullptr);
+  cpu::batchnorm_forward_eval<float>(s, x.data(), g.data(), b.data(), rm_c.data(), rv_c.data(), 1e-5f, ye.data(), act,
+                                     cpu_r);
+
+  Case k(s, t, offset, x, dy, g, b, rm, rv, r);
+  run_training(impl, k, act);
+
+  const test::Tolerance tol = test::tolerance_of(t), f32 = test::tolerance_for<float>();
+  const double m = double(s.n * s.hw);
+  EXPECT_TRUE(test::all_close(k.activation(k.y), y, tol)) << where << ": y";
+  EXPECT_TRUE(test::all_close(k.mean.download(), mean, f32)) << where << ": saved mean";
+  EXPECT_TRUE(test::all_close(k.invstd.download(), invstd, {1e-4, 1e-3})) << where << ": saved invstd";
+  EXPECT_TRUE(test::all_close(k.rm.download(), rm_c, f32)) << where << ": running_mean";
+  EXPECT_TRUE(test::all_close(k.rv.download(), rv_c, {1e-4, 1e-3})) << where << ": running_var";
+  EXPECT_TRUE(test::all_close(k.activation(k.dx), dx, tol)) << where << ": dx";
+  EXPECT_TRUE(test::all_close(k.dgamma.download(), dg, test::for_sum(f32, m))) << where << ": dgamma";
+  EXPECT_TRUE(test::all_close(k.dbeta.download(), db, test::for_sum(f32, m))) << where << ": dbeta";
+  EXPECT_TRUE(test::all_close(k.activation(k.y_eval), ye, tol)) << where << ": eval y";
+  // The residual's gradient is dy, masked: exact (the mask is the GPU's own y, given to the CPU).
+  if (residual) EXPECT_EQ(k.activation(k.dr), dr) << where << ": d_residual";
+}
+
+TEST(CudaBatchNorm, NativeTrainingAndEvalMatchTheCpu) {
+  NEED_GPU();
+  uint64_t seed = 1;
+  for (DType t : kTypes)
+    for (const BatchNormShape& s : kShapes)
+      for (Activation act : {Activation::none, Activation::relu})
+        check_training(Impl::native, s, t, act, 0, seed += 10);
+}
+
+TEST(CudaBatchNorm, NativeChannelsLastMatchesTheCpu) {
+  NEED_GPU();
+  uint64_t seed = 3000;
+  for (DType t : kTypes)
+    for (const BatchNormShape& s : kRowShapes)
+      for (Activation act : {Activation::none, Activation::relu})
+        check_training(Impl::native, s, t, act, 0, seed += 10);
+}
+
+TEST(CudaBatchNorm, NativeFusedResidualMatchesTheCpu) {
+  NEED_GPU();
+  uint64_t seed = 4000;
+  for (DType t : kTypes) {
+    for (const BatchNormShape& s : kShapes)
+      for (Activation act : {Activation::none, Activation::relu})
+        check_training(Impl::native, s, t, act, 0, seed += 10, true);
+    for (const BatchNormShape& s : kRowShapes)
+      check_training(Impl::native, s, t, Activation::relu, 0, seed += 10, true);
+  }
+}
+
+TEST(CudaBatchNorm, NativeMisalignedPointersTakeTheScalarPath) {
+  NEED_GPU();
+  uint64_t seed = 5000;
+  for (DType t : kTypes)
+    for (const BatchNormShape& s : {BatchNormShape{4, 64, 32 * 32}, BatchNormShape{4, 128, 14 * 14}})
+      check_training(Impl::native, s, t, Activation::relu, 1, seed += 10);
+  for (DType t : kTypes)  // channels-last, with the residual
+    check_training(Impl::native, BatchNormShape{4 * 16 * 16, 128, 1}, t, Activation::relu, 1, seed += 10, true);
+}
+
+TEST(CudaBatchNorm, CudnnTrainingAndEvalMatchTheCpu) {
+  NEED_GPU();
+  uint64_t seed = 9000;
+  for (DType t : kTypes)
+    for (const BatchNormShape& s : kShapes) {
+      if (!cuda::batchnorm_cudnn_supports(s, t)) continue;
+      for (Activation act : {Activation::none, Activation::relu}) check_training(Impl::cudnn, s, t, act, 0, seed += 10);
+      check_training(Impl::cudnn, s, t, Activation::relu, 0, seed += 10, true);
+    }
+  for (DType t : kTypes)  // channels-last reaches cuDNN as NCHW with 1x1 images
+    for (const BatchNormShape& s : {BatchNormShape{4 * 16 * 16, 128, 1}, BatchNormShape{4 * 7 * 7, 256, 1}})
+      if (cuda::batchnorm_cudnn_supports(s, t))
+        check_training(Impl::cudnn, s, t, Activation::relu, 0, seed += 10, true);
+}
+
+TEST(CudaBatchNorm, EvalBackwardMatchesTheCpu) {
+  NEED_GPU();
+  uint64_t seed = 20000;
+  for (DType t : kTypes)
+    for (const BatchNormShape& s : kShapes)
+      for (bool relu : {false, true}) {
+        const std::string where = fmt::format("{} n{} c{} hw{} relu {}", dtype_name(t), s.n, s.c, s.hw, relu);
+        const size_t n = size_t(s.n * s.c * s.hw), c = size_t(s.c);
+        const auto x = test::random_rounded(n, seed++, t), dy = test::random_rounded(n, seed++, t);
+        const auto relu_y = test::random_rounded(n, seed++, t);  // only its sign matters: a mask
+        const auto g = test::random_vector<float>(c, seed++), rm = test::random_vector<float>(c, seed++);
+        std::vector<float> rv(c);
+        for (size_t i = 0; i < c; ++i) rv[i] = 0.3f + float(i % 5) / 3.f;
+        std::vector<float> dx(n), dg(c), db(c);
+        cpu::batchnorm_backward_eval<float>(s, dy.data(), x.data(), g.data(), rm.data(), rv.data(), 1e-5f, dx.data(),
+                                            dg.data(), db.data(), relu ? relu_y.data() : nullptr);
+        DeviceBuffer gx(x, t), gdy(dy, t), gry(relu_y, t), gg(g, DType::f32), grm(rm, DType::f32), grv(rv, DType::f32);
+        DeviceBuffer gdx(n, t), gdg(c, DType::f32), gdb(c, DType::f32);
+        for (DeviceBuffer* o : {&gdx, &gdg, &gdb}) o->poison();
+        cuda::batchnorm_backward_eval(s, t, gdy.get(), gx.get(), gg.get<float>(), grm.get<float>(), grv.get<float>(),
+                                      1e-5f, gdx.get(), gdg.get<float>(), gdb.get<float>(), relu ? gry.get() : nullptr,
+                                      nullptr, nullptr);
+        const test::Tolerance f32 = test::tolerance_for<float>();
+        const double m = double(s.n * s.hw);
+        EXPECT_TRUE(test::all_close(gdx.download(), dx, test::tolerance_of(t))) << where << ": dx";
+        EXPECT_TRUE(test::all_close(gdg.download(), dg, test::for_sum(f32, m))) << where << ": dgamma";
+        EXPECT_TRUE(test::all_close(gdb.download(), db, test::for_sum(f32, m))) << where << ": dbeta";
+      }
+}
+
+}  // namespace
+}  // namespace cg::kernels
