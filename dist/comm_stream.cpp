@@ -1,5 +1,6 @@
 #include "dist/comm_stream.h"
 
+#include "kernels/cuda/graph.h"
 #include "kernels/cuda/stream.h"
 #include "util/check.h"
 #include "util/trace.h"
@@ -34,8 +35,21 @@ std::shared_ptr<Work> CommStream::begin(const Stream& compute) {
 std::string CommStream::end(const std::shared_ptr<Work>& work, const std::string& op, const std::string& detail) {
   work->device_done = Event::create(device_, /*timing=*/work->device_started.defined());
   work->device_done.record(stream_);
+  // An event recorded during a capture cannot be polled (cudaErrorCapturedEvent), and the
+  // collective runs only when the graph is replayed: watch_replay() covers it then.
+  if (kernels::cuda::stream_is_capturing(stream_.handle())) return op + " (captured in a CUDA graph)";
   Event done = work->device_done;
   return watchdog_->watch(work, op, detail, [done] { return done.done(); });
+}
+
+void CommStream::watch_replay(const Stream& compute, const std::string& what) {
+  watchdog_->check_health();
+  auto work = std::make_shared<Work>();
+  work->started = trace::Clock::now();
+  work->device_done = Event::create(device_);
+  work->device_done.record(compute);
+  Event done = work->device_done;
+  watchdog_->watch(work, "graph_replay", what, [done] { return done.done(); });
 }
 
 void CommStream::wait(const Work& work, const Stream& compute) const {

@@ -32,6 +32,10 @@ class CommStream {
   std::string end(const std::shared_ptr<Work>& work, const std::string& op, const std::string& detail);
   // `compute` waits for `work` (on the device); throws if communication has failed.
   void wait(const Work& work, const Stream& compute) const;
+  // CUDA graphs: collectives issued while the streams are captured do not run then, so end()
+  // does not watch them; instead each replay is watched as one operation, from the work enqueued
+  // so far on `compute` (the replay) to its completion, with the same timeout and abort.
+  void watch_replay(const Stream& compute, const std::string& what);
   CollectiveWatchdog& watchdog() { return *watchdog_; }
 
  private:

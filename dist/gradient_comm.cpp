@@ -137,6 +137,9 @@ class ModeledComm : public GradientComm {
     else work.wait();
   }
   void broadcast(Tensor&, const Stream&) override {}  // replicas of one rank are equal already
+  void watch_replay(const Stream& compute, const std::string& what) const override {
+    if (stream_) stream_->watch_replay(compute, what);
+  }
   std::string name() const override { return fmt::format("modeled ring of {} ranks on {}", ranks_, link_.name); }
   double modeled_ms(size_t bytes) const override { return ring_all_reduce_ms(bytes, ranks_, link_); }
 

@@ -35,6 +35,10 @@ class GradientComm {
   virtual std::string name() const = 0;
   // The modeled backend's time per all-reduce of `bytes`, else 0.
   virtual double modeled_ms(size_t bytes) const { return 0; }
+  // CUDA graphs: a replay with captured collectives was just enqueued on `compute`; the GPU
+  // transports watch it like a collective (timeout, asynchronous errors). Host transports cannot
+  // be captured and have nothing to do.
+  virtual void watch_replay(const Stream& compute, const std::string& what) const {}
 };
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group);

@@ -75,6 +75,10 @@ class NcclComm : public GradientComm {
     stream_->wait(*work, compute);
   }
 
+  void watch_replay(const Stream& compute, const std::string& what) const override {
+    stream_->watch_replay(compute, what);
+  }
+
   std::string name() const override { return fmt::format("nccl {}", kernels::cuda::nccl_version()); }
 
  private:

@@ -159,6 +159,13 @@ PoolStats CachingAllocator::pool_stats(PoolId pool) const {
   return it == pools_.end() ? PoolStats{} : it->second.stats;
 }
 
+PoolId CachingAllocator::pool_of(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = live_.find(const_cast<void*>(ptr));
+  CG_CHECK(it != live_.end(), "{} allocator: pool_of a pointer that is not a live block", backend_.name);
+  return it->second.pool;
+}
+
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;

@@ -72,6 +72,8 @@ class CachingAllocator {
   // of their stream when freed (the graph that needed them exclusively is gone by then).
   void release_pool(PoolId pool);
   PoolStats pool_stats(PoolId pool) const;
+  // The pool a live block was allocated from (0: the shared cache); for checks and tests.
+  PoolId pool_of(const void* ptr) const;
 
   // Requests are rounded up to this granularity, so slightly different sizes share blocks.
   static size_t round_size(size_t bytes);

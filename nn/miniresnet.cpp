@@ -41,8 +41,10 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
   CG_CHECK(!o.widths.empty() && o.widths.size() == o.blocks.size(),
            "MiniResNet: widths ({}) and blocks ({}) need the same, non-zero length",
            o.widths.size(), o.blocks.size());
+  // The stem reads the NCHW input as it comes: with 1 or 3 input channels, channels-last gives
+  // tensor cores nothing to work with (cuDNN's NHWC kernels want channels in multiples of 8).
   conv1_ = register_module("conv1", std::make_shared<Conv2d>(
-                                        Conv2dOptions{o.in_channels, o.widths[0], 3, 1, 1, false, o.layout}, gen));
+                                        Conv2dOptions{o.in_channels, o.widths[0], 3, 1, 1, false}, gen));
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(o.widths[0], o.layout));
   int64_t cin = o.widths[0];
   for (size_t i = 0; i < o.widths.size(); ++i) {
@@ -60,9 +62,10 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
 Tensor MiniResNet::forward(const Tensor& x) {
   CG_CHECK(x.dim() == 4 && x.size(1) == options_.in_channels,
            "MiniResNet expects [N, {}, H, W] input, got {}", options_.in_channels, x.str());
-  // Data arrives NCHW; a channels-last model converts it once, and every layer after keeps NHWC.
-  const Tensor input = ops::to_layout(x, ops::Layout::nchw, options_.layout);
-  Tensor out = bn1_->forward_relu(conv1_->forward(input));
+  // Data arrives NCHW; a channels-last model converts the stem's output once, and every layer
+  // after keeps NHWC.
+  const Tensor stem = ops::to_layout(conv1_->forward(x), ops::Layout::nchw, options_.layout);
+  Tensor out = bn1_->forward_relu(stem);
   for (auto& stage : stages_) out = stage->forward(out);
   return fc_->forward(ops::global_avg_pool(out, options_.layout));
 }

@@ -14,8 +14,9 @@ struct MiniResNetOptions {
   int64_t num_classes = 10;
   std::vector<int64_t> widths{64, 128, 256};
   std::vector<int64_t> blocks{2, 2, 2};
-  // Activation layout inside the model (the input is NCHW either way): nhwc (channels-last) lets
-  // cuDNN's tensor-core convolutions run without transposes. Parameters and state dict are the same.
+  // Activation layout after the stem convolution (the input and the stem are NCHW either way):
+  // nhwc (channels-last) lets cuDNN's tensor-core convolutions run without transposes. Parameters
+  // and state dict are the same in both.
   ops::Layout layout = ops::Layout::nchw;
 };
 

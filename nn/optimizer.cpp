@@ -40,6 +40,13 @@ void Optimizer::step(double lr, const Tensor& found_inf) {
   ++steps_;
 }
 
+void Optimizer::set_device_lr(double lr) {
+  CG_CHECK(!params_.empty() && params_.front().second.device().is_cuda(),
+           "optimizer: a learning rate in device memory is for GPU parameters (CUDA graphs)");
+  if (!device_lr_.defined()) device_lr_ = Tensor::empty({}, DType::f32, params_.front().second.device());
+  device_lr_.fill_(lr);  // a one-element fill on the current stream, ordered before the next step
+}
+
 void Optimizer::zero_grad() {
   for (auto& [name, param] : params_) param.impl().grad.reset();
 }
@@ -122,8 +129,8 @@ void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found
   }
   const auto stream = current_stream(entries.front().param->device()).handle();
   const float* skip = found_inf.defined() ? found_inf.data<float>() : nullptr;
-  if (!first.empty()) kernels::cuda::sgd_update_multi(first, h, true, skip, stream);
-  if (!later.empty()) kernels::cuda::sgd_update_multi(later, h, false, skip, stream);
+  if (!first.empty()) kernels::cuda::sgd_update_multi(first, h, true, skip, stream, device_lr());
+  if (!later.empty()) kernels::cuda::sgd_update_multi(later, h, false, skip, stream, device_lr());
 }
 
 // ---- AdamW
@@ -170,7 +177,7 @@ void AdamW::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& fou
   const auto stream = current_stream(device).handle();
   const float* skip = found_inf.defined() ? found_inf.data<float>() : nullptr;
   kernels::cuda::advance_step(device_step_.data<int64_t>(), skip, stream);
-  kernels::cuda::adamw_update_multi(slots, h, device_step_.data<int64_t>(), skip, stream);
+  kernels::cuda::adamw_update_multi(slots, h, device_step_.data<int64_t>(), skip, stream, device_lr());
 }
 
 NamedTensors AdamW::state_tensors() const {

@@ -25,6 +25,16 @@ class Optimizer {
   void step(double lr, const Tensor& found_inf = Tensor());
   void zero_grad();  // set_to_none: frees the gradients
   int64_t steps_taken() const { return steps_; }  // step() calls, skipped ones included
+  // For steps run by replaying a CUDA graph, whose host code (and step()'s count) ran only once,
+  // at capture.
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
+
+  // CUDA graphs (GPU parameters only): from the first call on, GPU steps read the learning rate
+  // from a device float32 that this writes in stream order on the current stream, and ignore
+  // step()'s `lr`. Call it before each replay, outside the graph, and once before the capture
+  // (the scalar must not be allocated inside it). The same float reaches the kernels as through
+  // step(lr), so results are bit-identical.
+  void set_device_lr(double lr);
 
   // Everything a resumed run needs, as named tensors ("<state>.<param name>") plus the count of
   // steps taken; loading checks names and shapes and fails naming the missing or wrong one.
@@ -52,6 +62,10 @@ class Optimizer {
   // per_param_[param name][state name]
   std::map<std::string, std::map<std::string, Tensor>> per_param_;
   int64_t steps_ = 0;
+  Tensor device_lr_;  // float32 [] once set_device_lr() was called
+
+  // What the multi-tensor kernels get as device_lr: null until set_device_lr().
+  const float* device_lr() const { return device_lr_.defined() ? device_lr_.data<float>() : nullptr; }
 };
 
 class SGD : public Optimizer {

@@ -5,8 +5,10 @@
 // median of each phase (forward, backward, exposed communication, optimizer) and the peak device
 // memory; a table for people and, last, one JSON line for scripts (scripts/gpu_compare.sh).
 // On a GPU the phases are timed with CUDA events read after the last step: no step waits for
-// the host. On the CPU, with the wall clock. --cuda-graph captures the whole step once and
-// replays it (batches copied into fixed input buffers outside the graph; total time only).
+// the host. On the CPU, with the wall clock. --cuda-graph runs the step as the trainer does with
+// train.cuda_graph=true (apps/common/graphed_step.h): captured once during the warm-up, then
+// replayed, each step's time including the copy of its batch into the graph's inputs and of the
+// learning rate; total time only.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "apps/bench/step_clock.h"
+#include "apps/common/graphed_step.h"
 #include "apps/common/train_config.h"
 #include "apps/common/train_step.h"
 #include "apps/common/training_parts.h"
@@ -21,7 +24,6 @@
 #include "engine/random.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/device_info.h"
-#include "kernels/cuda/graph.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -56,9 +58,9 @@ Options parse(int argc, char** argv) {
     else o.overrides.push_back(a);
   }
   if (o.warmup < 0 || o.steps < 1) throw UsageError("--warmup must be >= 0 and --steps >= 1");
-  // Before capture every lazy choice must be made: optimizer state created (a captured "first
-  // step" would replay forever), cuDNN algorithms found, the allocator's blocks cached.
-  if (o.cuda_graph && o.warmup < 3) throw UsageError("--cuda-graph needs --warmup 3 or more");
+  // The warm-up holds the graphed step's eager steps and its capture, so no measured step captures.
+  if (o.cuda_graph && o.warmup <= GraphedTrainStep::kEagerSteps)
+    throw UsageError(fmt::format("--cuda-graph needs --warmup {} or more", GraphedTrainStep::kEagerSteps + 1));
   return o;
 }
 
@@ -106,7 +108,17 @@ int run(const Options& o) {
     step.optimizer_step(c.optim.lr);
     if (clock) clock->mark();
   };
-  for (int64_t s = 0; s < o.warmup; ++s) one_step(batches[size_t(s) % batches.size()], nullptr);
+  CG_CHECK(!o.cuda_graph || device.is_cuda(), "--cuda-graph needs train.device=cuda");
+  CG_CHECK(!o.cuda_graph || !ddp || ddp->comm().name().find("gloo") == std::string::npos,
+           "--cuda-graph cannot capture Gloo (host code); use dist.backend=nccl or modeled");
+  std::unique_ptr<GraphedTrainStep> graphed;
+  if (o.cuda_graph)
+    graphed = std::make_unique<GraphedTrainStep>(step, *optimizer, ddp ? &ddp->comm() : nullptr, compute);
+  for (int64_t s = 0; s < o.warmup; ++s) {
+    const DeviceBatch& b = batches[size_t(s) % batches.size()];
+    if (graphed) graphed->run(b, c.optim.lr);
+    else one_step(b, nullptr);
+  }
   compute.synchronize();
   allocator_for(device).reset_peak();
   StepClock clock(device, compute);
@@ -122,25 +134,14 @@ int run(const Options& o) {
       total.push_back(p[0] + p[1] + p[2] + p[3]);
     }
   } else {
-    // The whole step captured once and replayed: the inputs live in fixed buffers that each step's
-    // batch is copied into, outside the graph. Phases cannot be told apart inside one launch.
-    CG_CHECK(device.is_cuda(), "--cuda-graph needs train.device=cuda");
-    CG_CHECK(!ddp || ddp->comm().name().find("gloo") == std::string::npos,
-             "--cuda-graph cannot capture Gloo (host code); use dist.backend=nccl or modeled");
-    DeviceBatch fixed{batches[0].images.clone(), batches[0].labels.clone(), n};
-    kernels::cuda::graph_capture_begin(compute.handle());
-    one_step(fixed, nullptr);
-    const kernels::cuda::GraphExec graph = kernels::cuda::graph_capture_end(compute.handle());
+    // Replays only (captured during the warm-up). Phases cannot be told apart inside one launch.
+    CG_CHECK(graphed->captured(), "--cuda-graph: the warm-up did not capture the step");
     for (int64_t s = 0; s < o.steps; ++s) {
-      const DeviceBatch& b = batches[size_t(s) % batches.size()];
-      fixed.images.copy_(b.images);
-      fixed.labels.copy_(b.labels);
       clock.mark();
-      kernels::cuda::graph_launch(graph, compute.handle());
+      graphed->run(batches[size_t(s) % batches.size()], c.optim.lr);
       clock.mark();
     }
     compute.synchronize();
-    kernels::cuda::graph_destroy(graph);
     for (const auto& p : clock.intervals_ms(2)) total.push_back(p[0]);
   }
   const double step_ms = median(total), ips = double(n * dc.world_size()) / (step_ms / 1000.0);

@@ -181,6 +181,7 @@ const std::vector<Field>& fields() {
       CG_FIELD(train.threads, between(0, 1024), "CPU compute threads (0 = all cores)"),
       CG_FIELD(train.eval_batch_size, at_least(1), "batch size for evaluation"),
       CG_FIELD(train.target_accuracy, between(0, 1), "stop once test accuracy reaches it (0 = off); logs the time"),
+      CG_FIELD(train.cuda_graph, any(), "GPU: capture the whole training step once as a CUDA graph and replay it"),
       CG_FIELD(amp.enabled, any(), "mixed precision (needs CUDA)"),
       CG_FIELD(amp.dtype, any(), "half type for mixed precision"),
       CG_FIELD(kernels.conv, any(), "GPU convolution: cudnn, native (implicit GEMM) or auto (cudnn)"),
@@ -212,6 +213,21 @@ const config::Schema& schema() {
   return s;
 }
 
+// What a captured step cannot contain: host work, which runs once at capture and never again.
+void check_cuda_graph(const TrainConfig& c, const config::Values& v) {
+  if (!c.train.cuda_graph) return;
+  auto reject = [&](const std::string& why) { config::reject(v, "train.cuda_graph", why); };
+  if (c.train.device == DeviceName::cpu)
+    reject("CUDA graphs need a GPU; with train.device=cpu set train.cuda_graph=false");
+  if (c.dist.backend == DistBackend::gloo)
+    reject("cannot capture dist.backend=gloo (its all-reduce is host code); use nccl, modeled or auto");
+  if (c.train.grad_accum_steps > 1)
+    reject(fmt::format("captures one micro-batch per optimizer step; train.grad_accum_steps={} needs it false",
+                       c.train.grad_accum_steps));
+  if (c.profile.enabled)
+    reject("a replayed step has no host-side phases to time; set profile.enabled=false to profile eagerly");
+}
+
 // Rules that involve several keys, reported against the key most likely to be the mistake.
 void check_consistency(const TrainConfig& c, const config::Values& v) {
   if (c.model.widths.size() != c.model.blocks.size())  // the message places both keys
@@ -230,6 +246,7 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
     config::reject(v, "data.gpu_resident", "keeps the training set on the GPU; it needs train.device=cuda (or auto)");
   if (c.train.device == DeviceName::cpu && c.dist.backend == DistBackend::nccl)
     config::reject(v, "dist.backend", "nccl needs GPUs; with train.device=cpu use gloo or auto");
+  check_cuda_graph(c, v);
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ struct TrainConfig {
     int64_t threads = 0;  // CPU compute threads; 0 = all cores
     int64_t eval_batch_size = 256;
     double target_accuracy = 0;  // stop once an evaluation reaches it; 0 = train every epoch
+    bool cuda_graph = false;     // GPU: capture the whole step once as a CUDA graph, then replay it
     bool operator==(const Train&) const = default;
   } train;
   struct Amp {

@@ -41,6 +41,14 @@ void TrainStep::finish_gradient_sync() {
   ddp_->finish_gradient_sync();
 }
 
+Tensor TrainStep::run(const DeviceBatch& batch, double lr, Tensor* hits) {
+  const Tensor loss = forward(batch, true, hits);
+  backward(loss);
+  finish_gradient_sync();
+  optimizer_step(lr);
+  return loss.detach();  // the autograd graph (and what it saved) goes now, not with the loss
+}
+
 void TrainStep::optimizer_step(double lr) {
   {
     trace::Span span("optimizer", "compute");

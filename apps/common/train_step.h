@@ -27,6 +27,9 @@ class TrainStep {
   void backward(const Tensor& loss);
   void finish_gradient_sync();
   void optimizer_step(double lr);  // and zero the gradients
+  // The four phases in a row for one batch that ends its accumulation group: what a CUDA graph
+  // captures (apps/common/graphed_step.h). Returns the detached loss; *hits as forward's.
+  Tensor run(const DeviceBatch& batch, double lr, Tensor* hits);
 
   nn::GradScaler* scaler() { return scaler_.get(); }
 

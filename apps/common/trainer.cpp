@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "apps/common/distributed.h"
+#include "apps/common/graphed_step.h"
 #include "apps/common/metrics.h"
 #include "apps/common/resident_feeder.h"
 #include "apps/common/train_step.h"
@@ -57,6 +58,8 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
   const int threads = c.train.threads > 0 ? int(c.train.threads) : std::max(1, cores / std::max(1, dc.world_size()));
   omp_set_num_threads(threads);
   const Device device = choose_device(c, dc.identity().local_rank);
+  if (c.train.cuda_graph && !device.is_cuda())
+    throw UsageError("train.cuda_graph=true needs a GPU, and train.device=auto found none; set it false");
   // Every op of this thread runs on one compute stream (non-blocking: it overlaps the loader's
   // copy stream and the communication stream, ordered by events only).
   const Stream compute = device.is_cuda() ? Stream::create(device) : Stream();
@@ -146,6 +149,15 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
 
   TrainStep step(c, model, *optimizer, ddp.get(), device);
   if (step.scaler() && resumed_scale.first > 0) step.scaler()->load(resumed_scale.first, resumed_scale.second);
+  // Built after any checkpoint was loaded: the graph captures the loaded tensors' addresses.
+  std::unique_ptr<GraphedTrainStep> graphed;
+  if (c.train.cuda_graph) {
+    if (ddp && ddp->comm().name().find("gloo") != std::string::npos)
+      throw UsageError(fmt::format("train.cuda_graph=true cannot capture DDP over {} (host code; chosen because ranks "
+                                   "share a GPU); set it false", ddp->comm().name()));
+    graphed = std::make_unique<GraphedTrainStep>(step, *optimizer, ddp ? &ddp->comm() : nullptr, compute);
+    log::info("train: the step is captured as a CUDA graph after {} eager steps", GraphedTrainStep::kEagerSteps);
+  }
   // Batches from the loader through pinned memory, or built on the GPU from a resident copy.
   std::unique_ptr<BatchSource> source;
   if (c.data.gpu_resident) {
@@ -185,16 +197,22 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
     while (auto batch = batches.next()) {
       // The last micro-batch of an accumulation group communicates; the others only accumulate.
       const bool sync = micro + 1 == accum || pos.batch_in_epoch + 1 == batches_per_epoch;
-      Tensor hits;
-      const Tensor loss = step.forward(*batch, sync, &hits);
-      step.backward(loss);
-      step.finish_gradient_sync();
+      Tensor loss, hits;
+      if (graphed) {  // one whole step (grad_accum_steps is 1), replayed
+        StepOutputs out = graphed->run(*batch, schedule.lr_at(pos.step));
+        loss = out.loss;
+        hits = out.hits;
+      } else {
+        loss = step.forward(*batch, sync, &hits);
+        step.backward(loss);
+        step.finish_gradient_sync();
+      }
       window.add(loss, hits, batch->size);
       ++pos.batch_in_epoch;
       if (++micro < accum && pos.batch_in_epoch < batches_per_epoch) continue;
       micro = 0;
       const double lr = schedule.lr_at(pos.step);
-      step.optimizer_step(lr);
+      if (!graphed) step.optimizer_step(lr);
       ++pos.step;
       bar.update(pos.batch_in_epoch, fmt::format("loss {:.4f} lr {:.4g}", last_loss, lr));
       if (pos.step % c.train.log_interval == 0 || pos.batch_in_epoch == batches_per_epoch) {
@@ -226,6 +244,9 @@ TrainResult train(const TrainConfig& c, const std::string& config_yaml) {
       const AllocatorStats m = allocator_for(device).stats();
       log::info("{} memory: {:.1f} MiB in use, peak {:.1f} MiB, {} cudaMalloc calls so far", device.str(),
                 double(m.in_use_bytes) / (1 << 20), double(m.peak_in_use_bytes) / (1 << 20), m.backend_allocations);
+      if (graphed && graphed->captured())
+        log::info("CUDA graph of the step: {} replays, its pool reserves {:.1f} MiB", graphed->replays(),
+                  double(graphed->pool_stats().reserved_bytes) / (1 << 20));
     }
     const bool epoch_done = pos.batch_in_epoch >= batches_per_epoch;
     if (epoch_done) {

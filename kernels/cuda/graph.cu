@@ -17,6 +17,19 @@ GraphExec graph_capture_end(Stream stream) {
   return exec;
 }
 
+void graph_capture_abort(Stream stream) {
+  cudaGraph_t graph = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+  if (graph) cudaGraphDestroy(graph);
+  if (e != cudaSuccess) cudaGetLastError();  // an invalidated capture reports here; the cause was thrown already
+}
+
+bool stream_is_capturing(Stream stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CG_CUDA_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 void graph_launch(GraphExec graph, Stream stream) {
   CG_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
 }

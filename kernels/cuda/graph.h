@@ -11,6 +11,12 @@ using GraphExec = void*;  // a cudaGraphExec_t
 
 void graph_capture_begin(Stream stream);
 GraphExec graph_capture_end(Stream stream);  // instantiated, ready to launch
+// Ends a capture that failed part-way and discards what was recorded, so that the stream is
+// usable again; does not throw (it runs while an exception is on its way).
+void graph_capture_abort(Stream stream);
+// Whether `stream` is being captured right now: its work is recorded, not run, so nothing may
+// wait for or poll an event recorded on it.
+bool stream_is_capturing(Stream stream);
 void graph_launch(GraphExec graph, Stream stream);
 void graph_destroy(GraphExec graph);  // does not throw
 

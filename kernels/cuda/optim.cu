@@ -49,9 +49,17 @@ struct Work {
 
 __device__ __forceinline__ bool skipped(const float* found_inf) { return found_inf && *found_inf != 0.f; }
 
+// The learning rate: from device memory when given (a replayed CUDA graph's kernel arguments are
+// frozen, the scalar is not), else the launch's. Either way the same float.
+__device__ __forceinline__ float learning_rate(float from_launch, const float* device_lr) {
+  return device_lr ? *device_lr : from_launch;
+}
+
 // kernels/cpu/optim.cpp's sgd_update, element for element.
-__global__ void sgd_kernel(const __grid_constant__ Pack pk, cpu::SgdParams h, bool first, const float* found_inf) {
+__global__ void sgd_kernel(const __grid_constant__ Pack pk, cpu::SgdParams h, bool first, const float* found_inf,
+                           const float* device_lr) {
   if (skipped(found_inf)) return;
+  const float lr = learning_rate(h.lr, device_lr);
   const Work w(pk);
   float* p = pk.param[w.t];
   const float* g = pk.grad[w.t];
@@ -60,11 +68,11 @@ __global__ void sgd_kernel(const __grid_constant__ Pack pk, cpu::SgdParams h, bo
   for (int64_t i = w.begin + threadIdx.x; i < w.end; i += blockDim.x) {
     const float d = g[i] + h.weight_decay * p[i];
     if (h.momentum == 0.f) {
-      p[i] -= h.lr * d;
+      p[i] -= lr * d;
     } else {
       const float b = first ? d : h.momentum * buf[i] + keep * d;
       buf[i] = b;
-      p[i] -= h.lr * (h.nesterov ? d + h.momentum * b : b);
+      p[i] -= lr * (h.nesterov ? d + h.momentum * b : b);
     }
   }
 }
@@ -72,12 +80,13 @@ __global__ void sgd_kernel(const __grid_constant__ Pack pk, cpu::SgdParams h, bo
 // kernels/cpu/optim.cpp's adamw_update, with the per-step scalars computed here from *step, in
 // double precision and rounded once, like the CPU (and PyTorch, which does it in Python floats).
 __global__ void adamw_kernel(const __grid_constant__ Pack pk, cpu::AdamWParams h, const int64_t* step,
-                             const float* found_inf) {
+                             const float* found_inf, const float* device_lr) {
   if (skipped(found_inf)) return;
+  const double lr = double(learning_rate(h.lr, device_lr));
   const double t_step = double(*step);
-  const float step_size = float(double(h.lr) / (1.0 - pow(double(h.beta1), t_step)));
+  const float step_size = float(lr / (1.0 - pow(double(h.beta1), t_step)));
   const float bias2_sqrt = float(sqrt(1.0 - pow(double(h.beta2), t_step)));
-  const float decay = float(1.0 - double(h.lr) * double(h.weight_decay));
+  const float decay = float(1.0 - lr * double(h.weight_decay));
   const float one_minus_b1 = float(1.0 - double(h.beta1)), one_minus_b2 = float(1.0 - double(h.beta2));
   const Work w(pk);
   float *p = pk.param[w.t], *m = pk.state1[w.t], *v = pk.state2[w.t];
@@ -161,17 +170,17 @@ void for_packs(const std::vector<TensorSlot>& tensors, Launch&& launch) {
 }  // namespace
 
 void sgd_update_multi(const std::vector<TensorSlot>& tensors, const cpu::SgdParams& h, bool first_step,
-                      const float* found_inf, Stream stream) {
+                      const float* found_inf, Stream stream, const float* device_lr) {
   for_packs(tensors, [&](const Pack& pk, unsigned blocks) {
-    sgd_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, first_step, found_inf);
+    sgd_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, first_step, found_inf, device_lr);
     CG_CUDA_AFTER_LAUNCH("sgd_kernel");
   });
 }
 
 void adamw_update_multi(const std::vector<TensorSlot>& tensors, const cpu::AdamWParams& h, const int64_t* step,
-                        const float* found_inf, Stream stream) {
+                        const float* found_inf, Stream stream, const float* device_lr) {
   for_packs(tensors, [&](const Pack& pk, unsigned blocks) {
-    adamw_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, step, found_inf);
+    adamw_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, step, found_inf, device_lr);
     CG_CUDA_AFTER_LAUNCH("adamw_kernel");
   });
 }

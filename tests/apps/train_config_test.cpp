@@ -194,6 +194,7 @@ TEST(TrainConfig, HelpListsEveryKey) {
       "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "sched.name", "sched.warmup_steps",
       "sched.min_lr", "train.epochs", "train.max_steps", "train.grad_accum_steps", "train.seed",
       "train.log_interval", "train.device", "train.threads", "train.eval_batch_size", "train.target_accuracy",
+      "train.cuda_graph",
       "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "dist.backend", "dist.bucket_cap_mb",
       "dist.timeout_s", "dist.modeled_world_size", "dist.modeled_link", "output.dir", "profile.enabled"};
   for (const auto& k : keys) EXPECT_NE(h.find("  " + k + " "), std::string::npos) << k << "\n" << h;

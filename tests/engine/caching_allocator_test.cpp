@@ -2,35 +2,15 @@
 // stream separation, statistics, and out-of-memory recovery and reporting.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <map>
 
 #include "engine/caching_allocator.h"
+#include "support/fake_device.h"
 #include "util/check.h"
 
 namespace cg {
 namespace {
 
-// A device of `capacity` bytes that counts what it hands out.
-struct FakeDevice {
-  size_t capacity, used = 0;
-  std::map<void*, size_t> live;
-  MemoryBackend backend() {
-    return {"fake",
-            [this](size_t n) -> void* {
-              if (used + n > capacity) return nullptr;
-              used += n;
-              void* p = std::malloc(n);
-              live[p] = n;
-              return p;
-            },
-            [this](void* p) {
-              used -= live.at(p);
-              live.erase(p);
-              std::free(p);
-            }};
-  }
-};
+using test::FakeDevice;
 
 TEST(CachingAllocator, SteadyStateStepsNeverReachTheBackend) {
   FakeDevice dev{size_t(1) << 30};

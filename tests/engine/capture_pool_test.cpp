@@ -4,36 +4,16 @@
 // backend's release while a capture is in progress.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <map>
 #include <set>
 
 #include "engine/capture_pool.h"
+#include "support/fake_device.h"
 #include "util/check.h"
 
 namespace cg {
 namespace {
 
-struct FakeDevice {
-  explicit FakeDevice(size_t capacity_bytes) : capacity(capacity_bytes) {}
-  size_t capacity, used = 0;
-  std::map<void*, size_t> live;
-  MemoryBackend backend() {
-    return {"fake",
-            [this](size_t n) -> void* {
-              if (used + n > capacity) return nullptr;
-              used += n;
-              void* p = std::malloc(n);
-              live[p] = n;
-              return p;
-            },
-            [this](void* p) {
-              used -= live.at(p);
-              live.erase(p);
-              std::free(p);
-            }};
-  }
-};
+using test::FakeDevice;
 
 constexpr uint64_t kCaptureStream = 7, kOtherStream = 9;
 

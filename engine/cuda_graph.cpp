@@ -1,0 +1,48 @@
+#include "engine/cuda_graph.h"
+
+#include <cstdio>
+#include <exception>
+
+#include "engine/device_allocator.h"
+#include "util/check.h"
+
+namespace cg {
+
+CudaGraph::CudaGraph(const Stream& stream) : stream_(stream) {
+  CG_CHECK(stream.device().is_cuda() && stream.handle() != nullptr,
+           "CUDA graphs capture a created stream of a CUDA device, not {}'s {} stream", stream.device().str(),
+           stream.handle() ? "given" : "default");
+  pool_ = std::make_unique<CapturePool>(allocator_for(stream.device()));
+}
+
+CudaGraph::~CudaGraph() {
+  if (exec_) {
+    try {  // the last replay finishes before its memory can be handed to anyone else
+      stream_.synchronize();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cudagrad: CudaGraph: %s\n", e.what());
+    }
+  }
+  kernels::cuda::graph_destroy(exec_);  // before the pool: the graph references its blocks
+  pool_.reset();
+}
+
+void CudaGraph::capture(const std::function<void()>& work) {
+  CG_CHECK(!exec_, "CudaGraph::capture: this graph was captured already");
+  CaptureScope route(*pool_, stream_.id());
+  kernels::cuda::graph_capture_begin(stream_.handle());
+  try {
+    work();
+  } catch (...) {
+    kernels::cuda::graph_capture_abort(stream_.handle());
+    throw;
+  }
+  exec_ = kernels::cuda::graph_capture_end(stream_.handle());
+}
+
+void CudaGraph::replay() const {
+  CG_CHECK(exec_, "CudaGraph::replay: nothing was captured");
+  kernels::cuda::graph_launch(exec_, stream_.handle());
+}
+
+}  // namespace cg
