@@ -43,13 +43,14 @@ throughput() {
   local bench="$BUILD/apps/cudagrad-bench" raw="$OUT/throughput.jsonl"
   [ -x "$bench" ] || echo "warning: $bench is missing (build it: scripts/build.sh); PyTorch only" >&2
   : > "$raw"
-  for variant in cudnn native cudnn+graph; do
+  # cudnn: bench_gpu.yaml as it is (channels-last); +nchw: the same in NCHW, to measure what
+  # channels-last brings; +graph: the step replayed as a CUDA graph.
+  for variant in cudnn native cudnn+nchw cudnn+graph; do
     [ -x "$bench" ] || break
-    local conv=${variant%+graph} graph=""
-    [ "$variant" != "$conv" ] && graph=--cuda-graph
-    # The implicit-GEMM convolution reads NCHW only; bench_gpu.yaml runs channels-last for cuDNN.
-    local layout=""
-    [ "$conv" = native ] && layout=model.channels_last=false
+    local conv=${variant%%+*} graph="" layout=""
+    [ "$variant" = cudnn+graph ] && graph=--cuda-graph
+    # The implicit-GEMM convolution reads NCHW only.
+    [ "$conv" = native ] || [ "$variant" = cudnn+nchw ] && layout=model.channels_last=false
     # shellcheck disable=SC2086
     "$bench" --config configs/bench_gpu.yaml $graph kernels.conv="$conv" $layout 2>&1 | tee "$OUT/cudagrad_$variant.log" \
       | grep '^{"bench"' | sed "s/^{/{\"conv\": \"$variant\", /" >> "$raw"

@@ -10,29 +10,17 @@
 #include <vector>
 
 #include "engine/ops.h"
-#include "engine/random.h"
-#include "kernels/cuda/device_info.h"
-#include "support/tolerance.h"
+#include "support/gpu_ops.h"
 
 namespace cg {
 namespace {
 
-#define NEED_GPU() \
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
-
 using kernels::cpu::Activation;
 using ops::Layout;
+using test::kGpu;
+using test::randn;
 
-const Device kGpu = Device::cuda(0);
-
-Tensor randn(const Shape& s, uint64_t seed, double mean = 0.0) {
-  Generator gen(seed);
-  Tensor t = Tensor::empty(s);
-  normal_(t, gen, mean, 1.0);
-  return t;
-}
-
-std::vector<float> host(const Tensor& t) { return t.to(DType::f32).to(Device::cpu()).to_vector<float>(); }
+std::vector<float> host(const Tensor& t) { return test::host_f32(t); }
 
 struct Result {
   std::vector<float> y, dx, dgamma, dbeta, dresidual, running_mean, running_var;

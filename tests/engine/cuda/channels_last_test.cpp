@@ -10,51 +10,18 @@
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
-#include "support/tolerance.h"
+#include "support/gpu_ops.h"
 
 namespace cg {
 namespace {
 
-#define NEED_GPU() \
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
-
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 using ops::Layout;
-const Device kGpu = Device::cuda(0);
+using test::expect_gpu_matches_cpu;
+using test::host_f32;
+using test::kGpu;
 
-std::vector<float> host_f32(const Tensor& t) { return t.to(DType::f32).to(Device::cpu()).to_vector<float>(); }
-
-Tensor randn(const Shape& s, uint64_t seed, double sd = 1.0) {
-  Generator gen(seed);
-  Tensor t = Tensor::empty(s);
-  normal_(t, gen, 0.0, sd);
-  return t;
-}
-
-// f on float32 CPU inputs and on GPU copies: outputs, and every input's gradient for one output
-// gradient (GPU gradients keep the inputs' float32).
-void expect_gpu_matches_cpu(const Fn& f, const std::vector<Tensor>& inputs, test::Tolerance tol,
-                            DType gpu_output_dtype = DType::f32) {
-  std::vector<Tensor> cpu, gpu;
-  for (const Tensor& t : inputs) {
-    cpu.push_back(t.clone().set_requires_grad(true));
-    gpu.push_back(t.to(kGpu).set_requires_grad(true));
-  }
-  const Tensor yc = f(cpu), yg = f(gpu);
-  ASSERT_TRUE(yg.device().is_cuda()) << yg.str();
-  EXPECT_EQ(yg.dtype(), gpu_output_dtype) << yg.str();
-  EXPECT_EQ(yg.shape(), yc.shape());
-  EXPECT_TRUE(test::all_close(host_f32(yg), yc.to_vector<float>(), tol)) << "forward";
-  const Tensor dy = randn(yc.shape(), 99);
-  yc.backward(dy);
-  yg.backward(dy.to(gpu_output_dtype).to(kGpu));
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ASSERT_TRUE(gpu[i].grad().defined()) << "input " << i;
-    EXPECT_EQ(gpu[i].grad().dtype(), DType::f32) << "gradient " << i;
-    EXPECT_EQ(gpu[i].grad().shape(), inputs[i].shape()) << "gradient " << i;
-    EXPECT_TRUE(test::all_close(host_f32(gpu[i].grad()), cpu[i].grad().to_vector<float>(), tol)) << "gradient " << i;
-  }
-}
+// Zero-mean normal values with standard deviation sd.
+Tensor randn(const Shape& s, uint64_t seed, double sd = 1.0) { return test::randn(s, seed, 0.0, sd); }
 
 const test::Tolerance kF32{5e-4, 5e-4};  // float sums in another order than the CPU's
 

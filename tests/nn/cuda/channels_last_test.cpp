@@ -8,15 +8,14 @@
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
 #include "nn/miniresnet.h"
-#include "support/tolerance.h"
+#include "support/gpu_ops.h"
 
 namespace cg::nn {
 namespace {
 
-#define NEED_GPU() \
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
-
-const Device kGpu = Device::cuda(0);
+using test::kGpu;
+using test::labels_for;
+using test::random_images;
 
 MiniResNetOptions small(ops::Layout layout) {
   MiniResNetOptions o;
@@ -26,18 +25,6 @@ MiniResNetOptions small(ops::Layout layout) {
   return o;
 }
 
-Tensor random_images(int64_t n, uint64_t seed) {
-  Generator gen(seed);
-  Tensor x = Tensor::empty({n, 3, 16, 16});
-  normal_(x, gen, 0.0, 1.0);
-  return x;
-}
-
-Tensor labels_for(int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = (i * 3) % 10;
-  return Tensor::from_vector(v, {n});
-}
 
 std::vector<double> host_f64(const Tensor& t) { return t.to(Device::cpu()).to(DType::f64).to_vector<double>(); }
 

@@ -11,15 +11,14 @@
 #include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
-#include "support/tolerance.h"
+#include "support/gpu_ops.h"
 
 namespace cg::nn {
 namespace {
 
-#define NEED_GPU() \
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
-
-const Device kGpu = Device::cuda(0);
+using test::kGpu;
+using test::labels_for;
+using test::random_images;
 
 MiniResNetOptions small() {
   MiniResNetOptions o;
@@ -28,18 +27,6 @@ MiniResNetOptions small() {
   return o;
 }
 
-Tensor random_images(int64_t n, uint64_t seed) {
-  Generator gen(seed);
-  Tensor x = Tensor::empty({n, 3, 16, 16});
-  normal_(x, gen, 0.0, 1.0);
-  return x;
-}
-
-Tensor labels_for(int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = (i * 3) % 10;
-  return Tensor::from_vector(v, {n});
-}
 
 void expect_same_state(const Module& gpu, const Module& cpu, test::Tolerance tol) {
   const NamedTensors g = gpu.state_dict(), c = cpu.state_dict();
