@@ -22,13 +22,11 @@
 #include "engine/device_allocator.h"
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
+#include "support/gpu_ops.h"
 #include "support/paths.h"
 
 namespace cg::apps {
 namespace {
-
-#define NEED_GPU() \
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
 
 constexpr int64_t kBatch = 32, kSide = 16;
 

@@ -11,14 +11,12 @@
 #include "engine/ops.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/graph.h"
+#include "support/gpu_ops.h"
 
 namespace cg {
 namespace {
 
-#define NEED_GPU() \
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
-
-std::vector<float> host(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>(); }
+std::vector<float> host(const Tensor& t) { return test::host_f32(t); }
 
 TEST(CudaGraph, ReplaysOnNewInputsFromItsOwnPool) {
   NEED_GPU();
