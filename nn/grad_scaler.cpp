@@ -50,8 +50,9 @@ void GradScaler::unscale_gpu(const NamedTensors& params) {
                                            current_stream(device_).handle());
 }
 
-bool GradScaler::step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& agree) {
+bool GradScaler::step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& given) {
   autograd::NoGradGuard no_grad;
+  const AgreeOnOverflow& agree = given ? given : agree_;
   if (device_.is_cuda()) {
     unscale_gpu(params);
     if (agree) agree(found_inf_);

@@ -6,7 +6,7 @@
 // memory; a table for people and, last, one JSON line for scripts (scripts/gpu_compare.sh).
 // On a GPU the phases are timed with CUDA events read after the last step: no step waits for
 // the host. On the CPU, with the wall clock. --cuda-graph runs the step as the trainer does with
-// train.cuda_graph=true (apps/common/graphed_step.h): captured once during the warm-up, then
+// train.cuda_graph=true (train/graphed_step.h): captured once during the warm-up, then
 // replayed, each step's time including the copy of its batch into the graph's inputs and of the
 // learning rate; total time only.
 #include <algorithm>
@@ -16,10 +16,7 @@
 #include <vector>
 
 #include "apps/bench/step_clock.h"
-#include "apps/common/graphed_step.h"
-#include "apps/common/train_config.h"
-#include "apps/common/train_step.h"
-#include "apps/common/training_parts.h"
+#include "train/session.h"
 #include "engine/device_allocator.h"
 #include "engine/random.h"
 #include "kernels/cuda/cudnn.h"
@@ -28,6 +25,7 @@
 #include "util/log.h"
 
 namespace cg::apps {
+using namespace cg::train;
 namespace {
 
 constexpr const char* kUsage =
@@ -69,24 +67,10 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-int run(const Options& o) {
-  const TrainConfig c = load_train_config(o.config_path, o.overrides);
-  DistContext dc(c.dist.timeout_s);
-  const Device device = choose_device(c, dc.identity().local_rank);
-  const Stream compute = device.is_cuda() ? Stream::create(device) : Stream();
-  StreamGuard on_compute(compute);
-
-  Generator gen(uint64_t(c.train.seed));
-  const nn::MiniResNetOptions mo = model_options(c);
-  nn::MiniResNet model(mo, gen);
-  model.to(device);
-  auto optimizer = make_optimizer(c, model);
-  std::unique_ptr<dist::DistributedDataParallel> ddp = make_ddp(c, dc, model, device);
-  TrainStep step(c, model, *optimizer, ddp.get(), device);
-
-  // A few distinct random batches, cycled: real-looking inputs, no loader in the measurement.
+// A few distinct random batches, cycled: real-looking inputs, no loader in the measurement.
+std::vector<data::DeviceBatch> random_batches(const TrainConfig& c, Generator& gen, Device device) {
   const int64_t side = c.data.image_size > 0 ? c.data.image_size : 32, n = c.data.batch_size;
-  std::vector<DeviceBatch> batches;
+  std::vector<data::DeviceBatch> batches;
   for (int i = 0; i < 4; ++i) {
     Tensor images = Tensor::empty({n, c.model.in_channels, side, side});
     normal_(images, gen, 0.0, 1.0);
@@ -94,37 +78,54 @@ int run(const Options& o) {
     for (int64_t j = 0; j < n; ++j) labels[size_t(j)] = (j * 7 + i) % c.model.num_classes;
     batches.push_back({images.to(device), Tensor::from_vector(labels, {n}).to(device), n});
   }
+  return batches;
+}
 
-  // The step exactly as the trainer runs it; with a clock, its phase boundaries are marked.
-  auto one_step = [&](const DeviceBatch& b, StepClock* clock) {
-    if (clock) clock->mark();
+// The trainer's step exactly as it runs it, its phase boundaries marked on the clock.
+void time_eager_steps(TrainStep& step, const std::vector<data::DeviceBatch>& batches, int64_t steps, double lr,
+                      StepClock& clock) {
+  for (int64_t s = 0; s < steps; ++s) {
+    const data::DeviceBatch& b = batches[size_t(s) % batches.size()];
+    clock.mark();
     Tensor hits;
     const Tensor loss = step.forward(b, true, &hits);
-    if (clock) clock->mark();
+    clock.mark();
     step.backward(loss);
-    if (clock) clock->mark();
+    clock.mark();
     step.finish_gradient_sync();
-    if (clock) clock->mark();
-    step.optimizer_step(c.optim.lr);
-    if (clock) clock->mark();
-  };
-  CG_CHECK(!o.cuda_graph || device.is_cuda(), "--cuda-graph needs train.device=cuda");
-  CG_CHECK(!o.cuda_graph || !ddp || ddp->comm().name().find("gloo") == std::string::npos,
-           "--cuda-graph cannot capture Gloo (host code); use dist.backend=nccl or modeled");
-  std::unique_ptr<GraphedTrainStep> graphed;
-  if (o.cuda_graph)
-    graphed = std::make_unique<GraphedTrainStep>(step, *optimizer, ddp ? &ddp->comm() : nullptr, compute);
-  for (int64_t s = 0; s < o.warmup; ++s) {
-    const DeviceBatch& b = batches[size_t(s) % batches.size()];
-    if (graphed) graphed->run(b, c.optim.lr);
-    else one_step(b, nullptr);
+    clock.mark();
+    step.optimizer_step(lr);
+    clock.mark();
   }
+}
+
+int run(const Options& o) {
+  TrainConfig c = load_train_config(o.config_path, o.overrides);
+  c.train.cuda_graph = o.cuda_graph;  // the trainer's graphed step, as with train.cuda_graph=true
+  TrainSession session(c);  // the trainer's own setup: device, model, optimizer, DDP, the step
+  session.start(nullptr);
+  const Device device = session.device();
+  const Stream& compute = session.compute();
+  DistContext& dc = session.dist();
+  dist::DistributedDataParallel* ddp = session.ddp();
+  GraphedTrainStep* graphed = session.graphed();
+  const std::vector<data::DeviceBatch> batches = random_batches(c, session.generator(), device);
+  const int64_t n = c.data.batch_size;
+  auto one_step = [&](const data::DeviceBatch& b) {
+    if (graphed) {
+      graphed->run(b, c.optim.lr);
+    } else {
+      Tensor hits;
+      session.step().run(b, c.optim.lr, &hits);
+    }
+  };
+  for (int64_t s = 0; s < o.warmup; ++s) one_step(batches[size_t(s) % batches.size()]);
   compute.synchronize();
   allocator_for(device).reset_peak();
   StepClock clock(device, compute);
   std::vector<double> total, fwd, bwd, comm, opt;
-  if (!o.cuda_graph) {
-    for (int64_t s = 0; s < o.steps; ++s) one_step(batches[size_t(s) % batches.size()], &clock);
+  if (!graphed) {
+    time_eager_steps(session.step(), batches, o.steps, c.optim.lr, clock);
     compute.synchronize();
     for (const auto& p : clock.intervals_ms(5)) {  // per step: 4 phases
       fwd.push_back(p[0]);

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/train_config.h"
-#include "apps/common/trainer.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
 #include "dist/identity.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -48,18 +48,18 @@ CommandLine parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cg::apps::TrainConfig config;
+  cg::train::TrainConfig config;
   std::string yaml;
   try {
     const cg::dist::Identity id = cg::dist::identity_from_env();  // rank-aware output from the start
     cg::log::set_rank(id.rank, id.world_size);
     const CommandLine cl = parse(argc, argv);
     if (cl.help) {
-      std::printf("%s%s", kUsage, cg::apps::train_config_help().c_str());
+      std::printf("%s%s", kUsage, cg::train::train_config_help().c_str());
       return 0;
     }
-    config = cg::apps::load_train_config(cl.config_path, cl.overrides);
-    yaml = cg::apps::to_yaml(config);
+    config = cg::train::load_train_config(cl.config_path, cl.overrides);
+    yaml = cg::train::to_yaml(config);
   } catch (const cg::Error& e) {
     cg::log::error("{}", e.what());
     std::fprintf(stderr, "run 'cudagrad-train --help' for the list of keys\n");
@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
   }
   try {
     cg::log::info("cudagrad-train, resolved config:\n{}", yaml);
-    cg::apps::install_stop_signal_handlers();
-    const cg::apps::TrainResult r = cg::apps::train(config, yaml);
+    cg::train::install_stop_signal_handlers();
+    const cg::train::TrainResult r = cg::train::train(config, yaml);
     if (r.interrupted) {
       cg::log::warn("stopped early; resume with checkpoint.resume_from={}", r.checkpoint);
       return 130;

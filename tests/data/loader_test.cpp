@@ -27,7 +27,7 @@ struct LoaderRun {
 };
 
 std::vector<Batch> drain(const Dataset& ds, const LoaderRun& run) {
-  DistributedSampler sampler(ds.size(), run.rank, run.world, /*shuffle=*/true, 11, /*drop_last=*/false);
+  DistributedSampler sampler(ds.size(), run.rank, run.world, {.shuffle = true, .seed = 11, .drop_last = false});
   LoaderOptions o;
   o.batch_size = 8;
   o.num_workers = run.workers;
@@ -59,7 +59,7 @@ TEST(DataLoader, BatchesFollowTheSamplerAndTheDataset) {
   const auto batches = drain(ds, {});
   ASSERT_EQ(batches.size(), 8u);  // 61 / 8 rounded up
   EXPECT_EQ(batches.back().size, 5);
-  DistributedSampler sampler(ds.size(), 0, 1, true, 11, false);
+  DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 11, .drop_last = false});
   sampler.set_epoch(3);
   const auto order = sampler.indices();
   std::vector<float> img(size_t(ds.image_numel()));
@@ -110,7 +110,7 @@ TEST(DataLoader, EpochsAndRanksSeeDifferentData) {
 
 TEST(DataLoader, StartEpochAgainRestartsCleanly) {
   const auto ds = small_dataset(400);
-  DistributedSampler sampler(ds.size(), 0, 1, true, 0, true);
+  DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 0, .drop_last = true});
   LoaderOptions o;
   o.batch_size = 4;
   o.num_workers = 3;
@@ -144,7 +144,7 @@ class FailingDataset : public SyntheticDataset {
 TEST(DataLoader, ErrorsInGetSurfaceFromNextAsCgError) {
   FailingDataset ds;
   for (int workers : {0, 1, 2, 4}) {
-    DistributedSampler sampler(ds.size(), 0, 1, false, 0, true);
+    DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = false, .seed = 0, .drop_last = true});
     LoaderOptions o;
     o.batch_size = 4;
     o.num_workers = workers;
@@ -170,7 +170,7 @@ TEST(DataLoader, ErrorsInGetSurfaceFromNextAsCgError) {
 TEST(DataLoader, DestroyedMidEpochJoinsCleanly) {
   const auto ds = small_dataset(4000);
   for (int workers : {1, 3}) {
-    DistributedSampler sampler(ds.size(), 0, 1, true, 0, true);
+    DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 0, .drop_last = true});
     LoaderOptions o;
     o.batch_size = 4;
     o.num_workers = workers;
@@ -181,7 +181,7 @@ TEST(DataLoader, DestroyedMidEpochJoinsCleanly) {
     loader.reset();  // workers blocked on a full window must wake up and exit
   }
   // Destroyed right after start, before anything was consumed, and never started at all.
-  DistributedSampler sampler(ds.size(), 0, 1, true, 0, true);
+  DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 0, .drop_last = true});
   LoaderOptions o;
   o.num_workers = 3;
   {

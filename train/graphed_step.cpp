@@ -1,9 +1,9 @@
-#include "apps/common/graphed_step.h"
+#include "train/graphed_step.h"
 
 #include "util/check.h"
 #include "util/nvtx.h"
 
-namespace cg::apps {
+namespace cg::train {
 
 GraphedTrainStep::GraphedTrainStep(TrainStep& step, nn::Optimizer& optimizer, const dist::GradientComm* comm,
                                    const Stream& compute)
@@ -13,7 +13,7 @@ GraphedTrainStep::GraphedTrainStep(TrainStep& step, nn::Optimizer& optimizer, co
            compute.device().str());
 }
 
-StepOutputs GraphedTrainStep::run(const DeviceBatch& batch, double lr) {
+StepOutputs GraphedTrainStep::run(const data::DeviceBatch& batch, double lr) {
   CG_CHECK(current_stream(compute_.device()) == compute_, "GraphedTrainStep: the compute stream is not current");
   if (eager_steps_ < kEagerSteps) {
     ++eager_steps_;
@@ -43,7 +43,7 @@ StepOutputs GraphedTrainStep::run(const DeviceBatch& batch, double lr) {
   return {loss_.clone(), hits_.clone()};  // the next replay overwrites loss_ and hits_
 }
 
-void GraphedTrainStep::capture(const DeviceBatch& batch, double lr) {
+void GraphedTrainStep::capture(const data::DeviceBatch& batch, double lr) {
   // Before the capture: the copy of a batch into the inputs, and the write of the learning rate,
   // must happen before every replay with that step's values, not be recorded with this one's.
   inputs_ = {batch.images.clone(), batch.labels.clone(), batch.size};
@@ -56,4 +56,4 @@ void GraphedTrainStep::capture(const DeviceBatch& batch, double lr) {
 
 PoolStats GraphedTrainStep::pool_stats() const { return graph_ ? graph_->pool_stats() : PoolStats{}; }
 
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -5,15 +5,16 @@
 // the device). Nothing here waits for the GPU.
 #pragma once
 #include <memory>
+#include <optional>
 
-#include "apps/common/device_feeder.h"
-#include "apps/common/train_config.h"
+#include "data/device_feeder.h"
+#include "train/train_config.h"
 #include "dist/ddp.h"
 #include "nn/grad_scaler.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 
-namespace cg::apps {
+namespace cg::train {
 
 class TrainStep {
  public:
@@ -21,15 +22,16 @@ class TrainStep {
   TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
             dist::DistributedDataParallel* ddp, Device device);
 
-  // sync: whether the backward of this micro-batch ends an accumulation group (DDP communicates).
-  // Returns the float32 mean loss on the device; *hits receives the correct-prediction count.
-  Tensor forward(const DeviceBatch& batch, bool sync, Tensor* hits);
+  // sync: whether the backward of this micro-batch ends an accumulation group (DDP communicates;
+  // otherwise the forward runs under DDP's no_sync()). Returns the float32 mean loss on the
+  // device; *hits receives the correct-prediction count.
+  Tensor forward(const data::DeviceBatch& batch, bool sync, Tensor* hits);
   void backward(const Tensor& loss);
-  void finish_gradient_sync();
+  void finish_gradient_sync();  // DDP's wait for the gradients' all-reduces
   void optimizer_step(double lr);  // and zero the gradients
   // The four phases in a row for one batch that ends its accumulation group: what a CUDA graph
-  // captures (apps/common/graphed_step.h). Returns the detached loss; *hits as forward's.
-  Tensor run(const DeviceBatch& batch, double lr, Tensor* hits);
+  // captures (train/graphed_step.h). Returns the detached loss; *hits as forward's.
+  Tensor run(const data::DeviceBatch& batch, double lr, Tensor* hits);
 
   nn::GradScaler* scaler() { return scaler_.get(); }
 
@@ -44,4 +46,4 @@ class TrainStep {
   std::unique_ptr<nn::GradScaler> scaler_;  // fp16 only: bf16 has float32's range
 };
 
-}  // namespace cg::apps
+}  // namespace cg::train

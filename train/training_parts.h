@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "apps/common/distributed.h"
-#include "apps/common/train_config.h"
+#include "train/distributed.h"
+#include "train/train_config.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "dist/ddp.h"
@@ -17,30 +17,34 @@
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 
-namespace cg::apps {
+namespace cg::train {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t);
 
-// The train or test split of the configured dataset.
-std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train);
+enum class Split { train, test };
+// One split of the configured dataset (the synthetic test split is a fifth of the training one).
+std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, Split split);
 nn::MiniResNetOptions model_options(const TrainConfig& c);
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
 nn::ScheduleKind schedule_kind(const TrainConfig& c);
+// OpenMP threads for CPU compute: train.threads, or this machine's cores shared by the ranks on it.
+void set_compute_threads(const TrainConfig& c, int world_size);
 // Where to train: the GPU local_rank % visible GPUs (made current) when train.device is cuda, or
 // auto and a GPU is visible; else the CPU. Applies the config's GPU kernel choices; fails clearly
 // for a GPU-only setting without a GPU. Logs what is used.
 Device choose_device(const TrainConfig& c, int local_rank);
 
-struct EvalResult {
-  double loss = 0, accuracy = 0, images_per_s = 0;
-};
-// Each rank evaluates its shard of the test set in eval mode; the sums are added over ranks.
-// DDP over the transport dist.backend asks for, or null when there is nothing to communicate.
+// DDP over the transport dist.backend asks for (train/distributed.h), or null when there is
+// nothing to communicate (one process, dist.backend not modeled).
 std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, DistContext& dc, nn::Module& model,
                                                         Device device);
 
-// On a GPU under the same autocast as training.
+struct EvalResult {
+  double loss = 0, accuracy = 0, images_per_s = 0;
+};
+// Each rank evaluates its shard of the test set in eval mode (on a GPU under the same autocast as
+// training); the sums are added over ranks.
 EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc,
                     Device device);
 
@@ -51,4 +55,4 @@ std::string latest_checkpoint(const std::filesystem::path& dir);
 // CRC-32 of every state-dict tensor's bytes: equal weights, equal fingerprints.
 uint32_t state_fingerprint(const nn::Module& model);
 
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -12,7 +12,7 @@
 #include "engine/stream.h"
 #include "engine/tensor.h"
 
-namespace cg::apps {
+namespace cg::data {
 
 struct DeviceBatch {
   Tensor images;  // float32 [n, c, h, w]
@@ -57,4 +57,4 @@ class DeviceFeeder : public BatchSource {
   bool primed_ = false;
 };
 
-}  // namespace cg::apps
+}  // namespace cg::data

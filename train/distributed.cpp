@@ -1,4 +1,4 @@
-#include "apps/common/distributed.h"
+#include "train/distributed.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "util/check.h"
 #include "util/log.h"
 
-namespace cg::apps {
+namespace cg::train {
 namespace {
 
 // The address other ranks reach this one at: loopback for single-node jobs, else the host name.
@@ -143,4 +143,4 @@ void DistContext::barrier() {
   if (distributed()) group_->barrier();
 }
 
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -1,11 +1,11 @@
-#include "apps/common/device_feeder.h"
+#include "data/device_feeder.h"
 
 #include <cstring>
 
 #include "engine/device_copy.h"
 #include "kernels/cuda/memory.h"
 
-namespace cg::apps {
+namespace cg::data {
 
 // Pinned host memory for one batch (grown when a batch is larger), and the event after the
 // device copy that reads it: the buffer is refilled only once that copy is done.
@@ -87,4 +87,4 @@ std::optional<DeviceBatch> DeviceFeeder::next() {
   return current;
 }
 
-}  // namespace cg::apps
+}  // namespace cg::data

@@ -1,15 +1,11 @@
-// The training loop's batch sources on the CPU: DeviceFeeder hands out exactly the loader's
-// batches, epoch after epoch and after a mid-epoch skip; WindowStats sums what it was given and
-// refuses a non-finite loss, naming the step. (The GPU path: tests/apps/cuda/.)
+// The training loop's batch source on the CPU: DeviceFeeder hands out exactly the loader's
+// batches, epoch after epoch and after a mid-epoch skip. (The GPU path: tests/data/cuda/.)
 #include <gtest/gtest.h>
 
-#include <limits>
-
-#include "apps/common/device_feeder.h"
-#include "apps/common/window_stats.h"
+#include "data/device_feeder.h"
 #include "data/synthetic.h"
 
-namespace cg::apps {
+namespace cg::data {
 namespace {
 
 data::SyntheticOptions tiny() {
@@ -22,7 +18,7 @@ data::SyntheticOptions tiny() {
 
 TEST(DeviceFeeder, OnTheCpuHandsOutTheLoadersBatches) {
   data::SyntheticDataset ds(tiny());
-  data::DistributedSampler s1(ds.size(), 0, 1, true, 3, true), s2(ds.size(), 0, 1, true, 3, true);
+  data::DistributedSampler s1(ds.size(), 0, 1, {.shuffle = true, .seed = 3, .drop_last = true}), s2(ds.size(), 0, 1, {.shuffle = true, .seed = 3, .drop_last = true});
   data::LoaderOptions lo;
   lo.batch_size = 8;
   lo.num_workers = 2;
@@ -49,23 +45,5 @@ TEST(DeviceFeeder, OnTheCpuHandsOutTheLoadersBatches) {
   }
 }
 
-TEST(WindowStats, SumsLossTimesImagesAndHits) {
-  WindowStats w;
-  w.add(Tensor::scalar(2.0), Tensor::full({}, 3, DType::i64), 4);
-  w.add(Tensor::scalar(1.0), Tensor::full({}, 1, DType::i64), 2);
-  const WindowSums s = w.flush(7);
-  EXPECT_DOUBLE_EQ(s.loss_sum, 2.0 * 4 + 1.0 * 2);
-  EXPECT_DOUBLE_EQ(s.correct, 4);
-  EXPECT_DOUBLE_EQ(s.images, 6);
-  EXPECT_TRUE(w.empty());
-  w.add(Tensor::scalar(std::numeric_limits<double>::quiet_NaN()), Tensor::zeros({}, DType::i64), 1);
-  try {
-    w.flush(12);
-    FAIL() << "a NaN loss must stop training";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("step 12"), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace
-}  // namespace cg::apps
+}  // namespace cg::data

@@ -7,7 +7,7 @@
 
 #include "engine/tensor.h"
 
-namespace cg::apps {
+namespace cg::train {
 
 struct WindowSums {
   double loss_sum = 0;  // sum over images of the loss
@@ -28,4 +28,4 @@ class WindowStats {
   std::vector<int64_t> sizes_;
 };
 
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -1,11 +1,11 @@
-#include "apps/common/metrics.h"
+#include "train/metrics.h"
 
 #include "util/check.h"
 
-namespace cg::apps {
+namespace cg::train {
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append)
-    : out_(path, append ? std::ios::app : std::ios::trunc) {
+MetricsWriter::MetricsWriter(const std::string& path, Mode mode)
+    : out_(path, mode == Mode::append ? std::ios::app : std::ios::trunc) {
   if (!out_) throw Error(fmt::format("cannot open metrics file {}: {}", path, std::strerror(errno)));
 }
 
@@ -15,4 +15,4 @@ void MetricsWriter::write(const nlohmann::json& record) {
   out_.flush();
 }
 
-}  // namespace cg::apps
+}  // namespace cg::train

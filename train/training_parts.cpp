@@ -1,15 +1,17 @@
 // The pieces the training loop is assembled from: datasets, optimizer and schedule built from the
 // config, batches as tensors, the sharded evaluation, and checkpoint bookkeeping.
-#include "apps/common/training_parts.h"
+#include "train/training_parts.h"
 
 #include <omp.h>
 #include <zlib.h>
 
+#include <thread>
+
 #include "data/dataset_factory.h"
 #include "data/loader.h"
 #include "data/sampler.h"
-#include "apps/common/device_feeder.h"
-#include "apps/common/window_stats.h"
+#include "data/device_feeder.h"
+#include "train/window_stats.h"
 #include "engine/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
@@ -18,7 +20,7 @@
 #include "kernels/cuda/stream.h"
 #include "util/log.h"
 
-namespace cg::apps {
+namespace cg::train {
 namespace fs = std::filesystem;
 
 double seconds_since(Clock::time_point t) {
@@ -36,7 +38,13 @@ data::DatasetKind dataset_kind(const TrainConfig& c) {
 }
 }  // namespace
 
-std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, bool train) {
+void set_compute_threads(const TrainConfig& c, int world_size) {
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  omp_set_num_threads(c.train.threads > 0 ? int(c.train.threads) : std::max(1, cores / std::max(1, world_size)));
+}
+
+std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, Split split) {
+  const bool train = split == Split::train;
   data::DatasetOptions o;
   o.kind = dataset_kind(c);
   o.path = c.data.path;
@@ -82,14 +90,14 @@ EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const 
   autograd::NoGradGuard no_grad;
   autocast::Scope autocast(c.amp.enabled, c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16);
   model.eval();
-  data::DistributedSampler sampler(test_set.size(), dc.rank(), dc.world_size(), /*shuffle=*/false, 0,
-                                   /*drop_last=*/false);
+  data::DistributedSampler sampler(test_set.size(), dc.rank(), dc.world_size(),
+                                   {.shuffle = false, .seed = 0, .drop_last = false});
   data::LoaderOptions lo;
   lo.batch_size = c.train.eval_batch_size;
   lo.num_workers = int(c.data.num_workers);
   lo.drop_last = false;
   data::DataLoader loader(test_set, sampler, lo);
-  DeviceFeeder feeder(loader, device, current_stream(device));
+  data::DeviceFeeder feeder(loader, device, current_stream(device));
   feeder.start_epoch(0, 0);
   WindowStats stats;
   const auto start = Clock::now();
@@ -188,4 +196,4 @@ uint32_t state_fingerprint(const nn::Module& model) {
 }
 
 
-}  // namespace cg::apps
+}  // namespace cg::train

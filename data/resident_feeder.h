@@ -6,12 +6,12 @@
 #pragma once
 #include <cstddef>
 
-#include "apps/common/device_feeder.h"
+#include "data/device_feeder.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 
-namespace cg::apps {
+namespace cg::data {
 
 class ResidentFeeder : public BatchSource {
  public:
@@ -46,4 +46,4 @@ class ResidentFeeder : public BatchSource {
   int64_t epoch_ = 0, next_batch_ = 0, end_batch_ = 0;
 };
 
-}  // namespace cg::apps
+}  // namespace cg::data

@@ -1,11 +1,11 @@
-#include "apps/common/train_step.h"
+#include "train/train_step.h"
 
 #include "engine/autocast.h"
 #include "engine/ops.h"
 #include "util/nvtx.h"
 #include "util/trace.h"
 
-namespace cg::apps {
+namespace cg::train {
 
 TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
                      dist::DistributedDataParallel* ddp, Device device)
@@ -13,17 +13,17 @@ TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& opt
       amp_(c.amp.enabled), amp_dtype_(c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16),
       accum_(c.train.grad_accum_steps) {
   if (amp_ && amp_dtype_ == DType::f16) scaler_ = std::make_unique<nn::GradScaler>(nn::GradScalerOptions{}, device);
+  if (ddp_ && scaler_) ddp_->attach(*scaler_);  // every rank skips an overflowing step together
 }
 
-Tensor TrainStep::forward(const DeviceBatch& batch, bool sync, Tensor* hits) {
-  if (ddp_) {
-    ddp_->set_require_sync(sync);
-    ddp_->before_forward();
-  }
+Tensor TrainStep::forward(const data::DeviceBatch& batch, bool sync, Tensor* hits) {
   trace::Span span("forward", "compute");
   CG_NVTX_RANGE("forward");
   autocast::Scope autocast(amp_, amp_dtype_);
-  return ops::cross_entropy(model_(batch.images), batch.labels, hits);
+  if (!ddp_) return ops::cross_entropy(model_(batch.images), batch.labels, hits);
+  std::optional<dist::DistributedDataParallel::NoSync> accumulate_only;
+  if (!sync) accumulate_only.emplace(ddp_->no_sync());
+  return ops::cross_entropy((*ddp_)(batch.images), batch.labels, hits);
 }
 
 void TrainStep::backward(const Tensor& loss) {
@@ -38,10 +38,10 @@ void TrainStep::finish_gradient_sync() {
   if (!ddp_) return;
   trace::Span span("wait for all-reduces", "compute");
   CG_NVTX_RANGE("wait for all-reduces");
-  ddp_->finish_gradient_sync();
+  ddp_->wait_for_gradients();
 }
 
-Tensor TrainStep::run(const DeviceBatch& batch, double lr, Tensor* hits) {
+Tensor TrainStep::run(const data::DeviceBatch& batch, double lr, Tensor* hits) {
   const Tensor loss = forward(batch, true, hits);
   backward(loss);
   finish_gradient_sync();
@@ -54,10 +54,7 @@ void TrainStep::optimizer_step(double lr) {
     trace::Span span("optimizer", "compute");
     CG_NVTX_RANGE("optimizer");
     if (scaler_) {
-      // Every rank must skip together: DDP averages the overflow flags over the ranks.
-      nn::AgreeOnOverflow agree;
-      if (ddp_) agree = [this](Tensor& found_inf) { ddp_->agree_on_overflow(found_inf); };
-      scaler_->step(optimizer_, params_, lr, agree);
+      scaler_->step(optimizer_, params_, lr);  // agreed over the ranks by DDP (attach)
     } else {
       optimizer_.step(lr);
     }
@@ -66,4 +63,4 @@ void TrainStep::optimizer_step(double lr) {
   else optimizer_.zero_grad();
 }
 
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -1,8 +1,8 @@
-#include "apps/common/window_stats.h"
+#include "train/window_stats.h"
 
 #include <cmath>
 
-namespace cg::apps {
+namespace cg::train {
 
 void WindowStats::add(const Tensor& loss, const Tensor& hits, int64_t images) {
   losses_.push_back(loss.detach());
@@ -26,4 +26,4 @@ WindowSums WindowStats::flush(int64_t last_step) {
   return s;
 }
 
-}  // namespace cg::apps
+}  // namespace cg::train

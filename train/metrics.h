@@ -6,13 +6,16 @@
 #include <fstream>
 #include <string>
 
-namespace cg::apps {
+namespace cg::train {
 
 class MetricsWriter {
  public:
+  enum class Mode {
+    truncate,  // start the file afresh
+    append,    // keep the lines of an earlier run (resume)
+  };
   MetricsWriter() = default;  // disabled
-  // append: keep lines of an earlier run (resume); otherwise start the file afresh.
-  MetricsWriter(const std::string& path, bool append);
+  MetricsWriter(const std::string& path, Mode mode);
   void write(const nlohmann::json& record);
   bool enabled() const { return out_.is_open(); }
 
@@ -20,4 +23,4 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-}  // namespace cg::apps
+}  // namespace cg::train

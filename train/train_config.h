@@ -7,15 +7,16 @@
 #include <string>
 #include <vector>
 
-namespace cg::apps {
+namespace cg::train {
 
 enum class DatasetName { fashion_mnist, cifar10, synthetic };
 enum class OptimizerName { sgd, adamw };
 enum class ScheduleName { constant, cosine, warmup_cosine };
 enum class DeviceName { auto_select, cpu, cuda };  // "auto": CUDA when available
 enum class AmpDtype { fp16, bf16 };
-// "auto": nccl on GPUs, gloo on the CPU. "modeled": one real rank whose all-reduces occupy the
-// communication stream as long as a ring all-reduce over dist.modeled_* would take.
+// "auto": NCCL when every rank on a node has a GPU of its own, else Gloo (staged through pinned
+// memory for GPU tensors; dist/backend_choice.h). "modeled": one real rank whose all-reduces occupy
+// the communication stream as long as a ring all-reduce over dist.modeled_* would take.
 enum class DistBackend { auto_select, nccl, gloo, modeled };
 enum class KernelChoice { auto_select, cudnn, native };  // per op family, GPU only
 enum class AlgoSearchName { timed, heuristic };         // how cuDNN convolution algorithms are chosen
@@ -117,4 +118,4 @@ std::string to_yaml(const TrainConfig& config);
 // Every key with its type, allowed values, default and meaning.
 std::string train_config_help();
 
-}  // namespace cg::apps
+}  // namespace cg::train

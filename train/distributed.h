@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/train_config.h"
+#include "train/train_config.h"
 #include "dist/gradient_comm.h"
 #include "dist/identity.h"
 #include "dist/process_group.h"
 #include "dist/tcp_store.h"
 
-namespace cg::apps {
+namespace cg::train {
 
 class DistContext {
  public:
@@ -48,4 +48,4 @@ class DistContext {
   std::unique_ptr<dist::ProcessGroup> group_;
 };
 
-}  // namespace cg::apps
+}  // namespace cg::train

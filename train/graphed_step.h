@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "apps/common/train_step.h"
+#include "train/train_step.h"
 #include "dist/gradient_comm.h"
 #include "engine/cuda_graph.h"
 
-namespace cg::apps {
+namespace cg::train {
 
 struct StepOutputs {
   Tensor loss;  // float32 [], the batch's mean loss
@@ -35,22 +35,22 @@ class GraphedTrainStep {
 
   // One optimizer step on `batch` (shaped like the first one) with learning rate `lr`. The
   // outputs are this step's own (copies), so they may be kept while later steps run.
-  StepOutputs run(const DeviceBatch& batch, double lr);
+  StepOutputs run(const data::DeviceBatch& batch, double lr);
   bool captured() const { return graph_ != nullptr; }
   int64_t replays() const { return replays_; }
   PoolStats pool_stats() const;
 
  private:
-  void capture(const DeviceBatch& batch, double lr);
+  void capture(const data::DeviceBatch& batch, double lr);
 
   TrainStep& step_;
   nn::Optimizer& optimizer_;
   const dist::GradientComm* comm_;
   Stream compute_;
   int64_t eager_steps_ = 0, replays_ = 0;
-  DeviceBatch inputs_;         // allocated before the capture; every batch is copied in
+  data::DeviceBatch inputs_;         // allocated before the capture; every batch is copied in
   Tensor loss_, hits_;         // written by every replay
   std::unique_ptr<CudaGraph> graph_;
 };
 
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -7,11 +7,11 @@
 
 #include <string>
 
-#include "apps/common/resident_feeder.h"
+#include "data/resident_feeder.h"
 #include "data/random.h"
 #include "kernels/cuda/device_info.h"
 
-namespace cg::apps {
+namespace cg::data {
 namespace {
 
 // Uniform noise in [-1, 1), a pure function of the index; black is a different value per channel.
@@ -41,8 +41,7 @@ class NoiseImages : public data::Dataset {
 void expect_same_batches(const data::Dataset& ds, const data::LoaderOptions& lo, int world, bool drop_last,
                          const std::vector<int64_t>& epochs, int64_t skip, const std::string& what) {
   const Stream compute = Stream::create(Device::cuda(0));
-  data::DistributedSampler s1(ds.size(), lo.rank, world, true, 5, drop_last), s2(ds.size(), lo.rank, world, true, 5,
-                                                                                  drop_last);
+  data::DistributedSampler s1(ds.size(), lo.rank, world, {.shuffle = true, .seed = 5, .drop_last = drop_last}), s2(ds.size(), lo.rank, world, {.shuffle = true, .seed = 5, .drop_last = drop_last});
   data::DataLoader loader(ds, s1, lo);
   ResidentFeeder feeder(ds, s2, lo, Device::cuda(0), compute);
   ASSERT_EQ(feeder.batches_per_epoch(), loader.batches_per_epoch()) << what;
@@ -98,4 +97,4 @@ TEST(ResidentFeeder, ASetLargerThanOneUploadChunkArrivesWhole) {
 }
 
 }  // namespace
-}  // namespace cg::apps
+}  // namespace cg::data

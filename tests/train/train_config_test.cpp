@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <fstream>
 
-#include "apps/common/train_config.h"
+#include "train/train_config.h"
 #include "support/paths.h"
 #include "util/check.h"
 
-namespace cg::apps {
+namespace cg::train {
 namespace {
 
 using List = std::vector<int64_t>;
@@ -205,4 +205,4 @@ TEST(TrainConfig, HelpListsEveryKey) {
 }
 
 }  // namespace
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -1,7 +1,7 @@
 // The schema of TrainConfig: one row per field giving its range and help; the key is the field's
 // path and the type and default come from the field itself. Rule: one table serves loading,
 // to_yaml and help, so no key can be known to one of them and missing from another.
-#include "apps/common/train_config.h"
+#include "train/train_config.h"
 
 #include <type_traits>
 #include <utility>
@@ -9,7 +9,7 @@
 #include "util/check.h"
 #include "util/config.h"
 
-namespace cg::apps {
+namespace cg::train {
 namespace {
 
 using config::Kind;
@@ -190,7 +190,9 @@ const std::vector<Field>& fields() {
       CG_FIELD(checkpoint.dir, any(), "checkpoint folder (\"\" = <output.dir>/checkpoints)"),
       CG_FIELD(checkpoint.save_every, at_least(0), "epochs between checkpoints (0 = only at the end)"),
       CG_FIELD(checkpoint.resume_from, any(), "checkpoint to resume from (\"\" = none)"),
-      CG_FIELD(dist.backend, any(), "collective backend (auto: nccl on GPUs, gloo on the CPU)"),
+      CG_FIELD(dist.backend, any(),
+               "gradient transport: auto (NCCL when every rank on a node has a GPU of its own, else Gloo, staged "
+               "through pinned memory for GPU tensors), nccl, gloo, or modeled (one rank times a modeled ring)"),
       // 4 MB rather than PyTorch's 25: MiniResNet's 11 MB of gradients then make 4 buckets, so
       // all-reduce overlaps backward; 25 MB would make 2. To be re-measured on the GPU.
       CG_FIELD(dist.bucket_cap_mb, positive(), "gradient bucket size in MB (> 0)"),
@@ -267,4 +269,4 @@ std::string to_yaml(const TrainConfig& c) {
 
 std::string train_config_help() { return config::help(schema()); }
 
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <fstream>
 
-#include "apps/common/trainer.h"
+#include "train/trainer.h"
 #include "support/paths.h"
 #include "util/check.h"
 #include "util/safetensors.h"
 
-namespace cg::apps {
+namespace cg::train {
 namespace {
 
 std::vector<std::string> base_overrides(const std::string& out, int64_t accum) {
@@ -76,4 +76,4 @@ TEST(Resume, RejectsACorruptCheckpoint) {
 }
 
 }  // namespace
-}  // namespace cg::apps
+}  // namespace cg::train

@@ -1,4 +1,4 @@
-// train.cuda_graph on a GPU (apps/common/graphed_step.h): from the same seed and batches, steps
+// train.cuda_graph on a GPU (train/graphed_step.h): from the same seed and batches, steps
 // replayed from a CUDA graph give bit for bit the losses, weights and BatchNorm statistics of the
 // eager steps, with a learning rate that changes every step (fp32 SGD with momentum; fp16 with
 // loss scaling and AdamW). Bit-identical is expected because the native convolution and batch
@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "apps/common/graphed_step.h"
-#include "apps/common/training_parts.h"
+#include "train/graphed_step.h"
+#include "train/training_parts.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/device_allocator.h"
 #include "engine/random.h"
@@ -25,7 +25,7 @@
 #include "support/gpu_ops.h"
 #include "support/paths.h"
 
-namespace cg::apps {
+namespace cg::train {
 namespace {
 
 constexpr int64_t kBatch = 32, kSide = 16;
@@ -56,9 +56,9 @@ struct Trainee {
   std::unique_ptr<TrainStep> step;
 };
 
-std::vector<DeviceBatch> batches(Device device, int count) {
+std::vector<data::DeviceBatch> batches(Device device, int count) {
   Generator gen(7);
-  std::vector<DeviceBatch> out;
+  std::vector<data::DeviceBatch> out;
   for (int i = 0; i < count; ++i) {
     Tensor images = Tensor::empty({kBatch, 3, kSide, kSide});
     normal_(images, gen, 0.0, 1.0);
@@ -88,11 +88,11 @@ std::vector<std::vector<unsigned char>> state_bytes(const nn::Module& model) {
 
 Trajectory train(const std::vector<std::string>& extra, bool graphed, int steps) {
   Trainee t(extra);
-  const std::vector<DeviceBatch> data = batches(t.device, 4);
+  const std::vector<data::DeviceBatch> data = batches(t.device, 4);
   GraphedTrainStep graph(*t.step, *t.optimizer, nullptr, t.compute);
   Trajectory out;
   for (int s = 0; s < steps; ++s) {
-    const DeviceBatch& b = data[size_t(s) % data.size()];
+    const data::DeviceBatch& b = data[size_t(s) % data.size()];
     Tensor loss, hits;
     if (graphed) {
       loss = graph.run(b, lr_at(s)).loss;
@@ -143,7 +143,7 @@ std::vector<std::vector<unsigned char>> parameter_bytes(const nn::Module& model)
 TEST(GraphedTrainStep, ReplaysReadTheLearningRateOfTheirStep) {
   NEED_GPU();
   Trainee t({"optim.name=sgd", "optim.momentum=0.9"});
-  const std::vector<DeviceBatch> data = batches(t.device, 2);
+  const std::vector<data::DeviceBatch> data = batches(t.device, 2);
   GraphedTrainStep graph(*t.step, *t.optimizer, nullptr, t.compute);
   for (int s = 0; s <= GraphedTrainStep::kEagerSteps; ++s) graph.run(data[size_t(s) % 2], 0.05);
   ASSERT_TRUE(graph.captured());
@@ -157,7 +157,7 @@ TEST(GraphedTrainStep, ReplaysReadTheLearningRateOfTheirStep) {
 TEST(GraphedTrainStep, ItsPoolIsNotUsedOutsideTheCaptureAndReplaysDoNotAllocate) {
   NEED_GPU();
   Trainee t({"optim.name=sgd"});
-  const std::vector<DeviceBatch> data = batches(t.device, 2);
+  const std::vector<data::DeviceBatch> data = batches(t.device, 2);
   GraphedTrainStep graph(*t.step, *t.optimizer, nullptr, t.compute);
   for (int s = 0; s <= GraphedTrainStep::kEagerSteps + 1; ++s) graph.run(data[size_t(s) % 2], 0.05);
   CachingAllocator& allocator = allocator_for(t.device);
@@ -255,4 +255,4 @@ TEST(GraphedTraining, CapturesTheModeledBackendWithFp16) {
 }
 
 }  // namespace
-}  // namespace cg::apps
+}  // namespace cg::train

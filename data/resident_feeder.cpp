@@ -1,4 +1,4 @@
-#include "apps/common/resident_feeder.h"
+#include "data/resident_feeder.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "kernels/cuda/memory.h"
 #include "util/check.h"
 
-namespace cg::apps {
+namespace cg::data {
 namespace {
 
 // Images go up through two pinned buffers of about this size: the threads fill one while the
@@ -108,10 +108,7 @@ ResidentFeeder::~ResidentFeeder() {
   if (order_pinned_) kernels::cuda::pinned_free(order_pinned_);
 }
 
-int64_t ResidentFeeder::batches_per_epoch() const {
-  const int64_t n = sampler_.num_samples(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;  // DataLoader::batches_per_epoch
-}
+int64_t ResidentFeeder::batches_per_epoch() const { return EpochBatches(sampler_, options_).count(); }
 
 void ResidentFeeder::start_epoch(int64_t epoch, int64_t skip_batches) {
   sampler_.set_epoch(epoch);
@@ -137,14 +134,15 @@ void ResidentFeeder::start_epoch(int64_t epoch, int64_t skip_batches) {
     order_copied_.record(compute_);
   }
   epoch_ = epoch;
-  end_batch_ = batches_per_epoch();
-  next_batch_ = std::clamp<int64_t>(skip_batches, 0, end_batch_);  // as DataLoader::start_epoch
+  const EpochBatches batches(sampler_, options_);
+  end_batch_ = batches.count();
+  next_batch_ = batches.first(skip_batches);
 }
 
 std::optional<DeviceBatch> ResidentFeeder::next() {
   if (next_batch_ >= end_batch_) return std::nullopt;
-  const int64_t first = next_batch_ * options_.batch_size;
-  const int64_t n = std::min<int64_t>(options_.batch_size, order_.numel() - first);
+  const EpochBatches batches(sampler_, options_);
+  const int64_t first = batches.begin(next_batch_), n = batches.size(next_batch_);
   ++next_batch_;
   StreamGuard on(compute_);
   DeviceBatch batch{Tensor::empty({n, dataset_.channels(), dataset_.height(), dataset_.width()}, DType::f32, device_),
@@ -162,4 +160,4 @@ std::optional<DeviceBatch> ResidentFeeder::next() {
   return batch;
 }
 
-}  // namespace cg::apps
+}  // namespace cg::data

@@ -7,13 +7,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "apps/common/train_config.h"
+#include "train/train_config.h"
 #include "kernels/cuda/device_info.h"
 #include "support/messages.h"
 #include "support/paths.h"
 #include "util/check.h"
 
-namespace cg::apps {
+namespace cg::train {
 namespace {
 
 std::string error_of(const std::vector<std::string>& overrides) {
@@ -68,4 +68,4 @@ TEST(CudaGraphConfig, TrainerRefusesItWithoutAGpuBeforeAnyWork) {
 }
 
 }  // namespace
-}  // namespace cg::apps
+}  // namespace cg::train
