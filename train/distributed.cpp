@@ -38,16 +38,6 @@ std::string first_difference(const std::string& a, const std::string& b) {
   }
 }
 
-dist::BackendRequest backend_request(DistBackend b) {
-  switch (b) {
-    case DistBackend::auto_select: return dist::BackendRequest::auto_select;
-    case DistBackend::nccl: return dist::BackendRequest::nccl;
-    case DistBackend::gloo: return dist::BackendRequest::gloo;
-    case DistBackend::modeled: return dist::BackendRequest::modeled;
-  }
-  CG_FAIL("unknown dist.backend");
-}
-
 }  // namespace
 
 DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), timeout_s_(timeout_s) {
@@ -73,7 +63,7 @@ std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainC
   job.world_size = world_size();
   job.local_world_size = id_.local_world_size;
   job.visible_gpus = device.is_cuda() ? kernels::cuda::device_count() : 0;
-  const dist::TransportChoice choice = dist::choose_transport(backend_request(d.backend), job);
+  const dist::TransportChoice choice = dist::choose_transport(d.backend, job);
   switch (choice.transport) {
     case dist::Transport::none: return nullptr;
     case dist::Transport::modeled: {

@@ -15,51 +15,6 @@ namespace {
 using config::Kind;
 using config::Value;
 
-// Enum values as written in YAML, in the order help lists them.
-template <typename E>
-using EnumNames = std::vector<std::pair<E, const char*>>;
-template <typename E>
-EnumNames<E> names_of();
-template <>
-EnumNames<DatasetName> names_of() {
-  return {{DatasetName::fashion_mnist, "fashion_mnist"}, {DatasetName::cifar10, "cifar10"},
-          {DatasetName::synthetic, "synthetic"}};
-}
-template <>
-EnumNames<OptimizerName> names_of() {
-  return {{OptimizerName::sgd, "sgd"}, {OptimizerName::adamw, "adamw"}};
-}
-template <>
-EnumNames<ScheduleName> names_of() {
-  return {{ScheduleName::constant, "constant"}, {ScheduleName::cosine, "cosine"},
-          {ScheduleName::warmup_cosine, "warmup_cosine"}};
-}
-template <>
-EnumNames<DeviceName> names_of() {
-  return {{DeviceName::auto_select, "auto"}, {DeviceName::cpu, "cpu"}, {DeviceName::cuda, "cuda"}};
-}
-template <>
-EnumNames<AmpDtype> names_of() {
-  return {{AmpDtype::fp16, "fp16"}, {AmpDtype::bf16, "bf16"}};
-}
-template <>
-EnumNames<DistBackend> names_of() {
-  return {{DistBackend::auto_select, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::gloo, "gloo"},
-          {DistBackend::modeled, "modeled"}};
-}
-template <>
-EnumNames<KernelChoice> names_of() {
-  return {{KernelChoice::auto_select, "auto"}, {KernelChoice::cudnn, "cudnn"}, {KernelChoice::native, "native"}};
-}
-template <>
-EnumNames<AlgoSearchName> names_of() {
-  return {{AlgoSearchName::timed, "timed"}, {AlgoSearchName::heuristic, "heuristic"}};
-}
-template <>
-EnumNames<ModeledLink> names_of() {
-  return {{ModeledLink::nvlink, "nvlink"}, {ModeledLink::infiniband, "infiniband"}};
-}
-
 template <typename T>
 Kind kind_of() {
   if constexpr (std::is_enum_v<T>) return Kind::choice;
@@ -77,7 +32,7 @@ template <typename T>
 void assign(T& field, const Value& v) {
   if constexpr (std::is_enum_v<T>) {
     const std::string& name = std::get<std::string>(v);
-    for (const auto& [e, n] : names_of<T>())
+    for (const auto& [e, n] : enum_names(T{}))
       if (name == n) return void(field = e);
     CG_FAIL("no enum value named {}", name);  // cannot happen: load() checked the choices
   } else {
@@ -88,7 +43,7 @@ void assign(T& field, const Value& v) {
 template <typename T>
 Value value_of(const T& field) {
   if constexpr (std::is_enum_v<T>) {
-    for (const auto& [e, n] : names_of<T>())
+    for (const auto& [e, n] : enum_names(T{}))
       if (e == field) return std::string(n);
     CG_FAIL("enum value without a name");
   } else {
@@ -134,7 +89,7 @@ Field make_field(const char* key, const T& default_value, Limits limits, const c
   s.max = limits.max;
   s.check = std::move(limits.check);
   if constexpr (std::is_enum_v<T>)
-    for (const auto& [e, n] : names_of<T>()) s.choices.push_back(n);
+    for (const auto& [e, n] : enum_names(T{})) s.choices.push_back(n);
   return {std::move(s), read, write};
 }
 
@@ -221,7 +176,7 @@ void check_cuda_graph(const TrainConfig& c, const config::Values& v) {
   auto reject = [&](const std::string& why) { config::reject(v, "train.cuda_graph", why); };
   if (c.train.device == DeviceName::cpu)
     reject("CUDA graphs need a GPU; with train.device=cpu set train.cuda_graph=false");
-  if (c.dist.backend == DistBackend::gloo)
+  if (c.dist.backend == dist::BackendRequest::gloo)
     reject("cannot capture dist.backend=gloo (its all-reduce is host code); use nccl, modeled or auto");
   if (c.train.grad_accum_steps > 1)
     reject(fmt::format("captures one micro-batch per optimizer step; train.grad_accum_steps={} needs it false",
@@ -236,7 +191,7 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
     config::reject(v, "model.widths",
                    fmt::format("has {} stages but model.blocks ({}) has {}; give one block count per width",
                                c.model.widths.size(), v.origin("model.blocks"), c.model.blocks.size()));
-  if (c.sched.warmup_steps > 0 && c.sched.name != ScheduleName::warmup_cosine)
+  if (c.sched.warmup_steps > 0 && c.sched.name != nn::ScheduleKind::warmup_cosine)
     config::reject(v, "sched.warmup_steps", "is only used by sched.name=warmup_cosine; set it to 0 or change the schedule");
   if (c.sched.min_lr > c.optim.lr)
     config::reject(v, "sched.min_lr", fmt::format("{} is larger than optim.lr ({})", c.sched.min_lr, c.optim.lr));
@@ -246,7 +201,7 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
     config::reject(v, "amp.enabled", "mixed precision needs train.device=cuda (or auto); the CPU trains in float32");
   if (c.train.device == DeviceName::cpu && c.data.gpu_resident)
     config::reject(v, "data.gpu_resident", "keeps the training set on the GPU; it needs train.device=cuda (or auto)");
-  if (c.train.device == DeviceName::cpu && c.dist.backend == DistBackend::nccl)
+  if (c.train.device == DeviceName::cpu && c.dist.backend == dist::BackendRequest::nccl)
     config::reject(v, "dist.backend", "nccl needs GPUs; with train.device=cpu use gloo or auto");
   check_cuda_graph(c, v);
 }

@@ -7,20 +7,38 @@
 #include <string>
 #include <vector>
 
+#include "data/dataset_factory.h"
+#include "dist/backend_choice.h"
+#include "nn/lr_schedule.h"
+#include "util/enum_names.h"
+
 namespace cg::train {
 
-enum class DatasetName { fashion_mnist, cifar10, synthetic };
+// The library's own enums are the config's (data::DatasetKind, nn::ScheduleKind,
+// dist::BackendRequest), named by their tables; these are the choices only the config makes.
 enum class OptimizerName { sgd, adamw };
-enum class ScheduleName { constant, cosine, warmup_cosine };
 enum class DeviceName { auto_select, cpu, cuda };  // "auto": CUDA when available
 enum class AmpDtype { fp16, bf16 };
-// "auto": NCCL when every rank on a node has a GPU of its own, else Gloo (staged through pinned
-// memory for GPU tensors; dist/backend_choice.h). "modeled": one real rank whose all-reduces occupy
-// the communication stream as long as a ring all-reduce over dist.modeled_* would take.
-enum class DistBackend { auto_select, nccl, gloo, modeled };
 enum class KernelChoice { auto_select, cudnn, native };  // per op family, GPU only
 enum class AlgoSearchName { timed, heuristic };         // how cuDNN convolution algorithms are chosen
 enum class ModeledLink { nvlink, infiniband };
+
+inline EnumNames<OptimizerName> enum_names(OptimizerName) {
+  return {{OptimizerName::sgd, "sgd"}, {OptimizerName::adamw, "adamw"}};
+}
+inline EnumNames<DeviceName> enum_names(DeviceName) {
+  return {{DeviceName::auto_select, "auto"}, {DeviceName::cpu, "cpu"}, {DeviceName::cuda, "cuda"}};
+}
+inline EnumNames<AmpDtype> enum_names(AmpDtype) { return {{AmpDtype::fp16, "fp16"}, {AmpDtype::bf16, "bf16"}}; }
+inline EnumNames<KernelChoice> enum_names(KernelChoice) {
+  return {{KernelChoice::auto_select, "auto"}, {KernelChoice::cudnn, "cudnn"}, {KernelChoice::native, "native"}};
+}
+inline EnumNames<AlgoSearchName> enum_names(AlgoSearchName) {
+  return {{AlgoSearchName::timed, "timed"}, {AlgoSearchName::heuristic, "heuristic"}};
+}
+inline EnumNames<ModeledLink> enum_names(ModeledLink) {
+  return {{ModeledLink::nvlink, "nvlink"}, {ModeledLink::infiniband, "infiniband"}};
+}
 
 struct TrainConfig {
   struct Model {  // MiniResNet
@@ -33,7 +51,7 @@ struct TrainConfig {
     bool operator==(const Model&) const = default;
   } model;
   struct Data {
-    DatasetName dataset = DatasetName::fashion_mnist;
+    data::DatasetKind dataset = data::DatasetKind::fashion_mnist;
     std::string path;            // "" = the dataset's default folder
     int64_t image_size = 0;      // 0 = the dataset's native size
     int64_t batch_size = 64;     // per rank
@@ -54,7 +72,7 @@ struct TrainConfig {
     bool operator==(const Optim&) const = default;
   } optim;
   struct Sched {
-    ScheduleName name = ScheduleName::cosine;
+    nn::ScheduleKind name = nn::ScheduleKind::cosine;
     int64_t warmup_steps = 0;  // warmup_cosine only
     double min_lr = 0.0;       // where the cosine ends
     bool operator==(const Sched&) const = default;
@@ -90,7 +108,7 @@ struct TrainConfig {
     bool operator==(const Checkpoint&) const = default;
   } checkpoint;
   struct Dist {
-    DistBackend backend = DistBackend::auto_select;
+    dist::BackendRequest backend = dist::BackendRequest::auto_select;
     double bucket_cap_mb = 4.0;  // gradient bucket size (see train_config.cpp for why not 25)
     double timeout_s = 120.0;    // longest wait for a peer or a collective
     int64_t modeled_world_size = 8;  // dist.backend=modeled: the ring being modeled

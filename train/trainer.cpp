@@ -20,7 +20,7 @@ std::atomic<int> g_stop_signal{0};
 const Clock::time_point process_start = Clock::now();
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
-const char* optimizer_name(const TrainConfig& c) { return c.optim.name == OptimizerName::sgd ? "sgd" : "adamw"; }
+const char* optimizer_name(const TrainConfig& c) { return enum_name(c.optim.name); }
 
 }  // namespace
 
@@ -45,7 +45,7 @@ Trainer::Trainer(const TrainConfig& config, std::string config_yaml)
   }
   setup_data();
   nn::ScheduleOptions so;
-  so.kind = schedule_kind(c_);
+  so.kind = c_.sched.name;
   so.base_lr = c_.optim.lr;
   so.min_lr = c_.sched.min_lr;
   so.warmup_steps = c_.sched.warmup_steps;

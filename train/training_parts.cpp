@@ -27,17 +27,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-namespace {
-data::DatasetKind dataset_kind(const TrainConfig& c) {
-  switch (c.data.dataset) {
-    case DatasetName::fashion_mnist: return data::DatasetKind::fashion_mnist;
-    case DatasetName::cifar10: return data::DatasetKind::cifar10;
-    case DatasetName::synthetic: return data::DatasetKind::synthetic;
-  }
-  CG_FAIL("unknown dataset");
-}
-}  // namespace
-
 void set_compute_threads(const TrainConfig& c, int world_size) {
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   omp_set_num_threads(c.train.threads > 0 ? int(c.train.threads) : std::max(1, cores / std::max(1, world_size)));
@@ -46,7 +35,7 @@ void set_compute_threads(const TrainConfig& c, int world_size) {
 std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, Split split) {
   const bool train = split == Split::train;
   data::DatasetOptions o;
-  o.kind = dataset_kind(c);
+  o.kind = c.data.dataset;
   o.path = c.data.path;
   o.train = train;
   o.image_size = int(c.data.image_size);
@@ -128,15 +117,6 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   return ddp;
 }
 
-nn::ScheduleKind schedule_kind(const TrainConfig& c) {
-  switch (c.sched.name) {
-    case ScheduleName::constant: return nn::ScheduleKind::constant;
-    case ScheduleName::cosine: return nn::ScheduleKind::cosine;
-    case ScheduleName::warmup_cosine: return nn::ScheduleKind::warmup_cosine;
-  }
-  CG_FAIL("unknown schedule");
-}
-
 Device choose_device(const TrainConfig& c, int local_rank) {
   const int gpus = kernels::cuda::device_count();
   if (c.train.device == DeviceName::cpu || (c.train.device == DeviceName::auto_select && gpus == 0)) {
@@ -144,7 +124,7 @@ Device choose_device(const TrainConfig& c, int local_rank) {
     if (c.amp.enabled)
       throw UsageError(fmt::format("amp.enabled=true needs a GPU ({}); set amp.enabled=false to train in float32 "
                                    "on the CPU", why));
-    if (c.dist.backend == DistBackend::nccl)
+    if (c.dist.backend == dist::BackendRequest::nccl)
       throw UsageError(fmt::format("dist.backend=nccl needs GPUs ({}); use gloo or auto", why));
     log::info("device: cpu ({} threads)", omp_get_max_threads());
     return Device::cpu();
@@ -162,7 +142,7 @@ Device choose_device(const TrainConfig& c, int local_rank) {
                                            ? kernels::cuda::AlgoSearch::timed
                                            : kernels::cuda::AlgoSearch::heuristic);
   log::info("device: {} ({}){}", device.str(), kernels::cuda::describe_device(device.index),
-            c.amp.enabled ? fmt::format(", mixed precision {}", c.amp.dtype == AmpDtype::bf16 ? "bf16" : "fp16") : "");
+            c.amp.enabled ? fmt::format(", mixed precision {}", enum_name(c.amp.dtype)) : "");
   return device;
 }
 

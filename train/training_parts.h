@@ -27,7 +27,6 @@ enum class Split { train, test };
 std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, Split split);
 nn::MiniResNetOptions model_options(const TrainConfig& c);
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
-nn::ScheduleKind schedule_kind(const TrainConfig& c);
 // OpenMP threads for CPU compute: train.threads, or this machine's cores shared by the ranks on it.
 void set_compute_threads(const TrainConfig& c, int world_size);
 // Where to train: the GPU local_rank % visible GPUs (made current) when train.device is cuda, or

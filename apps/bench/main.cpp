@@ -155,7 +155,7 @@ int run(const Options& o) {
       device.is_cuda() ? kernels::cuda::describe_device(device.index) : std::string("cpu");
   if (log::is_main_process()) {
     std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n,
-                dc.world_size(), c.amp.enabled ? (c.amp.dtype == AmpDtype::bf16 ? "bf16" : "fp16") : "off");
+                dc.world_size(), c.amp.enabled ? enum_name(c.amp.dtype) : "off");
     std::printf("| images/s | step ms | forward | backward | exposed comm | optimizer | peak MiB |\n");
     std::printf("| %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", ips, step_ms, median(fwd), median(bwd),
                 median(comm), median(opt), double(peak) / (1 << 20));

@@ -43,7 +43,7 @@ TEST(TrainConfig, CpuConfigIsTheSmallFashionMnistRun) {
   EXPECT_EQ(c.model.widths, (List{16, 32, 64}));
   EXPECT_EQ(c.model.blocks, (List{2, 2, 2}));
   EXPECT_EQ(c.model.in_channels, 1);
-  EXPECT_EQ(c.data.dataset, DatasetName::fashion_mnist);
+  EXPECT_EQ(c.data.dataset, data::DatasetKind::fashion_mnist);
   EXPECT_TRUE(c.data.batch_size == 64 || c.data.batch_size == 128) << c.data.batch_size;
   EXPECT_EQ(c.data.num_workers, 2);
   EXPECT_EQ(c.train.epochs, 3);
@@ -54,7 +54,7 @@ TEST(TrainConfig, CpuConfigIsTheSmallFashionMnistRun) {
   EXPECT_DOUBLE_EQ(c.optim.momentum, 0.9);
   EXPECT_TRUE(c.optim.nesterov);
   EXPECT_DOUBLE_EQ(c.optim.weight_decay, 5e-4);
-  EXPECT_NE(c.sched.name, ScheduleName::constant);
+  EXPECT_NE(c.sched.name, nn::ScheduleKind::constant);
   EXPECT_FALSE(c.amp.enabled);
   EXPECT_EQ(c.output.dir, "runs/fashion_mnist_cpu");
 }
@@ -116,7 +116,7 @@ TEST(TrainConfig, OverridesApplyOnTopOfTheFile) {
        "sched.warmup_steps=0", "output.dir=/tmp/x y", "data.augment=true", "dist.bucket_cap_mb=0.5"});
   EXPECT_EQ(c.model.widths, (List{8, 16, 32}));
   EXPECT_EQ(c.optim.name, OptimizerName::adamw);
-  EXPECT_EQ(c.sched.name, ScheduleName::constant);
+  EXPECT_EQ(c.sched.name, nn::ScheduleKind::constant);
   EXPECT_EQ(c.output.dir, "/tmp/x y");
   EXPECT_TRUE(c.data.augment);
   EXPECT_DOUBLE_EQ(c.dist.bucket_cap_mb, 0.5);
