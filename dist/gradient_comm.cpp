@@ -8,9 +8,7 @@
 #include "dist/comm_stream.h"
 #include "dist/serial_worker.h"
 #include "engine/device_copy.h"
-#include "kernels/cuda/comm.h"
-#include "kernels/cuda/memory.h"
-#include "kernels/cuda/stream.h"
+#include "engine/runtime.h"
 #include "util/check.h"
 #include "util/nvtx.h"
 #include "util/trace.h"
@@ -42,7 +40,6 @@ class StagedGlooComm : public GradientComm {
   ~StagedGlooComm() override {
     worker_.reset();  // finish what was posted before the buffers go
     copy_.synchronize();
-    for (auto& [size, p] : pinned_) kernels::cuda::pinned_free(p);
   }
 
   std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
@@ -57,12 +54,12 @@ class StagedGlooComm : public GradientComm {
       std::exception_ptr error;
       work->started = std::chrono::steady_clock::now();
       try {
-        kernels::cuda::set_device(device_.index);
+        runtime::set_device(device_);
         ready.synchronize();
-        kernels::cuda::copy_device_to_host(host, data, bytes, copy_.handle());
+        copy_to_host_async(host, data, bytes, copy_);
         copy_.synchronize();
         group_.all_reduce_async(static_cast<float*>(host), count, ReduceOp::average)->wait();
-        kernels::cuda::copy_host_to_device(data, host, bytes, copy_.handle());
+        copy_bytes_async(data, host, bytes, copy_);
         Event done = Event::create(device_);
         done.record(copy_);
         work->device_done = done;
@@ -90,17 +87,18 @@ class StagedGlooComm : public GradientComm {
   std::string name() const override { return "gloo (staged through pinned host memory)"; }
 
  private:
-  // One pinned buffer per bucket (keyed by its device address), made on first use.
+  // One pinned buffer per bucket (keyed by its device address), made on first use and grown
+  // when a rebuilt bucket at the same address is larger.
   void* pinned(const void* key, size_t bytes) {
-    auto it = pinned_.find(key);
-    if (it == pinned_.end()) it = pinned_.emplace(key, kernels::cuda::pinned_malloc(bytes)).first;
-    return it->second;
+    runtime::PinnedBuffer& buffer = pinned_[key];
+    buffer.reserve(bytes);
+    return buffer.data();
   }
 
   ProcessGroup& group_;
   Device device_;
   Stream copy_;
-  std::map<const void*, void*> pinned_;  // buffers are reallocated when DDP rebuilds its buckets
+  std::map<const void*, runtime::PinnedBuffer> pinned_;  // buffers are reallocated when DDP rebuilds its buckets
   std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
 };
 
@@ -118,7 +116,7 @@ class ModeledComm : public GradientComm {
     const std::string detail = fmt::format("{}, {:.1f} MB, modeled {:.3f} ms", what, double(bytes) / 1e6, ms);
     if (stream_) {
       auto work = stream_->begin(compute);
-      kernels::cuda::spin(ms * 1000.0, stream_->stream().handle());
+      runtime::spin(stream_->stream(), ms * 1000.0);
       stream_->end(work, "all_reduce", detail);
       return work;
     }

@@ -2,6 +2,8 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/stream.h"
+#include "kernels/cpu/optim.h"
+#include "kernels/cuda/optim.h"
 
 namespace cg::nn {
 namespace {
@@ -14,6 +16,13 @@ void check_fp32(const std::string& name, const Tensor& p, const Tensor& g, Devic
 
 kernels::cuda::TensorSlot slot(Tensor& param, const Tensor& grad, float* s1 = nullptr, float* s2 = nullptr) {
   return {param.numel(), param.data<float>(), grad.data<float>(), s1, s2};
+}
+
+kernels::cpu::SgdParams kernel_params(const SgdOptions& o, double lr) {
+  return {float(lr), o.momentum, o.weight_decay, o.dampening, o.nesterov};
+}
+kernels::cpu::AdamWParams kernel_params(const AdamWOptions& o, double lr) {
+  return {float(lr), o.beta1, o.beta2, o.eps, o.weight_decay};
 }
 
 }  // namespace
@@ -80,7 +89,7 @@ void Optimizer::load_state_tensors(const std::map<std::string, Tensor>& state, i
 
 // ---- SGD
 
-SGD::SGD(NamedTensors params, const kernels::cpu::SgdParams& hyper)
+SGD::SGD(NamedTensors params, const SgdOptions& hyper)
     : Optimizer(std::move(params)), hyper_(hyper) {
   CG_CHECK(hyper.lr >= 0 && hyper.momentum >= 0 && hyper.weight_decay >= 0,
            "SGD: negative hyper-parameter");
@@ -92,8 +101,7 @@ std::vector<std::string> SGD::state_names() const { return {"momentum_buffer"}; 
 
 void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                  std::map<std::string, Tensor>& state) {
-  kernels::cpu::SgdParams h = hyper_;
-  h.lr = float(lr);
+  const kernels::cpu::SgdParams h = kernel_params(hyper_, lr);
   float* buf = nullptr;
   bool first = false;
   if (h.momentum != 0) {
@@ -108,8 +116,7 @@ void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, dou
 }
 
 void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
-  kernels::cpu::SgdParams h = hyper_;
-  h.lr = float(lr);
+  const kernels::cpu::SgdParams h = kernel_params(hyper_, lr);
   // New momentum buffers start at zero and take b = g on their first update; zero rather than
   // uninitialized so that a first step skipped on the device (found_inf) leaves them valid: the
   // next update's momentum * 0 + g is the same b = g (dampening aside, which nesterov forbids).
@@ -135,7 +142,7 @@ void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found
 
 // ---- AdamW
 
-AdamW::AdamW(NamedTensors params, const kernels::cpu::AdamWParams& hyper)
+AdamW::AdamW(NamedTensors params, const AdamWOptions& hyper)
     : Optimizer(std::move(params)), hyper_(hyper) {
   CG_CHECK(hyper.beta1 >= 0 && hyper.beta1 < 1 && hyper.beta2 >= 0 && hyper.beta2 < 1,
            "AdamW: betas must lie in [0, 1)");
@@ -143,8 +150,7 @@ AdamW::AdamW(NamedTensors params, const kernels::cpu::AdamWParams& hyper)
 
 void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                    std::map<std::string, Tensor>& state) {
-  kernels::cpu::AdamWParams h = hyper_;
-  h.lr = float(lr);
+  const kernels::cpu::AdamWParams h = kernel_params(hyper_, lr);
   Tensor& m = state["exp_avg"];
   Tensor& v = state["exp_avg_sq"];
   Tensor& step = state["step"];  // per parameter, as in PyTorch (a parameter may skip steps)
@@ -160,8 +166,7 @@ void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, d
 }
 
 void AdamW::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
-  kernels::cpu::AdamWParams h = hyper_;
-  h.lr = float(lr);
+  const kernels::cpu::AdamWParams h = kernel_params(hyper_, lr);
   const Device device = entries.front().param->device();
   if (!device_step_.defined()) device_step_ = Tensor::zeros({}, DType::i64, device);
   std::vector<kernels::cuda::TensorSlot> slots;

@@ -58,14 +58,14 @@ nn::MiniResNetOptions model_options(const TrainConfig& c) {
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
   if (c.optim.name == OptimizerName::sgd) {
-    kernels::cpu::SgdParams h;
+    nn::SgdOptions h;
     h.lr = float(c.optim.lr);
     h.momentum = float(c.optim.momentum);
     h.weight_decay = float(c.optim.weight_decay);
     h.nesterov = c.optim.nesterov;
     return std::make_unique<nn::SGD>(model.named_parameters(), h);
   }
-  kernels::cpu::AdamWParams h;
+  nn::AdamWOptions h;
   h.lr = float(c.optim.lr);
   h.beta1 = float(c.optim.beta1);
   h.beta2 = float(c.optim.beta2);
