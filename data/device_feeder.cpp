@@ -3,26 +3,15 @@
 #include <cstring>
 
 #include "engine/device_copy.h"
-#include "kernels/cuda/memory.h"
+#include "engine/runtime.h"
 
 namespace cg::data {
 
 // Pinned host memory for one batch (grown when a batch is larger), and the event after the
 // device copy that reads it: the buffer is refilled only once that copy is done.
 struct DeviceFeeder::Slot {
-  void* pinned = nullptr;
-  size_t bytes = 0;
+  runtime::PinnedBuffer pinned;
   Event copied;
-
-  ~Slot() {
-    if (pinned) kernels::cuda::pinned_free(pinned);
-  }
-  void reserve(size_t n) {
-    if (n <= bytes) return;
-    if (pinned) kernels::cuda::pinned_free(pinned);
-    pinned = kernels::cuda::pinned_malloc(n);
-    bytes = n;
-  }
 };
 
 DeviceFeeder::DeviceFeeder(data::DataLoader& loader, Device device, Stream compute)
@@ -55,9 +44,10 @@ std::optional<DeviceBatch> DeviceFeeder::issue_copy() {
   next_slot_ = 1 - next_slot_;
   slot.copied.synchronize();  // its previous copy (two batches ago) has long finished
   const size_t image_bytes = b->images.size() * sizeof(float), label_bytes = b->labels.size() * sizeof(int64_t);
-  slot.reserve(image_bytes + label_bytes);
-  std::memcpy(slot.pinned, b->images.data(), image_bytes);
-  std::memcpy(static_cast<char*>(slot.pinned) + image_bytes, b->labels.data(), label_bytes);
+  slot.pinned.reserve(image_bytes + label_bytes);
+  char* staging = slot.pinned.span<char>(image_bytes + label_bytes, "batch staging");
+  std::memcpy(staging, b->images.data(), image_bytes);
+  std::memcpy(staging + image_bytes, b->labels.data(), label_bytes);
 
   // Allocated in compute-stream order, so the blocks may still be read by compute work already
   // enqueued: the copy stream first waits for everything enqueued on compute so far.
@@ -66,8 +56,8 @@ std::optional<DeviceBatch> DeviceFeeder::issue_copy() {
   Event compute_so_far = Event::create(device_);
   compute_so_far.record(compute_);
   compute_so_far.wait(copy_);
-  copy_bytes_async(d.images.raw_data(), slot.pinned, image_bytes, copy_);
-  copy_bytes_async(d.labels.raw_data(), static_cast<char*>(slot.pinned) + image_bytes, label_bytes, copy_);
+  copy_bytes_async(d.images.raw_data(), staging, image_bytes, copy_);
+  copy_bytes_async(d.labels.raw_data(), staging + image_bytes, label_bytes, copy_);
   slot.copied = Event::create(device_);
   slot.copied.record(copy_);
   ahead_ready_ = slot.copied;

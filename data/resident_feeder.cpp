@@ -6,9 +6,8 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/augment.h"
 #include "engine/device_copy.h"
-#include "kernels/cuda/augment.h"
-#include "kernels/cuda/memory.h"
 #include "util/check.h"
 
 namespace cg::data {
@@ -20,15 +19,14 @@ constexpr size_t kStagingBytes = size_t(32) << 20;
 
 // A pinned host buffer and the event after the last copy that reads it.
 struct Staging {
-  void* data;
+  runtime::PinnedBuffer buffer;
   Event copied;
-  Staging(size_t bytes, Device device) : data(kernels::cuda::pinned_malloc(bytes)), copied(Event::create(device)) {}
+  Staging(size_t bytes, Device device) : buffer(bytes), copied(Event::create(device)) {}
   ~Staging() {
     try {
       copied.synchronize();  // no copy may outlive its buffer (an error may be unwinding)
     } catch (...) {
     }
-    kernels::cuda::pinned_free(data);
   }
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
@@ -92,8 +90,9 @@ void ResidentFeeder::upload(const data::Dataset& train_set) {
     Staging& s = staging[chunk % 2];
     s.copied.synchronize();  // its copy two chunks ago is done: the buffer may be refilled
     const int64_t count = std::min(chunk_rows, rows - first);
-    read_rows(train_set, first, count, static_cast<float*>(s.data), labels.data() + first);
-    copy_bytes_async(images + first * per_image, s.data, size_t(count) * image_bytes, compute_);
+    float* staged = s.buffer.span<float>(size_t(count * per_image), "image upload staging");
+    read_rows(train_set, first, count, staged, labels.data() + first);
+    copy_bytes_async(images + first * per_image, staged, size_t(count) * image_bytes, compute_);
     s.copied.record(compute_);
   }
   // Synchronous (pageable source): after it, every image copy before it on compute_ is done too.
@@ -105,7 +104,6 @@ ResidentFeeder::~ResidentFeeder() {
     order_copied_.synchronize();  // the last order copy reads the pinned staging
   } catch (...) {
   }
-  if (order_pinned_) kernels::cuda::pinned_free(order_pinned_);
 }
 
 int64_t ResidentFeeder::batches_per_epoch() const { return EpochBatches(sampler_, options_).count(); }
@@ -116,20 +114,14 @@ void ResidentFeeder::start_epoch(int64_t epoch, int64_t skip_batches) {
   const size_t bytes = order.size() * sizeof(int64_t);
   // The previous epoch's copy finished long ago (its batches depended on it); waiting is free.
   order_copied_.synchronize();
-  if (bytes > order_pinned_bytes_) {
-    if (order_pinned_) kernels::cuda::pinned_free(order_pinned_);
-    order_pinned_ = nullptr;
-    order_pinned_bytes_ = 0;
-    order_pinned_ = kernels::cuda::pinned_malloc(bytes);
-    order_pinned_bytes_ = bytes;
-  }
-  if (bytes > 0) std::memcpy(order_pinned_, order.data(), bytes);
+  order_pinned_.reserve(bytes);
+  if (bytes > 0) std::memcpy(order_pinned_.span<int64_t>(order.size(), "epoch order staging"), order.data(), bytes);
   StreamGuard on(compute_);
   // The old order's memory returns to compute_'s cache, so the previous epoch's gathers, earlier
   // in the stream, are done with it before anything reuses it.
   order_ = Tensor::empty({int64_t(order.size())}, DType::i64, device_);
   if (bytes > 0) {
-    copy_bytes_async(order_.raw_data(), order_pinned_, bytes, compute_);
+    copy_bytes_async(order_.raw_data(), order_pinned_.data(), bytes, compute_);
     order_copied_ = Event::create(device_);
     order_copied_.record(compute_);
   }
@@ -147,16 +139,14 @@ std::optional<DeviceBatch> ResidentFeeder::next() {
   StreamGuard on(compute_);
   DeviceBatch batch{Tensor::empty({n, dataset_.channels(), dataset_.height(), dataset_.width()}, DType::f32, device_),
                     Tensor::empty({n}, DType::i64, device_), n};
-  kernels::cuda::GatherAugment o;
+  ops::GatherAugmentOptions o;
   o.augment = options_.augment.enabled;
   o.crop_padding = options_.augment.crop_padding;
   o.horizontal_flip = options_.augment.horizontal_flip;
   o.seed = options_.seed;
   o.rank = options_.rank;
   o.epoch = epoch_;
-  kernels::cuda::gather_augment(n, order_.data<int64_t>() + first, images_.data<float>(), labels_.data<int64_t>(),
-                                dataset_.channels(), dataset_.height(), dataset_.width(), black_.data<float>(), o,
-                                batch.images.data<float>(), batch.labels.data<int64_t>(), compute_.handle());
+  ops::gather_augment(order_, first, n, images_, labels_, black_, o, batch.images, batch.labels);
   return batch;
 }
 

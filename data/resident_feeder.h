@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "engine/runtime.h"
 
 namespace cg::data {
 
@@ -40,8 +41,7 @@ class ResidentFeeder : public BatchSource {
   Stream compute_;
   Tensor images_, labels_, black_;  // the whole set on the device: [rows, c, h, w], [rows], [c]
   Tensor order_;                    // this epoch's sampled rows, int64 on the device
-  void* order_pinned_ = nullptr;    // the order's host staging (an asynchronous copy needs it pinned)
-  size_t order_pinned_bytes_ = 0;
+  runtime::PinnedBuffer order_pinned_;  // the order's host staging (an asynchronous copy needs it pinned)
   Event order_copied_;              // the staging is reusable once this completes
   int64_t epoch_ = 0, next_batch_ = 0, end_batch_ = 0;
 };

@@ -10,6 +10,7 @@
 #include "engine/tensor.h"
 #include "kernels/cpu/batchnorm.h"
 #include "kernels/cpu/layout.h"
+#include "util/enum_names.h"
 
 namespace cg::ops {
 
@@ -17,6 +18,9 @@ namespace cg::ops {
 // takes cuDNN, batch_norm the hand-written kernels. A choice that cannot run a given layer (shape
 // or dtype) fails naming the layer's shapes instead of quietly falling back.
 enum class GpuImpl { automatic, cudnn, native };
+inline EnumNames<GpuImpl> enum_names(GpuImpl) {
+  return {{GpuImpl::automatic, "auto"}, {GpuImpl::cudnn, "cudnn"}, {GpuImpl::native, "native"}};
+}
 struct GpuKernels {
   GpuImpl conv = GpuImpl::automatic;
   GpuImpl batch_norm = GpuImpl::automatic;

@@ -12,6 +12,7 @@
 #include "engine/device.h"
 #include "engine/stream.h"
 #include "util/check.h"
+#include "util/enum_names.h"
 
 namespace cg::runtime {
 
@@ -41,6 +42,9 @@ void reset_peak_memory(Device device);  // peak = in use now: measure the peak o
 // How cuDNN picks a convolution algorithm for a new shape: by its heuristics, or by timing every
 // candidate once (like torch.backends.cudnn.benchmark = True, the default). Process-wide.
 enum class ConvAlgoSearch { heuristic, timed };
+inline EnumNames<ConvAlgoSearch> enum_names(ConvAlgoSearch) {
+  return {{ConvAlgoSearch::timed, "timed"}, {ConvAlgoSearch::heuristic, "heuristic"}};
+}
 void set_conv_algo_search(ConvAlgoSearch search);
 
 // Page-locked host memory, which asynchronous host<->GPU copies need: owned, freed on

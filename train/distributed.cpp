@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "dist/backend_choice.h"
-#include "kernels/cuda/device_info.h"
+#include "engine/runtime.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -62,7 +62,7 @@ std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainC
   job.cuda_tensors = device.is_cuda();
   job.world_size = world_size();
   job.local_world_size = id_.local_world_size;
-  job.visible_gpus = device.is_cuda() ? kernels::cuda::device_count() : 0;
+  job.visible_gpus = device.is_cuda() ? runtime::device_count() : 0;
   const dist::TransportChoice choice = dist::choose_transport(d.backend, job);
   switch (choice.transport) {
     case dist::Transport::none: return nullptr;

@@ -9,18 +9,19 @@
 
 #include "data/dataset_factory.h"
 #include "dist/backend_choice.h"
+#include "engine/ops.h"
+#include "engine/runtime.h"
 #include "nn/lr_schedule.h"
 #include "util/enum_names.h"
 
 namespace cg::train {
 
 // The library's own enums are the config's (data::DatasetKind, nn::ScheduleKind,
-// dist::BackendRequest), named by their tables; these are the choices only the config makes.
+// dist::BackendRequest, ops::GpuImpl, runtime::ConvAlgoSearch), named by their tables; these are
+// the choices only the config makes.
 enum class OptimizerName { sgd, adamw };
 enum class DeviceName { auto_select, cpu, cuda };  // "auto": CUDA when available
 enum class AmpDtype { fp16, bf16 };
-enum class KernelChoice { auto_select, cudnn, native };  // per op family, GPU only
-enum class AlgoSearchName { timed, heuristic };         // how cuDNN convolution algorithms are chosen
 enum class ModeledLink { nvlink, infiniband };
 
 inline EnumNames<OptimizerName> enum_names(OptimizerName) {
@@ -30,12 +31,6 @@ inline EnumNames<DeviceName> enum_names(DeviceName) {
   return {{DeviceName::auto_select, "auto"}, {DeviceName::cpu, "cpu"}, {DeviceName::cuda, "cuda"}};
 }
 inline EnumNames<AmpDtype> enum_names(AmpDtype) { return {{AmpDtype::fp16, "fp16"}, {AmpDtype::bf16, "bf16"}}; }
-inline EnumNames<KernelChoice> enum_names(KernelChoice) {
-  return {{KernelChoice::auto_select, "auto"}, {KernelChoice::cudnn, "cudnn"}, {KernelChoice::native, "native"}};
-}
-inline EnumNames<AlgoSearchName> enum_names(AlgoSearchName) {
-  return {{AlgoSearchName::timed, "timed"}, {AlgoSearchName::heuristic, "heuristic"}};
-}
 inline EnumNames<ModeledLink> enum_names(ModeledLink) {
   return {{ModeledLink::nvlink, "nvlink"}, {ModeledLink::infiniband, "infiniband"}};
 }
@@ -96,9 +91,9 @@ struct TrainConfig {
     bool operator==(const Amp&) const = default;
   } amp;
   struct Kernels {  // which GPU implementation each op family uses
-    KernelChoice conv = KernelChoice::auto_select;        // auto: cuDNN
-    KernelChoice batch_norm = KernelChoice::auto_select;  // auto: the hand-written kernels
-    AlgoSearchName cudnn_algo_search = AlgoSearchName::timed;
+    ops::GpuImpl conv = ops::GpuImpl::automatic;        // auto: cuDNN
+    ops::GpuImpl batch_norm = ops::GpuImpl::automatic;  // auto: the hand-written kernels
+    runtime::ConvAlgoSearch cudnn_algo_search = runtime::ConvAlgoSearch::timed;
     bool operator==(const Kernels&) const = default;
   } kernels;
   struct Checkpoint {

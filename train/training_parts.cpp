@@ -15,9 +15,7 @@
 #include "engine/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
-#include "kernels/cuda/cudnn.h"
-#include "kernels/cuda/device_info.h"
-#include "kernels/cuda/stream.h"
+#include "engine/runtime.h"
 #include "util/log.h"
 
 namespace cg::train {
@@ -118,7 +116,7 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
 }
 
 Device choose_device(const TrainConfig& c, int local_rank) {
-  const int gpus = kernels::cuda::device_count();
+  const int gpus = runtime::device_count();
   if (c.train.device == DeviceName::cpu || (c.train.device == DeviceName::auto_select && gpus == 0)) {
     const std::string why = c.train.device == DeviceName::cpu ? "train.device=cpu" : "no CUDA device is visible";
     if (c.amp.enabled)
@@ -130,18 +128,12 @@ Device choose_device(const TrainConfig& c, int local_rank) {
     return Device::cpu();
   }
   if (gpus == 0)
-    throw Error(fmt::format("train.device=cuda but no CUDA device is visible ({})", kernels::cuda::describe_device(0)));
+    throw Error(fmt::format("train.device=cuda but no CUDA device is visible ({})", runtime::describe_device(0)));
   const Device device = Device::cuda(local_rank % gpus);
-  kernels::cuda::set_device(device.index);
-  auto impl = [](KernelChoice k) {
-    return k == KernelChoice::cudnn ? ops::GpuImpl::cudnn
-                                    : k == KernelChoice::native ? ops::GpuImpl::native : ops::GpuImpl::automatic;
-  };
-  ops::set_gpu_kernels({impl(c.kernels.conv), impl(c.kernels.batch_norm)});
-  kernels::cuda::set_cudnn_algo_search(c.kernels.cudnn_algo_search == AlgoSearchName::timed
-                                           ? kernels::cuda::AlgoSearch::timed
-                                           : kernels::cuda::AlgoSearch::heuristic);
-  log::info("device: {} ({}){}", device.str(), kernels::cuda::describe_device(device.index),
+  runtime::set_device(device);
+  ops::set_gpu_kernels({c.kernels.conv, c.kernels.batch_norm});
+  runtime::set_conv_algo_search(c.kernels.cudnn_algo_search);
+  log::info("device: {} ({}){}", device.str(), runtime::describe_device(device.index),
             c.amp.enabled ? fmt::format(", mixed precision {}", enum_name(c.amp.dtype)) : "");
   return device;
 }

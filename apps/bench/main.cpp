@@ -19,8 +19,7 @@
 #include "train/session.h"
 #include "engine/device_allocator.h"
 #include "engine/random.h"
-#include "kernels/cuda/cudnn.h"
-#include "kernels/cuda/device_info.h"
+#include "engine/runtime.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -152,7 +151,7 @@ int run(const Options& o) {
   if (ddp)
     for (int64_t count : ddp->bucket_sizes()) comm_total_ms += ddp->comm().modeled_ms(size_t(count) * sizeof(float));
   const std::string device_name =
-      device.is_cuda() ? kernels::cuda::describe_device(device.index) : std::string("cpu");
+      device.is_cuda() ? runtime::describe_device(device.index) : std::string("cpu");
   if (log::is_main_process()) {
     std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n,
                 dc.world_size(), c.amp.enabled ? enum_name(c.amp.dtype) : "off");
@@ -163,8 +162,8 @@ int run(const Options& o) {
       std::printf("modeled all-reduce time per step %.2f ms; exposed %.2f ms = %.0f%%\n", comm_total_ms, median(comm),
                   100.0 * median(comm) / comm_total_ms);
     nlohmann::json j{{"bench", "cudagrad"}, {"device", device_name},
-                     {"cuda", device.is_cuda() ? kernels::cuda::cuda_versions() : ""},
-                     {"cudnn", device.is_cuda() ? kernels::cuda::cudnn_version() : 0},
+                     {"cuda", device.is_cuda() ? runtime::cuda_versions() : ""},
+                     {"cudnn", device.is_cuda() ? runtime::cudnn_version() : 0},
                      {"batch", n}, {"world_size", dc.world_size()}, {"amp", c.amp.enabled},
                      {"images_per_s", ips}, {"step_ms_median", step_ms},
                      {"images_per_s_wall", double(n * dc.world_size() * o.steps) / (clock.span_ms() / 1000.0)}, {"forward_ms", median(fwd)},
