@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/ops.h"
+#include "engine/stream.h"
 #include "support/gpu_ops.h"
 
 namespace cg {
