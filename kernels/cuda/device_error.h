@@ -4,7 +4,8 @@
 // device anyway (engine/device_copy.cpp after a device-to-host copy, which is where a loss or an
 // accuracy is read) and where an op that can fail is issued again (the next cross_entropy). So an
 // error surfaces at the first such point after its kernel ran, one step late at most in a loop
-// that reads its loss every step. Plain types only: included by .cu and .cpp files alike.
+// that reads its loss every step. One record per process: the host thread that looks first
+// reports it. Plain types only: included by .cu and .cpp files alike.
 #pragma once
 #include <cstdint>
 
