@@ -2,11 +2,11 @@
 #include "dist/gradient_comm.h"
 
 #include <chrono>
-#include <map>
 #include <thread>
 
 #include "dist/comm_stream.h"
 #include "dist/serial_worker.h"
+#include "dist/staging_buffers.h"
 #include "engine/device_copy.h"
 #include "kernels/cuda/comm.h"
 #include "kernels/cuda/memory.h"
@@ -40,9 +40,9 @@ class StagedGlooComm : public GradientComm {
  public:
   StagedGlooComm(ProcessGroup& g, Device d) : group_(g), device_(d), copy_(Stream::create(d)) {}
   ~StagedGlooComm() override {
-    worker_.reset();  // finish what was posted before the buffers go
+    worker_.reset();  // finish what was posted (retired buffers included) before the buffers go
     copy_.synchronize();
-    for (auto& [size, p] : pinned_) kernels::cuda::pinned_free(p);
+    pinned_.reset();
   }
 
   std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
@@ -51,7 +51,7 @@ class StagedGlooComm : public GradientComm {
     Event ready = Event::create(device_);
     ready.record(compute);
     const size_t bytes = size_t(count) * sizeof(float);
-    void* host = pinned(data, bytes);
+    void* host = pinned_->get(data, bytes);
     worker_->post([=, this] {
       CG_NVTX_RANGE("Gloo all-reduce staged through host memory");
       std::exception_ptr error;
@@ -90,18 +90,26 @@ class StagedGlooComm : public GradientComm {
   std::string name() const override { return "gloo (staged through pinned host memory)"; }
 
  private:
-  // One pinned buffer per bucket (keyed by its device address), made on first use.
-  void* pinned(const void* key, size_t bytes) {
-    auto it = pinned_.find(key);
-    if (it == pinned_.end()) it = pinned_.emplace(key, kernels::cuda::pinned_malloc(bytes)).first;
-    return it->second;
+  // A replaced buffer may still be read by a copy back that an earlier job enqueued on copy_:
+  // freed by a job of its own, after those, once copy_ is idle.
+  void retire(void* buffer) {
+    worker_->post([this, buffer] {
+      try {
+        copy_.synchronize();
+      } catch (const std::exception&) {  // the copy failed; its job reported it
+      }
+      kernels::cuda::pinned_free(buffer);
+    });
   }
 
   ProcessGroup& group_;
   Device device_;
   Stream copy_;
-  std::map<const void*, void*> pinned_;  // buffers are reallocated when DDP rebuilds its buckets
   std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
+  // One pinned buffer per bucket address, replaced when a rebuilt bucket there is larger.
+  std::unique_ptr<StagingBuffers> pinned_ = std::make_unique<StagingBuffers>(
+      [](size_t bytes) { return kernels::cuda::pinned_malloc(bytes); },
+      [](void* p) { kernels::cuda::pinned_free(p); }, [this](void* p) { retire(p); });
 };
 
 // One real rank standing for `ranks`: the data is already the average; the communication stream
