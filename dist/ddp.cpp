@@ -25,7 +25,7 @@ void broadcast_coalesced(GradientComm& comm, nn::NamedTensors& tensors, Device d
     CG_CHECK(t.device() == device, "DDP: '{}' is {}, the parameters are on {}", name, t.str(), device.str());
     total += t.nbytes();
   }
-  if (total == 0) return;
+  if (total == 0 || !comm.broadcast_moves_data()) return;
   Tensor packed = Tensor::empty({int64_t(total)}, DType::u8, device);
   char* base = static_cast<char*>(packed.raw_data());
   size_t offset = 0;
