@@ -98,81 +98,93 @@ void time_eager_steps(TrainStep& step, const std::vector<data::DeviceBatch>& bat
   }
 }
 
-int run(const Options& o) {
-  TrainConfig c = load_train_config(o.config_path, o.overrides);
-  c.train.cuda_graph = o.cuda_graph;  // the trainer's graphed step, as with train.cuda_graph=true
-  TrainSession session(c);  // the trainer's own setup: device, model, optimizer, DDP, the step
-  session.start(nullptr);
-  const Device device = session.device();
-  const Stream& compute = session.compute();
-  DistContext& dc = session.dist();
-  dist::DistributedDataParallel* ddp = session.ddp();
-  GraphedTrainStep* graphed = session.graphed();
-  const std::vector<data::DeviceBatch> batches = random_batches(c, session.generator(), device);
-  const int64_t n = c.data.batch_size;
-  auto one_step = [&](const data::DeviceBatch& b) {
-    if (graphed) {
-      graphed->run(b, c.optim.lr);
-    } else {
-      Tensor hits;
-      session.step().run(b, c.optim.lr, &hits);
-    }
-  };
-  for (int64_t s = 0; s < o.warmup; ++s) one_step(batches[size_t(s) % batches.size()]);
-  compute.synchronize();
-  allocator_for(device).reset_peak();
-  StepClock clock(device, compute);
+// Milliseconds of every measured step: in total and, for eager steps, per phase.
+struct StepTimes {
   std::vector<double> total, fwd, bwd, comm, opt;
+  double span_ms = 0;     // first mark to last, gaps between steps included
+  size_t peak_bytes = 0;  // device memory in use at the peak of the measured steps
+};
+
+StepTimes measure(TrainSession& session, const std::vector<data::DeviceBatch>& batches, const Options& o, double lr) {
+  GraphedTrainStep* graphed = session.graphed();
+  for (int64_t s = 0; s < o.warmup; ++s) {
+    const data::DeviceBatch& b = batches[size_t(s) % batches.size()];
+    Tensor hits;
+    if (graphed) graphed->run(b, lr);
+    else session.step().run(b, lr, &hits);
+  }
+  const Stream& compute = session.compute();
+  compute.synchronize();
+  allocator_for(session.device()).reset_peak();
+  StepClock clock(session.device(), compute);
+  StepTimes t;
   if (!graphed) {
-    time_eager_steps(session.step(), batches, o.steps, c.optim.lr, clock);
+    time_eager_steps(session.step(), batches, o.steps, lr, clock);
     compute.synchronize();
     for (const auto& p : clock.intervals_ms(5)) {  // per step: 4 phases
-      fwd.push_back(p[0]);
-      bwd.push_back(p[1]);
-      comm.push_back(p[2]);
-      opt.push_back(p[3]);
-      total.push_back(p[0] + p[1] + p[2] + p[3]);
+      t.fwd.push_back(p[0]);
+      t.bwd.push_back(p[1]);
+      t.comm.push_back(p[2]);
+      t.opt.push_back(p[3]);
+      t.total.push_back(p[0] + p[1] + p[2] + p[3]);
     }
   } else {
     // Replays only (captured during the warm-up). Phases cannot be told apart inside one launch.
     CG_CHECK(graphed->captured(), "--cuda-graph: the warm-up did not capture the step");
     for (int64_t s = 0; s < o.steps; ++s) {
       clock.mark();
-      graphed->run(batches[size_t(s) % batches.size()], c.optim.lr);
+      graphed->run(batches[size_t(s) % batches.size()], lr);
       clock.mark();
     }
     compute.synchronize();
-    for (const auto& p : clock.intervals_ms(2)) total.push_back(p[0]);
+    for (const auto& p : clock.intervals_ms(2)) t.total.push_back(p[0]);
   }
-  const double step_ms = median(total), ips = double(n * dc.world_size()) / (step_ms / 1000.0);
-  const size_t peak = allocator_for(device).stats().peak_in_use_bytes;
+  t.span_ms = clock.span_ms();
+  t.peak_bytes = allocator_for(session.device()).stats().peak_in_use_bytes;
+  return t;
+}
+
+// A table for people and, last, one JSON line for scripts (rank 0 only).
+void report(const TrainConfig& c, const Options& o, TrainSession& session, const StepTimes& t) {
+  if (!log::is_main_process()) return;
+  const Device device = session.device();
+  const int world = session.dist().world_size();
+  const dist::DistributedDataParallel* ddp = session.ddp();
+  const int64_t n = c.data.batch_size;
+  const double step_ms = median(t.total), ips = double(n * world) / (step_ms / 1000.0);
   // With the modeled backend: what the all-reduces of one step would take if nothing overlapped.
   double comm_total_ms = 0;
   if (ddp)
     for (int64_t count : ddp->bucket_sizes()) comm_total_ms += ddp->comm().modeled_ms(size_t(count) * sizeof(float));
-  const std::string device_name =
-      device.is_cuda() ? runtime::describe_device(device.index) : std::string("cpu");
-  if (log::is_main_process()) {
-    std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n,
-                dc.world_size(), c.amp.enabled ? enum_name(c.amp.dtype) : "off");
-    std::printf("| images/s | step ms | forward | backward | exposed comm | optimizer | peak MiB |\n");
-    std::printf("| %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", ips, step_ms, median(fwd), median(bwd),
-                median(comm), median(opt), double(peak) / (1 << 20));
-    if (comm_total_ms > 0)
-      std::printf("modeled all-reduce time per step %.2f ms; exposed %.2f ms = %.0f%%\n", comm_total_ms, median(comm),
-                  100.0 * median(comm) / comm_total_ms);
-    nlohmann::json j{{"bench", "cudagrad"}, {"device", device_name},
-                     {"cuda", device.is_cuda() ? runtime::cuda_versions() : ""},
-                     {"cudnn", device.is_cuda() ? runtime::cudnn_version() : 0},
-                     {"batch", n}, {"world_size", dc.world_size()}, {"amp", c.amp.enabled},
-                     {"images_per_s", ips}, {"step_ms_median", step_ms},
-                     {"images_per_s_wall", double(n * dc.world_size() * o.steps) / (clock.span_ms() / 1000.0)}, {"forward_ms", median(fwd)},
-                     {"backward_ms", median(bwd)}, {"comm_exposed_ms", median(comm)},
-                     {"optimizer_ms", median(opt)}, {"peak_mem_bytes", peak}, {"steps", o.steps},
-                     {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
-                     {"cuda_graph", o.cuda_graph}};
-    std::printf("%s\n", j.dump().c_str());
-  }
+  const std::string device_name = device.is_cuda() ? runtime::describe_device(device.index) : std::string("cpu");
+  std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n, world,
+              c.amp.enabled ? enum_name(c.amp.dtype) : "off");
+  std::printf("| images/s | step ms | forward | backward | exposed comm | optimizer | peak MiB |\n");
+  std::printf("| %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", ips, step_ms, median(t.fwd), median(t.bwd),
+              median(t.comm), median(t.opt), double(t.peak_bytes) / (1 << 20));
+  if (comm_total_ms > 0)
+    std::printf("modeled all-reduce time per step %.2f ms; exposed %.2f ms = %.0f%%\n", comm_total_ms, median(t.comm),
+                100.0 * median(t.comm) / comm_total_ms);
+  nlohmann::json j{{"bench", "cudagrad"}, {"device", device_name},
+                   {"cuda", device.is_cuda() ? runtime::cuda_versions() : ""},
+                   {"cudnn", device.is_cuda() ? runtime::cudnn_version() : 0},
+                   {"batch", n}, {"world_size", world}, {"amp", c.amp.enabled},
+                   {"images_per_s", ips}, {"step_ms_median", step_ms},
+                   {"images_per_s_wall", double(n * world * o.steps) / (t.span_ms / 1000.0)},
+                   {"forward_ms", median(t.fwd)}, {"backward_ms", median(t.bwd)}, {"comm_exposed_ms", median(t.comm)},
+                   {"optimizer_ms", median(t.opt)}, {"peak_mem_bytes", t.peak_bytes}, {"steps", o.steps},
+                   {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
+                   {"cuda_graph", o.cuda_graph}};
+  std::printf("%s\n", j.dump().c_str());
+}
+
+int run(const Options& o) {
+  TrainConfig c = load_train_config(o.config_path, o.overrides);
+  c.train.cuda_graph = o.cuda_graph;  // the trainer's graphed step, as with train.cuda_graph=true
+  TrainSession session(c);  // the trainer's own setup: device, model, optimizer, DDP, the step
+  session.start(nullptr);
+  const std::vector<data::DeviceBatch> batches = random_batches(c, session.generator(), session.device());
+  report(c, o, session, measure(session, batches, o, c.optim.lr));
   return 0;
 }
 
