@@ -54,6 +54,25 @@ void expect_same(const std::vector<Batch>& got, const std::vector<Batch>& want, 
   }
 }
 
+// The one rule for cutting an epoch into batches, which the GPU-resident feeder follows too.
+TEST(EpochBatches, CountSkipAndSizesFollowDropLast) {
+  DistributedSampler sampler(23, 0, 1, {.shuffle = false, .seed = 0, .drop_last = false});
+  LoaderOptions lo;
+  lo.batch_size = 5;
+  lo.drop_last = true;
+  const EpochBatches dropping(sampler, lo);
+  EXPECT_EQ(dropping.count(), 4);  // 20 images; the last 3 are dropped
+  lo.drop_last = false;
+  const EpochBatches keeping(sampler, lo);
+  EXPECT_EQ(keeping.count(), 5);
+  EXPECT_EQ(keeping.begin(4), 20);
+  EXPECT_EQ(keeping.size(4), 3);  // the last, partial batch
+  EXPECT_EQ(keeping.size(0), 5);
+  EXPECT_EQ(keeping.first(-2), 0);  // a skip is clamped into [0, count]
+  EXPECT_EQ(keeping.first(2), 2);
+  EXPECT_EQ(keeping.first(9), 5);
+}
+
 TEST(DataLoader, BatchesFollowTheSamplerAndTheDataset) {
   const auto ds = small_dataset();
   const auto batches = drain(ds, {});

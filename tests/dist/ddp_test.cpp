@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "dist/ddp.h"
 #include "engine/ops.h"
+#include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 #include "support/free_port.h"
@@ -323,6 +325,31 @@ TEST(Ddp, BuffersArriveInOneCoalescedBroadcastPerForward) {
     EXPECT_EQ(at_start[size_t(r)], 1) << "rank " << r << ": weights and buffers at construction";
     EXPECT_EQ(per_forward[size_t(r)], 1) << "rank " << r << ": buffers before a forward";
     EXPECT_EQ(differing[size_t(r)], "") << "rank " << r << " kept its own statistics";
+  }
+}
+
+// Mixed precision: a scaler attached to DDP skips a step on every rank when one rank overflowed.
+TEST(Ddp, AttachedScalerSkipsOnEveryRankWhenOneOverflows) {
+  std::vector<int> stepped(2, -1);
+  std::vector<std::string> moved(2);
+  run_ranks(2, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(tiny(), gen);
+    DistributedDataParallel ddp(model, group, {});
+    nn::GradScaler scaler;
+    ddp.attach(scaler);
+    nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
+    scaler.backward(ops::cross_entropy(ddp(batch_images(rank * kPerRank, kPerRank)), batch_labels(0, kPerRank)));
+    ddp.wait_for_gradients();
+    // After the all-reduce, only rank 0's gradients overflow.
+    if (rank == 0) model.named_parameters().front().second.grad().fill_(std::numeric_limits<double>::infinity());
+    const std::vector<uint8_t> before = state_bytes(model);
+    stepped[size_t(rank)] = scaler.step(sgd, model.named_parameters(), 0.1) ? 1 : 0;
+    if (state_bytes(model) != before) moved[size_t(rank)] = "weights changed";
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(stepped[size_t(r)], 0) << "rank " << r << " stepped although rank 0 overflowed";
+    EXPECT_EQ(moved[size_t(r)], "") << "rank " << r;
   }
 }
 
