@@ -1,9 +1,7 @@
 #include "nn/optimizer.h"
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/stream.h"
-#include "kernels/cpu/optim.h"
-#include "kernels/cuda/optim.h"
+#include "engine/optim_ops.h"
 
 namespace cg::nn {
 namespace {
@@ -14,14 +12,11 @@ void check_fp32(const std::string& name, const Tensor& p, const Tensor& g, Devic
            g.str(), device.str());
 }
 
-kernels::cuda::TensorSlot slot(Tensor& param, const Tensor& grad, float* s1 = nullptr, float* s2 = nullptr) {
-  return {param.numel(), param.data<float>(), grad.data<float>(), s1, s2};
-}
 
-kernels::cpu::SgdParams kernel_params(const SgdOptions& o, double lr) {
+ops::SgdHyper hyper_at(const SgdOptions& o, double lr) {
   return {float(lr), o.momentum, o.weight_decay, o.dampening, o.nesterov};
 }
-kernels::cpu::AdamWParams kernel_params(const AdamWOptions& o, double lr) {
+ops::AdamWHyper hyper_at(const AdamWOptions& o, double lr) {
   return {float(lr), o.beta1, o.beta2, o.eps, o.weight_decay};
 }
 
@@ -101,8 +96,8 @@ std::vector<std::string> SGD::state_names() const { return {"momentum_buffer"}; 
 
 void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                  std::map<std::string, Tensor>& state) {
-  const kernels::cpu::SgdParams h = kernel_params(hyper_, lr);
-  float* buf = nullptr;
+  const ops::SgdHyper h = hyper_at(hyper_, lr);
+  Tensor buf;
   bool first = false;
   if (h.momentum != 0) {
     Tensor& b = state["momentum_buffer"];
@@ -110,19 +105,19 @@ void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, dou
       b = Tensor::empty(param.shape());
       first = true;
     }
-    buf = b.data<float>();
+    buf = b;
   }
-  kernels::cpu::sgd_update(param.numel(), h, first, param.data<float>(), grad.data<float>(), buf);
+  ops::sgd_update(param, grad, buf, h, first);
 }
 
 void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
-  const kernels::cpu::SgdParams h = kernel_params(hyper_, lr);
+  const ops::SgdHyper h = hyper_at(hyper_, lr);
   // New momentum buffers start at zero and take b = g on their first update; zero rather than
   // uninitialized so that a first step skipped on the device (found_inf) leaves them valid: the
   // next update's momentum * 0 + g is the same b = g (dampening aside, which nesterov forbids).
-  std::vector<kernels::cuda::TensorSlot> first, later;
+  std::vector<ops::UpdateSlot> first, later;
   for (Entry& e : entries) {
-    float* buf = nullptr;
+    Tensor buf;
     bool is_first = false;
     if (h.momentum != 0) {
       Tensor& b = (*e.state)["momentum_buffer"];
@@ -130,14 +125,12 @@ void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found
         b = Tensor::zeros(e.param->shape(), DType::f32, e.param->device());
         is_first = true;
       }
-      buf = b.data<float>();
+      buf = b;
     }
-    (is_first ? first : later).push_back(slot(*e.param, e.grad, buf));
+    (is_first ? first : later).push_back({*e.param, e.grad, buf, Tensor()});
   }
-  const auto stream = current_stream(entries.front().param->device()).handle();
-  const float* skip = found_inf.defined() ? found_inf.data<float>() : nullptr;
-  if (!first.empty()) kernels::cuda::sgd_update_multi(first, h, true, skip, stream, device_lr());
-  if (!later.empty()) kernels::cuda::sgd_update_multi(later, h, false, skip, stream, device_lr());
+  ops::sgd_update_multi(first, h, true, found_inf, device_lr_);
+  ops::sgd_update_multi(later, h, false, found_inf, device_lr_);
 }
 
 // ---- AdamW
@@ -150,7 +143,7 @@ AdamW::AdamW(NamedTensors params, const AdamWOptions& hyper)
 
 void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                    std::map<std::string, Tensor>& state) {
-  const kernels::cpu::AdamWParams h = kernel_params(hyper_, lr);
+  const ops::AdamWHyper h = hyper_at(hyper_, lr);
   Tensor& m = state["exp_avg"];
   Tensor& v = state["exp_avg_sq"];
   Tensor& step = state["step"];  // per parameter, as in PyTorch (a parameter may skip steps)
@@ -161,15 +154,14 @@ void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, d
   }
   float& t = step.data<float>()[0];
   t += 1;
-  kernels::cpu::adamw_update(param.numel(), h, int64_t(t), param.data<float>(), grad.data<float>(),
-                             m.data<float>(), v.data<float>());
+  ops::adamw_update(param, grad, m, v, int64_t(t), h);
 }
 
 void AdamW::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
-  const kernels::cpu::AdamWParams h = kernel_params(hyper_, lr);
+  const ops::AdamWHyper h = hyper_at(hyper_, lr);
   const Device device = entries.front().param->device();
   if (!device_step_.defined()) device_step_ = Tensor::zeros({}, DType::i64, device);
-  std::vector<kernels::cuda::TensorSlot> slots;
+  std::vector<ops::UpdateSlot> slots;
   for (Entry& e : entries) {
     Tensor& m = (*e.state)["exp_avg"];
     Tensor& v = (*e.state)["exp_avg_sq"];
@@ -177,12 +169,10 @@ void AdamW::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& fou
       m = Tensor::zeros(e.param->shape(), DType::f32, device);
       v = Tensor::zeros(e.param->shape(), DType::f32, device);
     }
-    slots.push_back(slot(*e.param, e.grad, m.data<float>(), v.data<float>()));
+    slots.push_back({*e.param, e.grad, m, v});
   }
-  const auto stream = current_stream(device).handle();
-  const float* skip = found_inf.defined() ? found_inf.data<float>() : nullptr;
-  kernels::cuda::advance_step(device_step_.data<int64_t>(), skip, stream);
-  kernels::cuda::adamw_update_multi(slots, h, device_step_.data<int64_t>(), skip, stream, device_lr());
+  ops::advance_step(device_step_, found_inf);
+  ops::adamw_update_multi(slots, h, device_step_, found_inf, device_lr_);
 }
 
 NamedTensors AdamW::state_tensors() const {

@@ -71,9 +71,6 @@ class Optimizer {
   std::map<std::string, std::map<std::string, Tensor>> per_param_;
   int64_t steps_ = 0;
   Tensor device_lr_;  // float32 [] once set_device_lr() was called
-
-  // What the multi-tensor kernels get as device_lr: null until set_device_lr().
-  const float* device_lr() const { return device_lr_.defined() ? device_lr_.data<float>() : nullptr; }
 };
 
 class SGD : public Optimizer {
