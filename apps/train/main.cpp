@@ -17,6 +17,7 @@ namespace {
 struct CommandLine {
   std::string config_path;
   std::vector<std::string> overrides;
+  bool print_config = false;
 };
 
 // CLI11 with the shared convention (apps/cli): returns -1 to go on, else the exit code.
@@ -25,6 +26,7 @@ int parse(int argc, char** argv, CommandLine& cl) {
                "is parsed as YAML, e.g. model.widths=[16,32,64]); a later one wins."};
   cg::cli::configure(app, "cudagrad-train");
   app.add_option("--config", cl.config_path, "YAML config file (keys not in it keep their defaults)");
+  app.add_flag("--print-config", cl.print_config, "print the resolved config as YAML and exit (trains nothing)");
   app.add_option("overrides", cl.overrides, "config overrides, key=value");
   app.footer("Config keys:\n" + cg::apps::train_config_help());
   return cg::cli::parse(app, argc, argv);
@@ -42,6 +44,10 @@ int main(int argc, char** argv) {
     cg::log::set_rank(id.rank, id.world_size);
     config = cg::apps::load_train_config(cl.config_path, cl.overrides);
     yaml = cg::apps::to_yaml(config);
+    if (cl.print_config) {
+      std::printf("%s", yaml.c_str());
+      return 0;
+    }
   } catch (const cg::Error& e) {
     cg::log::error("{}", e.what());
     std::fprintf(stderr, "run 'cudagrad-train --help' for the list of keys\n");
