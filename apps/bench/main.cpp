@@ -40,8 +40,8 @@ struct Options {
 
 // CLI11 with the shared convention (apps/cli): returns -1 to go on, else the exit code.
 int parse(int argc, char** argv, Options& o) {
-  CLI::App app{"Measures MiniResNet training throughput on random batches resident on the device. Config keys "
-               "are overridden as key=value, as for cudagrad-train."};
+  CLI::App app{"Measures MiniResNet training throughput on random batches resident on the device.\n"
+               "Config keys are overridden as key=value, as for cudagrad-train."};
   cli::configure(app, "cudagrad-bench");
   app.add_option("--config", o.config_path, "YAML config file (keys not in it keep their defaults)");
   app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);

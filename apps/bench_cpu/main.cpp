@@ -23,8 +23,8 @@ double ms_since(Clock::time_point t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"CPU training throughput of MiniResNet on synthetic data (fp32 SGD), the figure bench/cpu_compare.sh "
-               "puts next to PyTorch's."};
+  CLI::App app{"CPU training throughput of MiniResNet on synthetic data (fp32 SGD),\n"
+               "the figure bench/cpu_compare.sh puts next to PyTorch's."};
   cg::cli::configure(app, "cudagrad-bench-cpu");
   int64_t batch = 64, steps = 20, warmup = 3, image_size = 32, in_channels = 3;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));

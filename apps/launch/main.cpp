@@ -182,6 +182,7 @@ int free_port() {
 struct SplitArgs {
   std::vector<std::string> launcher;  // for CLI11, ending in "--" PROGRAM when there is a program
   std::vector<std::string> command;   // PROGRAM ARGS...
+  std::string unknown;                // the first option before PROGRAM that the launcher lacks
 };
 
 SplitArgs split_arguments(const CLI::App& app, int argc, char** argv) {
@@ -197,9 +198,9 @@ SplitArgs split_arguments(const CLI::App& app, int argc, char** argv) {
     s.launcher.push_back(a);
     const bool has_inline_value = a.find('=') != std::string::npos;
     const CLI::Option* opt = app.get_option_no_throw(a.substr(0, a.find('=')));
-    // An option that takes a value takes the next argument when none came with "=". An unknown
-    // option stays with the launcher's arguments, for CLI11 to report.
-    if (opt && opt->get_type_size_max() > 0 && !has_inline_value && i + 1 < argc) s.launcher.push_back(argv[++i]);
+    // An option that takes a value takes the next argument when none came with "=".
+    if (!opt && s.unknown.empty()) s.unknown = a;
+    if (opt && opt->get_items_expected_max() > 0 && !has_inline_value && i + 1 < argc) s.launcher.push_back(argv[++i]);
   }
   for (; i < argc; ++i) s.command.push_back(argv[i]);
   if (!s.command.empty()) {
@@ -212,8 +213,9 @@ SplitArgs split_arguments(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Runs PROGRAM as a data-parallel job, one process per rank, like torchrun. Everything after "
-               "PROGRAM is passed to it unchanged and in order; the launcher's own options come before it."};
+  CLI::App app{"Runs PROGRAM as a data-parallel job, one process per rank, like torchrun.\n"
+               "The launcher's options come before PROGRAM (or before --); everything after PROGRAM is\n"
+               "passed to it unchanged and in order."};
   cg::cli::configure(app, "cudagrad-launch");
   int nproc = 1, nnodes = 1, node_rank = 0, port = 29500, max_restarts = 0, grace_s = 10;
   std::string addr = "127.0.0.1", program;
@@ -231,6 +233,9 @@ int main(int argc, char** argv) {
   app.footer("example: cudagrad-launch --standalone --nproc-per-node 2 build/apps/cudagrad-train --config "
              "configs/fashion_mnist_cpu.yaml train.epochs=1");
   const SplitArgs args = split_arguments(app, argc, argv);
+  // Before CLI11, which would report a missing PROGRAM first: a misspelt option is the likelier mistake.
+  if (!args.unknown.empty())
+    return cg::cli::usage_error(app, "unknown option " + args.unknown + " (the program's options go after PROGRAM)");
   if (const int rc = cg::cli::parse(app, args.launcher); rc >= 0) return rc;
   if (node_rank >= nnodes)
     return cg::cli::usage_error(app, "--node-rank " + std::to_string(node_rank) + " needs --nnodes > " +

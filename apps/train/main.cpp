@@ -22,8 +22,8 @@ struct CommandLine {
 
 // CLI11 with the shared convention (apps/cli): returns -1 to go on, else the exit code.
 int parse(int argc, char** argv, CommandLine& cl) {
-  CLI::App app{"Trains MiniResNet as the config says. Any config key can be overridden as key=value (the value "
-               "is parsed as YAML, e.g. model.widths=[16,32,64]); a later one wins."};
+  CLI::App app{"Trains MiniResNet as the config says. Any config key can be overridden as key=value\n"
+               "(the value is parsed as YAML, e.g. model.widths=[16,32,64]); a later one wins."};
   cg::cli::configure(app, "cudagrad-train");
   app.add_option("--config", cl.config_path, "YAML config file (keys not in it keep their defaults)");
   app.add_flag("--print-config", cl.print_config, "print the resolved config as YAML and exit (trains nothing)");

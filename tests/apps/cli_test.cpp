@@ -129,7 +129,7 @@ TEST(Cli, EveryProgramHasTheSameVersionHelpAndErrors) {
     EXPECT_EQ(r.exit_code, 0) << program << r.output;
     EXPECT_NE(r.output.find("Usage: " + program), std::string::npos) << r.output;
     for (const char* option : {"--help", "--version"}) EXPECT_NE(r.output.find(option), std::string::npos) << r.output;
-    r = run(program, "--no-such-option 2>&1", "stdout");
+    r = run(program, "--no-such-option", "stderr");
     EXPECT_EQ(r.exit_code, 2) << program << r.output;
     EXPECT_NE(r.output.find(program + ": error:"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("--no-such-option"), std::string::npos) << r.output;
