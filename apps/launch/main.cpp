@@ -198,8 +198,8 @@ SplitArgs split_arguments(const CLI::App& app, int argc, char** argv) {
     s.launcher.push_back(a);
     const bool has_inline_value = a.find('=') != std::string::npos;
     const CLI::Option* opt = app.get_option_no_throw(a.substr(0, a.find('=')));
-    // An option that takes a value takes the next argument when none came with "=".
     if (!opt && s.unknown.empty()) s.unknown = a;
+    // An option that takes a value takes the next argument when none came with "=".
     if (opt && opt->get_items_expected_max() > 0 && !has_inline_value && i + 1 < argc) s.launcher.push_back(argv[++i]);
   }
   for (; i < argc; ++i) s.command.push_back(argv[i]);
