@@ -1,6 +1,6 @@
 # cmake -DSOURCE_DIR=... -DWORK_DIR=... -P git_commit_test.cmake: cmake/GitCommit.cmake writes the
 # checkout's commit, and "unknown" (without failing) for a tree that is no git checkout, e.g. an
-# unpacked source tarball.
+# unpacked source tarball; WORK_DIR (under the build folder) may itself lie inside a checkout.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR}/not_a_checkout)
 execute_process(COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${WORK_DIR}/not_a_checkout -DOUTPUT=${WORK_DIR}/none.h
