@@ -190,7 +190,7 @@ TEST(TrainConfig, KeysOfAnotherVariantWarnOnce) {
   const std::string cpu = shipped("fashion_mnist_cpu.yaml");
   std::vector<std::string> warnings;
   TrainConfig c = load_train_config(cpu, {"sched.name=constant"}, &warnings);
-  EXPECT_EQ(c.sched.name, ScheduleName::constant);
+  EXPECT_EQ(c.sched.name, nn::ScheduleKind::constant);
   ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);  // min_lr is 0.0, its default
   expect_mentions(warnings[0], {"'sched.warmup_steps'", cpu + ":", "sched.name=warmup_cosine", "constant",
                                 "command line"});
