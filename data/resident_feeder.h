@@ -1,8 +1,9 @@
 // The training set kept on the GPU (data.gpu_resident): every image is read once, normalized, and
 // uploaded; each batch is then gathered and augmented on the device by one kernel
-// (kernels/cuda/augment.h), so the host's work per step is one launch, with no synchronization.
-// Rule: the batches are DataLoader's for the same dataset, sampler and options, bit for bit and in
-// the same order (same draws, same black padding, same skipping and last partial batch).
+// (ops::gather_augment, engine/augment.h), so the host's work per step is one launch, with no
+// synchronization. Rule: the batches are DataLoader's for the same dataset, sampler and options,
+// bit for bit and in the same order: batches are counted, skipped and sized by the loader's
+// EpochBatches, and augmented with the draws of util/counter_rng.h that data::Augmenter uses.
 #pragma once
 #include <cstddef>
 
