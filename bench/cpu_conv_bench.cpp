@@ -16,7 +16,7 @@
 
 namespace {
 
-using cg::kernels::cpu::Conv2dShape;
+using cg::kernels::Conv2dShape;
 
 struct Layer {
   const char* name;

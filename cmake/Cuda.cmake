@@ -21,7 +21,7 @@ function(cudagrad_add_cuda_sources target)
     return()
   endif()
   file(GLOB_RECURSE _cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cu
-       ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cpp ${PROJECT_SOURCE_DIR}/engine/cuda/*.cu)
+       ${PROJECT_SOURCE_DIR}/kernels/cuda/*.cpp)
   target_sources(${target} PRIVATE ${_cu})
   target_compile_definitions(${target} PUBLIC CUDAGRAD_WITH_CUDA=1)
   target_link_libraries(${target} PUBLIC fmt::fmt CUDA::cudart CUDA::cublas cudagrad_cudnn cudagrad_nccl)

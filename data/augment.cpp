@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "data/random.h"
 #include "util/check.h"
 
 namespace cg::data {
@@ -17,15 +16,7 @@ Augmenter::Augmenter(AugmentOptions options, const Dataset& dataset)
 
 AugmentDraw Augmenter::draw(const SampleKey& key) const {
   // A stream of its own ("augment") so no other use of the same key can correlate with it.
-  SampleRng rng(key.seed, uint64_t(key.rank), uint64_t(key.epoch), uint64_t(key.index), kAugmentStream);
-  AugmentDraw d;
-  if (options_.crop_padding > 0) {
-    const int p = options_.crop_padding;
-    d.shift_y = int(rng.below(uint64_t(2 * p + 1))) - p;
-    d.shift_x = int(rng.below(uint64_t(2 * p + 1))) - p;
-  }
-  if (options_.horizontal_flip) d.flip = rng.uniform() < 0.5;
-  return d;
+  return rng::draw_augment(key.seed, key.rank, key.epoch, key.index, options_.crop_padding, options_.horizontal_flip);
 }
 
 void Augmenter::apply(float* image, const SampleKey& key) const {

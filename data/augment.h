@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "util/counter_rng.h"
 
 namespace cg::data {
 
@@ -25,11 +26,8 @@ struct SampleKey {
   int64_t index = 0;  // the dataset index
 };
 
-// The choices drawn for one sample.
-struct AugmentDraw {
-  int shift_y = 0, shift_x = 0;  // the crop window's offset from centre, in [-padding, padding]
-  bool flip = false;
-};
+// The choices drawn for one sample: rng::draw_augment, which the GPU's batch builder runs too.
+using AugmentDraw = rng::AugmentDraw;
 
 class Augmenter {
  public:

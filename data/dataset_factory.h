@@ -6,10 +6,15 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "util/enum_names.h"
 
 namespace cg::data {
 
 enum class DatasetKind { fashion_mnist, cifar10, synthetic };
+inline EnumNames<DatasetKind> enum_names(DatasetKind) {
+  return {{DatasetKind::fashion_mnist, "fashion_mnist"}, {DatasetKind::cifar10, "cifar10"},
+          {DatasetKind::synthetic, "synthetic"}};
+}
 
 struct DatasetOptions {
   DatasetKind kind = DatasetKind::fashion_mnist;

@@ -29,10 +29,7 @@ DataLoader::DataLoader(const Dataset& dataset, DistributedSampler& sampler, Load
 
 DataLoader::~DataLoader() { stop_workers(); }
 
-int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = sampler_.num_samples(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
-}
+int64_t DataLoader::batches_per_epoch() const { return EpochBatches(sampler_, options_).count(); }
 
 void DataLoader::stop_workers() {
   {
@@ -52,14 +49,15 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   epoch_ = epoch;
   sampler_.set_epoch(epoch);
   order_ = sampler_.indices();
-  end_ = batches_per_epoch();
-  first_ = next_ = std::clamp<int64_t>(skip_batches, 0, end_);
+  const EpochBatches batches(sampler_, options_);
+  end_ = batches.count();
+  first_ = next_ = batches.first(skip_batches);
   for (int w = 0; w < options_.num_workers; ++w) workers_.emplace_back([this, w] { worker_loop(w); });
 }
 
 Batch DataLoader::load_batch(int64_t b) const {
-  const int64_t begin = b * options_.batch_size;
-  const int64_t count = std::min<int64_t>(options_.batch_size, int64_t(order_.size()) - begin);
+  const EpochBatches batches(sampler_, options_);
+  const int64_t begin = batches.begin(b), count = batches.size(b);
   Batch batch;
   batch.index = b;
   batch.size = count;

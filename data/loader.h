@@ -4,6 +4,7 @@
 // workers or on thread timing, so runs and resumes are reproducible. A worker's error comes out
 // of next() as a cg::Error; destroying the loader mid-epoch stops and joins its threads.
 #pragma once
+#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -34,6 +35,23 @@ struct LoaderOptions {
   AugmentOptions augment;
   uint64_t seed = 0;  // with rank, epoch and sample index: the augmentation's randomness
   int rank = 0;
+};
+
+// How one epoch of a rank's samples is cut into batches: the one rule the loader and the
+// GPU-resident feeder (data/resident_feeder.h) share, so both count, skip and size batches alike.
+struct EpochBatches {
+  int64_t samples = 0;     // the sampler's per-rank count
+  int64_t batch_size = 1;
+  bool drop_last = true;   // drop a last, smaller batch
+
+  EpochBatches(const DistributedSampler& sampler, const LoaderOptions& options)
+      : samples(sampler.num_samples()), batch_size(options.batch_size), drop_last(options.drop_last) {}
+  int64_t count() const { return drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size; }
+  // The batch an epoch resumed after `skip` batches starts with (skip clamped to [0, count()]).
+  int64_t first(int64_t skip) const { return std::clamp<int64_t>(skip, 0, count()); }
+  // Batch b holds the sampler's positions [begin(b), begin(b) + size(b)).
+  int64_t begin(int64_t b) const { return b * batch_size; }
+  int64_t size(int64_t b) const { return std::min(batch_size, samples - begin(b)); }
 };
 
 class DataLoader {

@@ -7,9 +7,9 @@
 
 namespace cg::data {
 
-DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world_size, bool shuffle,
-                                       uint64_t seed, bool drop_last)
-    : size_(dataset_size), rank_(rank), world_(world_size), shuffle_(shuffle), seed_(seed) {
+DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world_size, const SamplerOptions& options)
+    : size_(dataset_size), rank_(rank), world_(world_size), shuffle_(options.shuffle), seed_(options.seed) {
+  const bool drop_last = options.drop_last;
   CG_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "sampler: rank {} of world {}", rank,
            world_size);
   CG_CHECK(dataset_size >= 0, "sampler: negative dataset size");

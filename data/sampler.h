@@ -10,10 +10,15 @@
 
 namespace cg::data {
 
+struct SamplerOptions {
+  bool shuffle = true;     // a new permutation every epoch (seed + epoch)
+  uint64_t seed = 0;
+  bool drop_last = false;  // cut the order down to a multiple of the world size instead of padding
+};
+
 class DistributedSampler {
  public:
-  DistributedSampler(int64_t dataset_size, int rank, int world_size, bool shuffle, uint64_t seed,
-                     bool drop_last);
+  DistributedSampler(int64_t dataset_size, int rank, int world_size, const SamplerOptions& options);
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
   int64_t num_samples() const { return num_samples_; }  // per rank, every epoch

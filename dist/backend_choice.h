@@ -10,9 +10,17 @@
 #pragma once
 #include <string>
 
+#include "util/enum_names.h"
+
 namespace cg::dist {
 
+// dist.backend. "modeled": one real rank whose all-reduces occupy the communication stream as long
+// as a ring all-reduce over dist.modeled_* would take.
 enum class BackendRequest { auto_select, nccl, gloo, modeled };
+inline EnumNames<BackendRequest> enum_names(BackendRequest) {
+  return {{BackendRequest::auto_select, "auto"}, {BackendRequest::nccl, "nccl"}, {BackendRequest::gloo, "gloo"},
+          {BackendRequest::modeled, "modeled"}};
+}
 enum class Transport { none, host_gloo, staged_gloo, nccl, modeled };
 
 struct TransportChoice {

@@ -1,7 +1,6 @@
 #include "dist/comm_stream.h"
 
-#include "kernels/cuda/graph.h"
-#include "kernels/cuda/stream.h"
+#include "engine/runtime.h"
 #include "util/check.h"
 #include "util/trace.h"
 
@@ -11,7 +10,7 @@ CommStream::CommStream(Device device, CollectiveWatchdog::Options watchdog)
     : device_(device), stream_(Stream::create(device, -1)) {
   CG_CHECK(device.is_cuda(), "a communication stream needs a CUDA device, not {}", device.str());
   if (trace::enabled()) clock_ = std::make_unique<DeviceClock>(device);
-  watchdog.on_thread_start = [d = device] { kernels::cuda::set_device(d.index); };
+  watchdog.on_thread_start = [d = device] { runtime::set_device(d); };
   watchdog.on_complete = [this](const std::string& name, Work& work) { on_complete(name, work); };
   watchdog_ = std::make_unique<CollectiveWatchdog>(std::move(watchdog));
 }
@@ -37,7 +36,7 @@ std::string CommStream::end(const std::shared_ptr<Work>& work, const std::string
   work->device_done.record(stream_);
   // An event recorded during a capture cannot be polled (cudaErrorCapturedEvent), and the
   // collective runs only when the graph is replayed: watch_replay() covers it then.
-  if (kernels::cuda::stream_is_capturing(stream_.handle())) return op + " (captured in a CUDA graph)";
+  if (runtime::is_capturing(stream_)) return op + " (captured in a CUDA graph)";
   Event done = work->device_done;
   return watchdog_->watch(work, op, detail, [done] { return done.done(); });
 }

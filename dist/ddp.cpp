@@ -1,14 +1,45 @@
 #include "dist/ddp.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/device_copy.h"
 #include "util/check.h"
 #include "util/nvtx.h"
 
 namespace cg::dist {
+namespace {
+
+std::vector<size_t> reverse_order(size_t n) {
+  std::vector<size_t> r(n);
+  std::iota(r.rbegin(), r.rend(), size_t(0));
+  return r;
+}
+
+}  // namespace
+
+void broadcast_coalesced(GradientComm& comm, nn::NamedTensors& tensors, Device device, const Stream& compute) {
+  size_t total = 0;
+  for (auto& [name, t] : tensors) {
+    CG_CHECK(t.device() == device, "DDP: '{}' is {}, the parameters are on {}", name, t.str(), device.str());
+    total += t.nbytes();
+  }
+  if (total == 0 || !comm.broadcast_moves_data()) return;
+  Tensor packed = Tensor::empty({int64_t(total)}, DType::u8, device);
+  char* base = static_cast<char*>(packed.raw_data());
+  size_t offset = 0;
+  for (auto& [name, t] : tensors) {  // GPU to GPU copies run in the current (compute) stream's order
+    copy_bytes(base + offset, device, t.raw_data(), device, t.nbytes());
+    offset += t.nbytes();
+  }
+  comm.broadcast(packed, compute);
+  offset = 0;
+  for (auto& [name, t] : tensors) {
+    copy_bytes(t.raw_data(), device, base + offset, device, t.nbytes());
+    offset += t.nbytes();
+  }
+}
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup& group,
                                                  const DdpOptions& options)
@@ -19,14 +50,12 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
     : model_(model), comm_(std::move(comm)), options_(options), params_(model.named_parameters()) {
   CG_CHECK(!params_.empty(), "DDP: the model has no parameters");
   device_ = params_.front().second.device();
-  nn::NamedTensors state = model.state_dict();
-  for (auto& [name, t] : state) {  // replicas start from rank 0's weights and buffers
-    CG_CHECK(t.device() == device_, "DDP: '{}' is {}, the other parameters are on {}", name, t.str(), device_.str());
-    comm_->broadcast(t, current_stream(device_));
+  {
+    autograd::NoGradGuard no_grad;
+    nn::NamedTensors state = model.state_dict();  // replicas start from rank 0's weights and buffers
+    broadcast_coalesced(*comm_, state, device_, current_stream(device_));
   }
-  std::vector<size_t> reverse(params_.size());
-  std::iota(reverse.rbegin(), reverse.rend(), size_t(0));
-  build_buckets(reverse);
+  build_buckets(reverse_order(params_.size()));
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i].second.register_grad_ready_hook([this, i](Tensor&) { on_gradient_ready(i); });
 }
@@ -34,7 +63,6 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
 void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
   // Lay the flat buffer out in bucket order, so each bucket is one contiguous slice.
   buckets_.clear();
-  bucket_names_.clear();
   bucket_of_.assign(params_.size(), 0);
   // The first bucket is the smaller of first_bucket_mb and the cap.
   int64_t offset = 0,
@@ -72,46 +100,60 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
     Tensor& p = params_[i].second;
     p.set_grad(flat_.view_at(offsets[i], p.shape()));
   }
-  for (auto& b : buckets_) {
-    std::vector<std::string> names;
-    for (size_t i : b.params) names.push_back(params_[i].first);
-    bucket_names_.push_back(std::move(names));
+}
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(&ddp) {
+  CG_CHECK(!ddp.no_sync_, "DDP: no_sync() guards do not nest; one is alive already");
+  ddp.no_sync_ = true;
+}
+
+DistributedDataParallel::NoSync::~NoSync() {
+  if (ddp_) ddp_->no_sync_ = false;
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  prepare_for_backward();
+  return model_(input);
+}
+
+void DistributedDataParallel::sync_buffers() {
+  if (!options_.broadcast_buffers) return;
+  autograd::NoGradGuard no_grad;
+  nn::NamedTensors buffers = model_.named_buffers();
+  broadcast_coalesced(*comm_, buffers, device_, current_stream(device_));
+}
+
+void DistributedDataParallel::check_gradients_are_views() const {
+  for (const auto& [name, p] : params_) {
+    const Tensor g = p.grad();
+    if (!g.defined() || g.impl().storage != flat_.impl().storage)
+      throw Error(fmt::format(
+          "DDP: the gradient of '{}' is no longer DDP's view of its flat gradient buffer (it was {}); with "
+          "DistributedDataParallel, zero the gradients with DistributedDataParallel::zero_grad(), not the "
+          "optimizer's or the module's zero_grad(), which free them",
+          name, g.defined() ? "replaced" : "freed"));
   }
 }
 
-void DistributedDataParallel::before_forward() {
-  if (options_.broadcast_buffers) {
-    autograd::NoGradGuard no_grad;
-    nn::NamedTensors buffers = model_.named_buffers();
-    for (auto& [name, t] : buffers) comm_->broadcast(t, current_stream(device_));
-  }
+void DistributedDataParallel::prepare_for_backward() {
+  sync_buffers();
+  check_gradients_are_views();  // the all-reduces read the flat buffer (checked before a rebuild hides it)
   if (!rebuilt_ && ready_order_.size() == params_.size()) {
     // Rebuild once from the order gradients actually became ready, so buckets fill in sequence.
     build_buckets(ready_order_);
     rebuilt_ = true;
-  }
-  // Gradients must be views of the flat buffer for the all-reduce to see them.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor g = params_[i].second.grad();
-    if (!g.defined() || g.impl().storage != flat_.impl().storage) {
-      build_buckets(rebuilt_ ? ready_order_ : [&] {
-        std::vector<size_t> r(params_.size());
-        std::iota(r.rbegin(), r.rend(), size_t(0));
-        return r;
-      }());
-      break;
-    }
   }
   for (auto& b : buckets_) {
     b.pending = b.params.size();
     b.work.reset();
   }
   ready_.assign(params_.size(), 0);
+  sync_backward_ = !no_sync_;
   in_backward_ = true;
 }
 
 void DistributedDataParallel::on_gradient_ready(size_t param) {
-  if (!require_sync_ || !in_backward_) return;
+  if (!sync_backward_ || !in_backward_) return;
   if (!rebuilt_ && ready_order_.size() < params_.size()) ready_order_.push_back(param);
   ready_[param] = 1;
   Bucket& b = buckets_[bucket_of_[param]];
@@ -123,9 +165,9 @@ void DistributedDataParallel::on_gradient_ready(size_t param) {
   }
 }
 
-void DistributedDataParallel::finish_gradient_sync() {
+void DistributedDataParallel::wait_for_gradients() {
   in_backward_ = false;
-  if (!require_sync_) return;
+  if (!sync_backward_) return;
   std::vector<std::string> missing;
   for (size_t i = 0; i < params_.size(); ++i)
     if (!ready_[i]) missing.push_back(params_[i].first);
@@ -136,6 +178,10 @@ void DistributedDataParallel::finish_gradient_sync() {
 }
 
 void DistributedDataParallel::zero_grad() { flat_.zero_(); }
+
+void DistributedDataParallel::attach(nn::GradScaler& scaler) {
+  scaler.set_overflow_agreement([this](Tensor& found_inf) { agree_on_overflow(found_inf); });
+}
 
 void DistributedDataParallel::agree_on_overflow(Tensor& found_inf) {
   CG_CHECK(found_inf.numel() == 1 && found_inf.dtype() == DType::f32 && found_inf.device() == device_,

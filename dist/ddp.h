@@ -1,24 +1,27 @@
-// Data parallelism with PyTorch DDP's semantics. At construction, parameters and buffers are
-// broadcast from rank 0, so every replica starts equal. Gradients live in one flat buffer and
-// every parameter's .grad is a view into it; buckets are contiguous slices, filled in the order
-// backward produces gradients (reverse registration order at first, rebuilt once from the order
-// observed in the first step). The moment a bucket's last gradient is final (the autograd
-// grad-ready hook), its all-reduce (average) is issued on the communication thread while backward
-// goes on; finish_gradient_sync() waits for all of them before the optimizer step.
+// Data parallelism with PyTorch DDP's semantics, as one object that owns the protocol: the caller
+// runs forward through it and backward as usual, waits for the gradients, and zeroes them through
+// it; no_sync() is the one knob for gradient accumulation (PyTorch's DistributedDataParallel(model)).
+// At construction, parameters and buffers are broadcast from rank 0 (one collective), so every
+// replica starts equal. Gradients live in one flat buffer and every parameter's .grad is a view into
+// it; buckets are contiguous slices, filled in the order backward produces gradients (reverse
+// registration order at first, rebuilt once from the order observed in the first step). The moment
+// a bucket's last gradient is final (the autograd grad-ready hook), its all-reduce (average) is
+// issued on the communication thread while backward goes on; wait_for_gradients() waits for all of
+// them before the optimizer step.
 #pragma once
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "dist/gradient_comm.h"
 #include "dist/process_group.h"
+#include "nn/grad_scaler.h"
 #include "nn/module.h"
 
 namespace cg::dist {
 
 struct DdpOptions {
-  double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in apps/common/train_config.cpp
+  double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in train/train_config.cpp
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
   bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
 };
@@ -30,21 +33,47 @@ class DistributedDataParallel {
   // Any device and transport (dist/gradient_comm.h). On a GPU, gradients are all-reduced after
   // events on the caller's current stream, which waits for them with events in turn.
   DistributedDataParallel(nn::Module& model, std::unique_ptr<GradientComm> comm, const DdpOptions& options);
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  // Before each forward: broadcasts buffers from rank 0 (PyTorch's default) and makes sure every
-  // parameter's .grad is its view of the flat buffer.
-  void before_forward();
-  // After backward, before the optimizer: waits for every bucket's all-reduce. Fails naming any
-  // parameter that received no gradient (it would leave its bucket unreduced on this rank).
-  void finish_gradient_sync();
-  // false: the next backward passes only accumulate locally (gradient accumulation); PyTorch's
-  // no_sync(). The first backward with sync on again communicates the accumulated sum.
-  void set_require_sync(bool on) { require_sync_ = on; }
-  // Zeroes the flat gradient buffer (the optimizer's zero_grad would free the views).
+  // The model's forward on `input`. First brings the buffers to rank 0's (one coalesced broadcast)
+  // and arms the gradient hooks: the backward of this output all-reduces, unless a no_sync() guard
+  // was alive here. Fails when a gradient is no longer DDP's view (see zero_grad).
+  Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // PyTorch's no_sync(): the backward of a forward run while the guard lives only accumulates
+  // locally (gradient accumulation); the first backward of a forward without it communicates the
+  // accumulated sum. Guards do not nest.
+  class NoSync {
+   public:
+    NoSync(NoSync&& other) noexcept : ddp_(other.ddp_) { other.ddp_ = nullptr; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+    NoSync& operator=(NoSync&&) = delete;
+    ~NoSync();
+
+   private:
+    friend class DistributedDataParallel;
+    explicit NoSync(DistributedDataParallel& ddp);
+    DistributedDataParallel* ddp_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
+  // After backward, before the optimizer: waits for every bucket's all-reduce (nothing to do after
+  // a no_sync forward). Fails naming any parameter that received no gradient (it would leave its
+  // bucket unreduced on this rank).
+  void wait_for_gradients();
+  // Zeroes the flat gradient buffer. The optimizer's or the module's zero_grad would free the views
+  // DDP all-reduces, so the next forward refuses to run after them.
   void zero_grad();
-  // Mixed precision: makes every rank's one-element float32 found_inf non-zero when any rank's
-  // is (an average over ranks, in stream order: no host wait with NCCL), so all skip together.
-  void agree_on_overflow(Tensor& found_inf);
+  // Mixed precision: from now on `scaler` decides on overflow with every rank (the average of the
+  // ranks' found_inf flags, in stream order: no host wait with NCCL), so all skip together. This
+  // object must outlive the scaler's steps.
+  void attach(nn::GradScaler& scaler);
+  // Brings every rank's buffers (BatchNorm statistics) to rank 0's now, as the next forward would:
+  // before comparing replicas.
+  void sync_buffers();
 
   size_t num_buckets() const { return buckets_.size(); }
   const GradientComm& comm() const { return *comm_; }
@@ -52,7 +81,6 @@ class DistributedDataParallel {
   std::vector<int64_t> bucket_sizes() const;
   // The all-reduces of the last synced backward, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_reduces() const;
-  const std::vector<std::vector<std::string>>& bucket_parameters() const { return bucket_names_; }
 
  private:
   struct Bucket {
@@ -63,7 +91,10 @@ class DistributedDataParallel {
   };
 
   void build_buckets(const std::vector<size_t>& order);
+  void prepare_for_backward();
+  void check_gradients_are_views() const;
   void on_gradient_ready(size_t param);
+  void agree_on_overflow(Tensor& found_inf);
 
   nn::Module& model_;
   std::unique_ptr<GradientComm> comm_;
@@ -73,12 +104,16 @@ class DistributedDataParallel {
   Tensor flat_;                        // all gradients, bucket after bucket
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;      // param index -> bucket index
-  std::vector<std::vector<std::string>> bucket_names_;
   std::vector<size_t> ready_order_;    // observed in the first synced backward
   std::vector<char> ready_;            // per parameter, in the current backward
   bool rebuilt_ = false;
-  bool require_sync_ = true;
+  bool no_sync_ = false;               // a NoSync guard is alive
+  bool sync_backward_ = true;          // the last forward's backward communicates
   bool in_backward_ = false;
 };
+
+// Overwrites every tensor of `tensors` (all on `device`) with rank 0's values in one collective:
+// packed into one byte buffer, broadcast, unpacked, in `compute` order.
+void broadcast_coalesced(GradientComm& comm, nn::NamedTensors& tensors, Device device, const Stream& compute);
 
 }  // namespace cg::dist

@@ -2,15 +2,15 @@
 #include "dist/gradient_comm.h"
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "dist/comm_stream.h"
 #include "dist/serial_worker.h"
 #include "dist/staging_buffers.h"
 #include "engine/device_copy.h"
-#include "kernels/cuda/comm.h"
-#include "kernels/cuda/memory.h"
-#include "kernels/cuda/stream.h"
+#include "engine/runtime.h"
 #include "util/check.h"
 #include "util/nvtx.h"
 #include "util/trace.h"
@@ -57,12 +57,12 @@ class StagedGlooComm : public GradientComm {
       std::exception_ptr error;
       work->started = std::chrono::steady_clock::now();
       try {
-        kernels::cuda::set_device(device_.index);
+        runtime::set_device(device_);
         ready.synchronize();
-        kernels::cuda::copy_device_to_host(host, data, bytes, copy_.handle());
+        copy_to_host_async(host, data, bytes, copy_);
         copy_.synchronize();
         group_.all_reduce_async(static_cast<float*>(host), count, ReduceOp::average)->wait();
-        kernels::cuda::copy_host_to_device(data, host, bytes, copy_.handle());
+        copy_bytes_async(data, host, bytes, copy_);
         Event done = Event::create(device_);
         done.record(copy_);
         work->device_done = done;
@@ -90,6 +90,19 @@ class StagedGlooComm : public GradientComm {
   std::string name() const override { return "gloo (staged through pinned host memory)"; }
 
  private:
+  // Pinned buffers are runtime::PinnedBuffers owned here, keyed by their data; StagingBuffers hands
+  // out the data pointers. The worker thread frees retired ones, hence the lock.
+  void* allocate(size_t bytes) {
+    runtime::PinnedBuffer buffer(bytes);
+    void* data = buffer.data();
+    std::lock_guard<std::mutex> lock(owned_mutex_);
+    owned_.emplace(data, std::move(buffer));
+    return data;
+  }
+  void release(void* data) {
+    std::lock_guard<std::mutex> lock(owned_mutex_);
+    owned_.erase(data);
+  }
   // A replaced buffer may still be read by a copy back that an earlier job enqueued on copy_:
   // freed by a job of its own, after those, once copy_ is idle.
   void retire(void* buffer) {
@@ -98,18 +111,20 @@ class StagedGlooComm : public GradientComm {
         copy_.synchronize();
       } catch (const std::exception&) {  // the copy failed; its job reported it
       }
-      kernels::cuda::pinned_free(buffer);
+      release(buffer);
     });
   }
 
   ProcessGroup& group_;
   Device device_;
   Stream copy_;
+  std::mutex owned_mutex_;
+  std::map<void*, runtime::PinnedBuffer> owned_;
   std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
   // One pinned buffer per bucket address, replaced when a rebuilt bucket there is larger.
   std::unique_ptr<StagingBuffers> pinned_ = std::make_unique<StagingBuffers>(
-      [](size_t bytes) { return kernels::cuda::pinned_malloc(bytes); },
-      [](void* p) { kernels::cuda::pinned_free(p); }, [this](void* p) { retire(p); });
+      [this](size_t bytes) { return allocate(bytes); }, [this](void* p) { release(p); },
+      [this](void* p) { retire(p); });
 };
 
 // One real rank standing for `ranks`: the data is already the average; the communication stream
@@ -126,7 +141,7 @@ class ModeledComm : public GradientComm {
     const std::string detail = fmt::format("{}, {:.1f} MB, modeled {:.3f} ms", what, double(bytes) / 1e6, ms);
     if (stream_) {
       auto work = stream_->begin(compute);
-      kernels::cuda::spin(ms * 1000.0, stream_->stream().handle());
+      runtime::spin(stream_->stream(), ms * 1000.0);
       stream_->end(work, "all_reduce", detail);
       return work;
     }
@@ -145,6 +160,7 @@ class ModeledComm : public GradientComm {
     else work.wait();
   }
   void broadcast(Tensor&, const Stream&) override {}  // replicas of one rank are equal already
+  bool broadcast_moves_data() const override { return false; }
   void watch_replay(const Stream& compute, const std::string& what) const override {
     if (stream_) stream_->watch_replay(compute, what);
   }

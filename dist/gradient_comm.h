@@ -32,6 +32,8 @@ class GradientComm {
   virtual void wait(Work& work, const Stream& compute) = 0;
   // Overwrites `t` with rank 0's values, in `compute` stream order.
   virtual void broadcast(Tensor& t, const Stream& compute) = 0;
+  // false when broadcast() changes nothing (one real rank): callers may skip packing for it.
+  virtual bool broadcast_moves_data() const { return true; }
   virtual std::string name() const = 0;
   // The modeled backend's time per all-reduce of `bytes`, else 0.
   virtual double modeled_ms(size_t bytes) const { return 0; }

@@ -8,7 +8,7 @@
 
 #include "dist/comm_stream.h"
 #include "dist/gradient_comm.h"
-#include "kernels/cuda/comm.h"
+#include "dist/nccl_api.h"
 #include "util/check.h"
 
 namespace cg::dist {
@@ -22,21 +22,21 @@ class NcclComm : public GradientComm {
     CG_CHECK(d.is_cuda(), "NCCL needs CUDA tensors, the model is on {}", d.str());
     std::string id;
     if (rank == 0) {
-      id = kernels::cuda::nccl_unique_id();
+      id = nccl::unique_id();
       store.set("nccl/unique_id", id);
     } else {
       id = store.get_string("nccl/unique_id");
     }
-    comm_ = kernels::cuda::nccl_init(id, world, rank, d.index);
+    comm_ = nccl::init(id, world, rank, d.index);
     CollectiveWatchdog::Options w;
     w.rank = rank;
     w.timeout_s = timeout_s;
-    w.async_error = [this] { return kernels::cuda::nccl_async_error(comm_); };
+    w.async_error = [this] { return nccl::async_error(comm_); };
     w.abort = [this] { abort(); };
     try {
       stream_ = std::make_unique<CommStream>(d, std::move(w));
     } catch (...) {
-      kernels::cuda::nccl_destroy(comm_);
+      nccl::destroy(comm_);
       throw;
     }
   }
@@ -50,14 +50,14 @@ class NcclComm : public GradientComm {
       }
     }
     stream_.reset();  // the watchdog stops before the communicator goes
-    if (!aborted_) kernels::cuda::nccl_destroy(comm_);  // ncclCommAbort already freed an aborted one
+    if (!aborted_) nccl::destroy(comm_);  // ncclCommAbort already freed an aborted one
   }
 
   std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
                                            const std::string& what) override {
     std::lock_guard<std::timed_mutex> lock(issue_mutex_);
     auto work = stream_->begin(compute);  // throws once communication has failed
-    kernels::cuda::nccl_all_reduce_average(comm_, data, count, stream_->stream().handle());
+    nccl::all_reduce_average(comm_, data, count, stream_->stream().handle());
     stream_->end(work, "all_reduce", fmt::format("{}, {}", what, megabytes(size_t(count) * sizeof(float))));
     return work;
   }
@@ -69,7 +69,7 @@ class NcclComm : public GradientComm {
     {
       std::lock_guard<std::timed_mutex> lock(issue_mutex_);
       work = stream_->begin(compute);
-      kernels::cuda::nccl_broadcast(comm_, t.raw_data(), t.nbytes(), 0, stream_->stream().handle());
+      nccl::broadcast(comm_, t.raw_data(), t.nbytes(), 0, stream_->stream().handle());
       stream_->end(work, "broadcast", fmt::format("{}, {}", t.str(), megabytes(t.nbytes())));
     }
     stream_->wait(*work, compute);
@@ -79,7 +79,7 @@ class NcclComm : public GradientComm {
     stream_->watch_replay(compute, what);
   }
 
-  std::string name() const override { return fmt::format("nccl {}", kernels::cuda::nccl_version()); }
+  std::string name() const override { return fmt::format("nccl {}", nccl::version()); }
 
  private:
   // On the watchdog's thread. Issuing holds issue_mutex_, so the communicator is never freed
@@ -87,12 +87,12 @@ class NcclComm : public GradientComm {
   // abort is what unblocks it.
   void abort() {
     const bool locked = issue_mutex_.try_lock_for(std::chrono::seconds(2));
-    kernels::cuda::nccl_abort(comm_);
+    nccl::abort(comm_);
     aborted_ = true;
     if (locked) issue_mutex_.unlock();
   }
 
-  kernels::cuda::NcclComm comm_ = nullptr;
+  nccl::Comm comm_ = nullptr;
   std::timed_mutex issue_mutex_;
   std::atomic<bool> aborted_{false};
   std::unique_ptr<CommStream> stream_;  // last: its watchdog uses the members above

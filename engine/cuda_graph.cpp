@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "engine/device_allocator.h"
+#include "kernels/cuda/graph.h"
 #include "util/check.h"
 
 namespace cg {

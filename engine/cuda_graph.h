@@ -11,7 +11,6 @@
 
 #include "engine/capture_pool.h"
 #include "engine/stream.h"
-#include "kernels/cuda/graph.h"
 
 namespace cg {
 
@@ -35,7 +34,7 @@ class CudaGraph {
  private:
   Stream stream_;
   std::unique_ptr<CapturePool> pool_;
-  kernels::cuda::GraphExec exec_ = nullptr;
+  void* exec_ = nullptr;  // a cudaGraphExec_t
 };
 
 }  // namespace cg

@@ -36,6 +36,11 @@ void copy_bytes_async(void* dst, const void* pinned_src, size_t bytes, const Str
   kernels::cuda::copy_host_to_device(dst, pinned_src, bytes, stream.handle());
 }
 
+void copy_to_host_async(void* pinned_dst, const void* src, size_t bytes, const Stream& stream) {
+  if (bytes == 0) return;
+  kernels::cuda::copy_device_to_host(pinned_dst, src, bytes, stream.handle());
+}
+
 void zero_bytes(void* dst, Device device, size_t bytes) {
   if (bytes == 0) return;
   if (device.is_cpu()) {

@@ -12,9 +12,12 @@ namespace cg {
 // host (CPU destination, or a pageable CPU source the caller may reuse) or in stream order (GPU
 // to GPU).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
-// Host to GPU without waiting, on `stream`: src must be pinned (kernels/cuda/memory.h) and stay
+// Host to GPU without waiting, on `stream`: src must be pinned (runtime::PinnedBuffer, engine/runtime.h) and stay
 // untouched until the copy is done (record an event after it).
 void copy_bytes_async(void* dst, const void* pinned_src, size_t bytes, const Stream& stream);
+// GPU to host without waiting, on `stream`: dst must be pinned (runtime::PinnedBuffer) and is
+// usable once the stream has passed the copy (synchronize it, or an event recorded after it).
+void copy_to_host_async(void* pinned_dst, const void* src, size_t bytes, const Stream& stream);
 void zero_bytes(void* dst, Device device, size_t bytes);
 
 }  // namespace cg

@@ -8,8 +8,8 @@
 // device; conv2d, linear and cross_entropy follow autocast (engine/autocast.h).
 #pragma once
 #include "engine/tensor.h"
-#include "kernels/cpu/batchnorm.h"
-#include "kernels/cpu/layout.h"
+#include "util/enum_names.h"
+#include "util/layout.h"
 
 namespace cg::ops {
 
@@ -17,6 +17,9 @@ namespace cg::ops {
 // takes cuDNN, batch_norm the hand-written kernels. A choice that cannot run a given layer (shape
 // or dtype) fails naming the layer's shapes instead of quietly falling back.
 enum class GpuImpl { automatic, cudnn, native };
+inline EnumNames<GpuImpl> enum_names(GpuImpl) {
+  return {{GpuImpl::automatic, "auto"}, {GpuImpl::cudnn, "cudnn"}, {GpuImpl::native, "native"}};
+}
 struct GpuKernels {
   GpuImpl conv = GpuImpl::automatic;
   GpuImpl batch_norm = GpuImpl::automatic;
@@ -28,9 +31,9 @@ GpuKernels gpu_kernels();
 // already has `dtype`.
 Tensor cast(const Tensor& x, DType dtype);
 
-// Image tensors are contiguous: NCHW ones have shape [N, C, H, W], channels-last ones [N, H, W, C].
-// (enum class Layout { nchw, nhwc }, shared with the kernels, which take it too.)
-using kernels::cpu::Layout;
+// Image tensors are contiguous: NCHW ones have shape [N, C, H, W], channels-last ones [N, H, W, C]
+// (util/layout.h, a word every layer shares).
+using ::cg::Layout;
 
 struct Conv2dOptions {
   int64_t stride = 1;
@@ -41,7 +44,7 @@ struct Conv2dOptions {
 // undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options);
 
-using kernels::cpu::Activation;  // relu(op(x)) fused into one pass where an op offers it
+using ::cg::Activation;  // relu(op(x)) fused into one pass where an op offers it
 
 struct BatchNormOptions {
   bool training = true;

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "kernels/cuda/stream.h"
 #include "util/check.h"
 
 namespace cg {

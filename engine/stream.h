@@ -8,19 +8,22 @@
 #include <memory>
 
 #include "engine/device.h"
-#include "kernels/cuda/stream.h"
 
 namespace cg {
+
+// A cudaStream_t / cudaEvent_t, opaque so that this header needs no CUDA (or kernels/) header.
+using StreamHandle = void*;
+using EventHandle = void*;
 
 class Stream {
  public:
   Stream() = default;  // the CPU "stream", or the legacy default stream of cuda:0 when given
-  Stream(Device device, kernels::cuda::Stream handle) : device_(device), handle_(handle) {}
+  Stream(Device device, StreamHandle handle) : device_(device), handle_(handle) {}
   // A new non-blocking stream on a CUDA device; priority -1 is high (communication).
   static Stream create(Device device, int priority = 0);
 
   Device device() const { return device_; }
-  kernels::cuda::Stream handle() const { return handle_; }
+  StreamHandle handle() const { return handle_; }
   // Identifies the stream to the caching allocator (blocks freed on it are reused on it).
   uint64_t id() const { return reinterpret_cast<uintptr_t>(handle_); }
   void synchronize() const;  // the host waits for everything enqueued so far
@@ -28,7 +31,7 @@ class Stream {
 
  private:
   Device device_;
-  kernels::cuda::Stream handle_ = nullptr;
+  StreamHandle handle_ = nullptr;
   std::shared_ptr<void> owner_;  // destroys a created stream with its last copy
 };
 
@@ -45,7 +48,7 @@ class Event {
   bool defined() const { return handle_ != nullptr; }
 
  private:
-  kernels::cuda::Event handle_ = nullptr;
+  EventHandle handle_ = nullptr;
   std::shared_ptr<void> owner_;
 };
 

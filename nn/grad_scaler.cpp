@@ -1,9 +1,7 @@
 #include "nn/grad_scaler.h"
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/stream.h"
-#include "kernels/cpu/amp.h"
-#include "kernels/cuda/optim.h"
+#include "engine/optim_ops.h"
 
 namespace cg::nn {
 
@@ -30,36 +28,33 @@ bool GradScaler::unscale_cpu(const NamedTensors& params) const {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     CG_CHECK(g.device().is_cpu() && g.dtype() == DType::f32, "GradScaler: gradient of '{}' is {}", name, g.str());
-    found |= kernels::cpu::unscale_and_check(g.numel(), inv, g.data<float>());
+    found |= ops::unscale_and_check(g, inv);
   }
   return found;
 }
 
 void GradScaler::unscale_gpu(const NamedTensors& params) {
-  std::vector<kernels::cuda::TensorSlot> grads;
+  std::vector<Tensor> grads;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     CG_CHECK(g.device() == device_ && g.dtype() == DType::f32, "GradScaler: gradient of '{}' is {}, expected float32 on {}",
              name, g.str(), device_.str());
-    grads.push_back({g.numel(), g.data<float>(), nullptr, nullptr, nullptr});  // unscaled in place
+    grads.push_back(g);  // unscaled in place
   }
   found_inf_.zero_();
-  if (!grads.empty())
-    kernels::cuda::unscale_and_check_multi(grads, inv_scale_.data<float>(), found_inf_.data<float>(),
-                                           current_stream(device_).handle());
+  ops::unscale_and_check_multi(grads, inv_scale_, found_inf_);
 }
 
-bool GradScaler::step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& agree) {
+bool GradScaler::step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& given) {
   autograd::NoGradGuard no_grad;
+  const AgreeOnOverflow& agree = given ? given : agree_;
   if (device_.is_cuda()) {
     unscale_gpu(params);
     if (agree) agree(found_inf_);
     optimizer.step(lr, found_inf_);
-    kernels::cuda::update_loss_scale(scale_.data<float>(), inv_scale_.data<float>(), growth_tracker_.data<int64_t>(),
-                                     found_inf_.data<float>(), float(options_.growth_factor),
-                                     float(options_.backoff_factor), options_.growth_interval,
-                                     current_stream(device_).handle());
+    ops::update_loss_scale(scale_, inv_scale_, growth_tracker_, found_inf_, float(options_.growth_factor),
+                           float(options_.backoff_factor), options_.growth_interval);
     return true;
   }
   found_inf_.fill_(unscale_cpu(params) ? 1.0 : 0.0);

@@ -40,7 +40,10 @@ class GradScaler {
   // Unscale, agree, step the optimizer unless there was an overflow, update the scale. Returns
   // whether the step was taken on the CPU; on a GPU it returns true without knowing (see
   // last_step_skipped()).
+  // `agree`, when given, replaces the agreement installed with set_overflow_agreement for this step.
   bool step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& agree = {});
+  // How every later step agrees with the other ranks (DistributedDataParallel::attach installs it).
+  void set_overflow_agreement(AgreeOnOverflow agree) { agree_ = std::move(agree); }
   // The scale rule alone, for a decision made elsewhere (tests, the CPU path).
   void update(bool found_inf);
   // For checkpoints.
@@ -54,6 +57,7 @@ class GradScaler {
   Device device_;
   Tensor scale_, inv_scale_, found_inf_;  // float32 []
   Tensor growth_tracker_;                 // int64 []
+  AgreeOnOverflow agree_;                 // none: this process decides alone
 };
 
 }  // namespace cg::nn

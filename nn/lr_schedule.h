@@ -16,9 +16,15 @@
 #pragma once
 #include <cstdint>
 
+#include "util/enum_names.h"
+
 namespace cg::nn {
 
 enum class ScheduleKind { constant, cosine, warmup_cosine };
+inline EnumNames<ScheduleKind> enum_names(ScheduleKind) {
+  return {{ScheduleKind::constant, "constant"}, {ScheduleKind::cosine, "cosine"},
+          {ScheduleKind::warmup_cosine, "warmup_cosine"}};
+}
 
 struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::constant;

@@ -1,7 +1,7 @@
 #include "nn/optimizer.h"
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/stream.h"
+#include "engine/optim_ops.h"
 
 namespace cg::nn {
 namespace {
@@ -12,8 +12,12 @@ void check_fp32(const std::string& name, const Tensor& p, const Tensor& g, Devic
            g.str(), device.str());
 }
 
-kernels::cuda::TensorSlot slot(Tensor& param, const Tensor& grad, float* s1 = nullptr, float* s2 = nullptr) {
-  return {param.numel(), param.data<float>(), grad.data<float>(), s1, s2};
+
+ops::SgdHyper hyper_at(const SgdOptions& o, double lr) {
+  return {float(lr), o.momentum, o.weight_decay, o.dampening, o.nesterov};
+}
+ops::AdamWHyper hyper_at(const AdamWOptions& o, double lr) {
+  return {float(lr), o.beta1, o.beta2, o.eps, o.weight_decay};
 }
 
 }  // namespace
@@ -80,7 +84,7 @@ void Optimizer::load_state_tensors(const std::map<std::string, Tensor>& state, i
 
 // ---- SGD
 
-SGD::SGD(NamedTensors params, const kernels::cpu::SgdParams& hyper)
+SGD::SGD(NamedTensors params, const SgdOptions& hyper)
     : Optimizer(std::move(params)), hyper_(hyper) {
   CG_CHECK(hyper.lr >= 0 && hyper.momentum >= 0 && hyper.weight_decay >= 0,
            "SGD: negative hyper-parameter");
@@ -92,9 +96,8 @@ std::vector<std::string> SGD::state_names() const { return {"momentum_buffer"}; 
 
 void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                  std::map<std::string, Tensor>& state) {
-  kernels::cpu::SgdParams h = hyper_;
-  h.lr = float(lr);
-  float* buf = nullptr;
+  const ops::SgdHyper h = hyper_at(hyper_, lr);
+  Tensor buf;
   bool first = false;
   if (h.momentum != 0) {
     Tensor& b = state["momentum_buffer"];
@@ -102,20 +105,19 @@ void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, dou
       b = Tensor::empty(param.shape());
       first = true;
     }
-    buf = b.data<float>();
+    buf = b;
   }
-  kernels::cpu::sgd_update(param.numel(), h, first, param.data<float>(), grad.data<float>(), buf);
+  ops::sgd_update(param, grad, buf, h, first);
 }
 
 void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
-  kernels::cpu::SgdParams h = hyper_;
-  h.lr = float(lr);
+  const ops::SgdHyper h = hyper_at(hyper_, lr);
   // New momentum buffers start at zero and take b = g on their first update; zero rather than
   // uninitialized so that a first step skipped on the device (found_inf) leaves them valid: the
   // next update's momentum * 0 + g is the same b = g (dampening aside, which nesterov forbids).
-  std::vector<kernels::cuda::TensorSlot> first, later;
+  std::vector<ops::UpdateSlot> first, later;
   for (Entry& e : entries) {
-    float* buf = nullptr;
+    Tensor buf;
     bool is_first = false;
     if (h.momentum != 0) {
       Tensor& b = (*e.state)["momentum_buffer"];
@@ -123,19 +125,17 @@ void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found
         b = Tensor::zeros(e.param->shape(), DType::f32, e.param->device());
         is_first = true;
       }
-      buf = b.data<float>();
+      buf = b;
     }
-    (is_first ? first : later).push_back(slot(*e.param, e.grad, buf));
+    (is_first ? first : later).push_back({*e.param, e.grad, buf, Tensor()});
   }
-  const auto stream = current_stream(entries.front().param->device()).handle();
-  const float* skip = found_inf.defined() ? found_inf.data<float>() : nullptr;
-  if (!first.empty()) kernels::cuda::sgd_update_multi(first, h, true, skip, stream, device_lr());
-  if (!later.empty()) kernels::cuda::sgd_update_multi(later, h, false, skip, stream, device_lr());
+  ops::sgd_update_multi(first, h, true, found_inf, device_lr_);
+  ops::sgd_update_multi(later, h, false, found_inf, device_lr_);
 }
 
 // ---- AdamW
 
-AdamW::AdamW(NamedTensors params, const kernels::cpu::AdamWParams& hyper)
+AdamW::AdamW(NamedTensors params, const AdamWOptions& hyper)
     : Optimizer(std::move(params)), hyper_(hyper) {
   CG_CHECK(hyper.beta1 >= 0 && hyper.beta1 < 1 && hyper.beta2 >= 0 && hyper.beta2 < 1,
            "AdamW: betas must lie in [0, 1)");
@@ -143,8 +143,7 @@ AdamW::AdamW(NamedTensors params, const kernels::cpu::AdamWParams& hyper)
 
 void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                    std::map<std::string, Tensor>& state) {
-  kernels::cpu::AdamWParams h = hyper_;
-  h.lr = float(lr);
+  const ops::AdamWHyper h = hyper_at(hyper_, lr);
   Tensor& m = state["exp_avg"];
   Tensor& v = state["exp_avg_sq"];
   Tensor& step = state["step"];  // per parameter, as in PyTorch (a parameter may skip steps)
@@ -155,16 +154,14 @@ void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, d
   }
   float& t = step.data<float>()[0];
   t += 1;
-  kernels::cpu::adamw_update(param.numel(), h, int64_t(t), param.data<float>(), grad.data<float>(),
-                             m.data<float>(), v.data<float>());
+  ops::adamw_update(param, grad, m, v, int64_t(t), h);
 }
 
 void AdamW::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
-  kernels::cpu::AdamWParams h = hyper_;
-  h.lr = float(lr);
+  const ops::AdamWHyper h = hyper_at(hyper_, lr);
   const Device device = entries.front().param->device();
   if (!device_step_.defined()) device_step_ = Tensor::zeros({}, DType::i64, device);
-  std::vector<kernels::cuda::TensorSlot> slots;
+  std::vector<ops::UpdateSlot> slots;
   for (Entry& e : entries) {
     Tensor& m = (*e.state)["exp_avg"];
     Tensor& v = (*e.state)["exp_avg_sq"];
@@ -172,12 +169,10 @@ void AdamW::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& fou
       m = Tensor::zeros(e.param->shape(), DType::f32, device);
       v = Tensor::zeros(e.param->shape(), DType::f32, device);
     }
-    slots.push_back(slot(*e.param, e.grad, m.data<float>(), v.data<float>()));
+    slots.push_back({*e.param, e.grad, m, v});
   }
-  const auto stream = current_stream(device).handle();
-  const float* skip = found_inf.defined() ? found_inf.data<float>() : nullptr;
-  kernels::cuda::advance_step(device_step_.data<int64_t>(), skip, stream);
-  kernels::cuda::adamw_update_multi(slots, h, device_step_.data<int64_t>(), skip, stream, device_lr());
+  ops::advance_step(device_step_, found_inf);
+  ops::adamw_update_multi(slots, h, device_step_, found_inf, device_lr_);
 }
 
 NamedTensors AdamW::state_tensors() const {

@@ -3,17 +3,25 @@
 // rate is passed to every step() by the caller's schedule, so the optimizer holds no schedule.
 // Parameters whose .grad is undefined are skipped, like PyTorch's `p.grad is None`.
 // On the CPU each parameter is updated by its own kernel call; on the GPU the whole list goes to
-// one multi-tensor launch (kernels/cuda/optim.h), which can be told to skip itself on the device
+// one multi-tensor launch (engine/optim_ops.h), which can be told to skip itself on the device
 // (found_inf) so a mixed-precision step never waits for the host.
 #pragma once
 #include <map>
 #include <string>
 
-#include "kernels/cpu/optim.h"
-#include "kernels/cuda/optim.h"
 #include "nn/module.h"
 
 namespace cg::nn {
+
+// torch.optim.SGD's hyperparameters. lr is the initial rate; step() is given the scheduled one.
+struct SgdOptions {
+  float lr = 0.01f, momentum = 0.f, weight_decay = 0.f, dampening = 0.f;
+  bool nesterov = false;
+};
+// torch.optim.AdamW's hyperparameters.
+struct AdamWOptions {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
+};
 
 class Optimizer {
  public:
@@ -63,14 +71,11 @@ class Optimizer {
   std::map<std::string, std::map<std::string, Tensor>> per_param_;
   int64_t steps_ = 0;
   Tensor device_lr_;  // float32 [] once set_device_lr() was called
-
-  // What the multi-tensor kernels get as device_lr: null until set_device_lr().
-  const float* device_lr() const { return device_lr_.defined() ? device_lr_.data<float>() : nullptr; }
 };
 
 class SGD : public Optimizer {
  public:
-  SGD(NamedTensors params, const kernels::cpu::SgdParams& hyper);
+  SGD(NamedTensors params, const SgdOptions& hyper);
 
  protected:
   void update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
@@ -79,12 +84,12 @@ class SGD : public Optimizer {
   std::vector<std::string> state_names() const override;
 
  private:
-  kernels::cpu::SgdParams hyper_;
+  SgdOptions hyper_;
 };
 
 class AdamW : public Optimizer {
  public:
-  AdamW(NamedTensors params, const kernels::cpu::AdamWParams& hyper);
+  AdamW(NamedTensors params, const AdamWOptions& hyper);
   // On the GPU the step count is one device counter for all parameters (advanced unless
   // found_inf); it is written out as every parameter's "step" like the CPU's per-parameter ones.
   NamedTensors state_tensors() const override;
@@ -97,7 +102,7 @@ class AdamW : public Optimizer {
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "step"}; }
 
  private:
-  kernels::cpu::AdamWParams hyper_;
+  AdamWOptions hyper_;
   Tensor device_step_;  // int64 [] on the GPU, once a GPU step ran or state was loaded there
 };
 

@@ -6,7 +6,7 @@
 // memory; a table for people and, last, one JSON line for scripts (scripts/gpu_compare.sh).
 // On a GPU the phases are timed with CUDA events read after the last step: no step waits for
 // the host. On the CPU, with the wall clock. --cuda-graph runs the step as the trainer does with
-// train.cuda_graph=true (apps/common/graphed_step.h): captured once during the warm-up, then
+// train.cuda_graph=true (train/graphed_step.h): captured once during the warm-up, then
 // replayed, each step's time including the copy of its batch into the graph's inputs and of the
 // learning rate; total time only.
 #include <algorithm>
@@ -17,18 +17,15 @@
 
 #include "apps/bench/step_clock.h"
 #include "apps/cli/cli.h"
-#include "apps/common/graphed_step.h"
-#include "apps/common/train_config.h"
-#include "apps/common/train_step.h"
-#include "apps/common/training_parts.h"
+#include "train/session.h"
 #include "engine/device_allocator.h"
 #include "engine/random.h"
-#include "kernels/cuda/cudnn.h"
-#include "kernels/cuda/device_info.h"
+#include "engine/runtime.h"
 #include "util/check.h"
 #include "util/log.h"
 
 namespace cg::apps {
+using namespace cg::train;
 namespace {
 
 struct Options {
@@ -61,24 +58,10 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-int run(const Options& o) {
-  const TrainConfig c = load_train_config(o.config_path, o.overrides);
-  DistContext dc(c.dist.timeout_s);
-  const Device device = choose_device(c, dc.identity().local_rank);
-  const Stream compute = device.is_cuda() ? Stream::create(device) : Stream();
-  StreamGuard on_compute(compute);
-
-  Generator gen(uint64_t(c.train.seed));
-  const nn::MiniResNetOptions mo = model_options(c);
-  nn::MiniResNet model(mo, gen);
-  model.to(device);
-  auto optimizer = make_optimizer(c, model);
-  std::unique_ptr<dist::DistributedDataParallel> ddp = make_ddp(c, dc, model, device);
-  TrainStep step(c, model, *optimizer, ddp.get(), device);
-
-  // A few distinct random batches, cycled: real-looking inputs, no loader in the measurement.
+// A few distinct random batches, cycled: real-looking inputs, no loader in the measurement.
+std::vector<data::DeviceBatch> random_batches(const TrainConfig& c, Generator& gen, Device device) {
   const int64_t side = c.data.image_size > 0 ? c.data.image_size : 32, n = c.data.batch_size;
-  std::vector<DeviceBatch> batches;
+  std::vector<data::DeviceBatch> batches;
   for (int i = 0; i < 4; ++i) {
     Tensor images = Tensor::empty({n, c.model.in_channels, side, side});
     normal_(images, gen, 0.0, 1.0);
@@ -86,85 +69,114 @@ int run(const Options& o) {
     for (int64_t j = 0; j < n; ++j) labels[size_t(j)] = (j * 7 + i) % c.model.num_classes;
     batches.push_back({images.to(device), Tensor::from_vector(labels, {n}).to(device), n});
   }
+  return batches;
+}
 
-  // The step exactly as the trainer runs it; with a clock, its phase boundaries are marked.
-  auto one_step = [&](const DeviceBatch& b, StepClock* clock) {
-    if (clock) clock->mark();
+// The trainer's step exactly as it runs it, its phase boundaries marked on the clock.
+void time_eager_steps(TrainStep& step, const std::vector<data::DeviceBatch>& batches, int64_t steps, double lr,
+                      StepClock& clock) {
+  for (int64_t s = 0; s < steps; ++s) {
+    const data::DeviceBatch& b = batches[size_t(s) % batches.size()];
+    clock.mark();
     Tensor hits;
     const Tensor loss = step.forward(b, true, &hits);
-    if (clock) clock->mark();
+    clock.mark();
     step.backward(loss);
-    if (clock) clock->mark();
+    clock.mark();
     step.finish_gradient_sync();
-    if (clock) clock->mark();
-    step.optimizer_step(c.optim.lr);
-    if (clock) clock->mark();
-  };
-  CG_CHECK(!o.cuda_graph || device.is_cuda(), "--cuda-graph needs train.device=cuda");
-  CG_CHECK(!o.cuda_graph || !ddp || ddp->comm().name().find("gloo") == std::string::npos,
-           "--cuda-graph cannot capture Gloo (host code); use dist.backend=nccl or modeled");
-  std::unique_ptr<GraphedTrainStep> graphed;
-  if (o.cuda_graph)
-    graphed = std::make_unique<GraphedTrainStep>(step, *optimizer, ddp ? &ddp->comm() : nullptr, compute);
-  for (int64_t s = 0; s < o.warmup; ++s) {
-    const DeviceBatch& b = batches[size_t(s) % batches.size()];
-    if (graphed) graphed->run(b, c.optim.lr);
-    else one_step(b, nullptr);
+    clock.mark();
+    step.optimizer_step(lr);
+    clock.mark();
   }
-  compute.synchronize();
-  allocator_for(device).reset_peak();
-  StepClock clock(device, compute);
+}
+
+// Milliseconds of every measured step: in total and, for eager steps, per phase.
+struct StepTimes {
   std::vector<double> total, fwd, bwd, comm, opt;
-  if (!o.cuda_graph) {
-    for (int64_t s = 0; s < o.steps; ++s) one_step(batches[size_t(s) % batches.size()], &clock);
+  double span_ms = 0;     // first mark to last, gaps between steps included
+  size_t peak_bytes = 0;  // device memory in use at the peak of the measured steps
+};
+
+StepTimes measure(TrainSession& session, const std::vector<data::DeviceBatch>& batches, const Options& o, double lr) {
+  GraphedTrainStep* graphed = session.graphed();
+  for (int64_t s = 0; s < o.warmup; ++s) {
+    const data::DeviceBatch& b = batches[size_t(s) % batches.size()];
+    Tensor hits;
+    if (graphed) graphed->run(b, lr);
+    else session.step().run(b, lr, &hits);
+  }
+  const Stream& compute = session.compute();
+  compute.synchronize();
+  allocator_for(session.device()).reset_peak();
+  StepClock clock(session.device(), compute);
+  StepTimes t;
+  if (!graphed) {
+    time_eager_steps(session.step(), batches, o.steps, lr, clock);
     compute.synchronize();
     for (const auto& p : clock.intervals_ms(5)) {  // per step: 4 phases
-      fwd.push_back(p[0]);
-      bwd.push_back(p[1]);
-      comm.push_back(p[2]);
-      opt.push_back(p[3]);
-      total.push_back(p[0] + p[1] + p[2] + p[3]);
+      t.fwd.push_back(p[0]);
+      t.bwd.push_back(p[1]);
+      t.comm.push_back(p[2]);
+      t.opt.push_back(p[3]);
+      t.total.push_back(p[0] + p[1] + p[2] + p[3]);
     }
   } else {
     // Replays only (captured during the warm-up). Phases cannot be told apart inside one launch.
     CG_CHECK(graphed->captured(), "--cuda-graph: the warm-up did not capture the step");
     for (int64_t s = 0; s < o.steps; ++s) {
       clock.mark();
-      graphed->run(batches[size_t(s) % batches.size()], c.optim.lr);
+      graphed->run(batches[size_t(s) % batches.size()], lr);
       clock.mark();
     }
     compute.synchronize();
-    for (const auto& p : clock.intervals_ms(2)) total.push_back(p[0]);
+    for (const auto& p : clock.intervals_ms(2)) t.total.push_back(p[0]);
   }
-  const double step_ms = median(total), ips = double(n * dc.world_size()) / (step_ms / 1000.0);
-  const size_t peak = allocator_for(device).stats().peak_in_use_bytes;
+  t.span_ms = clock.span_ms();
+  t.peak_bytes = allocator_for(session.device()).stats().peak_in_use_bytes;
+  return t;
+}
+
+// A table for people and, last, one JSON line for scripts (rank 0 only).
+void report(const TrainConfig& c, const Options& o, TrainSession& session, const StepTimes& t) {
+  if (!log::is_main_process()) return;
+  const Device device = session.device();
+  const int world = session.dist().world_size();
+  const dist::DistributedDataParallel* ddp = session.ddp();
+  const int64_t n = c.data.batch_size;
+  const double step_ms = median(t.total), ips = double(n * world) / (step_ms / 1000.0);
   // With the modeled backend: what the all-reduces of one step would take if nothing overlapped.
   double comm_total_ms = 0;
   if (ddp)
     for (int64_t count : ddp->bucket_sizes()) comm_total_ms += ddp->comm().modeled_ms(size_t(count) * sizeof(float));
-  const std::string device_name =
-      device.is_cuda() ? kernels::cuda::describe_device(device.index) : std::string("cpu");
-  if (log::is_main_process()) {
-    std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n,
-                dc.world_size(), c.amp.enabled ? (c.amp.dtype == AmpDtype::bf16 ? "bf16" : "fp16") : "off");
-    std::printf("| images/s | step ms | forward | backward | exposed comm | optimizer | peak MiB |\n");
-    std::printf("| %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", ips, step_ms, median(fwd), median(bwd),
-                median(comm), median(opt), double(peak) / (1 << 20));
-    if (comm_total_ms > 0)
-      std::printf("modeled all-reduce time per step %.2f ms; exposed %.2f ms = %.0f%%\n", comm_total_ms, median(comm),
-                  100.0 * median(comm) / comm_total_ms);
-    nlohmann::json j{{"bench", "cudagrad"}, {"device", device_name},
-                     {"cuda", device.is_cuda() ? kernels::cuda::cuda_versions() : ""},
-                     {"cudnn", device.is_cuda() ? kernels::cuda::cudnn_version() : 0},
-                     {"batch", n}, {"world_size", dc.world_size()}, {"amp", c.amp.enabled},
-                     {"images_per_s", ips}, {"step_ms_median", step_ms},
-                     {"images_per_s_wall", double(n * dc.world_size() * o.steps) / (clock.span_ms() / 1000.0)}, {"forward_ms", median(fwd)},
-                     {"backward_ms", median(bwd)}, {"comm_exposed_ms", median(comm)},
-                     {"optimizer_ms", median(opt)}, {"peak_mem_bytes", peak}, {"steps", o.steps},
-                     {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
-                     {"cuda_graph", o.cuda_graph}};
-    std::printf("%s\n", j.dump().c_str());
-  }
+  const std::string device_name = device.is_cuda() ? runtime::describe_device(device.index) : std::string("cpu");
+  std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n, world,
+              c.amp.enabled ? enum_name(c.amp.dtype) : "off");
+  std::printf("| images/s | step ms | forward | backward | exposed comm | optimizer | peak MiB |\n");
+  std::printf("| %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", ips, step_ms, median(t.fwd), median(t.bwd),
+              median(t.comm), median(t.opt), double(t.peak_bytes) / (1 << 20));
+  if (comm_total_ms > 0)
+    std::printf("modeled all-reduce time per step %.2f ms; exposed %.2f ms = %.0f%%\n", comm_total_ms, median(t.comm),
+                100.0 * median(t.comm) / comm_total_ms);
+  nlohmann::json j{{"bench", "cudagrad"}, {"device", device_name},
+                   {"cuda", device.is_cuda() ? runtime::cuda_versions() : ""},
+                   {"cudnn", device.is_cuda() ? runtime::cudnn_version() : 0},
+                   {"batch", n}, {"world_size", world}, {"amp", c.amp.enabled},
+                   {"images_per_s", ips}, {"step_ms_median", step_ms},
+                   {"images_per_s_wall", double(n * world * o.steps) / (t.span_ms / 1000.0)},
+                   {"forward_ms", median(t.fwd)}, {"backward_ms", median(t.bwd)}, {"comm_exposed_ms", median(t.comm)},
+                   {"optimizer_ms", median(t.opt)}, {"peak_mem_bytes", t.peak_bytes}, {"steps", o.steps},
+                   {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
+                   {"cuda_graph", o.cuda_graph}};
+  std::printf("%s\n", j.dump().c_str());
+}
+
+int run(const Options& o) {
+  TrainConfig c = load_train_config(o.config_path, o.overrides);
+  c.train.cuda_graph = o.cuda_graph;  // the trainer's graphed step, as with train.cuda_graph=true
+  TrainSession session(c);  // the trainer's own setup: device, model, optimizer, DDP, the step
+  session.start(nullptr);
+  const std::vector<data::DeviceBatch> batches = random_batches(c, session.generator(), session.device());
+  report(c, o, session, measure(session, batches, o, c.optim.lr));
   return 0;
 }
 

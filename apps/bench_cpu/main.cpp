@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     mo.widths = widths;
     mo.blocks.assign(widths.size(), 2);
     cg::nn::MiniResNet model(mo, gen);
-    cg::kernels::cpu::SgdParams h;
+    cg::nn::SgdOptions h;
     h.lr = 0.01f;
     h.momentum = 0.9f;
     h.weight_decay = 1e-4f;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "apps/cli/cli.h"
-#include "apps/common/train_config.h"
-#include "apps/common/trainer.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
 #include "dist/identity.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -28,22 +28,22 @@ int parse(int argc, char** argv, CommandLine& cl) {
   app.add_option("--config", cl.config_path, "YAML config file (keys not in it keep their defaults)");
   app.add_flag("--print-config", cl.print_config, "print the resolved config as YAML and exit (trains nothing)");
   app.add_option("overrides", cl.overrides, "config overrides, key=value");
-  app.footer("Config keys:\n" + cg::apps::train_config_help());
+  app.footer("Config keys:\n" + cg::train::train_config_help());
   return cg::cli::parse(app, argc, argv);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  cg::apps::TrainConfig config;
+  cg::train::TrainConfig config;
   std::string yaml;
   CommandLine cl;
   if (const int rc = parse(argc, argv, cl); rc >= 0) return rc;
   try {
     const cg::dist::Identity id = cg::dist::identity_from_env();  // rank-aware output from the start
     cg::log::set_rank(id.rank, id.world_size);
-    config = cg::apps::load_train_config(cl.config_path, cl.overrides);
-    yaml = cg::apps::to_yaml(config);
+    config = cg::train::load_train_config(cl.config_path, cl.overrides);
+    yaml = cg::train::to_yaml(config);
     if (cl.print_config) {
       std::printf("%s", yaml.c_str());
       return 0;
@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
   }
   try {
     cg::log::info("cudagrad-train, resolved config:\n{}", yaml);
-    cg::apps::install_stop_signal_handlers();
-    const cg::apps::TrainResult r = cg::apps::train(config, yaml);
+    cg::train::install_stop_signal_handlers();
+    const cg::train::TrainResult r = cg::train::train(config, yaml);
     if (r.interrupted) {
       cg::log::warn("stopped early; resume with checkpoint.resume_from={}", r.checkpoint);
       return 130;

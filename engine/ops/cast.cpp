@@ -1,7 +1,5 @@
 // cast: the differentiable dtype conversion autocast inserts (float32 master weights to half
-// copies, half logits to float32), and the process-wide GPU kernel choice.
-#include <atomic>
-
+// copies, half logits to float32).
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
 
@@ -18,16 +16,7 @@ class CastBackward : public autograd::Node {
   DType input_dtype_;
 };
 
-std::atomic<GpuImpl> conv_impl{GpuImpl::automatic};
-std::atomic<GpuImpl> batch_norm_impl{GpuImpl::automatic};
-
 }  // namespace
-
-void set_gpu_kernels(const GpuKernels& kernels) {
-  conv_impl = kernels.conv;
-  batch_norm_impl = kernels.batch_norm;
-}
-GpuKernels gpu_kernels() { return {conv_impl.load(), batch_norm_impl.load()}; }
 
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;

@@ -22,10 +22,13 @@ void dispatch_floating(const char* op, const Tensor& t, F&& f) {
   }
 }
 
+// The dtypes the GPU kernels take.
+inline bool gpu_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
 // True for a CUDA tensor, whose op then runs the GPU kernel.
 inline bool on_gpu(const char* op, const Tensor& t) {
   if (!t.device().is_cuda()) return false;
-  CG_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16,
+  CG_CHECK(gpu_dtype(t.dtype()),
            "{}: {} on the GPU needs float32, float16 or bfloat16", op, t.str());
   return true;
 }

@@ -4,21 +4,13 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/types.h"
+
 namespace cg::kernels::cpu {
 
-struct BatchNormShape {
-  int64_t n = 1, c = 1, hw = 1;  // hw = H * W
-};
-
-// An activation applied to the normalized output in the same pass (relu(bn(x)) is the pattern
-// in every BasicBlock; fusing saves a full read and write of the activation each way).
-enum class Activation { none, relu };
-
-// Channels-last ([N, H, W, C]) activations are the same computation over the shape
-// {N * H * W, C, 1}: element (row, c) sits at row * C + c in both readings.
-inline BatchNormShape channels_last_shape(int64_t n, int64_t h, int64_t w, int64_t c) {
-  return {n * h * w, c, 1};
-}
+using ::cg::Activation;
+using kernels::BatchNormShape;
+using kernels::channels_last_shape;
 
 // Training forward. Writes y, save_mean[c], save_invstd[c] (1/sqrt(var_biased + eps)); updates
 // running_mean / running_var in place when they are non-null. residual (x's shape, or null) is

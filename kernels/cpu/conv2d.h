@@ -4,15 +4,11 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/types.h"
+
 namespace cg::kernels::cpu {
 
-struct Conv2dShape {
-  int64_t n = 1, c_in = 1, h = 1, w = 1;  // input
-  int64_t c_out = 1, kh = 1, kw = 1;      // filter
-  int64_t stride = 1, pad = 0;
-  int64_t out_h() const { return (h + 2 * pad - kh) / stride + 1; }
-  int64_t out_w() const { return (w + 2 * pad - kw) / stride + 1; }
-};
+using kernels::Conv2dShape;
 
 // y[n, c_out, out_h, out_w] = conv(x, w) + bias (bias may be null).
 template <typename T>

@@ -8,9 +8,11 @@
 #pragma once
 #include <cstdint>
 
+#include "util/layout.h"
+
 namespace cg::kernels::cpu {
 
-enum class Layout { nchw, nhwc };
+using ::cg::Layout;
 
 // dst[b, j, i] = src[b, i, j] for src [batches, rows, cols] and dst [batches, cols, rows].
 // src and dst must not overlap.

@@ -3,21 +3,19 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/types.h"
+
 namespace cg::kernels::cpu {
 
-struct SgdParams {
-  float lr = 0.01f, momentum = 0.f, weight_decay = 0.f, dampening = 0.f;
-  bool nesterov = false;
-};
+using kernels::AdamWParams;
+using kernels::SgdParams;
+
 // g' = g + wd * p; b = first_step ? g' : momentum * b + (1 - dampening) * g';
 // d = nesterov ? g' + momentum * b : b (d = g' when momentum == 0); p -= lr * d.
 // momentum_buf may be null when momentum == 0.
 void sgd_update(int64_t n, const SgdParams& h, bool first_step, float* param, const float* grad,
                 float* momentum_buf);
 
-struct AdamWParams {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
-};
 // step is 1-based. p *= (1 - lr * wd); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)   (PyTorch's formulation)
 void adamw_update(int64_t n, const AdamWParams& h, int64_t step, float* param, const float* grad,

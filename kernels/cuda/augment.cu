@@ -1,41 +1,13 @@
 // One thread per output pixel. Each thread recomputes its sample's draws (a few dozen integer
 // mixes): cheaper than a second kernel and a round trip through memory, and it keeps the kernel a
-// pure function of its inputs. The random numbers replicate data/random.h bit for bit (that header
-// is C++20 and cannot be included by nvcc's C++17); kernels/cuda augment_test checks the batches
-// against data::Augmenter.
+// pure function of its inputs. The draws are util/counter_rng.h's draw_augment, the function
+// data::Augmenter calls; kernels/cuda augment_test checks the batches against data::Augmenter.
 #include "kernels/cuda/augment.h"
 #include "kernels/cuda/dtype.cuh"
+#include "util/counter_rng.h"
 
 namespace cg::kernels::cuda {
 namespace {
-
-// ---- data/random.h on the device ----
-
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // splitmix64's Weyl increment
-constexpr uint64_t kAugmentStream = 0xa06e1;         // data::kAugmentStream
-
-__device__ __forceinline__ uint64_t mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// data::SampleRng seeded with the keys (seed, rank, epoch, index, kAugmentStream), in that order.
-struct AugmentRng {
-  uint64_t state;
-  __device__ AugmentRng(uint64_t seed, uint64_t rank, uint64_t epoch, uint64_t index) {
-    const uint64_t keys[5] = {seed, rank, epoch, index, kAugmentStream};
-    uint64_t h = 0x243f6a8885a308d3ull;
-    for (int k = 0; k < 5; ++k) h = mix64(h ^ mix64(keys[k] + kGolden));
-    state = h;
-  }
-  __device__ uint64_t next() {
-    state += kGolden;
-    return mix64(state);
-  }
-  __device__ uint64_t below(uint64_t n) { return n ? next() % n : 0; }
-  __device__ double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }
-};
 
 // ---- kernel ----
 
@@ -53,18 +25,9 @@ __global__ void gather_augment_kernel(int64_t n, const int64_t* __restrict__ ind
     const int64_t in_plane = in_image - int64_t(ch) * plane;
     const int y = int(in_plane / w), x = int(in_plane - int64_t(y) * w);
     const int64_t row = indices[b];
-    int dy = 0, dx = 0;
-    bool flip = false;
-    if (o.augment) {
-      AugmentRng rng(o.seed, uint64_t(int64_t(o.rank)), uint64_t(o.epoch), uint64_t(row));
-      if (o.crop_padding > 0) {
-        const uint64_t choices = uint64_t(2 * o.crop_padding + 1);
-        dy = int(rng.below(choices)) - o.crop_padding;  // drawn before dx, as on the CPU
-        dx = int(rng.below(choices)) - o.crop_padding;
-      }
-      if (o.horizontal_flip) flip = rng.uniform() < 0.5;
-    }
-    const int sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
+    const rng::AugmentDraw d =
+        o.augment ? rng::draw_augment(o.seed, o.rank, o.epoch, row, o.crop_padding, o.horizontal_flip) : rng::AugmentDraw{};
+    const int sy = y + d.shift_y, sx = (d.flip ? w - 1 - x : x) + d.shift_x;
     const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
     out[i] = inside ? images[row * per_image + int64_t(ch) * plane + int64_t(sy) * w + sx] : black[ch];
     if (in_image == 0) out_labels[b] = labels[row];  // one thread per sample writes its label

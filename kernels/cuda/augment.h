@@ -1,6 +1,6 @@
 // Builds a training batch on the GPU from a dataset resident there: gathers the sampled images
 // and labels and applies data::Augmenter's random crop (padding filled with the black level) and
-// horizontal flip, with the same counter-based draws (SampleRng over seed, rank, epoch, dataset
+// horizontal flip, with the same counter-based draws (util/counter_rng.h over seed, rank, epoch, dataset
 // index), so a batch is bit-identical to the CPU loader's.
 #pragma once
 #include <cstdint>

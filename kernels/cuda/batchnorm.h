@@ -2,16 +2,17 @@
 // order). x, y, dy, dx, relu_y, residual and d_residual are `dtype` (f32, f16, bf16); gamma,
 // beta, the running and saved statistics and dgamma/dbeta are float32, and all arithmetic is fp32
 // (sums in a fixed order, so results are deterministic run to run). Channels-last activations
-// use the shape cpu::channels_last_shape (H * W == 1), which runs kernels that read along rows.
+// use the shape kernels::channels_last_shape (H * W == 1), which runs kernels that read along rows.
 #pragma once
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/types.h"
 #include "kernels/cuda/memory.h"
 #include "util/dtype.h"
 
 namespace cg::kernels::cuda {
 
-using cpu::Activation;
-using cpu::BatchNormShape;
+// The shared types (kernels/types.h), also under this namespace.
+using ::cg::Activation;
+using kernels::BatchNormShape;
 
 void batchnorm_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                              const float* beta, float eps, float momentum, float* running_mean, float* running_var,

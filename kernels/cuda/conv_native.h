@@ -4,13 +4,14 @@
 // and writes its outputs in the input dtype. Same semantics as kernels/cpu/conv2d.h:
 // forward and backward-data write (=) their outputs; backward-filter writes (=) dw and db.
 #pragma once
-#include "kernels/cpu/conv2d.h"
+#include "kernels/types.h"
 #include "kernels/cuda/memory.h"
 #include "util/dtype.h"
 
 namespace cg::kernels::cuda {
 
-using cpu::Conv2dShape;
+// The shared types (kernels/types.h), also under this namespace.
+using kernels::Conv2dShape;
 
 // Whether the native kernels handle this shape and dtype (f32, f16, bf16; any shape today).
 bool conv2d_native_supports(const Conv2dShape& s, DType dtype);

@@ -9,13 +9,11 @@
 
 #include <type_traits>
 
-#include "kernels/cpu/conv2d.h"
+#include "kernels/types.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/memory.h"
 
 namespace cg::kernels::cuda::conv_native {
-
-using cpu::Conv2dShape;
 
 constexpr int kTileThreads = 256;  // 8 warps: 4 along M x 2 along N, 32x32 outputs each
 constexpr int kBM = 128, kBN = 64;

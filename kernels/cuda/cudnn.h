@@ -9,18 +9,17 @@
 #include <cstddef>
 #include <functional>
 
-#include "kernels/cpu/batchnorm.h"
-#include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/layout.h"
+#include "kernels/types.h"
 #include "kernels/cuda/memory.h"
 #include "util/dtype.h"
 
 namespace cg::kernels::cuda {
 
-using cpu::Activation;
-using cpu::BatchNormShape;
-using cpu::Conv2dShape;
-using cpu::Layout;
+// The shared types (kernels/types.h), also under this namespace.
+using ::cg::Activation;
+using ::cg::Layout;
+using kernels::BatchNormShape;
+using kernels::Conv2dShape;
 
 // Returns device memory of at least `bytes`, usable in stream order by work enqueued on the
 // stream of the call it is passed to, until that call returns.

@@ -5,13 +5,14 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/layout.h"
+#include "kernels/types.h"
 #include "kernels/cuda/memory.h"
 #include "util/dtype.h"
 
 namespace cg::kernels::cuda {
 
-using cpu::Layout;
+// The shared types (kernels/types.h), also under this namespace.
+using ::cg::Layout;
 
 // dst[b, j, i] = convert(src[b, i, j]) for src [batches, rows, cols] in src_dtype and
 // dst [batches, cols, rows] in dst_dtype. Device pointers that must not overlap; exact when the

@@ -56,6 +56,10 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes, Stream stre
   CG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_cuda(stream)));
 }
 void synchronize_stream(Stream stream) { CG_CUDA_CHECK(cudaStreamSynchronize(as_cuda(stream))); }
+void synchronize_device(int device) {
+  CG_CUDA_CHECK(cudaSetDevice(device));
+  CG_CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 }  // namespace cg::kernels::cuda
 

@@ -16,6 +16,7 @@ void copy_host_to_device(void* dst, const void* src, size_t bytes, Stream stream
 void copy_device_to_host(void* dst, const void* src, size_t bytes, Stream stream);
 void copy_device_to_device(void* dst, const void* src, size_t bytes, Stream stream);
 void synchronize_stream(Stream stream);
+void synchronize_device(int device);  // the host waits for every stream of `device`
 
 }  // namespace cg::kernels::cuda
 

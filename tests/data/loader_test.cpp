@@ -27,7 +27,7 @@ struct LoaderRun {
 };
 
 std::vector<Batch> drain(const Dataset& ds, const LoaderRun& run) {
-  DistributedSampler sampler(ds.size(), run.rank, run.world, /*shuffle=*/true, 11, /*drop_last=*/false);
+  DistributedSampler sampler(ds.size(), run.rank, run.world, {.shuffle = true, .seed = 11, .drop_last = false});
   LoaderOptions o;
   o.batch_size = 8;
   o.num_workers = run.workers;
@@ -54,12 +54,31 @@ void expect_same(const std::vector<Batch>& got, const std::vector<Batch>& want, 
   }
 }
 
+// The one rule for cutting an epoch into batches, which the GPU-resident feeder follows too.
+TEST(EpochBatches, CountSkipAndSizesFollowDropLast) {
+  DistributedSampler sampler(23, 0, 1, {.shuffle = false, .seed = 0, .drop_last = false});
+  LoaderOptions lo;
+  lo.batch_size = 5;
+  lo.drop_last = true;
+  const EpochBatches dropping(sampler, lo);
+  EXPECT_EQ(dropping.count(), 4);  // 20 images; the last 3 are dropped
+  lo.drop_last = false;
+  const EpochBatches keeping(sampler, lo);
+  EXPECT_EQ(keeping.count(), 5);
+  EXPECT_EQ(keeping.begin(4), 20);
+  EXPECT_EQ(keeping.size(4), 3);  // the last, partial batch
+  EXPECT_EQ(keeping.size(0), 5);
+  EXPECT_EQ(keeping.first(-2), 0);  // a skip is clamped into [0, count]
+  EXPECT_EQ(keeping.first(2), 2);
+  EXPECT_EQ(keeping.first(9), 5);
+}
+
 TEST(DataLoader, BatchesFollowTheSamplerAndTheDataset) {
   const auto ds = small_dataset();
   const auto batches = drain(ds, {});
   ASSERT_EQ(batches.size(), 8u);  // 61 / 8 rounded up
   EXPECT_EQ(batches.back().size, 5);
-  DistributedSampler sampler(ds.size(), 0, 1, true, 11, false);
+  DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 11, .drop_last = false});
   sampler.set_epoch(3);
   const auto order = sampler.indices();
   std::vector<float> img(size_t(ds.image_numel()));
@@ -110,7 +129,7 @@ TEST(DataLoader, EpochsAndRanksSeeDifferentData) {
 
 TEST(DataLoader, StartEpochAgainRestartsCleanly) {
   const auto ds = small_dataset(400);
-  DistributedSampler sampler(ds.size(), 0, 1, true, 0, true);
+  DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 0, .drop_last = true});
   LoaderOptions o;
   o.batch_size = 4;
   o.num_workers = 3;
@@ -144,7 +163,7 @@ class FailingDataset : public SyntheticDataset {
 TEST(DataLoader, ErrorsInGetSurfaceFromNextAsCgError) {
   FailingDataset ds;
   for (int workers : {0, 1, 2, 4}) {
-    DistributedSampler sampler(ds.size(), 0, 1, false, 0, true);
+    DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = false, .seed = 0, .drop_last = true});
     LoaderOptions o;
     o.batch_size = 4;
     o.num_workers = workers;
@@ -170,7 +189,7 @@ TEST(DataLoader, ErrorsInGetSurfaceFromNextAsCgError) {
 TEST(DataLoader, DestroyedMidEpochJoinsCleanly) {
   const auto ds = small_dataset(4000);
   for (int workers : {1, 3}) {
-    DistributedSampler sampler(ds.size(), 0, 1, true, 0, true);
+    DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 0, .drop_last = true});
     LoaderOptions o;
     o.batch_size = 4;
     o.num_workers = workers;
@@ -181,7 +200,7 @@ TEST(DataLoader, DestroyedMidEpochJoinsCleanly) {
     loader.reset();  // workers blocked on a full window must wake up and exit
   }
   // Destroyed right after start, before anything was consumed, and never started at all.
-  DistributedSampler sampler(ds.size(), 0, 1, true, 0, true);
+  DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 0, .drop_last = true});
   LoaderOptions o;
   o.num_workers = 3;
   {

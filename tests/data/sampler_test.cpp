@@ -17,7 +17,7 @@ std::vector<std::vector<int64_t>> all_ranks(int64_t n, int world, bool shuffle, 
                                             int64_t epoch = 0) {
   std::vector<std::vector<int64_t>> out;
   for (int r = 0; r < world; ++r) {
-    DistributedSampler s(n, r, world, shuffle, seed, drop_last);
+    DistributedSampler s(n, r, world, {.shuffle = shuffle, .seed = seed, .drop_last = drop_last});
     s.set_epoch(epoch);
     out.push_back(s.indices());
     EXPECT_EQ(int64_t(out.back().size()), s.num_samples());
@@ -39,7 +39,7 @@ TEST(DistributedSampler, WithoutShuffleRankTakesEveryWthIndex) {
   // Fewer samples than ranks: padding repeats the dataset as often as needed.
   auto tiny = all_ranks(2, 5, false, 0, false);
   EXPECT_EQ(tiny, (std::vector<std::vector<int64_t>>{{0}, {1}, {0}, {1}, {0}}));
-  EXPECT_EQ(DistributedSampler(2, 1, 5, false, 0, true).num_samples(), 0);
+  EXPECT_EQ(DistributedSampler(2, 1, 5, {.shuffle = false, .seed = 0, .drop_last = true}).num_samples(), 0);
 }
 
 TEST(DistributedSampler, NumSamplesMatchesPyTorch) {
@@ -48,8 +48,8 @@ TEST(DistributedSampler, NumSamplesMatchesPyTorch) {
       // PyTorch: ceil((n - W) / W) with drop_last when n % W != 0, else ceil(n / W).
       const double exact = double(n) / world;
       const int64_t with_drop = n % world != 0 ? int64_t(std::ceil(double(n - world) / world)) : n / world;
-      EXPECT_EQ(DistributedSampler(n, 0, world, true, 0, false).num_samples(), int64_t(std::ceil(exact)));
-      EXPECT_EQ(DistributedSampler(n, world - 1, world, true, 0, true).num_samples(), std::max<int64_t>(with_drop, 0));
+      EXPECT_EQ(DistributedSampler(n, 0, world, {.shuffle = true, .seed = 0, .drop_last = false}).num_samples(), int64_t(std::ceil(exact)));
+      EXPECT_EQ(DistributedSampler(n, world - 1, world, {.shuffle = true, .seed = 0, .drop_last = true}).num_samples(), std::max<int64_t>(with_drop, 0));
     }
   }
 }
@@ -80,7 +80,7 @@ TEST(DistributedSampler, ShuffledRanksPartitionOnePermutation) {
 }
 
 TEST(DistributedSampler, OrderIsAFunctionOfSeedPlusEpoch) {
-  DistributedSampler a(50, 0, 1, true, 7, false), b(50, 0, 1, true, 7, false), c(50, 0, 1, true, 8, false);
+  DistributedSampler a(50, 0, 1, {.shuffle = true, .seed = 7, .drop_last = false}), b(50, 0, 1, {.shuffle = true, .seed = 7, .drop_last = false}), c(50, 0, 1, {.shuffle = true, .seed = 8, .drop_last = false});
   a.set_epoch(1);
   b.set_epoch(1);
   c.set_epoch(1);
@@ -95,16 +95,16 @@ TEST(DistributedSampler, OrderIsAFunctionOfSeedPlusEpoch) {
   c.set_epoch(0);
   EXPECT_EQ(c.indices(), epoch1);
   // Without shuffling the epoch does not matter.
-  DistributedSampler plain(50, 0, 1, false, 7, false);
+  DistributedSampler plain(50, 0, 1, {.shuffle = false, .seed = 7, .drop_last = false});
   const auto e0 = plain.indices();
   plain.set_epoch(5);
   EXPECT_EQ(plain.indices(), e0);
 }
 
 TEST(DistributedSampler, RejectsBadRanks) {
-  EXPECT_THROW(DistributedSampler(10, 3, 3, false, 0, false), Error);
-  EXPECT_THROW(DistributedSampler(10, 0, 0, false, 0, false), Error);
-  EXPECT_THROW(DistributedSampler(10, -1, 2, false, 0, false), Error);
+  EXPECT_THROW(DistributedSampler(10, 3, 3, {.shuffle = false, .seed = 0, .drop_last = false}), Error);
+  EXPECT_THROW(DistributedSampler(10, 0, 0, {.shuffle = false, .seed = 0, .drop_last = false}), Error);
+  EXPECT_THROW(DistributedSampler(10, -1, 2, {.shuffle = false, .seed = 0, .drop_last = false}), Error);
 }
 
 }  // namespace

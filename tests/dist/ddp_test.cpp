@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "dist/ddp.h"
 #include "engine/ops.h"
+#include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 #include "support/free_port.h"
@@ -96,10 +98,9 @@ TEST_P(DdpWorld, AveragedGradientsEqualUnionBatchGradients) {
     o.first_bucket_mb = 0.0005;
     DistributedDataParallel ddp(model, group, o);
     EXPECT_GT(ddp.num_buckets(), 2u);
-    ddp.before_forward();
-    ops::cross_entropy(model(batch_images(rank * kPerRank, kPerRank)), batch_labels(rank * kPerRank, kPerRank))
+    ops::cross_entropy(ddp(batch_images(rank * kPerRank, kPerRank)), batch_labels(rank * kPerRank, kPerRank))
         .backward();
-    ddp.finish_gradient_sync();
+    ddp.wait_for_gradients();
     got[size_t(rank)] = flat_grads(model);
   });
   for (int r = 0; r < world; ++r) {
@@ -118,15 +119,14 @@ TEST_P(DdpWorld, ReplicasStayBitIdenticalOverTrainingSteps) {
     DistributedDataParallel ddp(model, group, {0.002, 0.0005, true});
     nn::SGD sgd(model.named_parameters(), {0.05f, 0.9f, 1e-4f, 0.f, true});
     for (int step = 0; step < 4; ++step) {
-      ddp.before_forward();
       const int64_t first = (step * world + rank) * kPerRank;
-      ops::cross_entropy(model(batch_images(first, kPerRank)), batch_labels(first, kPerRank)).backward();
-      ddp.finish_gradient_sync();
+      ops::cross_entropy(ddp(batch_images(first, kPerRank)), batch_labels(first, kPerRank)).backward();
+      ddp.wait_for_gradients();
       sgd.step(0.05);
       ddp.zero_grad();
     }
     // Running statistics differ per rank until the next forward's broadcast: do it, then compare.
-    ddp.before_forward();
+    ddp.sync_buffers();
     states[size_t(rank)] = state_bytes(model);
   });
   for (int r = 1; r < world; ++r) EXPECT_TRUE(states[size_t(r)] == states[0]) << "rank " << r << " diverged";
@@ -154,14 +154,19 @@ TEST(Ddp, NoSyncAccumulatesWithoutCommunicating) {
     nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
     const int64_t before = group.all_reduces_issued();
     for (int micro = 0; micro < 2; ++micro) {
-      ddp.set_require_sync(micro == 1);
-      ddp.before_forward();
       const int64_t first = (rank * 2 + micro) * kPerRank;
       // Each micro-batch's loss is scaled by 1/2, as the trainer does for accumulation.
-      ops::scale(ops::cross_entropy(model(batch_images(first, kPerRank)), batch_labels(first, kPerRank)), 0.5)
-          .backward();
-      if (micro == 0) during_accumulation[size_t(rank)] = group.all_reduces_issued() - before;
-      ddp.finish_gradient_sync();
+      auto loss = [&] {
+        return ops::scale(ops::cross_entropy(ddp(batch_images(first, kPerRank)), batch_labels(first, kPerRank)), 0.5);
+      };
+      if (micro == 0) {
+        const auto accumulate_only = ddp.no_sync();
+        loss().backward();
+        during_accumulation[size_t(rank)] = group.all_reduces_issued() - before;
+      } else {
+        loss().backward();
+      }
+      ddp.wait_for_gradients();
     }
     sgd.step(0.1);
     for (auto& [n, p] : model.named_parameters()) {
@@ -199,26 +204,23 @@ TEST(Ddp, AllReducesOverlapBackward) {
         DistributedDataParallel ddp(model, group, {0.2, 0.05, true});
         Tensor x = Tensor::empty({32, 2, 32, 32});
         normal_(x, gen, 0, 1);
-        auto loss = [&] { return ops::cross_entropy(model(x), batch_labels(0, 32)); };
+        auto loss = [&] { return ops::cross_entropy(ddp(x), batch_labels(0, 32)); };
         // Backward alone (no communication), after a warm-up.
-        ddp.set_require_sync(false);
         double best = 1e9;
         for (int i = 0; i < 3; ++i) {
-          ddp.before_forward();
+          const auto local_only = ddp.no_sync();
           Tensor l = loss();
           const auto t0 = Clock::now();
           l.backward();
           best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-          ddp.finish_gradient_sync();
+          ddp.wait_for_gradients();
           ddp.zero_grad();
         }
-        ddp.set_require_sync(true);
-        ddp.before_forward();
         Tensor l = loss();
         const auto t0 = Clock::now();
         l.backward();
         const auto backward_end = Clock::now();
-        ddp.finish_gradient_sync();
+        ddp.wait_for_gradients();
         const auto end = Clock::now();
         if (rank != 0) return;
         auto ms = [&](Clock::time_point t) { return std::chrono::duration<double, std::milli>(t - t0).count(); };
@@ -246,17 +248,109 @@ TEST(Ddp, UnusedParameterIsNamed) {
     Generator gen(0);
     nn::MiniResNet model(tiny(), gen);
     DistributedDataParallel ddp(model, group, {});
-    ddp.before_forward();
+    ddp(batch_images(0, 2));  // arms the gradient hooks; its output is not used
     // Backward through the stem only: every later parameter gets no gradient.
     Tensor w = model.named_parameters().front().second;
     ops::scale(ops::conv2d(batch_images(0, 2), w, Tensor(), {1, 1}), 1.0).backward(Tensor::full({2, 4, 8, 8}, 1.0));
     try {
-      ddp.finish_gradient_sync();
+      ddp.wait_for_gradients();
       ADD_FAILURE() << "unused parameters went unnoticed";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("fc.weight"), std::string::npos) << e.what();
     }
   });
+}
+
+// Zeroing through the optimizer (or the module) frees the gradients DDP all-reduces: the next
+// forward refuses, naming what to call instead, rather than silently rebuilding every bucket.
+TEST(Ddp, ZeroingThroughTheOptimizerIsAnError) {
+  run_ranks(2, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(tiny(), gen);
+    DistributedDataParallel ddp(model, group, {});
+    nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
+    ops::cross_entropy(ddp(batch_images(rank * kPerRank, kPerRank)), batch_labels(0, kPerRank)).backward();
+    ddp.wait_for_gradients();
+    sgd.step(0.1);
+    sgd.zero_grad();  // the misuse
+    try {
+      ddp(batch_images(0, kPerRank));
+      ADD_FAILURE() << "forward ran on gradients the optimizer had freed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("DistributedDataParallel::zero_grad()"), std::string::npos) << e.what();
+    }
+  });
+}
+
+// Counts the collectives a GradientComm is asked for, passing them on.
+class CountingComm : public GradientComm {
+ public:
+  CountingComm(std::unique_ptr<GradientComm> inner, int64_t* broadcasts) : inner_(std::move(inner)), broadcasts_(broadcasts) {}
+  std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
+                                           const std::string& what) override {
+    return inner_->all_reduce_average(data, count, compute, what);
+  }
+  void wait(Work& work, const Stream& compute) override { inner_->wait(work, compute); }
+  void broadcast(Tensor& t, const Stream& compute) override {
+    ++*broadcasts_;
+    inner_->broadcast(t, compute);
+  }
+  std::string name() const override { return "counting " + inner_->name(); }
+
+ private:
+  std::unique_ptr<GradientComm> inner_;
+  int64_t* broadcasts_;
+};
+
+// Every BatchNorm's running statistics come from rank 0 before each forward, all in one collective
+// (the weights and buffers at construction too), not one per buffer.
+TEST(Ddp, BuffersArriveInOneCoalescedBroadcastPerForward) {
+  std::vector<int64_t> at_start(2), per_forward(2);
+  std::vector<std::string> differing(2);
+  run_ranks(2, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(tiny(), gen);
+    model.eval();  // forward leaves the statistics alone: after it they must be exactly rank 0's
+    ASSERT_GT(model.named_buffers().size(), 3u);
+    int64_t broadcasts = 0;
+    DistributedDataParallel ddp(model, std::make_unique<CountingComm>(make_host_gloo_comm(group), &broadcasts), {});
+    at_start[size_t(rank)] = broadcasts;
+    for (auto& [name, b] : model.named_buffers()) b.fill_(double(rank + 1));  // replicas drift apart
+    ddp(batch_images(0, 2));
+    per_forward[size_t(rank)] = broadcasts - at_start[size_t(rank)];
+    for (auto& [name, b] : model.named_buffers())
+      if (b.to(DType::f64).to_vector<double>() != std::vector<double>(size_t(b.numel()), 1.0)) differing[size_t(rank)] += name + " ";
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(at_start[size_t(r)], 1) << "rank " << r << ": weights and buffers at construction";
+    EXPECT_EQ(per_forward[size_t(r)], 1) << "rank " << r << ": buffers before a forward";
+    EXPECT_EQ(differing[size_t(r)], "") << "rank " << r << " kept its own statistics";
+  }
+}
+
+// Mixed precision: a scaler attached to DDP skips a step on every rank when one rank overflowed.
+TEST(Ddp, AttachedScalerSkipsOnEveryRankWhenOneOverflows) {
+  std::vector<int> stepped(2, -1);
+  std::vector<std::string> moved(2);
+  run_ranks(2, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(tiny(), gen);
+    DistributedDataParallel ddp(model, group, {});
+    nn::GradScaler scaler;
+    ddp.attach(scaler);
+    nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
+    scaler.backward(ops::cross_entropy(ddp(batch_images(rank * kPerRank, kPerRank)), batch_labels(0, kPerRank)));
+    ddp.wait_for_gradients();
+    // After the all-reduce, only rank 0's gradients overflow.
+    if (rank == 0) model.named_parameters().front().second.grad().fill_(std::numeric_limits<double>::infinity());
+    const std::vector<uint8_t> before = state_bytes(model);
+    stepped[size_t(rank)] = scaler.step(sgd, model.named_parameters(), 0.1) ? 1 : 0;
+    if (state_bytes(model) != before) moved[size_t(rank)] = "weights changed";
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(stepped[size_t(r)], 0) << "rank " << r << " stepped although rank 0 overflowed";
+    EXPECT_EQ(moved[size_t(r)], "") << "rank " << r;
+  }
 }
 
 }  // namespace

@@ -47,9 +47,8 @@ TEST(ModeledComm, DdpOverItComputesWhatOneProcessDoes) {
   DistributedDataParallel ddp(wrapped, make_modeled_comm(8, nvlink_link(), Device::cpu()), {});
   const Tensor x = test::union_images(0, 4), y = test::union_labels(0, 4);
   ops::cross_entropy(plain(x), y).backward();
-  ddp.before_forward();
-  ops::cross_entropy(wrapped(x), y).backward();
-  ddp.finish_gradient_sync();
+  ops::cross_entropy(ddp(x), y).backward();
+  ddp.wait_for_gradients();
   const auto a = plain.named_parameters(), b = wrapped.named_parameters();
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_EQ(a[i].second.grad().to_vector<float>(), b[i].second.grad().to_vector<float>()) << a[i].first;

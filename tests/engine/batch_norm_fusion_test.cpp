@@ -12,7 +12,7 @@
 namespace cg {
 namespace {
 
-using kernels::cpu::Activation;
+using ops::Activation;
 using ops::Layout;
 using test::random_f64;
 

@@ -61,14 +61,14 @@ TEST(BatchNormGrad, FusedReluTrainAndEval) {
   Generator gen(16);
   for (bool training : {true, false}) {
     Tensor rm = Tensor::zeros({3}, DType::f64), rv = Tensor::full({3}, 1.0, DType::f64);
-    ops::BatchNormOptions o{training, 0.1, 1e-5, kernels::cpu::Activation::relu};
+    ops::BatchNormOptions o{training, 0.1, 1e-5, ops::Activation::relu};
     std::vector<Tensor> in{test::random_f64({4, 3, 2, 2}, gen), test::random_f64({3}, gen),
                            test::random_f64({3}, gen)};
     expect_gradients_match(
         [&](const std::vector<Tensor>& t) { return ops::batch_norm(t[0], t[1], t[2], rm, rv, Tensor(), o); }, in);
     // And the same values as the unfused pair.
     ops::BatchNormOptions plain = o;
-    plain.activation = kernels::cpu::Activation::none;
+    plain.activation = ops::Activation::none;
     plain.momentum = 0;  // leave the running statistics as they are
     o.momentum = 0;
     Tensor fused = ops::batch_norm(in[0], in[1], in[2], rm, rv, Tensor(), o);

@@ -69,10 +69,10 @@ void check_step(const std::string& optimizer) {
   const double lr = meta(f, "lr");
   if (optimizer == "sgd") {
     opt = std::make_unique<SGD>(model.named_parameters(),
-                                kernels::cpu::SgdParams{float(lr), float(meta(f, "momentum")),
+                                nn::SgdOptions{float(lr), float(meta(f, "momentum")),
                                                         float(meta(f, "weight_decay")), 0.f, false});
   } else {
-    kernels::cpu::AdamWParams h;
+    nn::AdamWOptions h;
     h.lr = float(lr);
     h.weight_decay = float(meta(f, "weight_decay"));
     opt = std::make_unique<AdamW>(model.named_parameters(), h);

@@ -57,10 +57,9 @@ TEST(CudaDdp, TwoRanksOnOneGpuThroughStagedGloo) {
         m.eval();
         m.to(kGpu);
         DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), {});
-        ddp.before_forward();
-        ops::cross_entropy(m(images(r * kPerRank, kPerRank).to(kGpu)), labels(r * kPerRank, kPerRank).to(kGpu))
+        ops::cross_entropy(ddp(images(r * kPerRank, kPerRank).to(kGpu)), labels(r * kPerRank, kPerRank).to(kGpu))
             .backward();
-        ddp.finish_gradient_sync();
+        ddp.wait_for_gradients();
         size_t i = 0;
         for (auto& [n, p] : m.named_parameters()) {
           if (!test::all_close(p.grad().to(Device::cpu()).to_vector<float>(), want[i++], {1e-5, 1e-4}))
@@ -84,9 +83,8 @@ void expect_single_rank_unchanged(std::unique_ptr<GradientComm> comm) {
   DistributedDataParallel ddp(wrapped, std::move(comm), {});
   const Tensor x = images(0, 4).to(kGpu), y = labels(0, 4).to(kGpu);
   ops::cross_entropy(plain(x), y).backward();
-  ddp.before_forward();
-  ops::cross_entropy(wrapped(x), y).backward();
-  ddp.finish_gradient_sync();
+  ops::cross_entropy(ddp(x), y).backward();
+  ddp.wait_for_gradients();
   const auto a = plain.named_parameters(), b = wrapped.named_parameters();
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(test::all_close(b[i].second.grad().to(Device::cpu()).to_vector<float>(),
@@ -125,11 +123,10 @@ TEST(CudaDdp, ModeledAllReducesStartBeforeBackwardEnds) {
   ASSERT_GE(ddp.num_buckets(), 3u);
   const Stream s = current_stream(kGpu);
   const Tensor x = images(0, 8).to(kGpu), y = labels(0, 8).to(kGpu);
-  ddp.before_forward();
-  ops::cross_entropy(m(x), y).backward();
+  ops::cross_entropy(ddp(x), y).backward();
   Event backward_end = Event::create(kGpu, /*timing=*/true);
   backward_end.record(s);
-  ddp.finish_gradient_sync();
+  ddp.wait_for_gradients();
   s.synchronize();
   trace::set_enabled(false);
   trace::clear();

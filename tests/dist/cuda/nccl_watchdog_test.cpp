@@ -9,7 +9,7 @@
 #include <string>
 
 #include "dist/gradient_comm.h"
-#include "kernels/cuda/comm.h"
+#include "engine/runtime.h"
 #include "support/free_port.h"
 #include "support/need_gpu.h"
 #include "support/random_data.h"
@@ -40,7 +40,7 @@ TEST(NcclWatchdog, FiresOnACollectiveThatCannotCompleteAndNamesRankAndOperation)
   Tensor t = Tensor::from_vector(test::random_vector<float>(1000, 5), {1000}).to(kGpu);
 
   // The all-reduce starts after the work enqueued on compute: a kernel busy for kStuckS.
-  kernels::cuda::spin(kStuckS * 1e6, compute.handle());
+  runtime::spin(compute, kStuckS * 1e6);
   const auto issued = std::chrono::steady_clock::now();
   auto work = comm->all_reduce_average(t.data<float>(), t.numel(), compute, "bucket 0");
   const std::string error = error_of(*work);  // the watchdog finishes it, with its error

@@ -15,7 +15,7 @@
 namespace cg {
 namespace {
 
-using kernels::cpu::Activation;
+using ops::Activation;
 using ops::Layout;
 using test::kGpu;
 using test::randn;

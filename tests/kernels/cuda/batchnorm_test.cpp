@@ -14,7 +14,7 @@ namespace cg::kernels {
 namespace {
 
 using cpu::Activation;
-using cpu::BatchNormShape;
+using kernels::BatchNormShape;
 using test::DeviceBuffer;
 
 // MiniResNet with batch 4: CIFAR-like 32x32 (stages at 32, 16, 8) and Fashion-MNIST 28x28

@@ -16,7 +16,7 @@
 namespace cg::kernels {
 namespace {
 
-using cpu::Conv2dShape;
+using kernels::Conv2dShape;
 using test::DeviceBuffer;
 
 // n, c_in, h, w, c_out, kh, kw, stride, pad

@@ -17,7 +17,7 @@
 namespace cg::kernels {
 namespace {
 
-using cpu::Conv2dShape;
+using kernels::Conv2dShape;
 using test::DeviceBuffer;
 
 const DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
@@ -121,7 +121,7 @@ TEST(CudaLayout, CudnnNhwcConvolutionMatchesTheNchwCpuReference) {
         scratch.push_back(cuda::device_malloc(bytes, 0));
         return scratch.back();
       };
-      const auto nhwc = cuda::Layout::nhwc;
+      const auto nhwc = Layout::nhwc;
       cuda::conv2d_cudnn_forward(s, t, gx.get(), gw.get(), gb.get(), gy.get(), ws, nullptr, nhwc);
       cuda::conv2d_cudnn_backward_data(s, t, gdy.get(), gw.get(), gdx.get(), ws, nullptr, nhwc);
       cuda::conv2d_cudnn_backward_filter(s, t, gx.get(), gdy.get(), gdw.get(), gdb.get(), ws, nullptr, nhwc);

@@ -57,7 +57,7 @@ void expect_steps_match(const Hyper& h) {
 
 TEST(GpuTraining, SgdStepsMatchTheCpu) {
   NEED_GPU();
-  kernels::cpu::SgdParams h;
+  nn::SgdOptions h;
   h.lr = 0.05f;
   h.momentum = 0.9f;
   h.weight_decay = 1e-4f;
@@ -67,7 +67,7 @@ TEST(GpuTraining, SgdStepsMatchTheCpu) {
 
 TEST(GpuTraining, AdamWStepsMatchTheCpu) {
   NEED_GPU();
-  kernels::cpu::AdamWParams h;
+  nn::AdamWOptions h;
   h.lr = 1e-3f;
   expect_steps_match<AdamW>(h);
 }
@@ -146,7 +146,7 @@ TEST(GpuTraining, MixedPrecisionFp16Learns) {
   Generator gen(7);
   MiniResNet model(small(), gen);
   model.to(kGpu);
-  kernels::cpu::SgdParams h;
+  nn::SgdOptions h;
   h.lr = 0.05f;
   h.momentum = 0.9f;
   SGD opt(model.named_parameters(), h);

@@ -1,0 +1,55 @@
+# Layering at compile time. Each layer library is compiled with one include directory,
+# <build>/layer_include/<target>/, holding a symbolic link for each layer folder it may see and
+# nothing else: `#include "apps/..."` from nn/, or `#include "engine/..."` from kernels/, finds
+# no file and fails to compile. The layers are listed in the root CMakeLists.txt (SEES);
+# cudagrad_layering_tests() adds CTest checks that upward includes really fail.
+
+# Gives `target` (and only it: nothing propagates to what links it) an include directory with
+# the folders in SEES. Any library can opt in with one line, e.g. a train/ layer:
+#   cudagrad_restrict_includes(cudagrad_train SEES util data engine nn dist train)
+function(cudagrad_restrict_includes target)
+  cmake_parse_arguments(R "" "" "SEES" ${ARGN})
+  set(_dir ${PROJECT_BINARY_DIR}/layer_include/${target})
+  file(REMOVE_RECURSE ${_dir})
+  file(MAKE_DIRECTORY ${_dir})
+  foreach(_layer ${R_SEES})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${_layer} ${_dir}/${_layer} SYMBOLIC)
+  endforeach()
+  target_include_directories(${target} PRIVATE ${_dir})
+  set_property(GLOBAL APPEND PROPERTY CUDAGRAD_LAYERED_TARGETS ${target})
+endfunction()
+
+# A CTest test compiling `#include "<header>"` with `target`'s layer include directory only:
+# EXPECT ok (the control: the folder works) or fail (the header must not be found).
+function(cudagrad_expect_include target header expect)
+  string(MAKE_C_IDENTIFIER "${target}_${header}" _id)
+  add_test(NAME layering.${_id}_${expect}
+           COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_CXX_COMPILER}
+                   -DINCLUDE_DIR=${PROJECT_BINARY_DIR}/layer_include/${target} -DHEADER=${header}
+                   -DEXPECT=${expect} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${PROJECT_BINARY_DIR}/layering_checks/${_id}
+                   -P ${PROJECT_SOURCE_DIR}/cmake/CheckInclude.cmake)
+  set_tests_properties(layering.${_id}_${expect} PROPERTIES LABELS layering)
+endfunction()
+
+# The checks: each layer reaches down, never up; kernels/ is hidden from everything above the
+# engine. The headers picked need nothing outside their own layer chain, so a failure can only
+# mean "not found" (CheckInclude.cmake insists on that).
+function(cudagrad_layering_tests)
+  cudagrad_expect_include(cudagrad_nn "util/layout.h" ok)
+  cudagrad_expect_include(cudagrad_nn "kernels/types.h" fail)
+  cudagrad_expect_include(cudagrad_nn "apps/launch/main.cpp" fail)
+  cudagrad_expect_include(cudagrad_nn "dist/nccl_api.h" fail)
+  cudagrad_expect_include(cudagrad_dist "dist/nccl_api.h" ok)
+  cudagrad_expect_include(cudagrad_dist "kernels/types.h" fail)
+  cudagrad_expect_include(cudagrad_data "engine/device.h" ok)
+  cudagrad_expect_include(cudagrad_data "nn/module.h" fail)
+  cudagrad_expect_include(cudagrad_data "kernels/types.h" fail)
+  cudagrad_expect_include(cudagrad_train "dist/ddp.h" ok)
+  cudagrad_expect_include(cudagrad_train "kernels/types.h" fail)
+  cudagrad_expect_include(cudagrad_dist "train/trainer.h" fail)
+  cudagrad_expect_include(cudagrad_engine "kernels/types.h" ok)
+  cudagrad_expect_include(cudagrad_engine "nn/module.h" fail)
+  cudagrad_expect_include(cudagrad_kernels "kernels/types.h" ok)
+  cudagrad_expect_include(cudagrad_kernels "engine/device.h" fail)
+  cudagrad_expect_include(cudagrad_util "kernels/types.h" fail)
+endfunction()

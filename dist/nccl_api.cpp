@@ -1,0 +1,91 @@
+#include "dist/nccl_api.h"
+
+#include "util/check.h"
+
+#ifdef CUDAGRAD_WITH_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+
+namespace cg::dist::nccl {
+namespace {
+
+[[noreturn]] void fail(const char* library, const char* expr, const char* message) {
+  throw Error(fmt::format("{} call failed: {}: {}", library, expr, message));
+}
+#define CG_NCCL_CHECK(expr)                                                  \
+  do {                                                                       \
+    const ncclResult_t cg_r_ = (expr);                                       \
+    if (cg_r_ != ncclSuccess) fail("NCCL", #expr, ncclGetErrorString(cg_r_)); \
+  } while (0)
+
+ncclComm_t as_nccl(Comm c) { return static_cast<ncclComm_t>(c); }
+cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
+
+}  // namespace
+
+std::string unique_id() {
+  ncclUniqueId id;
+  CG_NCCL_CHECK(ncclGetUniqueId(&id));
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+Comm init(const std::string& id_bytes, int world_size, int rank, int device) {
+  CG_CHECK(id_bytes.size() == sizeof(ncclUniqueId::internal), "NCCL unique id of {} bytes, expected {}",
+           id_bytes.size(), sizeof(ncclUniqueId::internal));
+  ncclUniqueId id;
+  std::memcpy(id.internal, id_bytes.data(), id_bytes.size());
+  const cudaError_t set = cudaSetDevice(device);
+  if (set != cudaSuccess) fail("CUDA", "cudaSetDevice", cudaGetErrorString(set));
+  ncclComm_t comm = nullptr;
+  CG_NCCL_CHECK(ncclCommInitRank(&comm, world_size, id, rank));
+  return comm;
+}
+
+void all_reduce_average(Comm comm, float* data, int64_t count, Stream stream) {
+  CG_NCCL_CHECK(ncclAllReduce(data, data, size_t(count), ncclFloat, ncclAvg, as_nccl(comm), as_stream(stream)));
+}
+
+void broadcast(Comm comm, void* data, size_t bytes, int root, Stream stream) {
+  CG_NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclChar, root, as_nccl(comm), as_stream(stream)));
+}
+
+std::string async_error(Comm comm) {
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(as_nccl(comm), &async) != ncclSuccess) return "ncclCommGetAsyncError failed";
+  return async == ncclSuccess || async == ncclInProgress ? std::string() : ncclGetErrorString(async);
+}
+
+void abort(Comm comm) { ncclCommAbort(as_nccl(comm)); }
+void destroy(Comm comm) {
+  if (comm) ncclCommDestroy(as_nccl(comm));
+}
+int version() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return v;
+}
+
+}  // namespace cg::dist::nccl
+
+#else  // no CUDA in this build
+
+namespace cg::dist::nccl {
+namespace {
+[[noreturn]] void no_nccl(const char* what) {
+  throw Error(fmt::format("{}: this build has no CUDA backend, so no NCCL (configure with -DCUDAGRAD_CUDA=ON)", what));
+}
+}  // namespace
+
+std::string unique_id() { no_nccl("nccl::unique_id"); }
+Comm init(const std::string&, int, int, int) { no_nccl("nccl::init"); }
+void all_reduce_average(Comm, float*, int64_t, Stream) { no_nccl("nccl::all_reduce_average"); }
+void broadcast(Comm, void*, size_t, int, Stream) { no_nccl("nccl::broadcast"); }
+std::string async_error(Comm) { no_nccl("nccl::async_error"); }
+void abort(Comm) {}
+void destroy(Comm) {}
+int version() { return 0; }
+
+}  // namespace cg::dist::nccl
+#endif

@@ -1,0 +1,25 @@
+// The NCCL calls the data-parallel layer makes, behind opaque handles so that the rest of dist/
+// needs no CUDA or NCCL header. NCCL is communication, not compute, so it lives here rather than
+// in kernels/. Without CUDA in the build every call fails naming the missing backend.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cg::dist::nccl {
+
+using Comm = void*;    // an ncclComm_t
+using Stream = void*;  // a cudaStream_t (cg::Stream::handle())
+
+std::string unique_id();  // rank 0 makes it; the bytes travel through the rendezvous store
+Comm init(const std::string& unique_id, int world_size, int rank, int device);
+// In place, on `stream`: sum then divide by the world size (ncclAvg).
+void all_reduce_average(Comm comm, float* data, int64_t count, Stream stream);
+void broadcast(Comm comm, void* data, size_t bytes, int root, Stream stream);
+// "" while healthy; otherwise NCCL's description of the asynchronous error.
+std::string async_error(Comm comm);
+void abort(Comm comm);    // ends in-flight collectives so their streams can proceed
+void destroy(Comm comm);  // does not throw
+int version();            // e.g. 22803; 0 without NCCL
+
+}  // namespace cg::dist::nccl

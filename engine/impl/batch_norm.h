@@ -1,0 +1,60 @@
+// The batch-norm family: the interface every batch_norm implementation offers, and its registry.
+// Built in: the CPU reference, the hand-written GPU kernels and cuDNN (training forward and
+// backward, eval forward; it has no eval-mode backward, so a layer that needs one is refused
+// under kernels.batch_norm=cudnn rather than quietly run by another implementation).
+// ops::batch_norm picks one per call and its backward node keeps it.
+#pragma once
+#include <string>
+
+#include "engine/impl/registry.h"
+#include "engine/tensor.h"
+#include "kernels/types.h"
+
+namespace cg::impl {
+
+struct BatchNormProblem {
+  kernels::BatchNormShape shape;  // channels-last runs over kernels::channels_last_shape
+  Device device;
+  DType dtype;  // of x, y, the residual and their gradients
+  ops::Layout layout;
+  bool training = true;
+  bool needs_backward = false;  // an input requires grad
+  Activation activation = Activation::none;
+  bool residual = false;
+  std::string layer;  // "batch_norm layer with input [...]"
+};
+
+// The forward's tensors. Per-channel ones are float32 on the GPU, x's dtype on the CPU.
+// Training writes save_mean/save_invstd and updates running_mean/running_var; eval reads them.
+struct BatchNormForward {
+  Tensor x, residual, weight, bias, running_mean, running_var;
+  double eps = 1e-5, momentum = 0.1;
+  Tensor y, save_mean, save_invstd;
+};
+
+// The backward's tensors. Training: mean/stat are the batch mean and invstd; eval: the running
+// mean and var as they were at the forward. relu_y: the fused ReLU's output, or undefined.
+// d_residual is written when there is a residual.
+struct BatchNormBackwardArgs {
+  Tensor dy, x, gamma, mean, stat, relu_y;
+  double eps = 1e-5;
+  Tensor dx, dgamma, dbeta, d_residual;
+};
+
+class BatchNormImpl {
+ public:
+  virtual ~BatchNormImpl() = default;
+  // "" when this implementation runs `p`; else why not (after "kernels.batch_norm=<name> ").
+  virtual std::string why_unsupported(const BatchNormProblem& p) const = 0;
+  virtual void forward(const BatchNormProblem& p, const BatchNormForward& a) const = 0;
+  virtual void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const = 0;
+};
+
+using BatchNormRegistry = Registry<BatchNormImpl>;
+BatchNormRegistry& batch_norm_registry();
+
+void register_batch_norm_cpu(BatchNormRegistry& r);
+void register_batch_norm_native(BatchNormRegistry& r);
+void register_batch_norm_cudnn(BatchNormRegistry& r);
+
+}  // namespace cg::impl

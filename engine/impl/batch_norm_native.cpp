@@ -1,0 +1,58 @@
+// The hand-written GPU batch norm (kernels/cuda/batchnorm.h): every mode and layout; x and its
+// gradients in f32, f16 or bf16, per-channel tensors float32.
+#include "engine/impl/batch_norm.h"
+#include "engine/ops/dispatch.h"
+#include "kernels/cuda/batchnorm.h"
+
+namespace cg::impl {
+namespace {
+
+namespace cu = kernels::cuda;
+
+const float* f32(const Tensor& t) { return t.data<float>(); }
+float* f32m(const Tensor& t) { return t.data<float>(); }
+const void* raw_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+void* raw_or_null_m(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+class NativeBatchNorm : public BatchNormImpl {
+ public:
+  std::string why_unsupported(const BatchNormProblem& p) const override {
+    return ops::detail::gpu_dtype(p.dtype) ? "" : "does not support it";
+  }
+
+  void forward(const BatchNormProblem& p, const BatchNormForward& a) const override {
+    const auto stream = ops::detail::stream_of(a.x);
+    const float eps = float(a.eps);
+    if (p.training) {
+      cu::batchnorm_forward_train(p.shape, p.dtype, a.x.raw_data(), f32(a.weight), f32(a.bias), eps, float(a.momentum),
+                                  f32m(a.running_mean), f32m(a.running_var), a.y.raw_data(), f32m(a.save_mean),
+                                  f32m(a.save_invstd), p.activation, raw_or_null(a.residual), stream);
+    } else {
+      cu::batchnorm_forward_eval(p.shape, p.dtype, a.x.raw_data(), f32(a.weight), f32(a.bias), f32(a.running_mean),
+                                 f32(a.running_var), eps, a.y.raw_data(), p.activation, raw_or_null(a.residual),
+                                 stream);
+    }
+  }
+
+  void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const override {
+    const auto stream = ops::detail::stream_of(a.dy);
+    if (p.training) {
+      cu::batchnorm_backward_train(p.shape, p.dtype, a.dy.raw_data(), a.x.raw_data(), f32(a.gamma), f32(a.mean),
+                                   f32(a.stat), a.dx.raw_data(), f32m(a.dgamma), f32m(a.dbeta), raw_or_null(a.relu_y),
+                                   raw_or_null_m(a.d_residual), stream);
+    } else {
+      cu::batchnorm_backward_eval(p.shape, p.dtype, a.dy.raw_data(), a.x.raw_data(), f32(a.gamma), f32(a.mean),
+                                  f32(a.stat), float(a.eps), a.dx.raw_data(), f32m(a.dgamma), f32m(a.dbeta),
+                                  raw_or_null(a.relu_y), raw_or_null_m(a.d_residual), stream);
+    }
+  }
+};
+
+}  // namespace
+
+void register_batch_norm_native(BatchNormRegistry& r) {
+  // Preferred under kernels.batch_norm=auto: deterministic, and fuses the residual and ReLU.
+  r.add_builtin({"native", DeviceType::cuda, Choice::native, 1, std::make_shared<NativeBatchNorm>()});
+}
+
+}  // namespace cg::impl

@@ -1,0 +1,58 @@
+// The convolution family: the interface every conv2d implementation offers, and its registry.
+// Built in: the CPU reference (NCHW; channels-last on the CPU is the NCHW reference between two
+// layout changes, done by ops::conv2d), the hand-written GPU implicit GEMM (NCHW) and cuDNN
+// (NCHW and channels-last). ops::conv2d picks one per call and its backward node keeps it.
+#pragma once
+#include <string>
+
+#include "engine/impl/registry.h"
+#include "engine/tensor.h"
+#include "kernels/types.h"
+
+namespace cg::impl {
+
+struct ConvProblem {
+  kernels::Conv2dShape shape;
+  Device device;
+  DType dtype;             // of x, y and the bias (the autocast compute dtype)
+  ops::Layout layout;      // of x and y
+  std::string layer;       // "conv2d layer with input [...] and weight [...] (stride 1, padding 1)"
+};
+
+// What a forward keeps for its backward, prepared as the implementation needs it (cuDNN's
+// channels-last keeps the KRSC copy of the weight, for instance).
+struct ConvSaved {
+  Tensor x, w;
+  DType weight_dtype = DType::f32;  // the parameter's own dtype: dw leaves in it
+};
+
+struct ConvGrads {
+  Tensor dx, dw, db;
+};
+
+class ConvImpl {
+ public:
+  virtual ~ConvImpl() = default;
+  // "" when this implementation runs `p`; else why not, phrased after "kernels.conv=<name> ",
+  // e.g. "does not support it".
+  virtual std::string why_unsupported(const ConvProblem& p) const = 0;
+  // y = conv(x, w) + b. x in p.layout and p.dtype; w the [c_out, c_in, kh, kw] parameter in its
+  // own floating dtype; b [c_out] in p.dtype or undefined.
+  virtual Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                         ConvSaved& saved) const = 0;
+  // dx (like x) when need_dx; dw ([c_out, c_in, kh, kw], saved.weight_dtype) and db (p.dtype,
+  // when has_bias) when need_w.
+  virtual ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx,
+                             bool need_w, bool has_bias) const = 0;
+};
+
+using ConvRegistry = Registry<ConvImpl>;
+// The registry, with the built-in implementations added on first use.
+ConvRegistry& conv_registry();
+
+// One line each in conv_registry(): the built-in implementations' registrations.
+void register_conv_cpu(ConvRegistry& r);
+void register_conv_native(ConvRegistry& r);
+void register_conv_cudnn(ConvRegistry& r);
+
+}  // namespace cg::impl

@@ -1,0 +1,136 @@
+#include "train/distributed.h"
+
+#include <unistd.h>
+
+#include <exception>
+#include <sstream>
+
+#include "dist/backend_choice.h"
+#include "engine/runtime.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace cg::train {
+namespace {
+
+// The address other ranks reach this one at: loopback for single-node jobs, else the host name.
+std::string my_address(const dist::Identity& id) {
+  if (id.master_addr == "127.0.0.1" || id.master_addr == "localhost") return "127.0.0.1";
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// The dotted key of the first line where two resolved configs (to_yaml output) differ.
+std::string first_difference(const std::string& a, const std::string& b) {
+  std::istringstream sa(a), sb(b);
+  std::string la, lb, group;
+  while (true) {
+    const bool ga = bool(std::getline(sa, la)), gb = bool(std::getline(sb, lb));
+    if (!ga && !gb) return "";
+    if (!la.empty() && la[0] != ' ') group = la.substr(0, la.find(':'));
+    if (la != lb || ga != gb) {
+      const std::string line = ga ? la : lb;
+      const size_t start = line.find_first_not_of(' ');
+      const std::string key = line.substr(start, line.find(':') - start);
+      return line[0] == ' ' ? group + "." + key : key;
+    }
+  }
+}
+
+}  // namespace
+
+DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), timeout_s_(timeout_s) {
+  log::set_rank(id_.rank, id_.world_size);
+  if (!distributed()) return;
+  const auto timeout = std::chrono::milliseconds(int64_t(timeout_s * 1000));
+  dist::TcpStoreOptions so;
+  so.host = id_.master_addr;
+  so.port = id_.master_port;
+  so.is_server = id_.rank == 0;
+  so.timeout = timeout;
+  store_ = std::make_unique<dist::TcpStore>(so);
+  dist::ProcessGroupOptions po;
+  po.timeout = timeout;
+  group_ = std::make_unique<dist::ProcessGroup>(*store_, id_.rank, id_.world_size, my_address(id_), po);
+  log::info("distributed: {} ranks ({}), rendezvous at {}:{}", id_.world_size, id_.source, id_.master_addr,
+            id_.master_port);
+}
+
+std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainConfig::Dist& d, Device device) {
+  dist::JobShape job;
+  job.cuda_tensors = device.is_cuda();
+  job.world_size = world_size();
+  job.local_world_size = id_.local_world_size;
+  job.visible_gpus = device.is_cuda() ? runtime::device_count() : 0;
+  const dist::TransportChoice choice = dist::choose_transport(d.backend, job);
+  switch (choice.transport) {
+    case dist::Transport::none: return nullptr;
+    case dist::Transport::modeled: {
+      const dist::Link link = d.modeled_link == ModeledLink::nvlink ? dist::nvlink_link() : dist::infiniband_link();
+      auto comm = dist::make_modeled_comm(int(d.modeled_world_size), link, device);
+      log::info("communication: {}", comm->name());
+      return comm;
+    }
+    case dist::Transport::host_gloo: return dist::make_host_gloo_comm(*group_);
+    case dist::Transport::nccl: {
+      auto comm = dist::make_nccl_comm(*store_, rank(), world_size(), device, timeout_s_);
+      log::info("communication: {} ({})", comm->name(), choice.why);
+      return comm;
+    }
+    case dist::Transport::staged_gloo:
+      log::info("communication: {}", choice.why);
+      return dist::make_staged_gloo_comm(*group_, device);
+  }
+  CG_FAIL("unknown transport");
+}
+
+DistContext::~DistContext() {
+  if (!distributed()) return;
+  // Rank 0 hosts the store: on a normal exit nobody may still need it when it goes. When an
+  // error is unwinding, peers may be dead: leave at once rather than wait out the timeout.
+  if (std::uncaught_exceptions() == 0) {
+    try {
+      barrier();
+    } catch (const std::exception&) {
+    }
+  }
+  group_.reset();
+  store_.reset();
+}
+
+void DistContext::check_same_config(const std::string& config_yaml) {
+  if (!distributed()) return;
+  store_->set("config/" + std::to_string(rank()), config_yaml);
+  const std::string reference = store_->get_string("config/0");
+  const std::string key = first_difference(reference, config_yaml);
+  if (!key.empty())
+    throw UsageError(fmt::format("rank {} runs a different config than rank 0: key '{}' differs", rank(), key));
+}
+
+void DistContext::all_reduce_sum(std::vector<double>& values) {
+  if (distributed()) group_->all_reduce(values.data(), int64_t(values.size()));
+}
+
+bool DistContext::any_rank(bool flag) {
+  std::vector<double> v{flag ? 1.0 : 0.0};
+  all_reduce_sum(v);
+  return v[0] > 0;
+}
+
+void DistContext::check_replicas_equal(uint32_t fingerprint) {
+  if (!distributed()) return;
+  std::vector<uint32_t> all(static_cast<size_t>(world_size()));
+  group_->all_gather(&fingerprint, all.data(), sizeof(uint32_t));
+  for (int r = 1; r < world_size(); ++r)
+    if (all[size_t(r)] != all[0])
+      throw Error(fmt::format("replicas diverged: rank {}'s weights differ from rank 0's (fingerprint {:08x} vs "
+                              "{:08x})", r, all[size_t(r)], all[0]));
+  log::info("distributed: all {} replicas hold identical weights (fingerprint {:08x})", world_size(), all[0]);
+}
+
+void DistContext::barrier() {
+  if (distributed()) group_->barrier();
+}
+
+}  // namespace cg::train

@@ -1,0 +1,51 @@
+// The trainer's view of data parallelism: who this process is, and the few collective steps the
+// training loop needs (sum metrics over ranks, agree on stopping, barriers, the start-up config
+// check). In a single process every call is a cheap no-op, so the loop has one code path.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/train_config.h"
+#include "dist/gradient_comm.h"
+#include "dist/identity.h"
+#include "dist/process_group.h"
+#include "dist/tcp_store.h"
+
+namespace cg::train {
+
+class DistContext {
+ public:
+  // Reads the identity from the environment; with more than one rank, joins the rendezvous and
+  // connects the process group (timeout: how long any wait may take before it is an error).
+  DistContext(double timeout_s);
+  ~DistContext();
+
+  const dist::Identity& identity() const { return id_; }
+  int rank() const { return id_.rank; }
+  int world_size() const { return id_.world_size; }
+  bool distributed() const { return id_.world_size > 1; }
+  dist::ProcessGroup* group() { return group_.get(); }
+  // The transport for DDP's gradients on `device` as dist.backend says, by the rules of
+  // dist/backend_choice.h; null when there is nothing to communicate (one process, not modeled).
+  // auto: NCCL when every rank on this node has a GPU of its own, else Gloo (staged through pinned
+  // memory for CUDA), said once in the log.
+  std::unique_ptr<dist::GradientComm> make_gradient_comm(const TrainConfig::Dist& d, Device device);
+
+  // Every rank must run the same resolved config: a difference fails naming the first differing
+  // key, on the rank that differs from rank 0.
+  void check_same_config(const std::string& config_yaml);
+  void all_reduce_sum(std::vector<double>& values);
+  bool any_rank(bool flag);  // true on every rank when it is true on at least one
+  // Fails on every rank when the replicas' `fingerprint`s (of their weights) differ.
+  void check_replicas_equal(uint32_t fingerprint);
+  void barrier();
+
+ private:
+  dist::Identity id_;
+  double timeout_s_;
+  std::unique_ptr<dist::TcpStore> store_;
+  std::unique_ptr<dist::ProcessGroup> group_;
+};
+
+}  // namespace cg::train

@@ -1,0 +1,59 @@
+#include "train/graphed_step.h"
+
+#include "util/check.h"
+#include "util/nvtx.h"
+
+namespace cg::train {
+
+GraphedTrainStep::GraphedTrainStep(TrainStep& step, nn::Optimizer& optimizer, const dist::GradientComm* comm,
+                                   const Stream& compute)
+    : step_(step), optimizer_(optimizer), comm_(comm), compute_(compute) {
+  CG_CHECK(compute.device().is_cuda() && compute.handle() != nullptr,
+           "train.cuda_graph=true needs the step on a created CUDA stream (train.device=cuda), not {}",
+           compute.device().str());
+}
+
+StepOutputs GraphedTrainStep::run(const data::DeviceBatch& batch, double lr) {
+  CG_CHECK(current_stream(compute_.device()) == compute_, "GraphedTrainStep: the compute stream is not current");
+  if (eager_steps_ < kEagerSteps) {
+    ++eager_steps_;
+    StepOutputs out;
+    out.loss = step_.run(batch, lr, &out.hits);
+    return out;
+  }
+  if (!graph_) {
+    capture(batch, lr);  // records the step on this batch without running it: the replay below does
+  } else {
+    CG_CHECK(batch.images.shape() == inputs_.images.shape() && batch.images.dtype() == inputs_.images.dtype() &&
+                 batch.labels.shape() == inputs_.labels.shape(),
+             "train.cuda_graph: batch {} / {} differs from the captured {} / {}; a graph replays fixed shapes "
+             "(data loaders drop the last partial batch)",
+             batch.images.str(), batch.labels.str(), inputs_.images.str(), inputs_.labels.str());
+    inputs_.images.copy_(batch.images);
+    inputs_.labels.copy_(batch.labels);
+  }
+  optimizer_.set_device_lr(lr);
+  {
+    CG_NVTX_RANGE("graph replay");
+    graph_->replay();
+  }
+  ++replays_;
+  if (comm_) comm_->watch_replay(compute_, fmt::format("training step, replay {}", replays_));
+  optimizer_.set_steps_taken(optimizer_.steps_taken() + 1);
+  return {loss_.clone(), hits_.clone()};  // the next replay overwrites loss_ and hits_
+}
+
+void GraphedTrainStep::capture(const data::DeviceBatch& batch, double lr) {
+  // Before the capture: the copy of a batch into the inputs, and the write of the learning rate,
+  // must happen before every replay with that step's values, not be recorded with this one's.
+  inputs_ = {batch.images.clone(), batch.labels.clone(), batch.size};
+  optimizer_.set_device_lr(lr);
+  const int64_t steps = optimizer_.steps_taken();  // step() counts itself once, during capture
+  graph_ = std::make_unique<CudaGraph>(compute_);
+  graph_->capture([&] { loss_ = step_.run(inputs_, lr, &hits_); });
+  optimizer_.set_steps_taken(steps);
+}
+
+PoolStats GraphedTrainStep::pool_stats() const { return graph_ ? graph_->pool_stats() : PoolStats{}; }
+
+}  // namespace cg::train

@@ -1,0 +1,56 @@
+// train.cuda_graph: the trainer's whole step (forward, backward, DDP's all-reduces over NCCL or
+// the modeled backend, the optimizer through the GradScaler) captured once as a CUDA graph and
+// replayed, so a step costs one launch instead of hundreds. The first kEagerSteps steps run
+// eagerly and create everything lazy (optimizer buffers, cuDNN algorithm choices and handles,
+// DDP's bucket order, the allocator's blocks); the next captures into a private memory pool
+// (engine/cuda_graph.h), on the trainer's own non-default compute stream, which is what
+// PyTorch's side stream is for. Then, per step, outside the graph and in the same stream's order:
+// the batch is copied into the captured input buffers and the learning rate into the optimizer's
+// device scalar, and the graph is replayed. Nothing in it reads the host: the loss scaler decides
+// on the device, AdamW counts its steps there, and loss and hits stay device tensors.
+// Anything that replaces a tensor the graph uses (loading optimizer state, a DDP bucket rebuild)
+// needs a new GraphedTrainStep; the trainer builds it after loading a checkpoint.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "train/train_step.h"
+#include "dist/gradient_comm.h"
+#include "engine/cuda_graph.h"
+
+namespace cg::train {
+
+struct StepOutputs {
+  Tensor loss;  // float32 [], the batch's mean loss
+  Tensor hits;  // int64 [], correct predictions
+};
+
+class GraphedTrainStep {
+ public:
+  static constexpr int64_t kEagerSteps = 3;
+
+  // comm: DDP's transport, watched over each replay (null without DDP). compute: the current
+  // stream of this thread, which the step runs on.
+  GraphedTrainStep(TrainStep& step, nn::Optimizer& optimizer, const dist::GradientComm* comm, const Stream& compute);
+
+  // One optimizer step on `batch` (shaped like the first one) with learning rate `lr`. The
+  // outputs are this step's own (copies), so they may be kept while later steps run.
+  StepOutputs run(const data::DeviceBatch& batch, double lr);
+  bool captured() const { return graph_ != nullptr; }
+  int64_t replays() const { return replays_; }
+  PoolStats pool_stats() const;
+
+ private:
+  void capture(const data::DeviceBatch& batch, double lr);
+
+  TrainStep& step_;
+  nn::Optimizer& optimizer_;
+  const dist::GradientComm* comm_;
+  Stream compute_;
+  int64_t eager_steps_ = 0, replays_ = 0;
+  data::DeviceBatch inputs_;         // allocated before the capture; every batch is copied in
+  Tensor loss_, hits_;         // written by every replay
+  std::unique_ptr<CudaGraph> graph_;
+};
+
+}  // namespace cg::train

@@ -1,0 +1,54 @@
+#include "train/session.h"
+
+#include "train/training_parts.h"
+#include "util/log.h"
+
+namespace cg::train {
+namespace {
+
+// Ranks on one machine share its cores; then the device, as train.device says.
+Device prepare_device(const TrainConfig& c, const DistContext& dc) {
+  set_compute_threads(c, dc.world_size());
+  return choose_device(c, dc.identity().local_rank);
+}
+
+}  // namespace
+
+TrainSession::TrainSession(const TrainConfig& c)
+    : c_(c),
+      dc_(c.dist.timeout_s),
+      device_(prepare_device(c, dc_)),
+      // Every op of this thread runs on one compute stream (non-blocking: it overlaps the loader's
+      // copy stream and the communication stream, ordered by events only).
+      compute_(device_.is_cuda() ? Stream::create(device_) : Stream()),
+      on_compute_(compute_),
+      gen_(uint64_t(c.train.seed)),
+      model_(model_options(c), gen_) {
+  if (c.train.cuda_graph && !device_.is_cuda())
+    throw UsageError("train.cuda_graph=true needs a GPU, and train.device=auto found none; set it false");
+  int64_t n_params = 0;
+  for (auto& [name, t] : model_.named_parameters()) n_params += t.numel();
+  log::info("model: MiniResNet widths {} blocks {}, {} parameters", shape_str(c.model.widths),
+            shape_str(c.model.blocks), n_params);
+  if (!c.model.init_from.empty()) {
+    nn::load_model_weights(c.model.init_from, model_);
+    log::info("model: weights from {}", c.model.init_from);
+  }
+  model_.to(device_);
+  optimizer_ = make_optimizer(c, model_);
+}
+
+void TrainSession::start(const nn::TrainingProgress* resumed) {
+  ddp_ = make_ddp(c_, dc_, model_, device_);
+  step_ = std::make_unique<TrainStep>(c_, model_, *optimizer_, ddp_.get(), device_);
+  if (step_->scaler() && resumed && resumed->loss_scale > 0)
+    step_->scaler()->load(resumed->loss_scale, resumed->loss_scale_growth_tracker);
+  if (!c_.train.cuda_graph) return;
+  if (ddp_ && ddp_->comm().name().find("gloo") != std::string::npos)
+    throw UsageError(fmt::format("train.cuda_graph=true cannot capture DDP over {} (host code; chosen because ranks "
+                                 "share a GPU); set it false", ddp_->comm().name()));
+  graphed_ = std::make_unique<GraphedTrainStep>(*step_, *optimizer_, ddp_ ? &ddp_->comm() : nullptr, compute_);
+  log::info("train: the step is captured as a CUDA graph after {} eager steps", GraphedTrainStep::kEagerSteps);
+}
+
+}  // namespace cg::train

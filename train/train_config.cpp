@@ -1,0 +1,269 @@
+// The schema of TrainConfig: one row per field giving its range and help; the key is the field's
+// path and the type and default come from the field itself. Rule: one table serves loading,
+// to_yaml and help, so no key can be known to one of them and missing from another.
+#include "train/train_config.h"
+
+#include <type_traits>
+#include <utility>
+
+#include "util/check.h"
+#include "util/config.h"
+#include "util/log.h"
+
+namespace cg::train {
+namespace {
+
+using config::Kind;
+using config::Value;
+
+template <typename T>
+Kind kind_of() {
+  if constexpr (std::is_enum_v<T>) return Kind::choice;
+  else if constexpr (std::is_same_v<T, bool>) return Kind::boolean;
+  else if constexpr (std::is_same_v<T, int64_t>) return Kind::integer;
+  else if constexpr (std::is_same_v<T, double>) return Kind::real;
+  else if constexpr (std::is_same_v<T, std::string>) return Kind::string;
+  else {
+    static_assert(std::is_same_v<T, std::vector<int64_t>>, "TrainConfig field of a type config cannot hold");
+    return Kind::int_list;
+  }
+}
+
+template <typename T>
+void assign(T& field, const Value& v) {
+  if constexpr (std::is_enum_v<T>) {
+    const std::string& name = std::get<std::string>(v);
+    for (const auto& [e, n] : enum_names(T{}))
+      if (name == n) return void(field = e);
+    CG_FAIL("no enum value named {}", name);  // cannot happen: load() checked the choices
+  } else {
+    field = std::get<T>(v);
+  }
+}
+
+template <typename T>
+Value value_of(const T& field) {
+  if constexpr (std::is_enum_v<T>) {
+    for (const auto& [e, n] : enum_names(T{}))
+      if (e == field) return std::string(n);
+    CG_FAIL("enum value without a name");
+  } else {
+    return field;
+  }
+}
+
+// What a key allows beyond its type.
+struct Limits {
+  std::optional<double> min, max;
+  std::function<std::string(const Value&)> check;
+};
+Limits any() { return {}; }
+Limits at_least(double lo) { return {lo, std::nullopt, {}}; }
+Limits between(double lo, double hi) { return {lo, hi, {}}; }
+Limits positive() {  // > 0 for a float, where min would allow 0
+  return {std::nullopt, std::nullopt, [](const Value& v) { return std::get<double>(v) > 0 ? "" : "must be > 0"; }};
+}
+Limits below_one() {  // [0, 1) for Adam's betas
+  return {0.0, std::nullopt, [](const Value& v) { return std::get<double>(v) < 1 ? "" : "must be < 1"; }};
+}
+Limits stages() {  // a non-empty list of positive sizes
+  return {1.0, std::nullopt, [](const Value& v) {
+            return std::get<std::vector<int64_t>>(v).empty() ? "needs at least one stage" : "";
+          }};
+}
+
+struct Field {
+  config::KeySpec spec;
+  void (*read)(TrainConfig&, const Value&);
+  Value (*write)(const TrainConfig&);
+};
+
+template <typename T>
+Field make_field(const char* key, const T& default_value, Limits limits, const char* help,
+                 void (*read)(TrainConfig&, const Value&), Value (*write)(const TrainConfig&)) {
+  config::KeySpec s;
+  s.name = key;
+  s.kind = kind_of<T>();
+  s.default_value = value_of(default_value);
+  s.help = help;
+  s.min = limits.min;
+  s.max = limits.max;
+  s.check = std::move(limits.check);
+  if constexpr (std::is_enum_v<T>)
+    for (const auto& [e, n] : enum_names(T{})) s.choices.push_back(n);
+  return {std::move(s), read, write};
+}
+
+// The key is the member's path as written ("optim.lr"); the default is TrainConfig{}'s value.
+#define CG_FIELD(member, limits, help)                                                      \
+  make_field(#member, TrainConfig{}.member, limits, help,                                   \
+             [](TrainConfig& c, const Value& v) { assign(c.member, v); },                   \
+             [](const TrainConfig& c) { return value_of(c.member); })
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table{
+      CG_FIELD(model.widths, stages(), "channels of each stage"),
+      CG_FIELD(model.blocks, stages(), "BasicBlocks per stage, one entry per width"),
+      CG_FIELD(model.in_channels, at_least(1), "image channels (1 for Fashion-MNIST)"),
+      CG_FIELD(model.num_classes, at_least(2), "output classes"),
+      CG_FIELD(model.init_from, any(), "safetensors weights to start from (\"\" = random init)"),
+      CG_FIELD(model.channels_last, any(), "NHWC activations (GPU: cuDNN reads them without transposes); same weights"),
+      CG_FIELD(data.dataset, any(), "which dataset"),
+      CG_FIELD(data.path, any(), "dataset folder (\"\" = the dataset's default)"),
+      CG_FIELD(data.image_size, between(0, 4096), "image side; 0 = native, larger pads"),
+      CG_FIELD(data.batch_size, at_least(1), "images per step per rank"),
+      CG_FIELD(data.num_workers, between(0, 256), "loader threads (0 = load on the training thread)"),
+      CG_FIELD(data.shuffle, any(), "reshuffle every epoch (seed + epoch)"),
+      CG_FIELD(data.augment, any(), "random crop (padding 4) and horizontal flip"),
+      CG_FIELD(data.synthetic_size, at_least(1), "images in the synthetic training split"),
+      CG_FIELD(data.gpu_resident, any(), "GPU training: keep the training images on the GPU and build batches there"),
+      CG_FIELD(optim.name, any(), "optimizer"),
+      CG_FIELD(optim.lr, at_least(0), "peak learning rate"),
+      CG_FIELD(optim.momentum, between(0, 1), "SGD momentum"),
+      CG_FIELD(optim.nesterov, any(), "SGD Nesterov momentum"),
+      CG_FIELD(optim.weight_decay, at_least(0), "L2 (SGD) or decoupled (AdamW) weight decay"),
+      CG_FIELD(optim.beta1, below_one(), "AdamW beta1, in [0, 1)"),
+      CG_FIELD(optim.beta2, below_one(), "AdamW beta2, in [0, 1)"),
+      CG_FIELD(optim.eps, at_least(0), "AdamW epsilon"),
+      CG_FIELD(sched.name, any(), "constant, cosine over epochs, or linear warm-up then cosine per step"),
+      CG_FIELD(sched.warmup_steps, at_least(0), "warm-up optimizer steps (warmup_cosine only)"),
+      CG_FIELD(sched.min_lr, at_least(0), "learning rate at the end of the cosine"),
+      CG_FIELD(train.epochs, at_least(1), "passes over the training set"),
+      CG_FIELD(train.max_steps, at_least(0), "stop after this many optimizer steps (0 = no limit)"),
+      CG_FIELD(train.grad_accum_steps, between(1, 4096), "micro-batches per optimizer step"),
+      CG_FIELD(train.seed, at_least(0), "seed for init, shuffling and augmentation"),
+      CG_FIELD(train.log_interval, at_least(1), "optimizer steps between metric lines"),
+      CG_FIELD(train.device, any(), "where to train (auto = CUDA when available)"),
+      CG_FIELD(train.threads, between(0, 1024), "CPU compute threads (0 = all cores)"),
+      CG_FIELD(train.eval_batch_size, at_least(1), "batch size for evaluation"),
+      CG_FIELD(train.target_accuracy, between(0, 1), "stop once test accuracy reaches it (0 = off); logs the time"),
+      CG_FIELD(train.cuda_graph, any(), "GPU: capture the whole training step once as a CUDA graph and replay it"),
+      CG_FIELD(amp.enabled, any(), "mixed precision (needs CUDA)"),
+      CG_FIELD(amp.dtype, any(), "half type for mixed precision"),
+      CG_FIELD(kernels.conv, any(), "GPU convolution: cudnn, native (implicit GEMM) or auto (cudnn)"),
+      CG_FIELD(kernels.batch_norm, any(), "GPU batch norm: cudnn, native or auto (native)"),
+      CG_FIELD(kernels.cudnn_algo_search, any(), "cuDNN algorithms: timed once per shape, or heuristic"),
+      CG_FIELD(checkpoint.dir, any(), "checkpoint folder (\"\" = <output.dir>/checkpoints)"),
+      CG_FIELD(checkpoint.save_every, at_least(0), "epochs between checkpoints (0 = only at the end)"),
+      CG_FIELD(checkpoint.resume_from, any(), "checkpoint to resume from (\"\" = none)"),
+      CG_FIELD(dist.backend, any(),
+               "gradient transport: auto (NCCL when every rank on a node has a GPU of its own, else Gloo, staged "
+               "through pinned memory for GPU tensors), nccl, gloo, or modeled (one rank times a modeled ring)"),
+      // 4 MB rather than PyTorch's 25: MiniResNet's 11 MB of gradients then make 4 buckets, so
+      // all-reduce overlaps backward; 25 MB would make 2. To be re-measured on the GPU.
+      CG_FIELD(dist.bucket_cap_mb, positive(), "gradient bucket size in MB (> 0)"),
+      CG_FIELD(dist.timeout_s, at_least(1), "longest wait in seconds for a peer or a collective"),
+      CG_FIELD(dist.modeled_world_size, between(2, 65536), "dist.backend=modeled: ranks in the modeled ring"),
+      CG_FIELD(dist.modeled_link, any(), "dist.backend=modeled: nvlink (one node) or infiniband (200 Gb/s per GPU)"),
+      CG_FIELD(output.dir, any(), "where config.yaml, metrics.jsonl and checkpoints go"),
+      CG_FIELD(profile.enabled, any(), "write a Chrome-trace timeline"),
+  };
+  return table;
+}
+#undef CG_FIELD
+
+const config::Schema& schema() {
+  static const config::Schema s = [] {
+    config::Schema built;
+    for (const Field& f : fields()) built.add(f.spec);
+    return built;
+  }();
+  return s;
+}
+
+// What a captured step cannot contain: host work, which runs once at capture and never again.
+void check_cuda_graph(const TrainConfig& c, const config::Values& v) {
+  if (!c.train.cuda_graph) return;
+  auto reject = [&](const std::string& why) { config::reject(v, "train.cuda_graph", why); };
+  if (c.train.device == DeviceName::cpu)
+    reject("CUDA graphs need a GPU; with train.device=cpu set train.cuda_graph=false");
+  if (c.dist.backend == dist::BackendRequest::gloo)
+    reject("cannot capture dist.backend=gloo (its all-reduce is host code); use nccl, modeled or auto");
+  if (c.train.grad_accum_steps > 1)
+    reject(fmt::format("captures one micro-batch per optimizer step; train.grad_accum_steps={} needs it false",
+                       c.train.grad_accum_steps));
+  if (c.profile.enabled)
+    reject("a replayed step has no host-side phases to time; set profile.enabled=false to profile eagerly");
+}
+
+// Rules that involve several keys, reported against the key most likely to be the mistake.
+void check_consistency(const TrainConfig& c, const config::Values& v) {
+  if (c.model.widths.size() != c.model.blocks.size())  // the message places both keys
+    config::reject(v, "model.widths",
+                   fmt::format("has {} stages but model.blocks ({}) has {}; give one block count per width",
+                               c.model.widths.size(), v.origin("model.blocks"), c.model.blocks.size()));
+  if (c.sched.min_lr > c.optim.lr && c.sched.name != nn::ScheduleKind::constant)
+    config::reject(v, "sched.min_lr", fmt::format("{} is larger than optim.lr ({})", c.sched.min_lr, c.optim.lr));
+  if (c.optim.nesterov && c.optim.name == OptimizerName::sgd && c.optim.momentum <= 0)
+    config::reject(v, "optim.nesterov", "needs optim.momentum > 0");
+  if (c.train.device == DeviceName::cpu && c.amp.enabled)
+    config::reject(v, "amp.enabled", "mixed precision needs train.device=cuda (or auto); the CPU trains in float32");
+  if (c.train.device == DeviceName::cpu && c.data.gpu_resident)
+    config::reject(v, "data.gpu_resident", "keeps the training set on the GPU; it needs train.device=cuda (or auto)");
+  if (c.train.device == DeviceName::cpu && c.dist.backend == dist::BackendRequest::nccl)
+    config::reject(v, "dist.backend", "nccl needs GPUs; with train.device=cpu use gloo or auto");
+  check_cuda_graph(c, v);
+}
+
+// Keys that only one variant reads (one schedule, optimizer, dataset, ...). Set to a non-default
+// value while another variant is chosen, such a key does nothing: that earns a warning, not an
+// error, so that switching sched.name=constant on the command line needs no other change.
+struct VariantKey {
+  const char* key;
+  const char* variant_key;  // the key that picks the variant
+  const char* used_by;      // which variants read `key`
+  bool (*in_use)(const TrainConfig&);
+};
+const VariantKey kVariantKeys[] = {
+    {"sched.warmup_steps", "sched.name", "warmup_cosine",
+     [](const TrainConfig& c) { return c.sched.name == nn::ScheduleKind::warmup_cosine; }},
+    {"sched.min_lr", "sched.name", "cosine and warmup_cosine",
+     [](const TrainConfig& c) { return c.sched.name != nn::ScheduleKind::constant; }},
+    {"optim.momentum", "optim.name", "sgd", [](const TrainConfig& c) { return c.optim.name == OptimizerName::sgd; }},
+    {"optim.nesterov", "optim.name", "sgd", [](const TrainConfig& c) { return c.optim.name == OptimizerName::sgd; }},
+    {"optim.beta1", "optim.name", "adamw", [](const TrainConfig& c) { return c.optim.name == OptimizerName::adamw; }},
+    {"optim.beta2", "optim.name", "adamw", [](const TrainConfig& c) { return c.optim.name == OptimizerName::adamw; }},
+    {"optim.eps", "optim.name", "adamw", [](const TrainConfig& c) { return c.optim.name == OptimizerName::adamw; }},
+    {"data.synthetic_size", "data.dataset", "synthetic",
+     [](const TrainConfig& c) { return c.data.dataset == data::DatasetKind::synthetic; }},
+    {"dist.modeled_world_size", "dist.backend", "modeled",
+     [](const TrainConfig& c) { return c.dist.backend == dist::BackendRequest::modeled; }},
+    {"dist.modeled_link", "dist.backend", "modeled",
+     [](const TrainConfig& c) { return c.dist.backend == dist::BackendRequest::modeled; }},
+};
+
+std::vector<std::string> unused_variant_keys(const TrainConfig& c, const config::Values& v) {
+  std::vector<std::string> notes;
+  for (const VariantKey& k : kVariantKeys) {
+    if (k.in_use(c) || v.origin(k.key) == "default" || v.at(k.key) == schema().find(k.key)->default_value) continue;
+    notes.push_back(fmt::format("config key '{}' ({}) has no effect: only {}={} uses it, and {} is {} ({})", k.key,
+                                v.origin(k.key), k.variant_key, k.used_by, k.variant_key,
+                                config::to_text(v.at(k.variant_key)), v.origin(k.variant_key)));
+  }
+  return notes;
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides,
+                              std::vector<std::string>* warnings) {
+  const config::Values v = config::load(schema(), yaml_path, overrides);
+  TrainConfig c;
+  for (const Field& f : fields()) f.read(c, v.at(f.spec.name));
+  check_consistency(c, v);
+  const std::vector<std::string> notes = unused_variant_keys(c, v);
+  if (warnings) *warnings = notes;
+  else if (log::is_main_process())  // once per job, not once per rank
+    for (const std::string& n : notes) log::warn("{}", n);
+  return c;
+}
+
+std::string to_yaml(const TrainConfig& c) {
+  config::Values v;
+  for (const Field& f : fields()) v.values[f.spec.name] = f.write(c);
+  return config::to_yaml(schema(), v);
+}
+
+std::string train_config_help() { return config::help(schema()); }
+
+}  // namespace cg::train

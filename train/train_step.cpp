@@ -1,0 +1,66 @@
+#include "train/train_step.h"
+
+#include "engine/autocast.h"
+#include "engine/ops.h"
+#include "util/nvtx.h"
+#include "util/trace.h"
+
+namespace cg::train {
+
+TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
+                     dist::DistributedDataParallel* ddp, Device device)
+    : model_(model), optimizer_(optimizer), ddp_(ddp), params_(model.named_parameters()),
+      amp_(c.amp.enabled), amp_dtype_(c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16),
+      accum_(c.train.grad_accum_steps) {
+  if (amp_ && amp_dtype_ == DType::f16) scaler_ = std::make_unique<nn::GradScaler>(nn::GradScalerOptions{}, device);
+  if (ddp_ && scaler_) ddp_->attach(*scaler_);  // every rank skips an overflowing step together
+}
+
+Tensor TrainStep::forward(const data::DeviceBatch& batch, bool sync, Tensor* hits) {
+  trace::Span span("forward", "compute");
+  CG_NVTX_RANGE("forward");
+  autocast::Scope autocast(amp_, amp_dtype_);
+  if (!ddp_) return ops::cross_entropy(model_(batch.images), batch.labels, hits);
+  std::optional<dist::DistributedDataParallel::NoSync> accumulate_only;
+  if (!sync) accumulate_only.emplace(ddp_->no_sync());
+  return ops::cross_entropy((*ddp_)(batch.images), batch.labels, hits);
+}
+
+void TrainStep::backward(const Tensor& loss) {
+  trace::Span span("backward", "compute");
+  CG_NVTX_RANGE("backward");
+  const Tensor l = accum_ > 1 ? ops::scale(loss, 1.0 / double(accum_)) : loss;
+  if (scaler_) scaler_->backward(l);
+  else l.backward();
+}
+
+void TrainStep::finish_gradient_sync() {
+  if (!ddp_) return;
+  trace::Span span("wait for all-reduces", "compute");
+  CG_NVTX_RANGE("wait for all-reduces");
+  ddp_->wait_for_gradients();
+}
+
+Tensor TrainStep::run(const data::DeviceBatch& batch, double lr, Tensor* hits) {
+  const Tensor loss = forward(batch, true, hits);
+  backward(loss);
+  finish_gradient_sync();
+  optimizer_step(lr);
+  return loss.detach();  // the autograd graph (and what it saved) goes now, not with the loss
+}
+
+void TrainStep::optimizer_step(double lr) {
+  {
+    trace::Span span("optimizer", "compute");
+    CG_NVTX_RANGE("optimizer");
+    if (scaler_) {
+      scaler_->step(optimizer_, params_, lr);  // agreed over the ranks by DDP (attach)
+    } else {
+      optimizer_.step(lr);
+    }
+  }
+  if (ddp_) ddp_->zero_grad();  // gradients stay views of DDP's flat buffer
+  else optimizer_.zero_grad();
+}
+
+}  // namespace cg::train

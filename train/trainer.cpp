@@ -1,0 +1,277 @@
+#include "train/trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+
+#include "data/dataset_factory.h"
+#include "data/resident_feeder.h"
+#include "engine/device_allocator.h"
+#include "util/atomic_file.h"
+#include "util/log.h"
+#include "util/trace.h"
+
+namespace cg::train {
+namespace fs = std::filesystem;
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+// Taken during static initialization, before main: the start of "time to accuracy".
+const Clock::time_point process_start = Clock::now();
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+const char* optimizer_name(const TrainConfig& c) { return enum_name(c.optim.name); }
+
+}  // namespace
+
+void install_stop_signal_handlers() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+TrainResult train(const TrainConfig& config, const std::string& config_yaml) {
+  return Trainer(config, config_yaml).run();
+}
+
+Trainer::Trainer(const TrainConfig& config, std::string config_yaml)
+    : c_(config), config_yaml_(std::move(config_yaml)), session_(c_) {
+  trace::set_enabled(c_.profile.enabled);
+  session_.dist().check_same_config(config_yaml_);
+  out_dir_ = c_.output.dir;
+  ckpt_dir_ = c_.checkpoint.dir.empty() ? out_dir_ / "checkpoints" : fs::path(c_.checkpoint.dir);
+  if (log::is_main_process()) {
+    fs::create_directories(out_dir_);
+    write_file_atomically((out_dir_ / "config.yaml").string(), config_yaml_);
+  }
+  setup_data();
+  nn::ScheduleOptions so;
+  so.kind = c_.sched.name;
+  so.base_lr = c_.optim.lr;
+  so.min_lr = c_.sched.min_lr;
+  so.warmup_steps = c_.sched.warmup_steps;
+  so.steps_per_epoch = (batches_per_epoch_ + c_.train.grad_accum_steps - 1) / c_.train.grad_accum_steps;
+  so.total_steps = so.steps_per_epoch * c_.train.epochs;
+  so.epochs = c_.train.epochs;
+  schedule_.emplace(so);
+  total_steps_ = c_.train.max_steps > 0 ? std::min(so.total_steps, c_.train.max_steps) : so.total_steps;
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::setup_data() {
+  train_set_ = make_split(c_, Split::train);
+  test_set_ = make_split(c_, Split::test);
+  CG_CHECK(train_set_->channels() == c_.model.in_channels, "model.in_channels={} but {} images have {} channel(s)",
+           c_.model.in_channels, train_set_->name(), train_set_->channels());
+  log::info("data: {} train {} / test {} images, {}x{}x{}", train_set_->name(), train_set_->size(),
+            test_set_->size(), train_set_->channels(), train_set_->height(), train_set_->width());
+  DistContext& dc = session_.dist();
+  data::SamplerOptions so;
+  so.shuffle = c_.data.shuffle;
+  so.seed = uint64_t(c_.train.seed);
+  so.drop_last = true;
+  sampler_ = std::make_unique<data::DistributedSampler>(train_set_->size(), dc.rank(), dc.world_size(), so);
+  loader_options_.batch_size = c_.data.batch_size;
+  loader_options_.num_workers = int(c_.data.num_workers);
+  loader_options_.drop_last = true;
+  loader_options_.augment.enabled = c_.data.augment;
+  loader_options_.seed = uint64_t(c_.train.seed);
+  loader_options_.rank = dc.rank();  // augmentation differs per rank: seed, rank, epoch and sample
+  loader_ = std::make_unique<data::DataLoader>(*train_set_, *sampler_, loader_options_);
+  batches_per_epoch_ = loader_->batches_per_epoch();
+  CG_CHECK(batches_per_epoch_ > 0, "data.batch_size={} is larger than the {} training images", c_.data.batch_size,
+           train_set_->size());
+}
+
+TrainResult Trainer::run() {
+  resume();
+  start();
+  session_.model().train();
+  stop_ = pos_.step >= total_steps_;
+  while (!stop_ && pos_.epoch < c_.train.epochs) run_epoch();
+  return finish();
+}
+
+// From checkpoint.resume_from, or after a restart by cudagrad-launch from the newest checkpoint.
+void Trainer::resume() {
+  pos_.optimizer = optimizer_name(c_);
+  pos_.config_yaml = config_yaml_;
+  std::string from = c_.checkpoint.resume_from;
+  if (from.empty() && restarted_by_launcher()) from = latest_checkpoint(ckpt_dir_);
+  if (!from.empty()) {
+    session_.dist().barrier();  // the file is complete before anyone reads it
+    pos_ = nn::load_checkpoint(from, session_.model(), session_.optimizer());
+    CG_CHECK(pos_.optimizer == optimizer_name(c_), "checkpoint {} was written by optimizer '{}', config says '{}'",
+             from, pos_.optimizer, optimizer_name(c_));
+    if (!pos_.rng_state.empty()) session_.generator().set_state(pos_.rng_state);
+    pos_.config_yaml = config_yaml_;
+    resumed_ = pos_;
+    log::info("resumed from {}: epoch {}, batch {}, step {}", from, pos_.epoch + 1, pos_.batch_in_epoch, pos_.step);
+  }
+  if (log::is_main_process())
+    metrics_ = MetricsWriter((out_dir_ / "metrics.jsonl").string(),
+                             from.empty() ? MetricsWriter::Mode::truncate : MetricsWriter::Mode::append);
+}
+
+// After loading: DDP broadcasts rank 0's weights; then where batches come from.
+void Trainer::start() {
+  session_.start(resumed_ ? &*resumed_ : nullptr);
+  if (c_.data.gpu_resident) {
+    batches_ = std::make_unique<data::ResidentFeeder>(*train_set_, *sampler_, loader_options_, session_.device(),
+                                                      session_.compute());
+    log::info("data: training set resident on {}, batches built there", session_.device().str());
+  } else {
+    batches_ = std::make_unique<data::DeviceFeeder>(*loader_, session_.device(), session_.compute());
+  }
+}
+
+void Trainer::run_epoch() {
+  batches_->start_epoch(pos_.epoch, pos_.batch_in_epoch);
+  ProgressBar bar(log::is_main_process() && ProgressBar::stdout_is_terminal(),
+                  fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), batches_per_epoch_);
+  window_ = WindowStats();
+  last_loss_ = 0;
+  micro_ = 0;
+  window_start_ = Clock::now();
+  while (auto batch = batches_->next())
+    if (step(*batch, bar)) break;
+  bar.finish();
+  log_memory();
+  const bool epoch_done = pos_.batch_in_epoch >= batches_per_epoch_;
+  if (epoch_done) {
+    ++pos_.epoch;
+    pos_.batch_in_epoch = 0;
+  }
+  if (result_.interrupted) return;
+  if (epoch_done || stop_) evaluate(epoch_done);
+  if (epoch_done && c_.checkpoint.save_every > 0 && pos_.epoch % c_.checkpoint.save_every == 0 && !stop_ &&
+      pos_.epoch < c_.train.epochs)
+    checkpoint(fmt::format("epoch_{}.safetensors", pos_.epoch));
+}
+
+// One micro-batch; when it ends its accumulation group, the optimizer step, the log line and the
+// checks for stopping. Returns whether to stop.
+bool Trainer::step(const data::DeviceBatch& batch, ProgressBar& bar) {
+  Tensor hits;
+  const Tensor loss = forward_backward(batch, &hits);
+  window_.add(loss, hits, batch.size);
+  ++pos_.batch_in_epoch;
+  if (++micro_ < c_.train.grad_accum_steps && pos_.batch_in_epoch < batches_per_epoch_) return false;
+  micro_ = 0;
+  const double lr = schedule_->lr_at(pos_.step);
+  if (!session_.graphed()) session_.step().optimizer_step(lr);
+  ++pos_.step;
+  bar.update(pos_.batch_in_epoch, fmt::format("loss {:.4f} lr {:.4g}", last_loss_, lr));
+  if (pos_.step % c_.train.log_interval == 0 || pos_.batch_in_epoch == batches_per_epoch_)
+    log_window(lr, !bar.enabled());
+  if (pos_.step >= total_steps_) stop_ = true;
+  if (session_.dist().any_rank(g_stop_signal.load() != 0)) {  // every rank stops at the same step
+    result_.interrupted = stop_ = true;
+    log::warn("stop requested (signal {}): checkpointing at step {} and stopping", g_stop_signal.load(), pos_.step);
+  }
+  return stop_;
+}
+
+// The micro-batch's forward and backward, or (train.cuda_graph) its whole replayed step.
+Tensor Trainer::forward_backward(const data::DeviceBatch& batch, Tensor* hits) {
+  if (GraphedTrainStep* graphed = session_.graphed()) {  // grad_accum_steps is 1
+    StepOutputs out = graphed->run(batch, schedule_->lr_at(pos_.step));
+    *hits = out.hits;
+    return out.loss;
+  }
+  // The last micro-batch of an accumulation group communicates; the others only accumulate.
+  const bool sync = micro_ + 1 == c_.train.grad_accum_steps || pos_.batch_in_epoch + 1 == batches_per_epoch_;
+  TrainStep& step = session_.step();
+  Tensor loss = step.forward(batch, sync, hits);
+  step.backward(loss);
+  step.finish_gradient_sync();
+  return loss;
+}
+
+// Summed over all ranks: one metrics.jsonl line, and a log line when no progress bar shows it.
+void Trainer::log_window(double lr, bool to_log) {
+  const WindowSums w = window_.flush(pos_.step);
+  std::vector<double> sums{w.loss_sum, w.correct, w.images};
+  session_.dist().all_reduce_sum(sums);
+  const double ips = sums[2] / std::max(seconds_since(window_start_), 1e-9);
+  const double mean_loss = sums[0] / sums[2], accuracy = sums[1] / sums[2];
+  last_loss_ = mean_loss;
+  nlohmann::json rec{{"kind", "train"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step}, {"loss", mean_loss},
+                     {"accuracy", accuracy}, {"lr", lr}, {"images_per_s", ips}};
+  if (nn::GradScaler* scaler = session_.step().scaler())
+    rec["loss_scale"] = scaler->scale();
+  metrics_.write(rec);
+  if (to_log)
+    log::info("epoch {} step {} loss {:.4f} acc {:.4f} lr {:.4g} {:.1f} img/s", pos_.epoch + 1, pos_.step, mean_loss,
+              accuracy, lr, ips);
+  window_start_ = Clock::now();
+}
+
+void Trainer::log_memory() {
+  const Device device = session_.device();
+  if (!device.is_cuda()) return;
+  const AllocatorStats m = allocator_for(device).stats();
+  log::info("{} memory: {:.1f} MiB in use, peak {:.1f} MiB, {} cudaMalloc calls so far", device.str(),
+            double(m.in_use_bytes) / (1 << 20), double(m.peak_in_use_bytes) / (1 << 20), m.backend_allocations);
+  const GraphedTrainStep* graphed = session_.graphed();
+  if (graphed && graphed->captured())
+    log::info("CUDA graph of the step: {} replays, its pool reserves {:.1f} MiB", graphed->replays(),
+              double(graphed->pool_stats().reserved_bytes) / (1 << 20));
+}
+
+// epoch_done: after a whole epoch (else training stopped mid-epoch, which the epoch number says).
+void Trainer::evaluate(bool epoch_done) {
+  const EvalResult ev = train::evaluate(session_.model(), *test_set_, c_, session_.dist(), session_.device());
+  result_.test_accuracy = ev.accuracy;
+  result_.test_loss = ev.loss;
+  const int64_t epoch = epoch_done ? pos_.epoch : pos_.epoch + 1;
+  metrics_.write({{"kind", "eval"}, {"epoch", epoch}, {"step", pos_.step}, {"loss", ev.loss},
+                  {"accuracy", ev.accuracy}, {"lr", schedule_->lr_at(std::max<int64_t>(pos_.step - 1, 0))},
+                  {"images_per_s", ev.images_per_s}});
+  log::info("eval after epoch {}: test loss {:.4f}, accuracy {:.2f}%", epoch, ev.loss, 100.0 * ev.accuracy);
+  if (c_.train.target_accuracy > 0 && ev.accuracy >= c_.train.target_accuracy) {
+    // Time to accuracy counts from process start: data loading and start-up included.
+    const double seconds = seconds_since(process_start);
+    metrics_.write({{"kind", "event"}, {"event", "target_reached"}, {"target", c_.train.target_accuracy},
+                    {"accuracy", ev.accuracy}, {"epoch", pos_.epoch}, {"step", pos_.step},
+                    {"seconds_since_start", seconds}});
+    log::info("reached test accuracy {:.2f}% (target {:.2f}%) after {:.1f} s; stopping", 100.0 * ev.accuracy,
+              100.0 * c_.train.target_accuracy, seconds);
+    stop_ = true;
+  }
+}
+
+void Trainer::checkpoint(const std::string& name) {
+  pos_.rng_state = session_.generator().state();
+  if (nn::GradScaler* scaler = session_.step().scaler()) {
+    pos_.loss_scale = scaler->scale();
+    pos_.loss_scale_growth_tracker = scaler->growth_tracker();
+  }
+  const std::string path = (ckpt_dir_ / name).string();
+  if (log::is_main_process()) {
+    nn::save_checkpoint(path, session_.model(), session_.optimizer(), pos_);
+    log::info("checkpoint: {}", path);
+  }
+  session_.dist().barrier();  // no rank runs ahead (or reads it) before it is complete
+  result_.checkpoint = path;
+}
+
+// The replicas are compared (after bringing every rank's BatchNorm statistics to rank 0's), the
+// last checkpoint is written, and the timeline when profiling.
+TrainResult Trainer::finish() {
+  if (dist::DistributedDataParallel* ddp = session_.ddp()) {
+    ddp->sync_buffers();
+    session_.dist().check_replicas_equal(state_fingerprint(session_.model()));
+  }
+  checkpoint("last.safetensors");
+  result_.steps = pos_.step;
+  if (c_.profile.enabled) {
+    const int rank = session_.dist().rank();
+    const std::string path = (out_dir_ / fmt::format("trace_rank{}.json", rank)).string();
+    trace::write_chrome_trace(path, rank);
+    log::info("timeline: {} (open in https://ui.perfetto.dev)", path);
+  }
+  return result_;
+}
+
+}  // namespace cg::train

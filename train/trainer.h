@@ -1,0 +1,91 @@
+// The training loop behind cudagrad-train: builds data, model, optimizer and schedule from a
+// TrainConfig, trains with gradient accumulation, evaluates after every epoch, logs metrics.jsonl,
+// checkpoints atomically and resumes bit-exactly. What the seed article's train.py does, natively.
+// Each phase is a function of its own (setup in the constructor, resume, epoch, step, evaluate,
+// checkpoint, finish), so run() reads as the whole loop.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/dataset.h"
+#include "data/device_feeder.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "nn/checkpoint.h"
+#include "nn/lr_schedule.h"
+#include "train/metrics.h"
+#include "train/session.h"
+#include "train/train_config.h"
+#include "train/training_parts.h"
+#include "train/window_stats.h"
+#include "util/progress.h"
+
+namespace cg::train {
+
+struct TrainResult {
+  double test_accuracy = 0;  // of the last evaluation
+  double test_loss = 0;
+  int64_t steps = 0;          // optimizer steps taken in total
+  std::string checkpoint;     // the last checkpoint written
+  bool interrupted = false;   // stopped early by SIGINT/SIGTERM (a checkpoint was written)
+};
+
+class Trainer {
+ public:
+  // Setup: joins the other ranks, checks they run the same config, writes `config_yaml` (the
+  // resolved config, also saved in checkpoints) to output.dir, loads the data and builds the model.
+  Trainer(const TrainConfig& config, std::string config_yaml);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains as configured. Throws cg::Error on bad data, checkpoints or I/O.
+  TrainResult run();
+
+ private:
+  void setup_data();
+  void resume();
+  void start();
+  void run_epoch();
+  bool step(const data::DeviceBatch& batch, ProgressBar& bar);  // true: stop
+  Tensor forward_backward(const data::DeviceBatch& batch, Tensor* hits);
+  void log_window(double lr, bool to_log);
+  void log_memory();
+  void evaluate(bool epoch_done);
+  void checkpoint(const std::string& name);
+  TrainResult finish();
+
+  const TrainConfig c_;
+  const std::string config_yaml_;
+  TrainSession session_;
+  std::filesystem::path out_dir_, ckpt_dir_;
+  std::unique_ptr<data::Dataset> train_set_, test_set_;
+  std::unique_ptr<data::DistributedSampler> sampler_;
+  data::LoaderOptions loader_options_;
+  std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<data::BatchSource> batches_;
+  int64_t batches_per_epoch_ = 0, total_steps_ = 0;
+  std::optional<nn::LrSchedule> schedule_;
+  nn::TrainingProgress pos_;
+  std::optional<nn::TrainingProgress> resumed_;
+  MetricsWriter metrics_;
+  // The epoch in progress: the metrics window since the last log line, the micro-batch within
+  // the accumulation group.
+  WindowStats window_;
+  Clock::time_point window_start_;
+  double last_loss_ = 0;
+  int64_t micro_ = 0;
+  bool stop_ = false;
+  TrainResult result_;
+};
+
+// Trainer(config, config_yaml).run().
+TrainResult train(const TrainConfig& config, const std::string& config_yaml);
+
+// Installs SIGINT/SIGTERM handlers that ask the loop to stop after the current step, write a
+// checkpoint and return with `interrupted` set (a preempted job resumes from it).
+void install_stop_signal_handlers();
+
+}  // namespace cg::train
