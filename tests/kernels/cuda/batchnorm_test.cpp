@@ -9,6 +9,7 @@
 #include "kernels/cuda/batchnorm.h"
 #include "kernels/cuda/cudnn.h"
 #include "support/cuda_kernel_test.h"
+#include "support/device_workspace.h"
 
 namespace cg::kernels {
 namespace {
@@ -90,12 +91,13 @@ void run_training(Impl impl, Case& k, Activation act) {
   } else {
     cuda::batchnorm_forward_train(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), 1e-5f, 0.1f,
                                   k.rm.get<float>(), k.rv.get<float>(), k.at(k.y), k.mean.get<float>(),
-                                  k.invstd.get<float>(), act, k.res(), nullptr);
+                                  k.invstd.get<float>(), act, k.res(), test::device_workspace(), nullptr);
     cuda::batchnorm_backward_train(k.s, k.t, k.at(k.dy), k.at(k.x), k.gamma.get<float>(), k.mean.get<float>(),
                                    k.invstd.get<float>(), k.at(k.dx), k.dgamma.get<float>(), k.dbeta.get<float>(),
-                                   relu_y, k.d_res(), nullptr);
+                                   relu_y, k.d_res(), test::device_workspace(), nullptr);
     cuda::batchnorm_forward_eval(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), k.rm.get<float>(),
-                                 k.rv.get<float>(), 1e-5f, k.at(k.y_eval), act, k.res(), nullptr);
+                                 k.rv.get<float>(), 1e-5f, k.at(k.y_eval), act, k.res(), test::device_workspace(),
+                                 nullptr);
   }
 }
 
@@ -223,7 +225,7 @@ TEST(CudaBatchNorm, EvalBackwardMatchesTheCpu) {
         for (DeviceBuffer* o : {&gdx, &gdg, &gdb}) o->poison();
         cuda::batchnorm_backward_eval(s, t, gdy.get(), gx.get(), gg.get<float>(), grm.get<float>(), grv.get<float>(),
                                       1e-5f, gdx.get(), gdg.get<float>(), gdb.get<float>(), relu ? gry.get() : nullptr,
-                                      nullptr, nullptr);
+                                      nullptr, test::device_workspace(), nullptr);
         const test::Tolerance f32 = test::tolerance_for<float>();
         const double m = double(s.n * s.hw);
         EXPECT_TRUE(test::all_close(gdx.download(), dx, test::tolerance_of(t))) << where << ": dx";
