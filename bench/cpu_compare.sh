@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU training throughput, cudagrad vs PyTorch: the same MiniResNet, batch, synthetic data, recipe
 # and thread count, run one after the other; prints a table of images/s with the ratio and the
-# machine it ran on; --save also writes the table to bench/results/. Exits non-zero, saying why,
+# machine it ran on, and draws it as a bar chart (cpu_compare_out/cpu_compare.png); --save writes
+# the table and the chart to bench/results/ instead. Exits non-zero, saying why,
 # if either side is missing or fails.
 # Usage: bench/cpu_compare.sh [BUILD_DIR] [--threads N] [--steps S] [--warmup W] [--batch-size B]
 #        [--widths 64,128,256] [--in-channels C] [--image-size S] [--save]
@@ -93,10 +94,19 @@ PY
 ) || exit 1
 echo
 echo "$table"
+# The table and a bar chart of it: with --save in bench/results/, else in cpu_compare_out/.
 if ((SAVE)); then
   mkdir -p "$ROOT/bench/results"
   # The thread count is in the name so that same-day runs at 1 and 2 threads do not overwrite each other.
   out="$ROOT/bench/results/cpu_compare_$(date +%Y-%m-%d)_${THREADS}t.md"
   echo "$table" > "$out" || die "cannot write $out"
   echo "saved $out"
+  chart=${out%.md}.png
+else
+  chart=cpu_compare_out/cpu_compare.png
 fi
+ips() { "$PYTHON" -c 'import json, sys; print(json.loads(sys.argv[1])["images_per_s"])' "$1"; }
+"$PYTHON" "$ROOT/scripts/plot_bars.py" -o "$chart" --ylabel "images/s (higher is better)" \
+  --title "MiniResNet [$WIDTHS] CPU training, batch $BATCH, $THREADS threads" \
+  "cudagrad=$(ips "$ours")" "PyTorch=$(ips "$theirs")" \
+  || echo "cpu_compare: no chart (see above); the table stands" >&2

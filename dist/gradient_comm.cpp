@@ -3,10 +3,12 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "dist/comm_stream.h"
 #include "dist/serial_worker.h"
+#include "dist/staging_buffers.h"
 #include "engine/device_copy.h"
 #include "engine/runtime.h"
 #include "util/check.h"
@@ -38,8 +40,9 @@ class StagedGlooComm : public GradientComm {
  public:
   StagedGlooComm(ProcessGroup& g, Device d) : group_(g), device_(d), copy_(Stream::create(d)) {}
   ~StagedGlooComm() override {
-    worker_.reset();  // finish what was posted before the buffers go
+    worker_.reset();  // finish what was posted (retired buffers included) before the buffers go
     copy_.synchronize();
+    pinned_.reset();
   }
 
   std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
@@ -48,7 +51,7 @@ class StagedGlooComm : public GradientComm {
     Event ready = Event::create(device_);
     ready.record(compute);
     const size_t bytes = size_t(count) * sizeof(float);
-    void* host = pinned(data, bytes);
+    void* host = pinned_->get(data, bytes);
     worker_->post([=, this] {
       CG_NVTX_RANGE("Gloo all-reduce staged through host memory");
       std::exception_ptr error;
@@ -87,19 +90,42 @@ class StagedGlooComm : public GradientComm {
   std::string name() const override { return "gloo (staged through pinned host memory)"; }
 
  private:
-  // One pinned buffer per bucket (keyed by its device address), made on first use and grown
-  // when a rebuilt bucket at the same address is larger.
-  void* pinned(const void* key, size_t bytes) {
-    runtime::PinnedBuffer& buffer = pinned_[key];
-    buffer.reserve(bytes);
-    return buffer.data();
+  // A replaced buffer may still be read by a copy back that an earlier job enqueued on copy_:
+  // freed by a job of its own, after those, once copy_ is idle.
+  void retire(void* buffer) {
+    worker_->post([this, buffer] {
+      try {
+        copy_.synchronize();
+      } catch (const std::exception&) {  // the copy failed; its job reported it
+      }
+      release_pinned(buffer);
+    });
+  }
+
+  // StagingBuffers deals in addresses; the runtime::PinnedBuffers here own the memory behind them
+  // (released from the worker thread too, hence the mutex).
+  void* allocate_pinned(size_t bytes) {
+    runtime::PinnedBuffer buffer(bytes);
+    void* data = buffer.data();
+    std::lock_guard<std::mutex> lock(owned_mutex_);
+    owned_.emplace(data, std::move(buffer));
+    return data;
+  }
+  void release_pinned(void* data) {
+    std::lock_guard<std::mutex> lock(owned_mutex_);
+    owned_.erase(data);
   }
 
   ProcessGroup& group_;
   Device device_;
   Stream copy_;
-  std::map<const void*, runtime::PinnedBuffer> pinned_;  // buffers are reallocated when DDP rebuilds its buckets
+  std::mutex owned_mutex_;
+  std::map<void*, runtime::PinnedBuffer> owned_;
   std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
+  // One pinned buffer per bucket address, replaced when a rebuilt bucket there is larger.
+  std::unique_ptr<StagingBuffers> pinned_ = std::make_unique<StagingBuffers>(
+      [this](size_t bytes) { return allocate_pinned(bytes); }, [this](void* p) { release_pinned(p); },
+      [this](void* p) { retire(p); });
 };
 
 // One real rank standing for `ranks`: the data is already the average; the communication stream

@@ -1,6 +1,7 @@
 #include "dist/identity.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "util/check.h"
@@ -37,6 +38,46 @@ constexpr Scheme kSchemes[] = {
     {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
+// Slurm writes per-node task counts compressed: "2(x3),1" is 2 tasks on each of three nodes, then 1.
+// Returns the count of node `node` (SLURM_NODEID), or nothing when the text cannot be read.
+std::optional<int> slurm_tasks_on_node(const std::string& list, int node) {
+  size_t pos = 0;
+  while (pos < list.size()) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, end - pos);
+    int tasks = 0, repeat = 1;
+    if (std::sscanf(item.c_str(), "%d(x%d)", &tasks, &repeat) < 1 || tasks < 1 || repeat < 1) return std::nullopt;
+    if (node < repeat) return tasks;
+    node -= repeat;
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
+// The first host of a Slurm node list ("gpu[003-010,012],cpu7" -> "gpu003"), where srun puts task
+// 0 with its default block distribution.
+std::string slurm_first_host(const std::string& list) {
+  const size_t bracket = list.find('['), comma = list.find(',');
+  if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket))
+    return list.substr(0, comma);
+  const size_t first_end = list.find_first_of("-,]", bracket + 1), close = list.find(']', bracket);
+  const std::string suffix = close == std::string::npos ? "" : list.substr(close + 1, list.find(',', close) - close - 1);
+  return list.substr(0, bracket) + list.substr(bracket + 1, first_end - bracket - 1) + suffix;
+}
+
+// srun sets no rendezvous address: rank 0 runs on the first node of the step, and one node means
+// this one. The port comes from the job id (like PyTorch Lightning), so that two jobs sharing a
+// node do not collide; MASTER_ADDR and MASTER_PORT, when exported, win.
+void slurm_rendezvous(const EnvLookup& env, Identity& id) {
+  const int nodes = parse_int(env, env("SLURM_STEP_NUM_NODES") ? "SLURM_STEP_NUM_NODES" : "SLURM_NNODES", 1);
+  if (!env("MASTER_ADDR") && nodes > 1) {
+    const auto list = env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_JOB_NODELIST");
+    if (!list) throw Error("Slurm job on several nodes without SLURM_STEP_NODELIST: set MASTER_ADDR");
+    id.master_addr = slurm_first_host(*list);
+  }
+  if (!env("MASTER_PORT") && env("SLURM_JOB_ID")) id.master_port = 15000 + parse_int(env, "SLURM_JOB_ID", 0) % 10000;
+}
+
 }  // namespace
 
 std::optional<std::string> process_env(const std::string& name) {
@@ -53,7 +94,12 @@ Identity identity_from_env(const EnvLookup& env) {
     id.world_size = parse_int(env, s.size, -1);
     if (id.world_size < 0)
       throw Error(fmt::format("{} is set but {} is not", s.rank, s.size));
-    id.local_world_size = parse_int(env, s.local_size, id.world_size);
+    int local_size_guess = id.world_size;
+    if (std::string(s.source) == "Slurm") {  // srun always sets the compressed per-node counts
+      const auto counts = env("SLURM_STEP_TASKS_PER_NODE") ? env("SLURM_STEP_TASKS_PER_NODE") : env("SLURM_TASKS_PER_NODE");
+      if (counts) local_size_guess = slurm_tasks_on_node(*counts, parse_int(env, "SLURM_NODEID", 0)).value_or(local_size_guess);
+    }
+    id.local_world_size = parse_int(env, s.local_size, local_size_guess);
     id.local_rank = parse_int(env, s.local_rank, id.rank % std::max(id.local_world_size, 1));
     if (id.world_size >= 1 &&
         (id.local_world_size < 1 || id.local_world_size > id.world_size || id.local_rank >= id.local_world_size))
@@ -65,6 +111,7 @@ Identity identity_from_env(const EnvLookup& env) {
     throw Error(fmt::format("rank {} is outside a world of {} processes ({})", id.rank,
                             id.world_size, id.source));
   if (id.local_rank < 0) throw Error(fmt::format("negative local rank {}", id.local_rank));
+  if (id.source == "Slurm") slurm_rendezvous(env, id);
   if (auto addr = env("MASTER_ADDR")) id.master_addr = *addr;
   id.master_port = parse_int(env, "MASTER_PORT", id.master_port);
   if (id.master_port <= 0 || id.master_port > 65535)

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "kernels/cuda/device_error.h"
 #include "kernels/cuda/memory.h"
 #include "util/check.h"
 
@@ -22,6 +23,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     const Stream s = current_stream(src_device);
     cu::copy_device_to_host(dst, src, bytes, s.handle());
     s.synchronize();  // the host reads dst next
+    kernels::cuda::raise_device_error();  // what a kernel found (a bad label) before the host uses dst
   } else {
     CG_CHECK(dst_device == src_device, "copy between {} and {} needs peer access, not supported",
              src_device.str(), dst_device.str());

@@ -3,7 +3,8 @@
 # Environment: BUILD_DIR (default build), JOBS (default: all cores), CMAKE_ARGS (extra flags,
 # e.g. "-DCUDAGRAD_CUDA=OFF" or "-DCMAKE_CUDA_ARCHITECTURES=80;90").
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# The real source tree, also when called through a symlinked copy of it (the README test's).
+cd "$(dirname "$(readlink -f "$0")")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 # shellcheck disable=SC2086

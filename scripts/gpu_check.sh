@@ -64,14 +64,29 @@ stage_build() {
 }
 
 stage_test() {
+  # Every "no GPU" skip becomes a failure here (tests/support/need_gpu.h): on the GPU machine a
+  # skipped GPU test means the device was not visible, not that the test passed.
+  export CUDAGRAD_REQUIRE_GPU=1
+  # First that `-L gpu` selects every GPU test, else the stage below could pass on a subset.
+  scripts/check_gpu_labels.sh "$BUILD" > "$OUT/test.log" 2>&1
+  local labels_status=$?
+  row "GPU labels (every CUDA test selected)" "$([ $labels_status = 0 ] && echo ok || echo FAILED)" \
+      "$(grep -m1 '^GPU tests:' "$OUT/test.log")"
   # GPU tests first (their failures are the news), then everything else on the same build.
-  ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300 > "$OUT/test.log" 2>&1
+  # --no-tests=error: zero tests selected is a failure, not an empty success.
+  ctest --test-dir "$BUILD" -L '^gpu$' --no-tests=error --output-on-failure --timeout 300 >> "$OUT/test.log" 2>&1
   local gpu_status=$?
-  row "GPU tests (ctest -L gpu)" "$([ $gpu_status = 0 ] && echo ok || echo FAILED)" "$(passed_line "$OUT/test.log")"
+  local ran
+  ran=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$OUT/test.log" | tail -n 1)
+  [ "${ran:-0}" -gt 0 ] || gpu_status=1
+  echo "GPU tests run: ${ran:-0}"
+  row "GPU tests (ctest -L gpu, CUDAGRAD_REQUIRE_GPU=1)" "$([ $gpu_status = 0 ] && echo ok || echo FAILED)" \
+      "${ran:-0} run; $(passed_line "$OUT/test.log")"
   echo "===== CPU and multi-process tests =====" >> "$OUT/test.log"
-  ctest --test-dir "$BUILD" -LE gpu -j "$JOBS" --timeout 300 >> "$OUT/test.log" 2>&1
+  ctest --test-dir "$BUILD" -LE '^gpu$' --no-tests=error -j "$JOBS" --timeout 300 >> "$OUT/test.log" 2>&1
   local cpu_status=$?
   row "CPU tests on this machine" "$([ $cpu_status = 0 ] && echo ok || echo FAILED)" "$(passed_line "$OUT/test.log")"
+  unset CUDAGRAD_REQUIRE_GPU
 }
 
 stage_sanitize() {

@@ -8,7 +8,8 @@
 # Environment: BUILD_DIR (default build-gpu), OUT_DIR (default gpu_compare_out), PYTHON (python3),
 # FMNIST (the Fashion-MNIST folder, default /usr/share/datasets/fashion-mnist or .data/fashion-mnist),
 # THROUGHPUT_ARGS / TTA_ARGS (extra arguments of the two PyTorch scripts, e.g. "--steps 500").
-# Writes $OUT_DIR/compare.md (the tables) and, beside it, the raw JSON lines and every log.
+# Writes $OUT_DIR/compare.md (the tables), throughput.png (the images/s as bars) and, beside them,
+# the raw JSON lines and every log.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD_DIR:-build-gpu}
@@ -100,6 +101,23 @@ if not ours:
 PY
   } >> "$OUT/compare.md"
   cat "$OUT/compare.md"
+  # The images/s column as a bar chart beside compare.md (skipped, saying so, without matplotlib).
+  local bars
+  mapfile -t bars < <("$PYTHON" - "$raw" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        if "error" not in r:
+            name = f"cudagrad {r['conv']}" if r["bench"] == "cudagrad" else f"PyTorch {r['mode']}"
+            print(f"{name}={r['images_per_s']:.1f}")
+PY
+)
+  if [ ${#bars[@]} -gt 0 ]; then
+    "$PYTHON" scripts/plot_bars.py -o "$OUT/throughput.png" --ylabel "images/s (higher is better)" \
+      --title "MiniResNet training throughput, batch 256, fp16 AMP" "${bars[@]}" \
+      || echo "gpu_compare: no chart; the table stands" >&2
+  fi
 }
 
 # Runs a command, its output to a log; prints the seconds the whole process took (outside view).

@@ -8,7 +8,8 @@
 set -euo pipefail
 
 packages=(cmake g++ make ccache pkg-config libeigen3-dev libyaml-cpp-dev libgtest-dev zlib1g-dev
-          libcli11-dev nlohmann-json3-dev libfmt-dev libgloo-dev dataset-fashion-mnist)
+          libcli11-dev nlohmann-json3-dev libfmt-dev libgloo-dev dataset-fashion-mnist
+          python3-matplotlib)  # scripts/plot_metrics.py (training curves) and the comparison charts
 if [[ "${1:-}" == "--for-tests" ]]; then
   packages+=(python3-torch python3-numpy openmpi-bin)
 fi

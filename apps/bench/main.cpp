@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "apps/bench/step_clock.h"
+#include "apps/cli/cli.h"
 #include "apps/common/graphed_step.h"
 #include "apps/common/train_config.h"
 #include "apps/common/train_step.h"
@@ -30,10 +31,6 @@
 namespace cg::apps {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: cudagrad-bench --config FILE [--warmup N] [--steps N] [--cuda-graph] [key=value ...]\n"
-    "Measures MiniResNet training throughput on random batches resident on the device.\n";
-
 struct Options {
   std::string config_path;
   std::vector<std::string> overrides;
@@ -41,27 +38,22 @@ struct Options {
   bool cuda_graph = false;  // capture the step once, replay it (GPU only)
 };
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--config") o.config_path = value();
-    else if (a == "--warmup") o.warmup = std::stoll(value());
-    else if (a == "--steps") o.steps = std::stoll(value());
-    else if (a == "--cuda-graph") o.cuda_graph = true;
-    else if (a == "--help" || a == "-h") throw UsageError(std::string(kUsage) + train_config_help());
-    else if (a.rfind("--", 0) == 0) throw UsageError("unknown option '" + a + "'");
-    else o.overrides.push_back(a);
-  }
-  if (o.warmup < 0 || o.steps < 1) throw UsageError("--warmup must be >= 0 and --steps >= 1");
+// CLI11 with the shared convention (apps/cli): returns -1 to go on, else the exit code.
+int parse(int argc, char** argv, Options& o) {
+  CLI::App app{"Measures MiniResNet training throughput on random batches resident on the device.\n"
+               "Config keys are overridden as key=value, as for cudagrad-train."};
+  cli::configure(app, "cudagrad-bench");
+  app.add_option("--config", o.config_path, "YAML config file (keys not in it keep their defaults)");
+  app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_flag("--cuda-graph", o.cuda_graph, "capture the step once as a CUDA graph during the warm-up, then replay it");
+  app.add_option("overrides", o.overrides, "config overrides, key=value");
+  app.footer("Config keys:\n" + train_config_help());
+  if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
   // The warm-up holds the graphed step's eager steps and its capture, so no measured step captures.
   if (o.cuda_graph && o.warmup <= GraphedTrainStep::kEagerSteps)
-    throw UsageError(fmt::format("--cuda-graph needs --warmup {} or more", GraphedTrainStep::kEagerSteps + 1));
-  return o;
+    return cli::usage_error(app, fmt::format("--cuda-graph needs --warmup {} or more", GraphedTrainStep::kEagerSteps + 1));
+  return -1;
 }
 
 double median(std::vector<double> v) {
@@ -180,10 +172,12 @@ int run(const Options& o) {
 }  // namespace cg::apps
 
 int main(int argc, char** argv) {
+  cg::apps::Options options;
+  if (const int rc = cg::apps::parse(argc, argv, options); rc >= 0) return rc;
   try {
-    return cg::apps::run(cg::apps::parse(argc, argv));
+    return cg::apps::run(options);
   } catch (const cg::UsageError& e) {
-    std::fprintf(stderr, "cudagrad-bench: %s\n", e.what());
+    std::fprintf(stderr, "cudagrad-bench: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cudagrad-bench: error: %s\n", e.what());

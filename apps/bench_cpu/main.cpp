@@ -4,13 +4,13 @@
 // Prints a line per phase and, last, one JSON line.
 #include <omp.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "apps/cli/cli.h"
 #include "engine/ops.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
@@ -23,7 +23,9 @@ double ms_since(Clock::time_point t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cudagrad CPU training throughput (MiniResNet, synthetic data)"};
+  CLI::App app{"CPU training throughput of MiniResNet on synthetic data (fp32 SGD),\n"
+               "the figure bench/cpu_compare.sh puts next to PyTorch's."};
+  cg::cli::configure(app, "cudagrad-bench-cpu");
   int64_t batch = 64, steps = 20, warmup = 3, image_size = 32, in_channels = 3;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<int64_t> widths{64, 128, 256};
@@ -32,9 +34,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", threads, "OpenMP threads")->check(CLI::PositiveNumber);
   app.add_option("--widths", widths, "stage widths, e.g. 64,128,256")->delimiter(',');
-  app.add_option("--in-channels", in_channels)->check(CLI::PositiveNumber);
-  app.add_option("--image-size", image_size)->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--in-channels", in_channels, "image channels")->check(CLI::PositiveNumber);
+  app.add_option("--image-size", image_size, "image side")->check(CLI::PositiveNumber);
+  if (const int rc = cg::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   try {
     omp_set_num_threads(threads);

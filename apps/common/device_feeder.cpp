@@ -39,6 +39,10 @@ DeviceFeeder::~DeviceFeeder() {
 
 void DeviceFeeder::start_epoch(int64_t epoch, int64_t skip_batches) {
   loader_.start_epoch(epoch, skip_batches);
+  // The batch copied ahead is dropped unused, and its memory returns to the cache in compute-stream
+  // order while the copy stream may still be writing it: compute waits for that copy first, so
+  // whoever gets the memory next on compute comes after it (no host wait).
+  if (ahead_ && device_.is_cuda()) ahead_ready_.wait(compute_);
   ahead_.reset();
   primed_ = false;
 }

@@ -8,6 +8,7 @@
 
 #include "util/check.h"
 #include "util/config.h"
+#include "util/log.h"
 
 namespace cg::apps {
 namespace {
@@ -234,12 +235,10 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
     config::reject(v, "model.widths",
                    fmt::format("has {} stages but model.blocks ({}) has {}; give one block count per width",
                                c.model.widths.size(), v.origin("model.blocks"), c.model.blocks.size()));
-  if (c.sched.warmup_steps > 0 && c.sched.name != ScheduleName::warmup_cosine)
-    config::reject(v, "sched.warmup_steps", "is only used by sched.name=warmup_cosine; set it to 0 or change the schedule");
-  if (c.sched.min_lr > c.optim.lr)
+  if (c.sched.min_lr > c.optim.lr && c.sched.name != ScheduleName::constant)
     config::reject(v, "sched.min_lr", fmt::format("{} is larger than optim.lr ({})", c.sched.min_lr, c.optim.lr));
-  if (c.optim.nesterov && (c.optim.name != OptimizerName::sgd || c.optim.momentum <= 0))
-    config::reject(v, "optim.nesterov", "needs optim.name=sgd and optim.momentum > 0");
+  if (c.optim.nesterov && c.optim.name == OptimizerName::sgd && c.optim.momentum <= 0)
+    config::reject(v, "optim.nesterov", "needs optim.momentum > 0");
   if (c.train.device == DeviceName::cpu && c.amp.enabled)
     config::reject(v, "amp.enabled", "mixed precision needs train.device=cuda (or auto); the CPU trains in float32");
   if (c.train.device == DeviceName::cpu && c.data.gpu_resident)
@@ -249,13 +248,56 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
   check_cuda_graph(c, v);
 }
 
+// Keys that only one variant reads (one schedule, optimizer, dataset, ...). Set to a non-default
+// value while another variant is chosen, such a key does nothing: that earns a warning, not an
+// error, so that switching sched.name=constant on the command line needs no other change.
+struct VariantKey {
+  const char* key;
+  const char* variant_key;  // the key that picks the variant
+  const char* used_by;      // which variants read `key`
+  bool (*in_use)(const TrainConfig&);
+};
+const VariantKey kVariantKeys[] = {
+    {"sched.warmup_steps", "sched.name", "warmup_cosine",
+     [](const TrainConfig& c) { return c.sched.name == ScheduleName::warmup_cosine; }},
+    {"sched.min_lr", "sched.name", "cosine and warmup_cosine",
+     [](const TrainConfig& c) { return c.sched.name != ScheduleName::constant; }},
+    {"optim.momentum", "optim.name", "sgd", [](const TrainConfig& c) { return c.optim.name == OptimizerName::sgd; }},
+    {"optim.nesterov", "optim.name", "sgd", [](const TrainConfig& c) { return c.optim.name == OptimizerName::sgd; }},
+    {"optim.beta1", "optim.name", "adamw", [](const TrainConfig& c) { return c.optim.name == OptimizerName::adamw; }},
+    {"optim.beta2", "optim.name", "adamw", [](const TrainConfig& c) { return c.optim.name == OptimizerName::adamw; }},
+    {"optim.eps", "optim.name", "adamw", [](const TrainConfig& c) { return c.optim.name == OptimizerName::adamw; }},
+    {"data.synthetic_size", "data.dataset", "synthetic",
+     [](const TrainConfig& c) { return c.data.dataset == DatasetName::synthetic; }},
+    {"dist.modeled_world_size", "dist.backend", "modeled",
+     [](const TrainConfig& c) { return c.dist.backend == DistBackend::modeled; }},
+    {"dist.modeled_link", "dist.backend", "modeled",
+     [](const TrainConfig& c) { return c.dist.backend == DistBackend::modeled; }},
+};
+
+std::vector<std::string> unused_variant_keys(const TrainConfig& c, const config::Values& v) {
+  std::vector<std::string> notes;
+  for (const VariantKey& k : kVariantKeys) {
+    if (k.in_use(c) || v.origin(k.key) == "default" || v.at(k.key) == schema().find(k.key)->default_value) continue;
+    notes.push_back(fmt::format("config key '{}' ({}) has no effect: only {}={} uses it, and {} is {} ({})", k.key,
+                                v.origin(k.key), k.variant_key, k.used_by, k.variant_key,
+                                config::to_text(v.at(k.variant_key)), v.origin(k.variant_key)));
+  }
+  return notes;
+}
+
 }  // namespace
 
-TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides) {
+TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides,
+                              std::vector<std::string>* warnings) {
   const config::Values v = config::load(schema(), yaml_path, overrides);
   TrainConfig c;
   for (const Field& f : fields()) f.read(c, v.at(f.spec.name));
   check_consistency(c, v);
+  const std::vector<std::string> notes = unused_variant_keys(c, v);
+  if (warnings) *warnings = notes;
+  else if (log::is_main_process())  // once per job, not once per rank
+    for (const std::string& n : notes) log::warn("{}", n);
   return c;
 }
 

@@ -108,10 +108,13 @@ struct TrainConfig {
 };
 
 // Loads `yaml_path` (empty: defaults only), applies key=value overrides, and checks the rules
-// that span keys (widths and blocks of equal length, warmup_steps only with warmup_cosine, ...).
-// Throws cg::UsageError naming the key and where it was set on any unknown key, wrong type,
-// out-of-range value or inconsistency.
-TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides);
+// that span keys (widths and blocks of equal length, ...). Throws cg::UsageError naming the key
+// and where it was set on any unknown key, wrong type, out-of-range value or inconsistency. A key
+// that the chosen variant does not read (sched.warmup_steps with sched.name=constant, optim.beta1
+// with sgd, ...) is not an error: one warning each, naming the key and why, goes to `warnings`
+// or, when that is null, to the log (rank 0).
+TrainConfig load_train_config(const std::string& yaml_path, const std::vector<std::string>& overrides,
+                              std::vector<std::string>* warnings = nullptr);
 // The resolved config as YAML, every key; load_train_config() of it gives an equal config.
 std::string to_yaml(const TrainConfig& config);
 // Every key with its type, allowed values, default and meaning.

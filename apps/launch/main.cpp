@@ -1,5 +1,7 @@
 // cudagrad-launch: starts a data-parallel job on this node, like torchrun.
 //   cudagrad-launch --nproc-per-node 2 build/apps/cudagrad-train --config configs/x.yaml
+// The launcher's options come before the program (or before `--`); the program's arguments are
+// passed through exactly, in order, never parsed here.
 // Each process gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
 // its output comes back line by line prefixed with its rank. SIGINT and SIGTERM are forwarded.
 // Fail-fast: when a rank exits non-zero, the others get SIGTERM (SIGKILL after a grace period)
@@ -13,7 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <atomic>
 #include <algorithm>
 #include <chrono>
@@ -23,6 +24,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "apps/cli/cli.h"
 
 namespace {
 
@@ -173,42 +176,79 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
+// Where the launcher's own arguments end: at `--`, or at the first argument that is neither one of
+// its options nor an option's value. That one is the program; everything after it is the
+// program's, passed on untouched and in order (as torchrun does), whatever it looks like.
+struct SplitArgs {
+  std::vector<std::string> launcher;  // for CLI11, ending in "--" PROGRAM when there is a program
+  std::vector<std::string> command;   // PROGRAM ARGS...
+  std::string unknown;                // the first option before PROGRAM that the launcher lacks
+};
+
+SplitArgs split_arguments(const CLI::App& app, int argc, char** argv) {
+  SplitArgs s;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') break;  // the program
+    s.launcher.push_back(a);
+    const bool has_inline_value = a.find('=') != std::string::npos;
+    const CLI::Option* opt = app.get_option_no_throw(a.substr(0, a.find('=')));
+    if (!opt && s.unknown.empty()) s.unknown = a;
+    // An option that takes a value takes the next argument when none came with "=".
+    if (opt && opt->get_items_expected_max() > 0 && !has_inline_value && i + 1 < argc) s.launcher.push_back(argv[++i]);
+  }
+  for (; i < argc; ++i) s.command.push_back(argv[i]);
+  if (!s.command.empty()) {
+    s.launcher.push_back("--");  // the program may itself start with '-'
+    s.launcher.push_back(s.command.front());
+  }
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cudagrad-launch: run a program as a data-parallel job (like torchrun)"};
+  CLI::App app{"Runs PROGRAM as a data-parallel job, one process per rank, like torchrun.\n"
+               "The launcher's options come before PROGRAM (or before --); everything after PROGRAM is\n"
+               "passed to it unchanged and in order."};
+  cg::cli::configure(app, "cudagrad-launch");
   int nproc = 1, nnodes = 1, node_rank = 0, port = 29500, max_restarts = 0, grace_s = 10;
-  std::string addr = "127.0.0.1";
+  std::string addr = "127.0.0.1", program;
   bool standalone = false;
-  std::vector<std::string> command;
-  app.add_option("--nproc-per-node", nproc, "processes on this node")->check(CLI::PositiveNumber);
+  app.add_option("--nproc-per-node,--nproc_per_node", nproc, "processes on this node")->check(CLI::PositiveNumber);
   app.add_option("--nnodes", nnodes, "nodes in the job")->check(CLI::PositiveNumber);
-  app.add_option("--node-rank", node_rank, "this node's index")->check(CLI::NonNegativeNumber);
-  app.add_option("--master-addr", addr, "address of rank 0's node");
-  app.add_option("--master-port", port, "rendezvous port on rank 0's node")->check(CLI::Range(1, 65535));
+  app.add_option("--node-rank,--node_rank", node_rank, "this node's index")->check(CLI::NonNegativeNumber);
+  app.add_option("--master-addr,--master_addr", addr, "address of rank 0's node");
+  app.add_option("--master-port,--master_port", port, "rendezvous port on rank 0's node")->check(CLI::Range(1, 65535));
   app.add_flag("--standalone", standalone, "single node on a free local port");
-  app.add_option("--max-restarts", max_restarts, "restarts of the whole group after a failure")
+  app.add_option("--max-restarts,--max_restarts", max_restarts, "restarts of the whole group after a failure")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--grace-seconds", grace_s, "after SIGTERM, how long before SIGKILL")->check(CLI::PositiveNumber);
-  app.add_option("command", command, "PROGRAM [ARGS...]")->required();
-  app.prefix_command();  // everything after PROGRAM belongs to it
-  CLI11_PARSE(app, argc, argv);
-  if (node_rank >= nnodes) {
-    std::fprintf(stderr, "cudagrad-launch: --node-rank %d needs --nnodes > %d\n", node_rank, node_rank);
-    return 2;
-  }
+  app.add_option("PROGRAM", program, "the program to run, then its arguments ([--] PROGRAM [ARGS...])")->required();
+  app.footer("example: cudagrad-launch --standalone --nproc-per-node 2 build/apps/cudagrad-train --config "
+             "configs/fashion_mnist_cpu.yaml train.epochs=1");
+  const SplitArgs args = split_arguments(app, argc, argv);
+  // Before CLI11, which would report a missing PROGRAM first: a misspelt option is the likelier mistake.
+  if (!args.unknown.empty())
+    return cg::cli::usage_error(app, "unknown option " + args.unknown + " (the program's options go after PROGRAM)");
+  if (const int rc = cg::cli::parse(app, args.launcher); rc >= 0) return rc;
+  if (node_rank >= nnodes)
+    return cg::cli::usage_error(app, "--node-rank " + std::to_string(node_rank) + " needs --nnodes > " +
+                                         std::to_string(node_rank));
   if (standalone) {
-    nnodes = 1;
-    node_rank = 0;
+    if (nnodes > 1) return cg::cli::usage_error(app, "--standalone is one node; it cannot go with --nnodes > 1");
     addr = "127.0.0.1";
     port = free_port();
   }
-  std::vector<std::string> rest = app.remaining();
-  command.insert(command.end(), rest.begin(), rest.end());
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   for (int attempt = 0;; ++attempt) {
-    const int rc = run_group(nproc, node_rank, nnodes, addr, port, attempt, command, std::chrono::seconds(grace_s));
+    const int rc = run_group(nproc, node_rank, nnodes, addr, port, attempt, args.command, std::chrono::seconds(grace_s));
     if (rc == 0 || g_signal || attempt >= max_restarts) return rc;
     std::fprintf(stderr, "cudagrad-launch: restarting the group (%d of %d)\n", attempt + 1, max_restarts);
   }

@@ -1,10 +1,11 @@
-// cudagrad-train --config FILE [key=value ...]: trains MiniResNet as the config says.
+// cudagrad-train [--config FILE] [key=value ...]: trains MiniResNet as the config says.
 // Exit codes: 0 done, 1 runtime error (data, checkpoint, I/O), 2 bad config or command line
 // (nothing was started), 130 stopped by a signal after writing a checkpoint.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "apps/cli/cli.h"
 #include "apps/common/train_config.h"
 #include "apps/common/trainer.h"
 #include "dist/identity.h"
@@ -13,36 +14,22 @@
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: cudagrad-train --config FILE [key=value ...]\n"
-    "       cudagrad-train --help\n"
-    "Trains MiniResNet. Any config key can be overridden as key=value (the value is parsed as\n"
-    "YAML, e.g. model.widths=[16,32,64]). Keys:\n";
-
 struct CommandLine {
   std::string config_path;
   std::vector<std::string> overrides;
-  bool help = false;
+  bool print_config = false;
 };
 
-CommandLine parse(int argc, char** argv) {
-  CommandLine cl;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      cl.help = true;
-    } else if (arg == "--config") {
-      if (i + 1 >= argc) throw cg::UsageError("--config needs a file name");
-      cl.config_path = argv[++i];
-    } else if (arg.rfind("--config=", 0) == 0) {
-      cl.config_path = arg.substr(9);
-    } else if (arg.rfind("--", 0) == 0) {
-      throw cg::UsageError("unknown option '" + arg + "' (overrides are written key=value)");
-    } else {
-      cl.overrides.push_back(arg);
-    }
-  }
-  return cl;
+// CLI11 with the shared convention (apps/cli): returns -1 to go on, else the exit code.
+int parse(int argc, char** argv, CommandLine& cl) {
+  CLI::App app{"Trains MiniResNet as the config says. Any config key can be overridden as key=value\n"
+               "(the value is parsed as YAML, e.g. model.widths=[16,32,64]); a later one wins."};
+  cg::cli::configure(app, "cudagrad-train");
+  app.add_option("--config", cl.config_path, "YAML config file (keys not in it keep their defaults)");
+  app.add_flag("--print-config", cl.print_config, "print the resolved config as YAML and exit (trains nothing)");
+  app.add_option("overrides", cl.overrides, "config overrides, key=value");
+  app.footer("Config keys:\n" + cg::apps::train_config_help());
+  return cg::cli::parse(app, argc, argv);
 }
 
 }  // namespace
@@ -50,16 +37,17 @@ CommandLine parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   cg::apps::TrainConfig config;
   std::string yaml;
+  CommandLine cl;
+  if (const int rc = parse(argc, argv, cl); rc >= 0) return rc;
   try {
     const cg::dist::Identity id = cg::dist::identity_from_env();  // rank-aware output from the start
     cg::log::set_rank(id.rank, id.world_size);
-    const CommandLine cl = parse(argc, argv);
-    if (cl.help) {
-      std::printf("%s%s", kUsage, cg::apps::train_config_help().c_str());
-      return 0;
-    }
     config = cg::apps::load_train_config(cl.config_path, cl.overrides);
     yaml = cg::apps::to_yaml(config);
+    if (cl.print_config) {
+      std::printf("%s", yaml.c_str());
+      return 0;
+    }
   } catch (const cg::Error& e) {
     cg::log::error("{}", e.what());
     std::fprintf(stderr, "run 'cudagrad-train --help' for the list of keys\n");

@@ -5,6 +5,7 @@
 #include "engine/ops.h"
 #include "engine/ops/dispatch.h"
 #include "kernels/cpu/loss.h"
+#include "kernels/cuda/device_error.h"
 #include "kernels/cuda/head.h"
 
 namespace cg::ops {
@@ -50,7 +51,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, Tensor* corr
   Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), dev);
   Tensor hits = Tensor::empty({}, DType::i64, dev);
   if (gpu) {
-    // Labels were range-checked when the dataset was read; checking here would stall the host.
+    // The kernel checks the labels and records a bad one for the host (kernels/cuda/device_error.h):
+    // reported when the host next reads from the device (the loss) or here, at the next call.
+    // Checking them here would stall the host every step.
+    kernels::cuda::raise_device_error();
     kernels::cuda::cross_entropy_forward(n, classes, logits.data<float>(), labels.data<int64_t>(), loss.data<float>(),
                                          probs.data<float>(), hits.data<int64_t>(), detail::stream_of(logits));
   } else {

@@ -1,15 +1,26 @@
+#include <atomic>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/graph.h"
 
 namespace cg::kernels::cuda {
+namespace {
+// Captures begun and not yet ended or aborted, in this process (any thread, any stream).
+std::atomic<int> captures_open{0};
+}  // namespace
+
+bool any_capture_in_progress() { return captures_open.load(std::memory_order_acquire) > 0; }
 
 void graph_capture_begin(Stream stream) {
   CG_CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeRelaxed));
+  captures_open.fetch_add(1, std::memory_order_acq_rel);
 }
 
 GraphExec graph_capture_end(Stream stream) {
   cudaGraph_t graph = nullptr;
-  CG_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph));
+  const cudaError_t ended = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+  captures_open.fetch_sub(1, std::memory_order_acq_rel);  // over, whether it succeeded or not
+  CG_CUDA_CHECK(ended);
   cudaGraphExec_t exec = nullptr;
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
@@ -20,6 +31,7 @@ GraphExec graph_capture_end(Stream stream) {
 void graph_capture_abort(Stream stream) {
   cudaGraph_t graph = nullptr;
   const cudaError_t e = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+  captures_open.fetch_sub(1, std::memory_order_acq_rel);
   if (graph) cudaGraphDestroy(graph);
   if (e != cudaSuccess) cudaGetLastError();  // an invalidated capture reports here; the cause was thrown already
 }

@@ -17,6 +17,10 @@ void graph_capture_abort(Stream stream);
 // Whether `stream` is being captured right now: its work is recorded, not run, so nothing may
 // wait for or poll an event recorded on it.
 bool stream_is_capturing(Stream stream);
+// Whether any capture begun with graph_capture_begin is still open in this process. While one is,
+// nothing may synchronize the device: cudaDeviceSynchronize invalidates a capture on the same
+// device whatever its mode or thread (it would wait for work that is recorded, not run).
+bool any_capture_in_progress();
 void graph_launch(GraphExec graph, Stream stream);
 void graph_destroy(GraphExec graph);  // does not throw
 

@@ -2,6 +2,9 @@
 // row; channels-last: a thread per channel) and cross-entropy in float32. The loss is one block's
 // work: batches have hundreds of rows of ten classes, and a single block sums them in a fixed
 // order (deterministic) with no scratch memory.
+#include <math_constants.h>
+
+#include "kernels/cuda/device_error.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/head.h"
 
@@ -85,10 +88,22 @@ struct PoolNhwcBackward {
   }
 };
 
+// The first label outside [0, classes) goes to the host's error record (device_error.h): claim
+// it, fill it, make that visible to the host, then publish the code.
+__device__ void report_bad_label(DeviceErrorRecord* record, int64_t label, int64_t row, int64_t classes) {
+  if (atomicCAS(&record->claimed, 0, 1) != 0) return;
+  record->value = label;
+  record->index = row;
+  record->limit = classes;
+  __threadfence_system();
+  *reinterpret_cast<volatile int32_t*>(&record->code) = kLabelOutOfRange;
+}
+
 // One block: thread t handles rows t, t + 256, ... (softmax stabilized by the row's max; the
-// argmax is the first maximum, as on the CPU), then the block sums loss and hits.
+// argmax is the first maximum, as on the CPU), then the block sums loss and hits. A row whose
+// label is out of range is reported and makes the loss NaN instead of reading outside the row.
 __global__ void ce_forward_kernel(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,
-                                  float* probs, int64_t* correct) {
+                                  float* probs, int64_t* correct, DeviceErrorRecord* errors) {
   __shared__ double shared[kThreads];
   double l = 0, h = 0;
   for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
@@ -99,8 +114,14 @@ __global__ void ce_forward_kernel(int64_t n, int64_t classes, const float* logit
     double sum = 0;
     for (int64_t j = 0; j < classes; ++j) sum += exp(double(z[j] - z[arg]));
     for (int64_t j = 0; j < classes; ++j) probs[r * classes + j] = float(exp(double(z[j] - z[arg])) / sum);
-    l += log(sum) - double(z[labels[r]] - z[arg]);
-    h += arg == labels[r] ? 1.0 : 0.0;
+    const int64_t label = labels[r];
+    if (label < 0 || label >= classes) {
+      report_bad_label(errors, label, r, classes);
+      l = CUDART_NAN;
+      continue;
+    }
+    l += log(sum) - double(z[label] - z[arg]);
+    h += arg == label ? 1.0 : 0.0;
   }
   l = block_sum(l, shared);
   h = block_sum(h, shared);
@@ -143,7 +164,8 @@ void global_avg_pool_nhwc_backward(int64_t n, int64_t hw, int64_t c, DType dtype
 
 void cross_entropy_forward(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,
                            float* probs, int64_t* correct, Stream stream) {
-  ce_forward_kernel<<<1, kThreads, 0, as_cuda(stream)>>>(n, classes, logits, labels, loss, probs, correct);
+  ce_forward_kernel<<<1, kThreads, 0, as_cuda(stream)>>>(n, classes, logits, labels, loss, probs, correct,
+                                                         device_error_record());
   CG_CUDA_AFTER_LAUNCH("ce_forward_kernel");
 }
 

@@ -19,7 +19,8 @@ void global_avg_pool_nhwc_backward(int64_t n, int64_t hw, int64_t c, DType dtype
                                    Stream stream);
 
 // loss (one float) and the number of correct rows (one int64) are written to device memory, so
-// the host reads them only when it wants to (no synchronization inside a step).
+// the host reads them only when it wants to (no synchronization inside a step). A label outside
+// [0, classes) makes the loss NaN and is recorded for raise_device_error() (device_error.h).
 void cross_entropy_forward(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,
                            float* probs, int64_t* correct, Stream stream);
 // dloss: one float in device memory.

@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/graph.h"
 #include "kernels/cuda/memory.h"
 
 namespace cg::kernels::cuda {
@@ -13,7 +14,10 @@ void cuda_after_launch(const char* kernel, const char* file, int line) {
   const cudaError_t launch = cudaGetLastError();
   if (launch != cudaSuccess) fail_call("CUDA", kernel, cudaGetErrorString(launch), file, line);
   static const bool sync = std::getenv("CUDAGRAD_CUDA_SYNC") != nullptr;
-  if (sync) {
+  // Inside a CUDA-graph capture the kernel was recorded, not run: there is nothing to wait for,
+  // and a device synchronization would invalidate the capture. Its replays are checked instead
+  // when the stream is next synchronized.
+  if (sync && !any_capture_in_progress()) {
     const cudaError_t run = cudaDeviceSynchronize();
     if (run != cudaSuccess) fail_call("CUDA", kernel, cudaGetErrorString(run), file, line);
   }

@@ -32,6 +32,12 @@ ProgramRun run_train(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
 }
 
+int count_of(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
 std::string config(const std::string& name) { return (test::source_dir() / "configs" / name).string(); }
 
 TEST(TrainCli, UnknownKeyExitsTwoNamingIt) {
@@ -90,6 +96,76 @@ TEST(TrainCli, HelpListsEveryKey) {
                           "train.grad_accum_steps", "amp.dtype", "checkpoint.resume_from",
                           "dist.bucket_cap_mb", "output.dir", "profile.enabled"})
     EXPECT_NE(r.output.find(key), std::string::npos) << key;
+}
+
+// Every program follows one convention (apps/cli): --version prints the version, the git commit
+// and the CUDA libraries (or "CPU only"); --help prints a usage line and the options on stdout;
+// an unknown option is an error on stderr naming it, exit code 2.
+TEST(Cli, EveryProgramHasTheSameVersionHelpAndErrors) {
+  const auto dir = test::make_temp_dir("cli_conv");
+  auto run = [&](const std::string& program, const std::string& args, const char* stream) {
+    const std::string out = (dir / "stdout.txt").string(), err = (dir / "stderr.txt").string();
+    const int status = std::system(((test::binary_dir() / "apps" / program).string() + " " + args + " > " + out +
+                                    " 2> " + err).c_str());
+    std::ifstream in(std::string(stream) == "stdout" ? out : err);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ProgramRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+  };
+  std::string first_version;
+  for (const std::string program : {"cudagrad-train", "cudagrad-bench", "cudagrad-bench-cpu", "cudagrad-launch"}) {
+    ProgramRun r = run(program, "--version", "stdout");
+    EXPECT_EQ(r.exit_code, 0) << program << r.output;
+    EXPECT_EQ(r.output.rfind("cudagrad ", 0), 0u) << program << ": " << r.output;
+    EXPECT_NE(r.output.find(" ("), std::string::npos) << r.output;  // the commit, or "unknown"
+#ifdef CUDAGRAD_WITH_CUDA
+    for (const char* lib : {"CUDA ", "cuDNN ", "NCCL "}) EXPECT_NE(r.output.find(lib), std::string::npos) << r.output;
+#else
+    EXPECT_NE(r.output.find("CPU only"), std::string::npos) << r.output;
+#endif
+    if (first_version.empty()) first_version = r.output;
+    EXPECT_EQ(r.output, first_version) << "every program reports the same build";
+    r = run(program, "--help", "stdout");
+    EXPECT_EQ(r.exit_code, 0) << program << r.output;
+    EXPECT_NE(r.output.find("Usage: " + program), std::string::npos) << r.output;
+    for (const char* option : {"--help", "--version"}) EXPECT_NE(r.output.find(option), std::string::npos) << r.output;
+    r = run(program, "--no-such-option", "stderr");
+    EXPECT_EQ(r.exit_code, 2) << program << r.output;
+    EXPECT_NE(r.output.find(program + ": error:"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--no-such-option"), std::string::npos) << r.output;
+    r = run(program, "--no-such-option", "stdout");
+    EXPECT_EQ(r.output, "") << program << ": errors go to stderr";
+  }
+  // train and bench list the config keys in their help.
+  for (const std::string program : {"cudagrad-train", "cudagrad-bench"}) {
+    const ProgramRun r = run(program, "--help", "stdout");
+    for (const char* key : {"optim.lr", "sched.warmup_steps", "output.dir"})
+      EXPECT_NE(r.output.find(key), std::string::npos) << program << " --help lacks " << key;
+  }
+  ProgramRun r = run("cudagrad-train", "--config", "stderr");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--config"), std::string::npos) << r.output;
+  r = run("cudagrad-bench", "--steps 0", "stderr");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--steps"), std::string::npos) << r.output;
+}
+
+// The command: switching the schedule on the command line is not refused because the file
+// sets the other schedule's key; it warns once, naming the key. Missing data then stops the run
+// (exit 1), which shows the config was accepted without training anything.
+TEST(TrainCli, SwitchingAVariantWarnsOnceAboutKeysItDoesNotUse) {
+  const auto out = test::make_temp_dir("cli_variant");
+  ProgramRun r = run_train("--config " + config("fashion_mnist_cpu.yaml") +
+                           " sched.name=constant optim.name=adamw data.path=/nonexistent/fmnist output.dir=" + out.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos) << r.output;
+  EXPECT_EQ(count_of(r.output, "'sched.warmup_steps'"), 1) << r.output;  // one warning
+  EXPECT_EQ(count_of(r.output, "has no effect"), 2) << r.output;       // warmup_steps, nesterov
+  EXPECT_NE(r.output.find("'optim.nesterov'"), std::string::npos) << r.output;
+  // Bad values stay errors, whatever the variant.
+  r = run_train("--config " + config("fashion_mnist_cpu.yaml") + " sched.name=constant sched.warmup_steps=abc");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("sched.warmup_steps"), std::string::npos) << r.output;
 }
 
 TEST(TrainCli, ShortRunWritesMetricsConfigAndCheckpoint) {

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "support/free_port.h"
 #include "support/paths.h"
@@ -88,6 +90,129 @@ TEST_P(LaunchRanks, TrainsToIdenticalReplicas) {
 }
 
 INSTANTIATE_TEST_SUITE_P(World, LaunchRanks, ::testing::Values(2, 3));
+
+// Runs `args` (shell words) through the launcher; returns the exit code and the output.
+std::pair<int, std::string> launch(const std::string& args, const std::string& tag, int limit_s = 60) {
+  const auto dir = test::make_temp_dir(tag);
+  const int rc = wait_for(start(bin("cudagrad-launch") + " " + args, dir / "log.txt"), std::chrono::seconds(limit_s));
+  return {rc, read_file(dir / "log.txt")};
+}
+
+// What each rank printed, in order, without the "[rank r] " prefix.
+std::vector<std::string> lines_of_rank(const std::string& log, int rank) {
+  std::vector<std::string> lines;
+  const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line.substr(prefix.size()));
+  return lines;
+}
+
+// The program's arguments reach it exactly and in order, whatever they look like: options with
+// separate or attached values, `--`, the launcher's own option names, values with spaces. printf
+// shows each argument it got between < and >.
+TEST(Launch, PassesTheProgramsArgumentsThroughExactly) {
+  const std::vector<std::string> expected{"<--config>", "<configs/x.yaml>", "<--config=y.yaml>", "<-->",
+                                          "<a key=with spaces>", "<--nproc-per-node>", "<3>", "<-h>", "<x=1>"};
+  const std::string program_args = "--config configs/x.yaml --config=y.yaml -- 'a key=with spaces' --nproc-per-node 3 -h x=1";
+  for (const std::string& launcher : {std::string("--nproc-per-node 2"), std::string("--nproc-per-node=2 --standalone"),
+                                      std::string("--nproc-per-node 2 --"), std::string("--nproc_per_node 2 --max-restarts 0")}) {
+    const auto [rc, log] = launch(launcher + " printf '<%s>\\n' " + program_args, "launch_args");
+    ASSERT_EQ(rc, 0) << launcher << "\n" << log;
+    for (int rank = 0; rank < 2; ++rank)
+      EXPECT_EQ(lines_of_rank(log, rank), expected) << launcher << "\n" << log;
+    EXPECT_TRUE(lines_of_rank(log, 2).empty()) << "the program's --nproc-per-node 3 reached the launcher\n" << log;
+  }
+}
+
+TEST(Launch, ItsOwnErrorsExitTwoAndNameTheCause) {
+  auto [rc, log] = launch("--nproc-per-node 2", "launch_noprog");
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("PROGRAM"), std::string::npos) << log;
+  std::tie(rc, log) = launch("--nproc-per-node two printf x", "launch_badnum");
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("--nproc-per-node"), std::string::npos) << log;
+  std::tie(rc, log) = launch("--bogus 1 printf x", "launch_unknown");
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("--bogus"), std::string::npos) << log;
+  std::tie(rc, log) = launch("--nnodes 2 --node-rank 2 printf x", "launch_noderank");
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("--node-rank"), std::string::npos) << log;
+  std::tie(rc, log) = launch("--help", "launch_help");
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("--nproc-per-node"), std::string::npos) << log;
+  std::tie(rc, log) = launch("--version", "launch_version");
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_EQ(log.rfind("cudagrad ", 0), 0u) << log;
+}
+
+bool have_fashion_mnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+// The README's command as a user types it (binaries by their build paths, the config relative
+// to the source tree), with a step cap and an output folder appended; then the other spellings of
+// the program's options: --config=FILE and a quoted value with a space.
+TEST(Launch, TheReadmeCommandTrainsFashionMnistOnTwoRanks) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "needs Debian's dataset-fashion-mnist";
+  const auto dir = test::make_temp_dir("launch_readme");
+  const std::string cd = "cd " + test::source_dir().string() + " && exec ";
+  const std::string cap = " train.max_steps=3 train.threads=1 data.num_workers=1";
+  pid_t pid = start("sh -c '" + cd + bin("cudagrad-launch") + " --standalone --nproc-per-node 2 " + bin("cudagrad-train") +
+                        " --config configs/fashion_mnist_cpu.yaml" + cap + " output.dir=" + (dir / "out").string() + "'",
+                    dir / "log.txt");
+  std::string log = read_file(dir / "log.txt");
+  ASSERT_EQ(wait_for(pid, std::chrono::seconds(300)), 0) << read_file(dir / "log.txt");
+  log = read_file(dir / "log.txt");
+  EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
+  EXPECT_NE(read_file(dir / "out" / "metrics.jsonl").find("\"kind\":\"eval\""), std::string::npos);
+
+  const fs::path spaced = dir / "out with space";
+  pid = start(bin("cudagrad-launch") + " --standalone --nproc-per-node 2 -- " + bin("cudagrad-train") +
+                  " --config=" + (test::source_dir() / "configs" / "fashion_mnist_cpu.yaml").string() + cap +
+                  " \"output.dir=" + spaced.string() + "\"",
+              dir / "log2.txt");
+  ASSERT_EQ(wait_for(pid, std::chrono::seconds(300)), 0) << read_file(dir / "log2.txt");
+  EXPECT_TRUE(fs::exists(spaced / "metrics.jsonl")) << read_file(dir / "log2.txt");
+}
+
+// Two launchers, as on two machines, with --nnodes 2 and their own --node-rank, rendezvous at
+// 127.0.0.1 and train one model together.
+TEST(Launch, TwoNodesOnOneMachineTrainTogether) {
+  const auto dir = test::make_temp_dir("launch_nodes");
+  const std::string common = " --nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port " +
+                             std::to_string(test::free_port()) + " " + bin("cudagrad-train") + " " +
+                             train_args(dir / "out", "train.max_steps=6");
+  const pid_t node0 = start(bin("cudagrad-launch") + " --node-rank 0" + common, dir / "node0.txt");
+  const pid_t node1 = start(bin("cudagrad-launch") + " --node-rank 1" + common, dir / "node1.txt");
+  const int rc0 = wait_for(node0, std::chrono::seconds(240)), rc1 = wait_for(node1, std::chrono::seconds(60));
+  const std::string log0 = read_file(dir / "node0.txt"), log1 = read_file(dir / "node1.txt");
+  ASSERT_EQ(rc0, 0) << log0 << log1;
+  ASSERT_EQ(rc1, 0) << log0 << log1;
+  EXPECT_NE(log0.find("distributed: 2 ranks"), std::string::npos) << log0;
+  EXPECT_NE(log0.find("all 2 replicas hold identical weights"), std::string::npos) << log0;
+  EXPECT_TRUE(lines_of_rank(log1, 0).empty()) << "node 1 runs rank 1 only\n" << log1;  // which logs nothing
+}
+
+// Two processes with the variables srun gives its tasks (and an exported MASTER_PORT, as a batch
+// script would) train together as under mpirun.
+TEST(Launch, SlurmVariablesDriveTheTrainer) {
+  const auto dir = test::make_temp_dir("slurm");
+  const std::string port = std::to_string(test::free_port());
+  std::vector<pid_t> tasks;
+  for (int r = 0; r < 2; ++r) {
+    const std::string env = "env -u RANK -u WORLD_SIZE -u LOCAL_RANK SLURM_JOB_ID=4242 SLURM_PROCID=" + std::to_string(r) +
+                            " SLURM_LOCALID=" + std::to_string(r) + " SLURM_NTASKS=2 SLURM_NODEID=0 SLURM_NNODES=1 "
+                            "SLURM_STEP_NUM_NODES=1 SLURM_STEP_TASKS_PER_NODE=2 SLURM_STEP_NODELIST=localhost "
+                            "MASTER_PORT=" + port + " ";
+    tasks.push_back(start(env + bin("cudagrad-train") + " " + train_args(dir / "out", "train.max_steps=6"),
+                          dir / ("task" + std::to_string(r) + ".txt")));
+  }
+  const int rc0 = wait_for(tasks[0], std::chrono::seconds(240)), rc1 = wait_for(tasks[1], std::chrono::seconds(60));
+  const std::string log0 = read_file(dir / "task0.txt"), log1 = read_file(dir / "task1.txt");
+  ASSERT_EQ(rc0, 0) << log0 << log1;
+  ASSERT_EQ(rc1, 0) << log0 << log1;
+  EXPECT_NE(log0.find("2 ranks (Slurm)"), std::string::npos) << log0;
+  EXPECT_NE(log0.find("all 2 replicas hold identical weights"), std::string::npos) << log0;
+}
 
 // profile.enabled writes a timeline in which some bucket's all-reduce starts while a backward pass
 // is still running (a model big enough for backward to take a few milliseconds).

@@ -67,6 +67,39 @@ TEST(Identity, LocalWorldSizeFromEachLauncherElseTheWholeWorld) {
   EXPECT_EQ(identity_from_env(env_of({})).local_world_size, 1);
 }
 
+// What srun sets (and nothing else): the node count, the compressed tasks per node, the node
+// list and the job id give the local world size and the rendezvous address and port.
+TEST(Identity, SrunVariablesAloneGiveTheRendezvous) {
+  Identity one_node = identity_from_env(env_of({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
+                                                {"SLURM_NODEID", "0"}, {"SLURM_STEP_NUM_NODES", "1"},
+                                                {"SLURM_STEP_TASKS_PER_NODE", "2"}, {"SLURM_STEP_NODELIST", "n7"},
+                                                {"SLURM_JOB_ID", "123456"}}));
+  EXPECT_EQ(one_node.source, "Slurm");
+  EXPECT_EQ(one_node.local_world_size, 2);
+  EXPECT_EQ(one_node.master_addr, "127.0.0.1");
+  EXPECT_EQ(one_node.master_port, 15000 + 3456);
+  Identity third_node = identity_from_env(env_of({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"},
+                                                  {"SLURM_NODEID", "2"}, {"SLURM_STEP_NUM_NODES", "3"},
+                                                  {"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"},
+                                                  {"SLURM_STEP_NODELIST", "gpu[003-004,012]-ib,cpu7"}}));
+  EXPECT_EQ(third_node.local_world_size, 1);
+  EXPECT_EQ(third_node.master_addr, "gpu003-ib");
+  EXPECT_EQ(third_node.master_port, 29500);  // no job id: the default
+  Identity second = identity_from_env(env_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "7"}, {"SLURM_NODEID", "1"},
+                                              {"SLURM_NNODES", "3"}, {"SLURM_TASKS_PER_NODE", "3(x2),1"},
+                                              {"SLURM_JOB_NODELIST", "a1,a2,a3"}}));
+  EXPECT_EQ(second.local_world_size, 3);
+  EXPECT_EQ(second.local_rank, 1);  // no SLURM_LOCALID: 4 % 3
+  EXPECT_EQ(second.master_addr, "a1");
+  // Exported MASTER_ADDR / MASTER_PORT win over what Slurm implies.
+  Identity exported = identity_from_env(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NNODES", "2"},
+                                                {"SLURM_JOB_NODELIST", "a[1-2]"}, {"SLURM_JOB_ID", "7"},
+                                                {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "4000"}}));
+  EXPECT_EQ(exported.master_addr, "10.1.2.3");
+  EXPECT_EQ(exported.master_port, 4000);
+  EXPECT_THROW(identity_from_env(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NNODES", "2"}})), Error);
+}
+
 TEST(Identity, InconsistentValuesNameTheVariable) {
   auto message = [](std::map<std::string, std::string> vars) {
     try {

@@ -12,13 +12,11 @@
 #include "kernels/cpu/cast.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/memory.h"
+#include "support/need_gpu.h"
 #include "support/random_data.h"
 #include "support/tolerance.h"
 #include "util/dtype.h"
 
-#define NEED_GPU()                                  \
-  if (::cg::kernels::cuda::device_count() == 0) \
-  GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
 
 namespace cg::test {
 

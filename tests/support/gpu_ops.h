@@ -10,10 +10,9 @@
 #include "engine/random.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/device_info.h"
+#include "support/need_gpu.h"
 #include "support/tolerance.h"
 
-#define NEED_GPU() \
-  if (::cg::kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
 
 namespace cg::test {
 

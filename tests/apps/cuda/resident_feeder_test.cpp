@@ -10,6 +10,7 @@
 #include "apps/common/resident_feeder.h"
 #include "data/random.h"
 #include "kernels/cuda/device_info.h"
+#include "support/need_gpu.h"
 
 namespace cg::apps {
 namespace {
@@ -68,7 +69,7 @@ void expect_same_batches(const data::Dataset& ds, const data::LoaderOptions& lo,
 }
 
 TEST(ResidentFeeder, BatchesEqualTheLoadersBitForBit) {
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here";
+  NEED_GPU();
   const NoiseImages ds(70, 3, 7, 9);
   for (bool augment : {true, false})
     for (bool drop_last : {true, false}) {
@@ -85,7 +86,7 @@ TEST(ResidentFeeder, BatchesEqualTheLoadersBitForBit) {
 }
 
 TEST(ResidentFeeder, ASetLargerThanOneUploadChunkArrivesWhole) {
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here";
+  NEED_GPU();
   const NoiseImages ds(3000, 3, 32, 32);  // 36.9 MB of images: two 32 MiB staging chunks
   data::LoaderOptions lo;
   lo.batch_size = 256;

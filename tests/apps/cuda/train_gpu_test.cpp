@@ -13,14 +13,12 @@
 
 #include "kernels/cuda/device_info.h"
 #include "support/free_port.h"
+#include "support/need_gpu.h"
 #include "support/paths.h"
 
 namespace cg {
 namespace {
 namespace fs = std::filesystem;
-
-#define NEED_GPU() \
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
 
 struct ProgramRun {
   int exit_code;

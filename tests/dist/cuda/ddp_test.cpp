@@ -11,15 +11,13 @@
 #include "kernels/cuda/device_info.h"
 #include "nn/miniresnet.h"
 #include "support/free_port.h"
+#include "support/need_gpu.h"
 #include "support/tiny_batches.h"
 #include "support/tolerance.h"
 #include "util/trace.h"
 
 namespace cg::dist {
 namespace {
-
-#define NEED_GPU() \
-  if (kernels::cuda::device_count() == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
 
 const Device kGpu = Device::cuda(0);
 

@@ -6,13 +6,10 @@
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
+#include "support/need_gpu.h"
 
 namespace cg {
 namespace {
-
-bool have_gpu() { return kernels::cuda::device_count() > 0; }
-#define NEED_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "needs a CUDA GPU; none is visible here"
 
 Tensor random_cpu(const Shape& shape, uint64_t seed) {
   Generator gen(seed);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cuda/device_info.h"
+#include "support/need_gpu.h"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -10,7 +11,8 @@ namespace {
 TEST(CudaDevice, QueryNeverFailsAndDescribesTheGpu) {
   const int n = device_count();
   ASSERT_GE(n, 0);
-  if (n == 0) GTEST_SKIP() << "needs a CUDA GPU; none is visible here (" << describe_device(0) << ")";
+  EXPECT_FALSE(describe_device(0).empty());
+  NEED_GPU();
   const std::string d = describe_device(0);
   EXPECT_NE(d.find("sm_"), std::string::npos) << d;
   EXPECT_NE(d.find("GiB"), std::string::npos) << d;

@@ -1,0 +1,59 @@
+#include "apps/cli/cli.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cudagrad/build_info.h"
+#include "cudagrad/git_commit.h"
+
+namespace cg::cli {
+
+std::string version_text() {
+  return std::string("cudagrad ") + CUDAGRAD_VERSION + " (" + CUDAGRAD_GIT_COMMIT + ")\n" + CUDAGRAD_LIBRARIES;
+}
+
+void configure(CLI::App& app, const std::string& program) {
+  app.name(program);
+  app.set_version_flag("--version", version_text(), "print the version, git commit and CUDA libraries, then exit");
+  app.get_formatter()->column_width(30);
+}
+
+namespace {
+
+// CLI11 reports --help and --version as "errors" with a success code; those print on stdout.
+int finish(CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) {
+    app.exit(e);  // --help, --help-all, --version: stdout
+    return 0;
+  }
+  return usage_error(app, e.what());
+}
+
+}  // namespace
+
+int usage_error(const CLI::App& app, const std::string& what) {
+  std::fprintf(stderr, "%s: error: %s\nrun '%s --help' for the usage\n", app.get_name().c_str(), what.c_str(),
+               app.get_name().c_str());
+  return 2;
+}
+
+int parse(CLI::App& app, int argc, const char* const* argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return finish(app, e);
+  }
+  return -1;
+}
+
+int parse(CLI::App& app, std::vector<std::string> args) {
+  std::reverse(args.begin(), args.end());  // CLI11's vector form takes the arguments last first
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return finish(app, e);
+  }
+  return -1;
+}
+
+}  // namespace cg::cli

@@ -1,0 +1,27 @@
+// The command-line convention every cudagrad program follows, on top of CLI11: the same --help
+// layout (printed on stdout, exit 0), `--version` (the project version, the git commit and the
+// CUDA libraries compiled in), and errors on stderr naming the program, with exit code 2.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace cg::cli {
+
+// "cudagrad 0.1.0 (0123456789ab)\nCUDA 13.0.88, cuDNN 9.19.0, NCCL 2.28.9" ("CPU only ..." in a
+// build without CUDA; the commit is "unknown" when built outside a git checkout).
+std::string version_text();
+
+// An App named `program` with the shared formatting and the --version flag.
+void configure(CLI::App& app, const std::string& program);
+
+// Parses; returns -1 to go on, otherwise the code to exit with: 0 after --help or --version, 2 for
+// a command-line error (printed on stderr as "<program>: error: ..." with a pointer to --help).
+int parse(CLI::App& app, int argc, const char* const* argv);
+int parse(CLI::App& app, std::vector<std::string> args);  // args without the program name
+
+// For errors found after parsing (e.g. two options that cannot go together): the same message
+// form and exit code as a parse error.
+int usage_error(const CLI::App& app, const std::string& what);
+
+}  // namespace cg::cli

@@ -1,0 +1,33 @@
+// NEED_GPU(): the first line of every test that needs a CUDA device. Without one the test is
+// skipped, saying so; with CUDAGRAD_REQUIRE_GPU=1 in the environment (the GPU check,
+// scripts/gpu_check.sh, sets it) it fails instead, so a GPU machine whose device is not visible
+// cannot pass by skipping everything.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cuda/device_info.h"
+
+namespace cg::test {
+
+// Read at each use, so a test may set it for itself.
+inline bool gpu_required() {
+  const char* v = std::getenv("CUDAGRAD_REQUIRE_GPU");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+inline bool gpu_visible() { return ::cg::kernels::cuda::device_count() > 0; }
+
+}  // namespace cg::test
+
+// Returns from the test (void function) when it cannot run.
+#define NEED_GPU()                                                                          \
+  do {                                                                                      \
+    if (!::cg::test::gpu_visible()) {                                                       \
+      if (::cg::test::gpu_required())                                                       \
+        GTEST_FAIL() << "needs a CUDA GPU, none is visible, and CUDAGRAD_REQUIRE_GPU is set"; \
+      GTEST_SKIP() << "needs a CUDA GPU; none is visible here";                             \
+    }                                                                                       \
+  } while (0)
