@@ -17,7 +17,7 @@ impl::ElementwiseProblem problem_of(const Tensor& t) { return {t.numel(), t.devi
 Impl pick(const char* op, const Tensor& t) {
   if (t.device().is_cuda()) detail::on_gpu(op, t);  // names the op on a dtype the GPU lacks
   return impl::elementwise_registry().pick(problem_of(t), impl::Choice::automatic,
-                                           fmt::format("{} of {}", op, t.str()));
+                                           [&] { return fmt::format("{} of {}", op, t.str()); });
 }
 
 // relu and add_relu share a backward: the gradient passes where the output is positive, to every

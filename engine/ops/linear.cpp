@@ -46,8 +46,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   if (bias.defined()) CG_CHECK(bias.numel() == n, "linear: bias {} for {} outputs", bias.str(), n);
   if (x.device().is_cuda()) detail::on_gpu("linear", x);  // names the op on a dtype the GPU lacks
   const impl::LinearProblem p{m, k, n, x.device(), dt};
-  auto implementation = impl::linear_registry().pick(
-      p, impl::Choice::automatic, fmt::format("linear layer with input {} and weight {}", x.str(), weight.str()));
+  auto implementation = impl::linear_registry().pick(p, impl::Choice::automatic, [&] {
+    return fmt::format("linear layer with input {} and weight {}", x.str(), weight.str());
+  });
   Tensor y = Tensor::empty({m, n}, x.dtype(), x.device());
   implementation->forward(p, x, weight, bias, y);
   if (autograd::any_requires_grad({&x, &weight, &bias})) {

@@ -46,8 +46,8 @@ Tensor global_avg_pool(const Tensor& x, Layout layout) {
   if (x.device().is_cuda()) detail::on_gpu("global_avg_pool", x);  // names the op on a dtype the GPU lacks
   const impl::PoolProblem p{x.size(0), x.size(nhwc ? 3 : 1), nhwc ? x.size(1) * x.size(2) : x.size(2) * x.size(3),
                             x.device(), x.dtype(), layout};
-  auto implementation = impl::pool_registry().pick(p, impl::Choice::automatic,
-                                                   fmt::format("global_avg_pool layer with input {}", x.str()));
+  auto implementation = impl::pool_registry().pick(
+      p, impl::Choice::automatic, [&] { return fmt::format("global_avg_pool layer with input {}", x.str()); });
   Tensor y = Tensor::empty({p.n, p.c}, x.dtype(), x.device());
   implementation->forward(p, x, y);
   if (autograd::any_requires_grad({&x}))
