@@ -2,10 +2,10 @@
 // (engine/caching_allocator.h). CapturePool owns one pool for as long as the graph that uses its
 // blocks exists; CaptureScope routes every allocation on one stream into it for the duration of a
 // capture, whichever code makes it (ops, the kernels' scratch workspaces, native and cuDNN alike,
-// autograd's gradient buffers). Blocks
-// freed during the capture are reused by the same capture and by later captures into the same pool
-// (which are then safe only if their graphs are replayed one after another, never concurrently,
-// as with PyTorch's shared graph pools); no allocation outside the pool ever gets one.
+// autograd's gradient buffers). Blocks freed during the capture are reused by the same capture
+// and by later captures into the same pool (which are then safe only if their graphs are replayed
+// one after another, never concurrently, as with PyTorch's shared graph pools); no allocation
+// outside the pool ever gets one.
 // No CUDA here: the logic runs and is tested on the CPU over a fake backend.
 #pragma once
 #include <cstdint>
