@@ -156,7 +156,7 @@ int run() {
                       gemm_peak[t]});
       rows.push_back(
           {"conv backward-filter", shape, "TFLOP/s",
-           tf(time_ms([&] { cu::conv2d_native_backward_filter(s, t, x.ptr, dy.ptr, dw.ptr, nullptr, nullptr); })),
+           tf(time_ms([&] { cu::conv2d_native_backward_filter(s, t, x.ptr, dy.ptr, dw.ptr, nullptr, ws, nullptr); })),
            tf(time_ms([&] { cu::conv2d_cudnn_backward_filter(s, t, x.ptr, dy.ptr, dw.ptr, nullptr, ws, nullptr); })),
            gemm_peak[t]});
     }
@@ -182,7 +182,7 @@ int run() {
       // Train forward reads x and writes y (its statistics pass is the kernel's own business).
       const double fwd = gbs(2.0 * bytes, time_ms([&] {
         cu::batchnorm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
-                                    y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, nullptr, nullptr);
+                                    y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, nullptr, ws, nullptr);
       }));
       const double fwd_cudnn = !has_cudnn ? 0 : gbs(2.0 * bytes, time_ms([&] {
         cu::batchnorm_cudnn_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean),
@@ -193,13 +193,13 @@ int run() {
       // With the residual: reads x and r, writes y.
       const double fwd_add = gbs(3.0 * bytes, time_ms([&] {
         cu::batchnorm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
-                                    y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, r.ptr, nullptr);
+                                    y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, r.ptr, ws, nullptr);
       }));
       rows.push_back({"batch norm + add + relu forward (train)", shape, "GB/s", fwd_add, 0, bandwidth});
       // Backward reads dy, x and the ReLU output y, writes dx.
       const double bwd = gbs(4.0 * bytes, time_ms([&] {
         cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
-                                     f(dgamma), f(dbeta), y.ptr, nullptr, nullptr);
+                                     f(dgamma), f(dbeta), y.ptr, nullptr, ws, nullptr);
       }));
       const double bwd_cudnn = !has_cudnn ? 0 : gbs(4.0 * bytes, time_ms([&] {
         cu::batchnorm_cudnn_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd),
@@ -209,7 +209,7 @@ int run() {
       // With the residual: also writes the residual's gradient.
       const double bwd_add = gbs(5.0 * bytes, time_ms([&] {
         cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
-                                     f(dgamma), f(dbeta), y.ptr, dr.ptr, nullptr);
+                                     f(dgamma), f(dbeta), y.ptr, dr.ptr, ws, nullptr);
       }));
       rows.push_back({"batch norm + add + relu backward", shape, "GB/s", bwd_add, 0, bandwidth});
       if (channels_last) continue;  // the elementwise kernels do not care about the layout

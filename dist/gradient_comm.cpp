@@ -90,19 +90,6 @@ class StagedGlooComm : public GradientComm {
   std::string name() const override { return "gloo (staged through pinned host memory)"; }
 
  private:
-  // Pinned buffers are runtime::PinnedBuffers owned here, keyed by their data; StagingBuffers hands
-  // out the data pointers. The worker thread frees retired ones, hence the lock.
-  void* allocate(size_t bytes) {
-    runtime::PinnedBuffer buffer(bytes);
-    void* data = buffer.data();
-    std::lock_guard<std::mutex> lock(owned_mutex_);
-    owned_.emplace(data, std::move(buffer));
-    return data;
-  }
-  void release(void* data) {
-    std::lock_guard<std::mutex> lock(owned_mutex_);
-    owned_.erase(data);
-  }
   // A replaced buffer may still be read by a copy back that an earlier job enqueued on copy_:
   // freed by a job of its own, after those, once copy_ is idle.
   void retire(void* buffer) {
@@ -111,8 +98,22 @@ class StagedGlooComm : public GradientComm {
         copy_.synchronize();
       } catch (const std::exception&) {  // the copy failed; its job reported it
       }
-      release(buffer);
+      release_pinned(buffer);
     });
+  }
+
+  // StagingBuffers deals in addresses; the runtime::PinnedBuffers here own the memory behind them
+  // (released from the worker thread too, hence the mutex).
+  void* allocate_pinned(size_t bytes) {
+    runtime::PinnedBuffer buffer(bytes);
+    void* data = buffer.data();
+    std::lock_guard<std::mutex> lock(owned_mutex_);
+    owned_.emplace(data, std::move(buffer));
+    return data;
+  }
+  void release_pinned(void* data) {
+    std::lock_guard<std::mutex> lock(owned_mutex_);
+    owned_.erase(data);
   }
 
   ProcessGroup& group_;
@@ -123,7 +124,7 @@ class StagedGlooComm : public GradientComm {
   std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
   // One pinned buffer per bucket address, replaced when a rebuilt bucket there is larger.
   std::unique_ptr<StagingBuffers> pinned_ = std::make_unique<StagingBuffers>(
-      [this](size_t bytes) { return allocate(bytes); }, [this](void* p) { release(p); },
+      [this](size_t bytes) { return allocate_pinned(bytes); }, [this](void* p) { release_pinned(p); },
       [this](void* p) { retire(p); });
 };
 
@@ -160,7 +161,6 @@ class ModeledComm : public GradientComm {
     else work.wait();
   }
   void broadcast(Tensor&, const Stream&) override {}  // replicas of one rank are equal already
-  bool broadcast_moves_data() const override { return false; }
   void watch_replay(const Stream& compute, const std::string& what) const override {
     if (stream_) stream_->watch_replay(compute, what);
   }

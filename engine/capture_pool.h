@@ -1,12 +1,11 @@
 // A CUDA graph's private memory, as RAII types over the caching allocator's pools
 // (engine/caching_allocator.h). CapturePool owns one pool for as long as the graph that uses its
 // blocks exists; CaptureScope routes every allocation on one stream into it for the duration of a
-// capture, whichever code makes it (ops, cuDNN workspaces, autograd's gradient buffers). Blocks
-// freed during the capture are reused by the same capture and by later captures into the same pool
-// (which are then safe only if their graphs are replayed one after another, never concurrently,
-// as with PyTorch's shared graph pools); no allocation outside the pool ever gets one.
-// Stream-ordered scratch (kernels/cuda/memory.h, cudaMallocAsync) needs no routing: inside a
-// capture it becomes the graph's own allocation nodes, freed within the graph.
+// capture, whichever code makes it (ops, the kernels' scratch workspaces, native and cuDNN alike,
+// autograd's gradient buffers). Blocks freed during the capture are reused by the same capture
+// and by later captures into the same pool (which are then safe only if their graphs are replayed
+// one after another, never concurrently, as with PyTorch's shared graph pools); no allocation
+// outside the pool ever gets one.
 // No CUDA here: the logic runs and is tested on the CPU over a fake backend.
 #pragma once
 #include <cstdint>

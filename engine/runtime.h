@@ -69,7 +69,8 @@ class PinnedBuffer {
     return static_cast<T*>(data_);
   }
   // Keeps the buffer when it already holds `bytes`, else replaces it by a larger one (the old
-  // contents are not kept). Callers that reuse one buffer for varying sizes call this first.
+  // contents are not kept, and the old memory is freed at once: no asynchronous copy may still
+  // use it). Callers that reuse one buffer for varying sizes call this first.
   void reserve(size_t bytes);
   void check_fits(size_t bytes, const char* what) const;
 

@@ -17,18 +17,17 @@ Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   return buffers_.back().second;
 }
 
-void Module::collect(const std::string& prefix, bool params, bool buffers,
-                     NamedTensors& out) const {
-  if (params)
+void Module::collect(const std::string& prefix, Collect what, NamedTensors& out) const {
+  if (what.parameters)
     for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
-  if (buffers)
+  if (what.buffers)
     for (const auto& [name, t] : buffers_) out.emplace_back(prefix + name, t);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers, out);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", what, out);
 }
 
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
-  collect("", true, false, out);
+  collect("", {.parameters = true}, out);
   return out;
 }
 
@@ -40,13 +39,13 @@ std::vector<Tensor> Module::parameters() const {
 
 NamedTensors Module::named_buffers() const {
   NamedTensors out;
-  collect("", false, true, out);
+  collect("", {.buffers = true}, out);
   return out;
 }
 
 NamedTensors Module::state_dict() const {
   NamedTensors out;
-  collect("", true, true, out);
+  collect("", {.parameters = true, .buffers = true}, out);
   return out;
 }
 

@@ -52,7 +52,11 @@ class Module {
   }
 
  private:
-  void collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const;
+  struct Collect {  // which of each module's tensors go in
+    bool parameters = false;
+    bool buffers = false;
+  };
+  void collect(const std::string& prefix, Collect what, NamedTensors& out) const;
 
   NamedTensors params_;
   NamedTensors buffers_;

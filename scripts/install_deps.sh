@@ -2,7 +2,9 @@
 # Installs the Debian packages cudagrad builds, tests and trains with; does nothing when they are
 # all present (idempotent). The CUDA toolkit itself is expected at /usr/local/cuda when wanted.
 # Usage: scripts/install_deps.sh [--for-tests]   (--for-tests: also PyTorch, for the golden tests
-# and the benchmark, and Open MPI, for the mpirun test)
+# and the benchmark, Open MPI, for the mpirun test, and the reference `safetensors` Python
+# package, for the checkpoint interop tests: Debian 12 does not package it, so it comes from PyPI
+# with pip, into root's (or the user's) site-packages of /usr/bin/python3)
 set -euo pipefail
 
 packages=(cmake g++ make ccache pkg-config libeigen3-dev libyaml-cpp-dev libgtest-dev zlib1g-dev
@@ -12,12 +14,21 @@ if [[ "${1:-}" == "--for-tests" ]]; then
   packages+=(python3-torch python3-numpy openmpi-bin)
 fi
 
+# The reference safetensors package: not in Debian 12, so pip (--user keeps it out of the
+# Debian-managed tree; PEP 668 needs --break-system-packages even for --user on Debian 12).
+install_reference_safetensors() {
+  if /usr/bin/python3 -c 'import safetensors.torch' 2>/dev/null; then return; fi
+  echo "install_deps: installing the safetensors Python package (pip, --user)"
+  /usr/bin/python3 -m pip install -q --user --break-system-packages 'safetensors>=0.4'
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
   echo "install_deps: all ${#packages[@]} packages present"
+  if [[ "${1:-}" == "--for-tests" ]]; then install_reference_safetensors; fi
   exit 0
 fi
 echo "install_deps: installing ${missing[*]}"
@@ -26,3 +37,4 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+if [[ "${1:-}" == "--for-tests" ]]; then install_reference_safetensors; fi

@@ -176,6 +176,48 @@ void save(const std::string& path, const File& file) {
   write_file_atomically(path, pieces);
 }
 
+namespace {
+
+// The tensors must tile the data section exactly, as the format requires: sorted by offset,
+// each starts where the previous ended (stable: zero-byte tensors keep their header order).
+template <typename Invalid>
+void check_tiling(std::vector<Entry>& entries, uint64_t data_size, const Invalid& invalid) {
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t position = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& e : entries) {
+    if (e.begin < position)
+      throw invalid(fmt::format("tensors '{}' and '{}' overlap in the data section", previous->name, e.name));
+    if (e.begin > position)
+      throw invalid(fmt::format("{} unused bytes before tensor '{}' in the data section", e.begin - position, e.name));
+    position = e.end;
+    if (e.end > e.begin) previous = &e;
+  }
+  if (position != data_size)
+    throw invalid(fmt::format("{} bytes after the last tensor in the data section", data_size - position));
+}
+
+// A file that declares the cudagrad format must carry its checksum: otherwise damage to the
+// checksum's key would silently turn verification off. Files from other tools have neither.
+void verify_checksum(const std::string& path, const File& file) {
+  const auto stored = file.metadata.find(kChecksumKey);
+  if (stored == file.metadata.end() && file.metadata.count(kFormatKey))
+    throw Error(fmt::format("checkpoint {} is corrupt: it declares {} but has no {} (damaged header?)", path,
+                            kFormatKey, kChecksumKey));
+  if (stored != file.metadata.end()) {
+    std::map<std::string, std::string> rest = file.metadata;
+    rest.erase(kChecksumKey);
+    const std::string actual = checksum_of(render_header(file.tensors, rest), file.tensors);
+    if (actual != stored->second)
+      throw Error(fmt::format("checkpoint {} is corrupt: checksum mismatch (stored {}, computed {}); the file was "
+                              "damaged after it was written", path, stored->second, actual));
+  }
+}
+
+}  // namespace
+
 File load(const std::string& path) {
   auto invalid = [&](const std::string& why) { return Error(fmt::format("cannot load {}: {}", path, why)); };
   Reader in(path);
@@ -218,23 +260,7 @@ File load(const std::string& path) {
     throw invalid(e.what());
   }
 
-  // The tensors must tile the data section exactly, as the format requires: sorted by offset,
-  // each starts where the previous ended (stable: zero-byte tensors keep their header order).
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  uint64_t position = 0;
-  const Entry* previous = nullptr;
-  for (const Entry& e : entries) {
-    if (e.begin < position)
-      throw invalid(fmt::format("tensors '{}' and '{}' overlap in the data section", previous->name, e.name));
-    if (e.begin > position)
-      throw invalid(fmt::format("{} unused bytes before tensor '{}' in the data section", e.begin - position, e.name));
-    position = e.end;
-    if (e.end > e.begin) previous = &e;
-  }
-  if (position != data_size)
-    throw invalid(fmt::format("{} bytes after the last tensor in the data section", data_size - position));
+  check_tiling(entries, data_size, invalid);
 
   // Sizes are now known to add up to the file's size, so these reads and allocations are bounded.
   for (Entry& e : entries) {
@@ -243,20 +269,7 @@ File load(const std::string& path) {
     file.tensors.emplace_back(std::move(e.name), std::move(e.record));
   }
 
-  // A file that declares the cudagrad format must carry its checksum: otherwise damage to the
-  // checksum's key would silently turn verification off.
-  const auto stored = file.metadata.find(kChecksumKey);
-  if (stored == file.metadata.end() && file.metadata.count(kFormatKey))
-    throw Error(fmt::format("checkpoint {} is corrupt: it declares {} but has no {} (damaged header?)", path,
-                            kFormatKey, kChecksumKey));
-  if (stored != file.metadata.end()) {
-    std::map<std::string, std::string> rest = file.metadata;
-    rest.erase(kChecksumKey);
-    const std::string actual = checksum_of(render_header(file.tensors, rest), file.tensors);
-    if (actual != stored->second)
-      throw Error(fmt::format("checkpoint {} is corrupt: checksum mismatch (stored {}, computed {}); the file was "
-                              "damaged after it was written", path, stored->second, actual));
-  }
+  verify_checksum(path, file);
   return file;
 }
 

@@ -16,7 +16,8 @@ const void* raw_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : n
 class CudnnBatchNorm : public BatchNormImpl {
  public:
   std::string why_unsupported(const BatchNormProblem& p) const override {
-    if (!ops::detail::gpu_dtype(p.dtype) || !cu::batchnorm_cudnn_supports(p.shape, p.dtype)) return "does not support it";
+    if (!ops::detail::gpu_dtype(p.dtype) || !cu::batchnorm_cudnn_supports(p.shape, p.dtype))
+      return "does not support it";
     if (!p.training && p.needs_backward)
       return "has no eval-mode backward (cuDNN offers none); use kernels.batch_norm=native";
     return "";
@@ -42,7 +43,8 @@ class CudnnBatchNorm : public BatchNormImpl {
     std::vector<Tensor> scratch;
     cu::batchnorm_cudnn_backward_train(p.shape, p.dtype, a.dy.raw_data(), a.x.raw_data(), f32(a.gamma), f32(a.mean),
                                        f32(a.stat), float(a.eps), a.dx.raw_data(), f32m(a.dgamma), f32m(a.dbeta),
-                                       raw_or_null(a.relu_y), a.d_residual.defined() ? a.d_residual.raw_data() : nullptr,
+                                       raw_or_null(a.relu_y),
+                                       a.d_residual.defined() ? a.d_residual.raw_data() : nullptr,
                                        ops::detail::workspace(a.dy.device(), scratch), ops::detail::stream_of(a.dy));
   }
 };

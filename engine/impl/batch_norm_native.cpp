@@ -22,28 +22,32 @@ class NativeBatchNorm : public BatchNormImpl {
 
   void forward(const BatchNormProblem& p, const BatchNormForward& a) const override {
     const auto stream = ops::detail::stream_of(a.x);
+    std::vector<Tensor> scratch;  // kept until the kernels are enqueued (then reused in stream order)
+    const auto ws = ops::detail::workspace(a.x.device(), scratch);
     const float eps = float(a.eps);
     if (p.training) {
       cu::batchnorm_forward_train(p.shape, p.dtype, a.x.raw_data(), f32(a.weight), f32(a.bias), eps, float(a.momentum),
                                   f32m(a.running_mean), f32m(a.running_var), a.y.raw_data(), f32m(a.save_mean),
-                                  f32m(a.save_invstd), p.activation, raw_or_null(a.residual), stream);
+                                  f32m(a.save_invstd), p.activation, raw_or_null(a.residual), ws, stream);
     } else {
       cu::batchnorm_forward_eval(p.shape, p.dtype, a.x.raw_data(), f32(a.weight), f32(a.bias), f32(a.running_mean),
-                                 f32(a.running_var), eps, a.y.raw_data(), p.activation, raw_or_null(a.residual),
+                                 f32(a.running_var), eps, a.y.raw_data(), p.activation, raw_or_null(a.residual), ws,
                                  stream);
     }
   }
 
   void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const override {
     const auto stream = ops::detail::stream_of(a.dy);
+    std::vector<Tensor> scratch;
+    const auto ws = ops::detail::workspace(a.dy.device(), scratch);
     if (p.training) {
       cu::batchnorm_backward_train(p.shape, p.dtype, a.dy.raw_data(), a.x.raw_data(), f32(a.gamma), f32(a.mean),
                                    f32(a.stat), a.dx.raw_data(), f32m(a.dgamma), f32m(a.dbeta), raw_or_null(a.relu_y),
-                                   raw_or_null_m(a.d_residual), stream);
+                                   raw_or_null_m(a.d_residual), ws, stream);
     } else {
       cu::batchnorm_backward_eval(p.shape, p.dtype, a.dy.raw_data(), a.x.raw_data(), f32(a.gamma), f32(a.mean),
                                   f32(a.stat), float(a.eps), a.dx.raw_data(), f32m(a.dgamma), f32m(a.dbeta),
-                                  raw_or_null(a.relu_y), raw_or_null_m(a.d_residual), stream);
+                                  raw_or_null(a.relu_y), raw_or_null_m(a.d_residual), ws, stream);
     }
   }
 };

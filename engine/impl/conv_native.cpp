@@ -32,6 +32,8 @@ class NativeConv : public ConvImpl {
   ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
                      bool has_bias) const override {
     const auto stream = ops::detail::stream_of(dy);
+    std::vector<Tensor> scratch;  // the filter gradient's partial sums, from the caching allocator
+    const auto ws = ops::detail::workspace(dy.device(), scratch);
     ConvGrads g;
     if (need_dx) {
       g.dx = Tensor::empty(saved.x.shape(), p.dtype, dy.device());
@@ -41,7 +43,7 @@ class NativeConv : public ConvImpl {
       g.dw = Tensor::empty(saved.w.shape(), p.dtype, dy.device());
       if (has_bias) g.db = Tensor::empty({p.shape.c_out}, p.dtype, dy.device());
       cu::conv2d_native_backward_filter(p.shape, p.dtype, saved.x.raw_data(), dy.raw_data(), g.dw.raw_data(),
-                                        g.db.defined() ? g.db.raw_data() : nullptr, stream);
+                                        g.db.defined() ? g.db.raw_data() : nullptr, ws, stream);
       if (saved.weight_dtype != p.dtype) g.dw = g.dw.to(saved.weight_dtype);  // the forward's cast, undone
     }
     return g;

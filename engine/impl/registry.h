@@ -11,6 +11,7 @@
 // tests add fakes with add(), which returns a handle that removes them again.
 #pragma once
 #include <algorithm>
+#include <concepts>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,6 +76,12 @@ class Registry {
   // runs) under `choice`; `layer` names the layer and its shapes for the refusal.
   template <typename Problem>
   std::shared_ptr<const Interface> pick(const Problem& problem, Choice choice, const std::string& layer) const {
+    return pick(problem, choice, [&] { return layer; });
+  }
+  // The same with the layer's description made only for a refusal (ops called per element
+  // batch need not format one every call).
+  template <typename Problem, std::invocable Describe>
+  std::shared_ptr<const Interface> pick(const Problem& problem, Choice choice, const Describe& describe) const {
     std::lock_guard<std::mutex> lock(mutex_);
     const bool named = problem.device.is_cuda() && choice != Choice::automatic;
     const Entry* best = nullptr;
@@ -86,11 +93,12 @@ class Registry {
       else if (!best || e.priority > best->priority) best = &e;
     }
     if (best) return best->impl;
-    const std::string what = fmt::format("{} ({} {})", layer, dtype_name(problem.dtype),
+    const std::string what = fmt::format("{} ({} {})", describe(), dtype_name(problem.dtype),
                                          problem.layout == Layout::nhwc ? "channels-last" : "NCHW");
     if (named && !refusals.empty())
       CG_FAIL("{}: kernels.{}={} {}", what, family_, choice_name(choice), fmt::join(refusals, "; "));
-    if (named) CG_FAIL("{}: kernels.{}={} is not available on {}", what, family_, choice_name(choice), problem.device.str());
+    if (named)
+      CG_FAIL("{}: kernels.{}={} is not available on {}", what, family_, choice_name(choice), problem.device.str());
     CG_FAIL("{}: no {} implementation on {} supports it ({})", what, family_, problem.device.str(),
             refusals.empty() ? std::string("none registered") : fmt::format("{}", fmt::join(refusals, "; ")));
   }
@@ -100,8 +108,7 @@ class Registry {
  private:
   void remove(const Interface* impl) {
     std::lock_guard<std::mutex> lock(mutex_);
-    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.impl.get() == impl; }),
-                   entries_.end());
+    std::erase_if(entries_, [&](const Entry& e) { return e.impl.get() == impl; });
   }
 
   std::string family_;

@@ -1,34 +1,41 @@
-// relu, add, add_relu and scale, with their backward nodes.
+// relu, add, add_relu and scale, with their backward nodes, and gradient accumulation. The
+// implementation comes from the elementwise registry (engine/impl/elementwise.h); relu's backward
+// node keeps the one that ran the forward.
 #include "engine/autograd/node.h"
+#include "engine/impl/elementwise.h"
 #include "engine/ops.h"
 #include "engine/ops/dispatch.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cuda/elementwise.h"
 
 namespace cg::ops {
 namespace {
+
+using Impl = std::shared_ptr<const impl::ElementwiseImpl>;
+
+impl::ElementwiseProblem problem_of(const Tensor& t) { return {t.numel(), t.device(), t.dtype()}; }
+
+// The implementation for `op` on t's device and dtype.
+Impl pick(const char* op, const Tensor& t) {
+  if (t.device().is_cuda()) detail::on_gpu(op, t);  // names the op on a dtype the GPU lacks
+  return impl::elementwise_registry().pick(problem_of(t), impl::Choice::automatic,
+                                           [&] { return fmt::format("{} of {}", op, t.str()); });
+}
 
 // relu and add_relu share a backward: the gradient passes where the output is positive, to every
 // input (one for relu, two for add_relu).
 class ReluBackward : public autograd::Node {
  public:
-  ReluBackward(Tensor y, int num_inputs) : y_(std::move(y)), num_inputs_(num_inputs) {}
+  ReluBackward(Impl impl, Tensor y, int num_inputs)
+      : impl_(std::move(impl)), y_(std::move(y)), num_inputs_(num_inputs) {}
   std::string name() const override { return num_inputs_ == 1 ? "ReluBackward" : "AddReluBackward"; }
   void release_saved() override { y_ = {}; }
   std::vector<Tensor> apply(const Tensor& dy) override {
     Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
-    if (detail::on_gpu("relu backward", dy)) {
-      kernels::cuda::relu_backward(dy.numel(), dy.dtype(), dy.raw_data(), y_.raw_data(), dx.raw_data(),
-                                   detail::stream_of(dy));
-    } else {
-      detail::dispatch_floating("relu backward", dy, [&]<typename T>() {
-        kernels::cpu::relu_backward<T>(dy.numel(), dy.data<T>(), y_.data<T>(), dx.data<T>());
-      });
-    }
+    impl_->relu_backward(problem_of(dy), dy, y_, dx);
     return std::vector<Tensor>(size_t(num_inputs_), dx);
   }
 
  private:
+  Impl impl_;  // the implementation that ran the forward
   Tensor y_;
   int num_inputs_;
 };
@@ -57,29 +64,18 @@ void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor relu(const Tensor& x) {
+  Impl implementation = pick("relu", x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (detail::on_gpu("relu", x)) {
-    kernels::cuda::relu_forward(x.numel(), x.dtype(), x.raw_data(), y.raw_data(), detail::stream_of(x));
-  } else {
-    detail::dispatch_floating("relu", x, [&]<typename T>() {
-      kernels::cpu::relu_forward<T>(x.numel(), x.data<T>(), y.data<T>());
-    });
-  }
+  implementation->relu(problem_of(x), x, y);
   if (autograd::any_requires_grad({&x}))
-    autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 1), {&x});
+    autograd::connect(y, std::make_shared<ReluBackward>(std::move(implementation), y.detach(), 1), {&x});
   return y;
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
   check_same_shape("add", a, b);
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
-  if (detail::on_gpu("add", a)) {
-    kernels::cuda::add(a.numel(), a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), detail::stream_of(a));
-  } else {
-    detail::dispatch_floating("add", a, [&]<typename T>() {
-      kernels::cpu::add<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
-    });
-  }
+  pick("add", a)->add(problem_of(a), a, b, y);
   if (autograd::any_requires_grad({&a, &b}))
     autograd::connect(y, std::make_shared<AddBackward>(), {&a, &b});
   return y;
@@ -87,28 +83,17 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor add_relu(const Tensor& a, const Tensor& b) {
   check_same_shape("add_relu", a, b);
+  Impl implementation = pick("add_relu", a);
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
-  if (detail::on_gpu("add_relu", a)) {
-    kernels::cuda::add_relu(a.numel(), a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), detail::stream_of(a));
-  } else {
-    detail::dispatch_floating("add_relu", a, [&]<typename T>() {
-      kernels::cpu::add_relu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>());
-    });
-  }
+  implementation->add_relu(problem_of(a), a, b, y);
   if (autograd::any_requires_grad({&a, &b}))
-    autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 2), {&a, &b});
+    autograd::connect(y, std::make_shared<ReluBackward>(std::move(implementation), y.detach(), 2), {&a, &b});
   return y;
 }
 
 Tensor scale(const Tensor& x, double alpha) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (detail::on_gpu("scale", x)) {
-    kernels::cuda::scale(x.numel(), x.dtype(), float(alpha), x.raw_data(), y.raw_data(), detail::stream_of(x));
-  } else {
-    detail::dispatch_floating("scale", x, [&]<typename T>() {
-      kernels::cpu::scale<T>(x.numel(), T(alpha), x.data<T>(), y.data<T>());
-    });
-  }
+  pick("scale", x)->scale(problem_of(x), x, alpha, y);
   if (autograd::any_requires_grad({&x}))
     autograd::connect(y, std::make_shared<ScaleBackward>(alpha), {&x});
   return y;
@@ -116,13 +101,7 @@ Tensor scale(const Tensor& x, double alpha) {
 
 void accumulate_(Tensor& dst, const Tensor& src) {
   check_same_shape("accumulate_", dst, src);
-  if (detail::on_gpu("accumulate_", dst)) {
-    kernels::cuda::accumulate(dst.numel(), dst.dtype(), src.raw_data(), dst.raw_data(), detail::stream_of(dst));
-    return;
-  }
-  detail::dispatch_floating("accumulate_", dst, [&]<typename T>() {
-    kernels::cpu::accumulate<T>(dst.numel(), src.data<T>(), dst.data<T>());
-  });
+  pick("accumulate_", dst)->accumulate(problem_of(dst), src, dst);
 }
 
 }  // namespace cg::ops

@@ -1,41 +1,33 @@
-// linear (fully connected): Eigen on the CPU, cuBLAS on the GPU in the autocast dtype.
+// linear (fully connected) in the autocast dtype: the implementation (Eigen on the CPU, cuBLAS on
+// the GPU) from the linear registry (engine/impl/linear.h), kept by the backward node.
 #include "engine/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
+#include "engine/impl/linear.h"
 #include "engine/ops/dispatch.h"
-#include "kernels/cpu/linear.h"
-#include "kernels/cuda/linear.h"
 
 namespace cg::ops {
 namespace {
 
 class LinearBackward : public autograd::Node {
  public:
-  LinearBackward(Tensor x, Tensor w, bool has_bias)
-      : x_(std::move(x)), w_(std::move(w)), has_bias_(has_bias) {}
+  LinearBackward(std::shared_ptr<const impl::LinearImpl> impl, impl::LinearProblem p, Tensor x, Tensor w,
+                 bool has_bias)
+      : impl_(std::move(impl)), p_(p), x_(std::move(x)), w_(std::move(w)), has_bias_(has_bias) {}
   std::string name() const override { return "LinearBackward"; }
   void release_saved() override { x_ = w_ = {}; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    const int64_t m = x_.size(0), k = x_.size(1), n = w_.size(0);
     std::vector<Tensor> grads(3);
     if (needs_grad(0)) grads[0] = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
     grads[1] = Tensor::empty(w_.shape(), w_.dtype(), w_.device());
-    if (has_bias_) grads[2] = Tensor::empty({n}, w_.dtype(), w_.device());
-    void* dx = grads[0].defined() ? grads[0].raw_data() : nullptr;
-    void* db = has_bias_ ? grads[2].raw_data() : nullptr;
-    if (detail::on_gpu("linear backward", dy)) {
-      kernels::cuda::linear_backward(m, k, n, dy.dtype(), dy.raw_data(), x_.raw_data(), w_.raw_data(), dx,
-                                     grads[1].raw_data(), db, detail::stream_of(dy));
-      return grads;
-    }
-    detail::dispatch_floating("linear backward", dy, [&]<typename T>() {
-      kernels::cpu::linear_backward<T>(m, k, n, dy.data<T>(), x_.data<T>(), w_.data<T>(), static_cast<T*>(dx),
-                                       grads[1].data<T>(), static_cast<T*>(db));
-    });
+    if (has_bias_) grads[2] = Tensor::empty({p_.n}, w_.dtype(), w_.device());
+    impl_->backward(p_, dy, x_, w_, grads[0], grads[1], grads[2]);
     return grads;
   }
 
  private:
+  std::shared_ptr<const impl::LinearImpl> impl_;  // the implementation that ran the forward
+  impl::LinearProblem p_;
   Tensor x_, w_;
   bool has_bias_;
 };
@@ -52,17 +44,16 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   detail::check_same("linear", x, bias);
   const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
   if (bias.defined()) CG_CHECK(bias.numel() == n, "linear: bias {} for {} outputs", bias.str(), n);
+  if (x.device().is_cuda()) detail::on_gpu("linear", x);  // names the op on a dtype the GPU lacks
+  const impl::LinearProblem p{m, k, n, x.device(), dt};
+  auto implementation = impl::linear_registry().pick(p, impl::Choice::automatic, [&] {
+    return fmt::format("linear layer with input {} and weight {}", x.str(), weight.str());
+  });
   Tensor y = Tensor::empty({m, n}, x.dtype(), x.device());
-  const void* b = bias.defined() ? bias.raw_data() : nullptr;
-  if (detail::on_gpu("linear", x)) {
-    kernels::cuda::linear_forward(m, k, n, dt, x.raw_data(), weight.raw_data(), b, y.raw_data(), detail::stream_of(x));
-  } else {
-    detail::dispatch_floating("linear", x, [&]<typename T>() {
-      kernels::cpu::linear_forward<T>(m, k, n, x.data<T>(), weight.data<T>(), static_cast<const T*>(b), y.data<T>());
-    });
-  }
+  implementation->forward(p, x, weight, bias, y);
   if (autograd::any_requires_grad({&x, &weight, &bias})) {
-    auto node = std::make_shared<LinearBackward>(x.detach(), weight.detach(), bias.defined());
+    auto node = std::make_shared<LinearBackward>(std::move(implementation), p, x.detach(), weight.detach(),
+                                                 bias.defined());
     autograd::connect(y, node, {&x, &weight, &bias});
   }
   return y;

@@ -298,29 +298,24 @@ PartialGrid partial_grid(const BatchNormShape& s, int V) {
 
 int channel_blocks(const BatchNormShape& s) { return int((s.c + kThreads - 1) / kThreads); }
 
-// One scratch allocation: the partials (double2 per slice and channel), then per-channel
-// coefficients (`coef_bytes` each), both 16-byte aligned.
+// One scratch allocation from the caller's workspace: the partials (double2 per slice and
+// channel), then per-channel coefficients (`coef_bytes` each), both 16-byte aligned.
 struct Scratch {
-  void* base;
   double2* partial;
   void* coef;
-  Stream stream;
-  Scratch(const BatchNormShape& s, int slices, size_t coef_bytes, Stream st) : stream(st) {
+  Scratch(const BatchNormShape& s, int slices, size_t coef_bytes, const WorkspaceFn& workspace) {
     const size_t partial_bytes = size_t(s.c) * size_t(slices) * sizeof(double2);  // a multiple of 16
-    base = scratch_alloc(partial_bytes + size_t(s.c) * coef_bytes, st);
+    void* base = workspace(partial_bytes + size_t(s.c) * coef_bytes);
     partial = static_cast<double2*>(base);
     coef = static_cast<char*>(base) + partial_bytes;
   }
-  ~Scratch() { scratch_free(base, stream); }  // stream-ordered: after the kernels enqueued before
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
 };
 
 template <typename T>
 struct Forward {
   static void run(const BatchNormShape& s, bool training, const void* x_, const float* gamma, const float* beta,
                   float eps, float momentum, float* rm, float* rv, void* y_, float* sm, float* si, Activation act,
-                  const void* residual_, Stream st) {
+                  const void* residual_, const WorkspaceFn& workspace, Stream st) {
     if (s.n * s.c * s.hw == 0) return;
     const T *x = static_cast<const T*>(x_), *residual = static_cast<const T*>(residual_);
     T* y = static_cast<T*>(y_);
@@ -329,7 +324,7 @@ struct Forward {
       constexpr int V = decltype(vec)::value;
       const int hwv = int(s.hw / V);
       const PartialGrid grid = training ? partial_grid(s, V) : PartialGrid{0, 0, 0};
-      Scratch scratch(s, grid.slices, sizeof(float2), st);
+      Scratch scratch(s, grid.slices, sizeof(float2), workspace);
       auto* affine = static_cast<float2*>(scratch.coef);
       if (training) {
         const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
@@ -362,7 +357,7 @@ template <typename T>
 struct Backward {
   static void run(const BatchNormShape& s, bool training, const void* dy_, const void* x_, const float* gamma,
                   const float* mean, const float* invstd, const float* var, float eps, void* dx_, float* dgamma,
-                  float* dbeta, const void* relu_y_, void* d_residual_, Stream st) {
+                  float* dbeta, const void* relu_y_, void* d_residual_, const WorkspaceFn& workspace, Stream st) {
     if (s.n * s.c * s.hw == 0) return;
     const T *dy = static_cast<const T*>(dy_), *x = static_cast<const T*>(x_), *relu_y = static_cast<const T*>(relu_y_);
     T *dx = static_cast<T*>(dx_), *d_residual = static_cast<T*>(d_residual_);
@@ -371,7 +366,7 @@ struct Backward {
       constexpr int V = decltype(vec)::value;
       const int hwv = int(s.hw / V);
       const PartialGrid grid = partial_grid(s, V);
-      Scratch scratch(s, grid.slices, sizeof(float4), st);
+      Scratch scratch(s, grid.slices, sizeof(float4), workspace);
       auto* coef = static_cast<float4*>(scratch.coef);
       const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
       if (rows) {
@@ -405,33 +400,36 @@ struct Backward {
 void batchnorm_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                              const float* beta, float eps, float momentum, float* running_mean, float* running_var,
                              void* y, float* save_mean, float* save_invstd, Activation act, const void* residual,
-                             Stream stream) {
+                             const WorkspaceFn& workspace, Stream stream) {
   dispatch_floating<Forward>("batchnorm_forward_train", dtype, s, true, x, gamma, beta, eps, momentum, running_mean,
-                             running_var, y, save_mean, save_invstd, act, residual, stream);
+                             running_var, y, save_mean, save_invstd, act, residual, workspace, stream);
 }
 
-void batchnorm_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
-                            const float* beta, const float* running_mean, const float* running_var, float eps,
-                            void* y, Activation act, const void* residual, Stream stream) {
+void batchnorm_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma, const float* beta,
+                            const float* running_mean, const float* running_var, float eps, void* y, Activation act,
+                            const void* residual, const WorkspaceFn& workspace, Stream stream) {
   dispatch_floating<Forward>("batchnorm_forward_eval", dtype, s, false, x, gamma, beta, eps, 0.f,
                              const_cast<float*>(running_mean), const_cast<float*>(running_var), y,
-                             static_cast<float*>(nullptr), static_cast<float*>(nullptr), act, residual, stream);
+                             static_cast<float*>(nullptr), static_cast<float*>(nullptr), act, residual, workspace,
+                             stream);
 }
 
 void batchnorm_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                               const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
-                              float* dgamma, float* dbeta, const void* relu_y, void* d_residual, Stream stream) {
+                              float* dgamma, float* dbeta, const void* relu_y, void* d_residual,
+                              const WorkspaceFn& workspace, Stream stream) {
   dispatch_floating<Backward>("batchnorm_backward_train", dtype, s, true, dy, x, gamma, save_mean, save_invstd,
-                              static_cast<const float*>(nullptr), 0.f, dx, dgamma, dbeta, relu_y, d_residual, stream);
+                              static_cast<const float*>(nullptr), 0.f, dx, dgamma, dbeta, relu_y, d_residual, workspace,
+                              stream);
 }
 
 void batchnorm_backward_eval(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                              const float* gamma, const float* running_mean, const float* running_var, float eps,
                              void* dx, float* dgamma, float* dbeta, const void* relu_y, void* d_residual,
-                             Stream stream) {
+                             const WorkspaceFn& workspace, Stream stream) {
   dispatch_floating<Backward>("batchnorm_backward_eval", dtype, s, false, dy, x, gamma, running_mean,
                               static_cast<const float*>(nullptr), running_var, eps, dx, dgamma, dbeta, relu_y,
-                              d_residual, stream);
+                              d_residual, workspace, stream);
 }
 
 }  // namespace cg::kernels::cuda

@@ -17,17 +17,17 @@ using kernels::BatchNormShape;
 void batchnorm_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                              const float* beta, float eps, float momentum, float* running_mean, float* running_var,
                              void* y, float* save_mean, float* save_invstd, Activation act, const void* residual,
-                             Stream stream);
-void batchnorm_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
-                            const float* beta, const float* running_mean, const float* running_var, float eps,
-                            void* y, Activation act, const void* residual, Stream stream);
-void batchnorm_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
-                              const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
-                              float* dgamma, float* dbeta, const void* relu_y, void* d_residual, Stream stream);
+                             const WorkspaceFn& workspace, Stream stream);
+void batchnorm_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma, const float* beta,
+                            const float* running_mean, const float* running_var, float eps, void* y, Activation act,
+                            const void* residual, const WorkspaceFn& workspace, Stream stream);
+void batchnorm_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x, const float* gamma,
+                              const float* save_mean, const float* save_invstd, void* dx, float* dgamma, float* dbeta,
+                              const void* relu_y, void* d_residual, const WorkspaceFn& workspace, Stream stream);
 // Eval-mode backward (running statistics are constants): used when fine-tuning with frozen BN.
 void batchnorm_backward_eval(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                              const float* gamma, const float* running_mean, const float* running_var, float eps,
                              void* dx, float* dgamma, float* dbeta, const void* relu_y, void* d_residual,
-                             Stream stream);
+                             const WorkspaceFn& workspace, Stream stream);
 
 }  // namespace cg::kernels::cuda

@@ -23,6 +23,6 @@ void conv2d_native_backward_data(const Conv2dShape& s, DType dtype, const void* 
                                  Stream stream);
 // db may be null.
 void conv2d_native_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
-                                   void* db, Stream stream);
+                                   void* db, const WorkspaceFn& workspace, Stream stream);
 
 }  // namespace cg::kernels::cuda

@@ -220,13 +220,14 @@ template <typename T>
 struct BackwardFilter {
   template <int KH, int KW>
   struct Run {
-    static void run(const Conv2dShape& s, const void* x, const void* dy, void* dw, void* db, Stream stream) {
+    static void run(const Conv2dShape& s, const void* x, const void* dy, void* dw, void* db,
+                    const WorkspaceFn& workspace, Stream stream) {
       const Dims d = dims_of(s);
       const int64_t rows = int64_t(d.ci) * d.kh * d.kw, cols = d.co, depth = int64_t(d.n) * d.oh * d.ow;
       const int64_t k_step = TileShape<T>::kBK;
       const int slices = filter_slices(rows, cols, depth, k_step);
       const int64_t per_slice = ((depth + slices - 1) / slices + k_step - 1) / k_step * k_step;
-      float* partial = static_cast<float*>(scratch_alloc(sizeof(float) * size_t(slices * rows * cols), stream));
+      float* partial = static_cast<float*>(workspace(sizeof(float) * size_t(slices * rows * cols)));
       const BackwardFilterProblem<T, KH, KW> p{d,
                                                {d.kh, d.kw},
                                                static_cast<const T*>(x),
@@ -237,15 +238,15 @@ struct BackwardFilter {
       sum_slices_kernel<T><<<blocks_for(rows * cols), kThreads, 0, as_cuda(stream)>>>(rows * cols, slices, partial,
                                                                                       static_cast<T*>(dw));
       CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter (slice sum)");
-      scratch_free(partial, stream);
       if (db) {
         bias_grad_kernel<T><<<d.co, kThreads, 0, as_cuda(stream)>>>(d, static_cast<const T*>(dy), static_cast<T*>(db));
         CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter (bias)");
       }
     }
   };
-  static void run(const Conv2dShape& s, const void* x, const void* dy, void* dw, void* db, Stream stream) {
-    dispatch_taps<Run>(s, x, dy, dw, db, stream);
+  static void run(const Conv2dShape& s, const void* x, const void* dy, void* dw, void* db,
+                  const WorkspaceFn& workspace, Stream stream) {
+    dispatch_taps<Run>(s, x, dy, dw, db, workspace, stream);
   }
 };
 
@@ -258,8 +259,9 @@ void conv2d_native_backward_data(const Conv2dShape& s, DType dtype, const void* 
 }
 
 void conv2d_native_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
-                                   void* db, Stream stream) {
-  dispatch_floating<conv_native::BackwardFilter>("conv2d_native_backward_filter", dtype, s, x, dy, dw, db, stream);
+                                   void* db, const WorkspaceFn& workspace, Stream stream) {
+  dispatch_floating<conv_native::BackwardFilter>("conv2d_native_backward_filter", dtype, s, x, dy, dw, db, workspace,
+                                                 stream);
 }
 
 }  // namespace cg::kernels::cuda

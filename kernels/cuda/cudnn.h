@@ -21,9 +21,6 @@ using ::cg::Layout;
 using kernels::BatchNormShape;
 using kernels::Conv2dShape;
 
-// Returns device memory of at least `bytes`, usable in stream order by work enqueued on the
-// stream of the call it is passed to, until that call returns.
-using WorkspaceFn = std::function<void*(size_t bytes)>;
 
 enum class AlgoSearch { heuristic, timed };
 void set_cudnn_algo_search(AlgoSearch search);  // default: timed (like cudnn.benchmark = True)

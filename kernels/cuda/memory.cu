@@ -65,26 +65,6 @@ void synchronize_device(int device) {
 
 namespace cg::kernels::cuda {
 
-void* scratch_alloc(size_t bytes, Stream stream) {
-  static const bool pool_kept = [] {  // once per process (device 0's pool or the current one)
-    int device = 0;
-    CG_CUDA_CHECK(cudaGetDevice(&device));
-    cudaMemPool_t pool;
-    CG_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-    uint64_t threshold = UINT64_MAX;
-    CG_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    return true;
-  }();
-  (void)pool_kept;
-  void* p = nullptr;
-  CG_CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 16), static_cast<cudaStream_t>(stream)));
-  return p;
-}
-
-void scratch_free(void* ptr, Stream stream) {
-  CG_CUDA_CHECK(cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)));
-}
-
 void zero_device(void* dst, size_t bytes, Stream stream) {
   CG_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
 }

@@ -2,6 +2,7 @@
 // plain C++: streams are opaque handles (nullptr = the default stream).
 #pragma once
 #include <cstddef>
+#include <functional>
 
 namespace cg::kernels::cuda {
 
@@ -21,12 +22,12 @@ void synchronize_device(int device);  // the host waits for every stream of `dev
 }  // namespace cg::kernels::cuda
 
 namespace cg::kernels::cuda {
-// Scratch for a kernel's intermediate results, from CUDA's stream-ordered pool: usable by work
-// enqueued on `stream` after this call, returned in stream order. The pool keeps its memory
-// between steps (its release threshold is raised on first use), so a steady step does not reach
-// the driver.
-void* scratch_alloc(size_t bytes, Stream stream);
-void scratch_free(void* ptr, Stream stream);
+// Scratch memory for a kernel's intermediate results, from the caller (the engine serves it from
+// its caching allocator, ops::detail::workspace, so scratch shows in the allocator's statistics
+// and a steady step never reaches cudaMalloc): returns device memory of at least `bytes`, usable
+// in stream order by the work the call it is passed to enqueues, until that call returns. A
+// kernel function calls it at most once per call.
+using WorkspaceFn = std::function<void*(size_t bytes)>;
 // Sets `bytes` bytes at dst to zero, in stream order.
 void zero_device(void* dst, size_t bytes, Stream stream);
 }  // namespace cg::kernels::cuda

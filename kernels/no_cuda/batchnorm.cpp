@@ -6,19 +6,21 @@
 namespace cg::kernels::cuda {
 
 void batchnorm_forward_train(const BatchNormShape&, DType, const void*, const float*, const float*, float, float,
-                             float*, float*, void*, float*, float*, Activation, const void*, Stream) {
+                             float*, float*, void*, float*, float*, Activation, const void*, const WorkspaceFn&,
+                             Stream) {
   no_cuda("batchnorm_forward_train");
 }
 void batchnorm_forward_eval(const BatchNormShape&, DType, const void*, const float*, const float*, const float*,
-                            const float*, float, void*, Activation, const void*, Stream) {
+                            const float*, float, void*, Activation, const void*, const WorkspaceFn&, Stream) {
   no_cuda("batchnorm_forward_eval");
 }
 void batchnorm_backward_train(const BatchNormShape&, DType, const void*, const void*, const float*, const float*,
-                              const float*, void*, float*, float*, const void*, void*, Stream) {
+                              const float*, void*, float*, float*, const void*, void*, const WorkspaceFn&, Stream) {
   no_cuda("batchnorm_backward_train");
 }
 void batchnorm_backward_eval(const BatchNormShape&, DType, const void*, const void*, const float*, const float*,
-                             const float*, float, void*, float*, float*, const void*, void*, Stream) {
+                             const float*, float, void*, float*, float*, const void*, void*, const WorkspaceFn&,
+                             Stream) {
   no_cuda("batchnorm_backward_eval");
 }
 

@@ -12,7 +12,8 @@ void conv2d_native_forward(const Conv2dShape&, DType, const void*, const void*, 
 void conv2d_native_backward_data(const Conv2dShape&, DType, const void*, const void*, void*, Stream) {
   no_cuda("conv2d_native_backward_data");
 }
-void conv2d_native_backward_filter(const Conv2dShape&, DType, const void*, const void*, void*, void*, Stream) {
+void conv2d_native_backward_filter(const Conv2dShape&, DType, const void*, const void*, void*, void*,
+                                   const WorkspaceFn&, Stream) {
   no_cuda("conv2d_native_backward_filter");
 }
 

@@ -21,8 +21,6 @@ void copy_device_to_device(void*, const void*, size_t, Stream) { no_cuda("copy_d
 void synchronize_stream(Stream) { no_cuda("synchronize_stream"); }
 void synchronize_device(int) { no_cuda("synchronize_device"); }
 void zero_device(void*, size_t, Stream) { no_cuda("zero_device"); }
-void* scratch_alloc(size_t, Stream) { no_cuda("scratch_alloc"); }
-void scratch_free(void*, Stream) { no_cuda("scratch_free"); }
 
 }  // namespace cg::kernels::cuda
 #endif

@@ -1,7 +1,7 @@
-// Optimizer updates against torch.optim. The expected values were printed by PyTorch 1.13
-// (/usr/bin/python3) running torch.optim.SGD / torch.optim.AdamW with the same hyper-parameters
-// for three steps on p = [1, -2, 0.5] with gradients [0.1, 0.2, -0.3] * step (step = 1, 2, 3),
-// printing p.tolist() with "%.9g" after each step.
+// Optimizer updates against torch.optim. The expected values are printed by
+// tests/golden/make_optim_values.py (PyTorch 1.13, /usr/bin/python3): torch.optim.SGD /
+// torch.optim.AdamW with the same hyper-parameters for three steps on p = [1, -2, 0.5] with
+// gradients [0.1, 0.2, -0.3] * step (step = 1, 2, 3), p.tolist() with "%.9g" after each step.
 #include <gtest/gtest.h>
 #include <omp.h>
 

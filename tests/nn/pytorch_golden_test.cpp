@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "engine/ops.h"
 #include "nn/checkpoint.h"
@@ -35,6 +36,23 @@ double meta(const safetensors::File& f, const std::string& key) {
   return std::stod(it->second);
 }
 
+bool meta_flag(const safetensors::File& f, const std::string& key) {
+  auto it = f.metadata.find(key);
+  if (it == f.metadata.end()) throw Error("golden file lacks metadata " + key);
+  if (it->second != "true" && it->second != "false") throw Error("metadata " + key + " is not a flag: " + it->second);
+  return it->second == "true";
+}
+
+// "8,16,32" -> {8, 16, 32}
+std::vector<int64_t> meta_list(const safetensors::File& f, const std::string& key) {
+  auto it = f.metadata.find(key);
+  if (it == f.metadata.end()) throw Error("golden file lacks metadata " + key);
+  std::vector<int64_t> out;
+  std::stringstream in(it->second);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
 // Worst |a-b| - (atol + rtol*|b|) over all elements; <= 0 means within tolerance.
 double excess(const Tensor& a, const Tensor& ref, double atol, double rtol) {
   std::vector<double> x = a.to(DType::f64).to_vector<double>();
@@ -55,10 +73,12 @@ void check_step(const std::string& optimizer) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const safetensors::File f = safetensors::load(path);
 
+  // The model and optimizer settings come from the file's metadata, as the script promises.
   MiniResNetOptions o;
-  o.in_channels = 1;
-  o.widths = {8, 16, 32};
-  o.blocks = {1, 1, 1};
+  o.in_channels = int(meta(f, "in_channels"));
+  o.num_classes = int(meta(f, "num_classes"));
+  o.widths = meta_list(f, "widths");
+  o.blocks = meta_list(f, "blocks");
   Generator gen(0);
   MiniResNet model(o, gen);
   std::map<std::string, Tensor> init;
@@ -67,14 +87,15 @@ void check_step(const std::string& optimizer) {
 
   std::unique_ptr<Optimizer> opt;
   const double lr = meta(f, "lr");
+  ASSERT_EQ(f.metadata.at("optimizer"), optimizer);
   if (optimizer == "sgd") {
-    opt = std::make_unique<SGD>(model.named_parameters(),
-                                nn::SgdOptions{float(lr), float(meta(f, "momentum")),
-                                                        float(meta(f, "weight_decay")), 0.f, false});
+    nn::SgdOptions h{float(lr), float(meta(f, "momentum")), float(meta(f, "weight_decay")),
+                     float(meta(f, "dampening")), meta_flag(f, "nesterov")};
+    opt = std::make_unique<SGD>(model.named_parameters(), h);
   } else {
-    nn::AdamWOptions h;
-    h.lr = float(lr);
-    h.weight_decay = float(meta(f, "weight_decay"));
+    ASSERT_FALSE(meta_flag(f, "amsgrad")) << "amsgrad is not implemented";
+    nn::AdamWOptions h{float(lr), float(meta(f, "beta1")), float(meta(f, "beta2")), float(meta(f, "eps")),
+                       float(meta(f, "weight_decay"))};
     opt = std::make_unique<AdamW>(model.named_parameters(), h);
   }
 

@@ -320,5 +320,66 @@ TEST(Safetensors, PyTorchReadsWhatWeWrite) {
   EXPECT_NE(read_bytes(out).find("checksum: MISMATCH"), std::string::npos) << read_bytes(out);
 }
 
+
+// The reference implementation (the `safetensors` Python package, tests/python/
+// reference_safetensors.py) reads what we write, and we read what it writes.
+bool have_reference_package() {
+  return std::system("/usr/bin/python3 -c 'import safetensors.torch' > /dev/null 2>&1") == 0;
+}
+
+std::string reference_script() { return (test::source_dir() / "tests/python/reference_safetensors.py").string(); }
+
+TEST(Safetensors, ReferencePackageReadsWhatWeWrite) {
+  if (!have_reference_package())
+    GTEST_SKIP() << "needs /usr/bin/python3 with the safetensors package (scripts/install_deps.sh --for-tests)";
+  const auto dir = test::make_temp_dir("st_reference_read");
+  const std::string path = (dir / "a.safetensors").string(), out = (dir / "out.txt").string();
+  save(path, sample());
+  const int rc = std::system(("/usr/bin/python3 " + reference_script() + " read " + path + " > " + out + " 2>&1").c_str());
+  const std::string printed = read_bytes(out);
+  ASSERT_EQ(rc, 0) << printed;
+  const std::string expected =
+      "bf16 torch.bfloat16 [1, 2] [1.0, 0.5]\n"
+      "bytes torch.uint8 [4] [0, 1, 128, 255]\n"
+      "double torch.float64 [2] [0.1, -1e+300]\n"
+      "empty torch.float32 [0, 4] []\n"
+      "half torch.float16 [2] [1.0, -2.0]\n"
+      "labels torch.int32 [3] [7, -1, 2147483647]\n"
+      "step torch.int64 [] [-123456789012345]\n"
+      "weight torch.float32 [2, 3] [1.5, -2.0, 3.25, 0.0, 4.0, -0.5]\n"
+      "metadata cudagrad.checksum=" + load(path).metadata.at("cudagrad.checksum") + "\n"
+      "metadata cudagrad.format=1\n"
+      "metadata epoch=3\n"
+      "metadata note=quotes \" and \\ and \xc3\xa9\n";
+  EXPECT_EQ(printed, expected);
+}
+
+TEST(Safetensors, WeReadWhatTheReferencePackageWrites) {
+  if (!have_reference_package())
+    GTEST_SKIP() << "needs /usr/bin/python3 with the safetensors package (scripts/install_deps.sh --for-tests)";
+  const auto dir = test::make_temp_dir("st_reference_write");
+  const std::string path = (dir / "b.safetensors").string(), out = (dir / "out.txt").string();
+  const int rc = std::system(("/usr/bin/python3 " + reference_script() + " write " + path + " > " + out + " 2>&1").c_str());
+  ASSERT_EQ(rc, 0) << read_bytes(out);
+  const File f = load(path);  // no cudagrad checksum: accepted as another tool's file
+  EXPECT_EQ(f.metadata.at("written_by"), "safetensors");
+  EXPECT_EQ(f.metadata.count(kChecksumKey), 0u);
+  auto expect_record = [&](const std::string& name, const TensorRecord& want) {
+    const TensorRecord* got = f.find(name);
+    ASSERT_NE(got, nullptr) << name;
+    EXPECT_EQ(got->dtype, want.dtype) << name;
+    EXPECT_EQ(got->shape, want.shape) << name;
+    EXPECT_EQ(got->bytes, want.bytes) << name;
+  };
+  expect_record("a.f32", typed<float>("F32", {2, 2}, {1.5f, -2.f, 0.25f, 8.f}));
+  expect_record("b.f64", typed<double>("F64", {2}, {0.1, -3.0}));
+  expect_record("c.f16", typed<uint16_t>("F16", {3}, {0x3C00, 0xC000, 0x3800}));
+  expect_record("d.bf16", typed<uint16_t>("BF16", {2}, {0x3F80, 0x3F00}));
+  expect_record("e.i64", typed<int64_t>("I64", {}, {-123456789012345}));
+  expect_record("f.i32", typed<int32_t>("I32", {2}, {7, -1}));
+  expect_record("g.u8", typed<uint8_t>("U8", {2}, {0, 255}));
+  EXPECT_EQ(f.tensors.size(), 7u);
+}
+
 }  // namespace
 }  // namespace cg::safetensors

@@ -68,6 +68,23 @@ class GpuBatchNorm : public ::testing::TestWithParam<ops::GpuImpl> {
   void TearDown() override { ops::set_gpu_kernels({}); }
 };
 
+// kernels.batch_norm=cudnn in eval: cuDNN's forward matches the CPU, and a backward through it is
+// refused (cuDNN has none) instead of being run by the native kernels.
+void expect_cudnn_eval(const ops::BatchNormOptions& o, const Tensor& rm_c, const Tensor& rv_c, const Tensor& rm_g,
+                       const Tensor& rv_g) {
+  const Tensor x = randn({8, 16, 6, 6}, 9, 0.5, 2.0), w = randn({16}, 10), b = randn({16}, 11);
+  const Tensor yc = ops::batch_norm(x, w, b, rm_c, rv_c, Tensor(), o);
+  const Tensor yg = ops::batch_norm(x.to(kGpu), w.to(kGpu), b.to(kGpu), rm_g, rv_g, Tensor(), o);
+  EXPECT_TRUE(test::all_close(host_f32(yg), yc.to_vector<float>(), kF32)) << "cuDNN eval forward";
+  Tensor xg = x.to(kGpu).set_requires_grad(true);
+  try {
+    ops::batch_norm(xg, w.to(kGpu), b.to(kGpu), rm_g, rv_g, Tensor(), o);
+    ADD_FAILURE() << "kernels.batch_norm=cudnn accepted an eval-mode backward";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no eval-mode backward"), std::string::npos) << e.what();
+  }
+}
+
 TEST_P(GpuBatchNorm, TrainAndEvalMatchTheCpuWithStatistics) {
   NEED_GPU();
   for (bool training : {true, false}) {
@@ -76,6 +93,10 @@ TEST_P(GpuBatchNorm, TrainAndEvalMatchTheCpuWithStatistics) {
       Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
       Tensor nbt_g = Tensor::zeros({}, DType::i64).to(kGpu);
       const ops::BatchNormOptions o{training, 0.1, 1e-5, act};
+      if (GetParam() == ops::GpuImpl::cudnn && !training) {
+        expect_cudnn_eval(o, rm_c, rv_c, rm_g, rv_g);
+        continue;
+      }
       bool on_gpu = false;
       expect_gpu_matches_cpu(
           [&](const auto& t) {

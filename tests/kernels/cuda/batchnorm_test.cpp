@@ -9,6 +9,7 @@
 #include "kernels/cuda/batchnorm.h"
 #include "kernels/cuda/cudnn.h"
 #include "support/cuda_kernel_test.h"
+#include "support/device_workspace.h"
 
 namespace cg::kernels {
 namespace {
@@ -90,12 +91,13 @@ void run_training(Impl impl, Case& k, Activation act) {
   } else {
     cuda::batchnorm_forward_train(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), 1e-5f, 0.1f,
                                   k.rm.get<float>(), k.rv.get<float>(), k.at(k.y), k.mean.get<float>(),
-                                  k.invstd.get<float>(), act, k.res(), nullptr);
+                                  k.invstd.get<float>(), act, k.res(), test::device_workspace(), nullptr);
     cuda::batchnorm_backward_train(k.s, k.t, k.at(k.dy), k.at(k.x), k.gamma.get<float>(), k.mean.get<float>(),
                                    k.invstd.get<float>(), k.at(k.dx), k.dgamma.get<float>(), k.dbeta.get<float>(),
-                                   relu_y, k.d_res(), nullptr);
+                                   relu_y, k.d_res(), test::device_workspace(), nullptr);
     cuda::batchnorm_forward_eval(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), k.rm.get<float>(),
-                                 k.rv.get<float>(), 1e-5f, k.at(k.y_eval), act, k.res(), nullptr);
+                                 k.rv.get<float>(), 1e-5f, k.at(k.y_eval), act, k.res(), test::device_workspace(),
+                                 nullptr);
   }
 }
 
@@ -147,90 +149,93 @@ void check_training(Impl impl, const BatchNormShape& s, DType t, Activation act,
   if (residual) EXPECT_EQ(k.activation(k.dr), dr) << where << ": d_residual";
 }
 
-TEST(CudaBatchNorm, NativeTrainingAndEvalMatchTheCpu) {
-  NEED_GPU();
-  uint64_t seed = 1;
-  for (DType t : kTypes)
-    for (const BatchNormShape& s : kShapes)
-      for (Activation act : {Activation::none, Activation::relu})
-        check_training(Impl::native, s, t, act, 0, seed += 10);
+// One case per implementation x dtype x layout x residual, so that a failure names its case
+// (e.g. CudaBatchNormTraining.MatchesTheCpu/cudnn_float16_channels_last_residual).
+struct TrainingCase {
+  Impl impl;
+  DType dtype;
+  bool channels_last;  // the kRowShapes ({N * H * W, C, 1}) instead of kShapes
+  bool residual;
+};
+
+std::vector<TrainingCase> all_cases() {
+  std::vector<TrainingCase> out;
+  for (Impl impl : {Impl::native, Impl::cudnn})
+    for (DType t : kTypes)
+      for (bool rows : {false, true})
+        for (bool residual : {false, true}) out.push_back({impl, t, rows, residual});
+  return out;
 }
 
-TEST(CudaBatchNorm, NativeChannelsLastMatchesTheCpu) {
-  NEED_GPU();
-  uint64_t seed = 3000;
-  for (DType t : kTypes)
-    for (const BatchNormShape& s : kRowShapes)
-      for (Activation act : {Activation::none, Activation::relu})
-        check_training(Impl::native, s, t, act, 0, seed += 10);
+std::string case_name(const ::testing::TestParamInfo<TrainingCase>& info) {
+  const TrainingCase& c = info.param;
+  return fmt::format("{}_{}_{}{}", c.impl == Impl::native ? "native" : "cudnn", dtype_name(c.dtype),
+                     c.channels_last ? "channels_last" : "nchw", c.residual ? "_residual" : "");
 }
 
-TEST(CudaBatchNorm, NativeFusedResidualMatchesTheCpu) {
+class CudaBatchNormTraining : public ::testing::TestWithParam<TrainingCase> {};
+
+TEST_P(CudaBatchNormTraining, MatchesTheCpu) {
   NEED_GPU();
-  uint64_t seed = 4000;
-  for (DType t : kTypes) {
-    for (const BatchNormShape& s : kShapes)
-      for (Activation act : {Activation::none, Activation::relu})
-        check_training(Impl::native, s, t, act, 0, seed += 10, true);
-    for (const BatchNormShape& s : kRowShapes)
-      check_training(Impl::native, s, t, Activation::relu, 0, seed += 10, true);
+  const TrainingCase c = GetParam();
+  uint64_t seed = 1 + 100000 * uint64_t(c.impl == Impl::cudnn) + 1000 * uint64_t(c.dtype) +
+                  500 * uint64_t(c.channels_last) + 250 * uint64_t(c.residual);
+  const auto& shapes = c.channels_last ? std::vector<BatchNormShape>(std::begin(kRowShapes), std::end(kRowShapes))
+                                       : std::vector<BatchNormShape>(std::begin(kShapes), std::end(kShapes));
+  for (const BatchNormShape& s : shapes) {
+    if (c.impl == Impl::cudnn && !cuda::batchnorm_cudnn_supports(s, c.dtype)) continue;
+    for (Activation act : {Activation::none, Activation::relu})
+      check_training(c.impl, s, c.dtype, act, 0, seed += 10, c.residual);
   }
 }
 
-TEST(CudaBatchNorm, NativeMisalignedPointersTakeTheScalarPath) {
+INSTANTIATE_TEST_SUITE_P(Cases, CudaBatchNormTraining, ::testing::ValuesIn(all_cases()), case_name);
+
+std::string dtype_case(const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); }
+
+class CudaBatchNormDtype : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaBatchNormDtype, NativeMisalignedPointersTakeTheScalarPath) {
   NEED_GPU();
-  uint64_t seed = 5000;
-  for (DType t : kTypes)
-    for (const BatchNormShape& s : {BatchNormShape{4, 64, 32 * 32}, BatchNormShape{4, 128, 14 * 14}})
-      check_training(Impl::native, s, t, Activation::relu, 1, seed += 10);
-  for (DType t : kTypes)  // channels-last, with the residual
-    check_training(Impl::native, BatchNormShape{4 * 16 * 16, 128, 1}, t, Activation::relu, 1, seed += 10, true);
+  const DType t = GetParam();
+  uint64_t seed = 5000 + 100 * uint64_t(t);
+  for (const BatchNormShape& s : {BatchNormShape{4, 64, 32 * 32}, BatchNormShape{4, 128, 14 * 14}})
+    check_training(Impl::native, s, t, Activation::relu, 1, seed += 10);
+  // channels-last, with the residual
+  check_training(Impl::native, BatchNormShape{4 * 16 * 16, 128, 1}, t, Activation::relu, 1, seed += 10, true);
 }
 
-TEST(CudaBatchNorm, CudnnTrainingAndEvalMatchTheCpu) {
+TEST_P(CudaBatchNormDtype, EvalBackwardMatchesTheCpu) {
   NEED_GPU();
-  uint64_t seed = 9000;
-  for (DType t : kTypes)
-    for (const BatchNormShape& s : kShapes) {
-      if (!cuda::batchnorm_cudnn_supports(s, t)) continue;
-      for (Activation act : {Activation::none, Activation::relu}) check_training(Impl::cudnn, s, t, act, 0, seed += 10);
-      check_training(Impl::cudnn, s, t, Activation::relu, 0, seed += 10, true);
+  const DType t = GetParam();
+  uint64_t seed = 20000 + 1000 * uint64_t(t);
+  for (const BatchNormShape& s : kShapes)
+    for (bool relu : {false, true}) {
+      const std::string where = fmt::format("{} n{} c{} hw{} relu {}", dtype_name(t), s.n, s.c, s.hw, relu);
+      const size_t n = size_t(s.n * s.c * s.hw), c = size_t(s.c);
+      const auto x = test::random_rounded(n, seed++, t), dy = test::random_rounded(n, seed++, t);
+      const auto relu_y = test::random_rounded(n, seed++, t);  // only its sign matters: a mask
+      const auto g = test::random_vector<float>(c, seed++), rm = test::random_vector<float>(c, seed++);
+      std::vector<float> rv(c);
+      for (size_t i = 0; i < c; ++i) rv[i] = 0.3f + float(i % 5) / 3.f;
+      std::vector<float> dx(n), dg(c), db(c);
+      cpu::batchnorm_backward_eval<float>(s, dy.data(), x.data(), g.data(), rm.data(), rv.data(), 1e-5f, dx.data(),
+                                          dg.data(), db.data(), relu ? relu_y.data() : nullptr);
+      DeviceBuffer gx(x, t), gdy(dy, t), gry(relu_y, t), gg(g, DType::f32), grm(rm, DType::f32), grv(rv, DType::f32);
+      DeviceBuffer gdx(n, t), gdg(c, DType::f32), gdb(c, DType::f32);
+      for (DeviceBuffer* o : {&gdx, &gdg, &gdb}) o->poison();
+      cuda::batchnorm_backward_eval(s, t, gdy.get(), gx.get(), gg.get<float>(), grm.get<float>(), grv.get<float>(),
+                                    1e-5f, gdx.get(), gdg.get<float>(), gdb.get<float>(), relu ? gry.get() : nullptr,
+                                    nullptr, test::device_workspace(), nullptr);
+      const test::Tolerance f32 = test::tolerance_for<float>();
+      const double m = double(s.n * s.hw);
+      EXPECT_TRUE(test::all_close(gdx.download(), dx, test::tolerance_of(t))) << where << ": dx";
+      EXPECT_TRUE(test::all_close(gdg.download(), dg, test::for_sum(f32, m))) << where << ": dgamma";
+      EXPECT_TRUE(test::all_close(gdb.download(), db, test::for_sum(f32, m))) << where << ": dbeta";
     }
-  for (DType t : kTypes)  // channels-last reaches cuDNN as NCHW with 1x1 images
-    for (const BatchNormShape& s : {BatchNormShape{4 * 16 * 16, 128, 1}, BatchNormShape{4 * 7 * 7, 256, 1}})
-      if (cuda::batchnorm_cudnn_supports(s, t))
-        check_training(Impl::cudnn, s, t, Activation::relu, 0, seed += 10, true);
 }
 
-TEST(CudaBatchNorm, EvalBackwardMatchesTheCpu) {
-  NEED_GPU();
-  uint64_t seed = 20000;
-  for (DType t : kTypes)
-    for (const BatchNormShape& s : kShapes)
-      for (bool relu : {false, true}) {
-        const std::string where = fmt::format("{} n{} c{} hw{} relu {}", dtype_name(t), s.n, s.c, s.hw, relu);
-        const size_t n = size_t(s.n * s.c * s.hw), c = size_t(s.c);
-        const auto x = test::random_rounded(n, seed++, t), dy = test::random_rounded(n, seed++, t);
-        const auto relu_y = test::random_rounded(n, seed++, t);  // only its sign matters: a mask
-        const auto g = test::random_vector<float>(c, seed++), rm = test::random_vector<float>(c, seed++);
-        std::vector<float> rv(c);
-        for (size_t i = 0; i < c; ++i) rv[i] = 0.3f + float(i % 5) / 3.f;
-        std::vector<float> dx(n), dg(c), db(c);
-        cpu::batchnorm_backward_eval<float>(s, dy.data(), x.data(), g.data(), rm.data(), rv.data(), 1e-5f, dx.data(),
-                                            dg.data(), db.data(), relu ? relu_y.data() : nullptr);
-        DeviceBuffer gx(x, t), gdy(dy, t), gry(relu_y, t), gg(g, DType::f32), grm(rm, DType::f32), grv(rv, DType::f32);
-        DeviceBuffer gdx(n, t), gdg(c, DType::f32), gdb(c, DType::f32);
-        for (DeviceBuffer* o : {&gdx, &gdg, &gdb}) o->poison();
-        cuda::batchnorm_backward_eval(s, t, gdy.get(), gx.get(), gg.get<float>(), grm.get<float>(), grv.get<float>(),
-                                      1e-5f, gdx.get(), gdg.get<float>(), gdb.get<float>(), relu ? gry.get() : nullptr,
-                                      nullptr, nullptr);
-        const test::Tolerance f32 = test::tolerance_for<float>();
-        const double m = double(s.n * s.hw);
-        EXPECT_TRUE(test::all_close(gdx.download(), dx, test::tolerance_of(t))) << where << ": dx";
-        EXPECT_TRUE(test::all_close(gdg.download(), dg, test::for_sum(f32, m))) << where << ": dgamma";
-        EXPECT_TRUE(test::all_close(gdb.download(), db, test::for_sum(f32, m))) << where << ": dbeta";
-      }
-}
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaBatchNormDtype, ::testing::ValuesIn(kTypes), dtype_case);
 
 }  // namespace
 }  // namespace cg::kernels

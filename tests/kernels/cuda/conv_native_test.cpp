@@ -12,6 +12,7 @@
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cuda/conv_native.h"
 #include "support/cuda_kernel_test.h"
+#include "support/device_workspace.h"
 
 namespace cg::kernels {
 namespace {
@@ -77,7 +78,7 @@ FilterGrads native_backward_filter(const Conv2dShape& s, DType t, const Inputs& 
   DeviceBuffer x(in.x, t), dy(in.dy, t), dw(in.w.size(), t), db(in.b.size(), t);
   dw.poison();
   db.poison();
-  cuda::conv2d_native_backward_filter(s, t, x.get(), dy.get(), dw.get(), db.get(), nullptr);
+  cuda::conv2d_native_backward_filter(s, t, x.get(), dy.get(), dw.get(), db.get(), test::device_workspace(), nullptr);
   return {dw.download(), db.download()};
 }
 
@@ -137,7 +138,9 @@ TEST_P(CudaConvNative, BackwardFilterIsBitIdenticalRunToRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaConvNative, ::testing::Values(DType::f32, DType::f16, DType::bf16),
-                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 // Host-side logic, runs without a GPU: which shapes and dtypes the native kernels take.
 TEST(CudaConvNativeSupports, FloatingDtypesAndIntIndexableShapes) {

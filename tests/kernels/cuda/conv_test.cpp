@@ -9,6 +9,7 @@
 #include "kernels/cuda/conv_native.h"
 #include "kernels/cuda/cudnn.h"
 #include "support/cuda_kernel_test.h"
+#include "support/device_workspace.h"
 
 namespace cg::kernels {
 namespace {
@@ -55,7 +56,8 @@ Results run_gpu(bool cudnn, const Conv2dShape& s, DType t, const std::vector<flo
   } else {
     cuda::conv2d_native_forward(s, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr);
     cuda::conv2d_native_backward_data(s, t, gdy.get(), gw.get(), gdx.get(), nullptr);
-    cuda::conv2d_native_backward_filter(s, t, gx.get(), gdy.get(), gdw.get(), gdb.get(), nullptr);
+    cuda::conv2d_native_backward_filter(s, t, gx.get(), gdy.get(), gdw.get(), gdb.get(), test::device_workspace(),
+                                        nullptr);
   }
   Results r{gy.download(), gdx.download(), gdw.download(), gdb.download()};
   for (void* p : scratch) cuda::device_free(p, 0);

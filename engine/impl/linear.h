@@ -1,0 +1,37 @@
+// The linear (fully connected) family: the interface and its registry. Built in: the CPU
+// reference (Eigen) and cuBLAS; there is no kernels.* key for it, so each device's only
+// implementation is picked. Tensors are in the compute dtype (autocast's casts are recorded by
+// ops::linear itself).
+#pragma once
+#include <string>
+
+#include "engine/impl/registry.h"
+#include "engine/tensor.h"
+
+namespace cg::impl {
+
+struct LinearProblem {
+  int64_t m = 1, k = 1, n = 1;  // x [m, k], weight [n, k] -> y [m, n]
+  Device device;
+  DType dtype;
+  ops::Layout layout = ops::Layout::nchw;  // unused: matrices have one layout
+};
+
+class LinearImpl {
+ public:
+  virtual ~LinearImpl() = default;
+  virtual std::string why_unsupported(const LinearProblem& p) const = 0;
+  // b may be undefined.
+  virtual void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const = 0;
+  // dx and db may be undefined (not wanted, or no bias).
+  virtual void backward(const LinearProblem& p, const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx,
+                        Tensor& dw, Tensor& db) const = 0;
+};
+
+using LinearRegistry = Registry<LinearImpl>;
+LinearRegistry& linear_registry();
+
+void register_linear_cpu(LinearRegistry& r);
+void register_linear_cublas(LinearRegistry& r);
+
+}  // namespace cg::impl
