@@ -1,5 +1,6 @@
 #include "dist/tcp_store_protocol.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -16,8 +17,14 @@ ReadResult read_blob(const ReadExact& read, std::vector<char>& out, uint32_t lim
     why = fmt::format("{} of {} bytes (the limit is {})", what, n, limit);
     return ReadResult::malformed;
   }
-  out.resize(n);
-  if (n > 0 && !read(out.data(), n)) return ReadResult::closed;
+  // Grown as bytes arrive, so a length field promising megabytes costs nothing until they come.
+  constexpr size_t kChunk = 64 * 1024;
+  out.clear();
+  while (out.size() < n) {
+    const size_t have = out.size(), take = std::min<size_t>(kChunk, n - have);
+    out.resize(have + take);
+    if (!read(out.data() + have, take)) return ReadResult::closed;
+  }
   return ReadResult::ok;
 }
 
