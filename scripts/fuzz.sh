@@ -40,7 +40,9 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "$artifacts" fuzz/corpus/"$t"
   log="$BUILD_DIR/$t.log"
   echo "== $t: ${seconds}s"
-  if "$BUILD_DIR/fuzz/$t" -max_total_time="$seconds" -max_len=$max_len -timeout=10 -rss_limit_mb=2048 \
+  dict=()
+  [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")  # tokens the input format is made of
+  if "$BUILD_DIR/fuzz/$t" "${dict[@]}" -max_total_time="$seconds" -max_len=$max_len -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
     # The last progress line (#execs, cov, ft, corpus) and the final execution count.
     grep -E '^#[0-9]+' "$log" | tail -n 1 || true

@@ -41,7 +41,7 @@ run_tsan() {
   # workers, communication thread, watchdog, store server) are what this pass checks.
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
   ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -LE gpu \
-    -R '^(Tcp|Watchdog|Ddp|GradientComm|ProcessGroup|Loader|Launch|Resume|Fault|CachingAllocator|Trainer|Identity|Backend)' \
+    -R '(TcpStore|CollectiveWatchdog|Ddp|GradientComm|ProcessGroup|DataLoader|Launch|Resume|Fault|CachingAllocator|Identity|BackendChoice|DeviceFeeder)' \
     | tee build-tsan/ctest.log
   grep -E "tests passed" build-tsan/ctest.log | tail -n 1
 }
