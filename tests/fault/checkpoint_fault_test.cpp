@@ -76,8 +76,8 @@ TEST(FaultCheckpoint, SigkillAtRandomMomentsNeverLeavesAnIncompleteNewestCheckpo
   // writing (and fsyncing) checkpoints of about 200 KB, so random kills often land mid-write.
   const std::string args = "model.widths=[16,32] train.epochs=100000 checkpoint.save_every=1";
   std::mt19937 rng(std::random_device{}());
-  std::uniform_int_distribution<int> delay_ms(0, 1500);
-  constexpr int kKills = 10;
+  std::uniform_int_distribution<int> delay_ms(0, 600);
+  constexpr int kKills = 16;
   int resumed = 0, leftovers = 0;
   int64_t last_step = -1;
   for (int k = 0; k < kKills; ++k) {

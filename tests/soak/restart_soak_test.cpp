@@ -15,15 +15,16 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kKills = 10;
+constexpr int kEpochs = 30;
 
 std::string launch(const fs::path& out, int max_restarts) {
   return test::app("cudagrad-launch") + " --standalone --nproc-per-node 2 --grace-seconds 2 --max-restarts " +
          std::to_string(max_restarts) + " " + test::app("cudagrad-train") +
-         // Four optimizer steps per epoch, a checkpoint after each; 30 epochs leave room for ten
-         // generations that each get at least one checkpoint further.
-         " data.dataset=synthetic data.synthetic_size=128 data.image_size=8 data.batch_size=16 "
+         // Eight optimizer steps per epoch, a checkpoint after each; 30 epochs leave room for ten
+         // generations that each get one or two checkpoints further.
+         " data.dataset=synthetic data.synthetic_size=256 data.image_size=8 data.batch_size=16 "
          "data.num_workers=1 data.augment=true data.shuffle=true model.in_channels=3 model.widths=[4,8] "
-         "model.blocks=[1,1] optim.momentum=0.9 train.epochs=30 train.device=cpu train.threads=1 "
+         "model.blocks=[1,1] optim.momentum=0.9 train.epochs=" + std::to_string(kEpochs) + " train.device=cpu train.threads=1 "
          "train.log_interval=4 checkpoint.save_every=1 dist.timeout_s=20 output.dir=" + out.string();
 }
 
@@ -36,8 +37,13 @@ int count(const std::string& text, const std::string& needle) {
 TEST(RestartSoak, TenRandomKillsEndBitIdenticalToAnUninterruptedRun) {
   const auto dir = test::make_temp_dir("soak");
   const fs::path reference = dir / "reference", soaked = dir / "soaked";
+  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(test::wait_for(test::start(launch(reference, 0), dir / "reference.log"), std::chrono::seconds(300)), 0)
       << test::read_text(dir / "reference.log");
+  // About how long an epoch takes here (start-up included): each kill lands within the epoch after
+  // the generation's first checkpoint, so ten generations cannot finish the run.
+  const int epoch_ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - t0).count() / kEpochs);
 
   std::mt19937 rng(std::random_device{}());
   const pid_t pid = test::start(launch(soaked, kKills), dir / "soak.log");
@@ -53,7 +59,7 @@ TEST(RestartSoak, TenRandomKillsEndBitIdenticalToAnUninterruptedRun) {
       progressed = since != std::string::npos && log.find("checkpoint: ", since) != std::string::npos;
     }
     ASSERT_TRUE(progressed) << "generation " << k << " made no progress\n" << test::read_text(dir / "soak.log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1000)(rng)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, epoch_ms)(rng)));
     const int rank = std::uniform_int_distribution<int>(0, 1)(rng);
     const pid_t victim = test::find_rank(marker, rank);
     ASSERT_GT(victim, 0) << "rank " << rank << " not found (did the run finish early?)\n"
