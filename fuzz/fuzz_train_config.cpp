@@ -3,6 +3,7 @@
 // crash or a sanitizer report is a finding. An accepted config must also survive its own round
 // trip: to_yaml() of it loads back as an equal config (what config.yaml in a run folder relies on).
 // Input layout: the YAML text, then optionally a NUL byte and the overrides, one per line.
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string yaml = cg::apps::to_yaml(config);
   const std::string again = cg::fuzz::write_input("resolved.yaml", reinterpret_cast<const uint8_t*>(yaml.data()),
                                                   yaml.size());
-  if (!(cg::apps::load_train_config(again, {}) == config)) __builtin_trap();  // round trip lost something
+  const cg::apps::TrainConfig reloaded = cg::apps::load_train_config(again, {});
+  if (!(reloaded == config)) {  // the round trip lost something: show both sides, then crash
+    std::fprintf(stderr, "resolved:\n%s\nreloaded:\n%s\n", yaml.c_str(), cg::apps::to_yaml(reloaded).c_str());
+    __builtin_trap();
+  }
   return 0;
 }

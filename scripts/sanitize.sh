@@ -42,13 +42,19 @@ run_tsan() {
     dist_watchdog_test dist_ddp_test dist_gradient_comm_test dist_identity_test dist_backend_choice_test \
     data_loader_test engine_caching_allocator_test apps_launch_test apps_resume_test apps_device_feeder_test \
     fault_checkpoint_fault_test fault_dist_fault_test fault_data_fault_test
-  # OpenMP: libgomp is not built with TSan, so its barriers are invisible to it; the reports that
-  # go through it are suppressed (scripts/sanitizers/tsan.supp says why). Our own threads (loader
-  # workers, communication thread, watchdog, store server) are what this pass checks.
+  # OpenMP: libgomp is not built with TSan, so the barrier ending a parallel region is invisible
+  # to it, and the master thread reusing its stack after a region is reported as racing with the
+  # region's workers (seen: conv2d's parallel loop). OMP_THREAD_LIMIT=1 (which neither CTest's
+  # OMP_NUM_THREADS=2 nor the trainer's omp_set_num_threads can raise) runs every region on the
+  # calling thread, so every report left is about our own threads: loader workers, the
+  # communication thread, the watchdog, the store server, DDP's rank threads in tests.
+  export OMP_THREAD_LIMIT=1
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+  # Left out: Ddp.AllReducesOverlapBackward asserts timing (overlap of backward and all-reduces),
+  # which TSan's 5-15x slowdown of compute but not of sleeps makes meaningless.
   ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -LE gpu \
     -R '(TcpStore|CollectiveWatchdog|Ddp|GradientComm|ProcessGroup|DataLoader|Launch|Resume|Fault|CachingAllocator|Identity|BackendChoice|DeviceFeeder)' \
-    | tee build-tsan/ctest.log
+    -E 'Ddp.AllReducesOverlapBackward' | tee build-tsan/ctest.log
   grep -E "tests passed" build-tsan/ctest.log | tail -n 1
 }
 
