@@ -65,10 +65,12 @@ void DataFile::fail_short(int64_t expected_total) const {
 }
 
 void DataFile::read_exact(std::vector<uint8_t>& out, int64_t count, int64_t expected_total) {
-  constexpr int64_t kStep = int64_t(64) << 20;  // grow 64 MiB at a time, as bytes arrive
+  // Grow as bytes arrive: at most doubling what has come so far (from 1 MiB, up to 64 MiB a
+  // step), so a header that promises gigabytes costs about what the file really holds.
+  constexpr int64_t kMinStep = int64_t(1) << 20, kMaxStep = int64_t(64) << 20;
   int64_t remaining = count;
   while (remaining > 0) {
-    const int64_t step = std::min(remaining, kStep);
+    const int64_t step = std::min({remaining, kMaxStep, std::max(kMinStep, int64_t(out.size()))});
     const size_t old = out.size();
     out.resize(old + size_t(step));
     const int64_t got = read_some(out.data() + old, step);

@@ -42,7 +42,6 @@ IdxArray read_idx_ubyte(const std::string& path, int rank) {
     elements *= size;
   }
   const int64_t total = header_bytes + elements;
-  array.data.reserve(size_t(std::min<int64_t>(elements, int64_t(1) << 28)));
   file.read_exact(array.data, elements, total);
   file.expect_end(total);
   return array;

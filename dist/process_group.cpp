@@ -114,8 +114,11 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& what, std::functi
     try {
       fn();
     } catch (const std::exception& e) {
-      throw Error(fmt::format("rank {}: {} failed: {} (a peer died or timed out after {} s)", rank_, what, e.what(),
-                              options_.timeout.count() / 1000.0));
+      // Which peer let it down: with two ranks it can only be the other one; with more, Gloo's
+      // message names the peer's address.
+      const std::string peer = world_ == 2 ? fmt::format("rank {}", 1 - rank_) : std::string("a peer");
+      throw Error(fmt::format("rank {}: {} failed: {} ({} did not take part within {} s: it stalled or died)", rank_,
+                              what, e.what(), peer, options_.timeout.count() / 1000.0));
     }
   };
   {

@@ -11,17 +11,18 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <thread>
 
+#include "dist/tcp_store_protocol.h"
 #include "util/check.h"
 
 namespace cg::dist {
 namespace {
 
-enum Op : uint8_t { kSet = 0, kGet = 1, kAdd = 2 };
-enum Status : uint8_t { kOk = 0, kTimeout = 1 };
+using namespace store_protocol;
 
 // Sends or receives exactly n bytes; false when the peer closed or the socket failed.
 bool send_all(int fd, const void* data, size_t n) {
@@ -51,9 +52,9 @@ bool send_blob(int fd, const std::vector<char>& v) {
   const uint32_t n = uint32_t(v.size());
   return send_all(fd, &n, 4) && send_all(fd, v.data(), v.size());
 }
-bool recv_blob(int fd, std::vector<char>& v) {
+bool recv_blob(int fd, std::vector<char>& v) {  // a reply from the server
   uint32_t n = 0;
-  if (!recv_all(fd, &n, 4)) return false;
+  if (!recv_all(fd, &n, 4) || n > kMaxValueBytes) return false;
   v.resize(n);
   return recv_all(fd, v.data(), n);
 }
@@ -110,44 +111,39 @@ class TcpStoreServer {
   }
 
   void serve(int c) {
+    const ReadExact read = [c](void* dst, size_t n) { return recv_all(c, dst, n); };
     while (!stopping_) {
-      uint8_t op;
-      std::vector<char> key_bytes, value;
-      if (!recv_all(c, &op, 1) || !recv_blob(c, key_bytes) || !recv_blob(c, value)) break;
-      const std::string key(key_bytes.begin(), key_bytes.end());
-      if (op == kSet) {
+      Request req;
+      std::string why;
+      const ReadResult got = read_request(read, req, why);
+      if (got == ReadResult::malformed)
+        std::fprintf(stderr, "rendezvous store: dropping a client that sent a malformed request: %s\n",
+                     why.c_str());
+      if (got != ReadResult::ok) break;
+      if (req.op == kSet) {
         {
           std::lock_guard<std::mutex> lock(mutex_);
-          data_[key] = value;
+          data_[req.key] = std::move(req.value);
         }
         changed_.notify_all();
         const uint8_t ok = kOk;
         if (!send_all(c, &ok, 1)) break;
-      } else if (op == kGet) {
-        int64_t timeout_ms = 0;
-        std::memcpy(&timeout_ms, value.data(), std::min<size_t>(8, value.size()));
+      } else if (req.op == kGet) {
         std::unique_lock<std::mutex> lock(mutex_);
-        const bool found = changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                             [&] { return stopping_ || data_.count(key) > 0; });
-        const uint8_t status = found && data_.count(key) ? kOk : kTimeout;
-        std::vector<char> reply = status == kOk ? data_[key] : std::vector<char>();
+        const bool found = changed_.wait_for(lock, std::chrono::milliseconds(req.number),
+                                             [&] { return stopping_ || data_.count(req.key) > 0; });
+        const uint8_t status = found && data_.count(req.key) ? kOk : kTimeout;
+        std::vector<char> reply = status == kOk ? data_[req.key] : std::vector<char>();
         lock.unlock();
         if (!send_all(c, &status, 1) || !send_blob(c, reply)) break;
-      } else if (op == kAdd) {
-        int64_t delta = 0, now = 0;
-        std::memcpy(&delta, value.data(), std::min<size_t>(8, value.size()));
+      } else {  // kAdd
+        int64_t now = 0;
         {
           std::lock_guard<std::mutex> lock(mutex_);
-          std::vector<char>& slot = data_[key];
-          if (slot.size() == 8) std::memcpy(&now, slot.data(), 8);
-          now += delta;
-          slot.resize(8);
-          std::memcpy(slot.data(), &now, 8);
+          now = add_to_slot(data_[req.key], req.number);
         }
         changed_.notify_all();
         if (!send_all(c, &now, 8)) break;
-      } else {
-        break;  // a client speaking another protocol: drop it
       }
     }
     ::close(c);
@@ -198,8 +194,8 @@ TcpStore::~TcpStore() {
 
 std::vector<char> TcpStore::request(uint8_t op, const std::string& key, const std::vector<char>& value) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::vector<char> key_bytes(key.begin(), key.end());
-  if (!send_all(fd_, &op, 1) || !send_blob(fd_, key_bytes) || !send_blob(fd_, value))
+  const std::vector<char> message = encode_request(op, key, value);
+  if (!send_all(fd_, message.data(), message.size()))
     throw Error(fmt::format("rendezvous: lost the connection to the store at {}:{} (did rank 0 exit?)",
                             options_.host, options_.port));
   auto lost = [&] {

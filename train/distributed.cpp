@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include <exception>
+#include <fstream>
 #include <sstream>
 
 #include "dist/backend_choice.h"
@@ -36,6 +39,21 @@ std::string first_difference(const std::string& a, const std::string& b) {
       return line[0] == ' ' ? group + "." + key : key;
     }
   }
+}
+
+// The running executable's CRC-32 and size: ranks of one job must run the same build (another
+// build may lay out its messages or compute differently, and then fails in obscure ways).
+std::string executable_fingerprint() {
+  std::ifstream in("/proc/self/exe", std::ios::binary);
+  if (!in) return "unknown";  // no /proc: skip the check rather than fail
+  uLong crc = crc32(0L, Z_NULL, 0);
+  int64_t size = 0;
+  std::vector<char> chunk(1 << 20);
+  while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0) {
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(chunk.data()), uInt(in.gcount()));
+    size += in.gcount();
+  }
+  return fmt::format("crc32 {:08x}, {} bytes", crc, size);
 }
 
 }  // namespace
@@ -101,6 +119,12 @@ DistContext::~DistContext() {
 
 void DistContext::check_same_config(const std::string& config_yaml) {
   if (!distributed()) return;
+  const std::string binary = executable_fingerprint();
+  store_->set("binary/" + std::to_string(rank()), binary);
+  const std::string reference_binary = store_->get_string("binary/0");
+  if (binary != reference_binary && binary != "unknown" && reference_binary != "unknown")
+    throw UsageError(fmt::format("rank {} runs a different build of the program than rank 0 ({} vs {}): start "
+                                 "every rank with the same binary", rank(), binary, reference_binary));
   store_->set("config/" + std::to_string(rank()), config_yaml);
   const std::string reference = store_->get_string("config/0");
   const std::string key = first_difference(reference, config_yaml);

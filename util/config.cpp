@@ -57,6 +57,26 @@ bool has_kind(Kind kind, const Value& v) {
 }
 
 // "" if `v` (already of the key's type) is allowed, else the reason, phrased to follow the value.
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool is_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
+    if (extra < 0 || i + size_t(extra) >= s.size()) return false;
+    uint32_t cp = extra == 0 ? c : c & (0x3f >> extra);
+    for (int j = 1; j <= extra; ++j) {
+      const auto d = static_cast<unsigned char>(s[i + size_t(j)]);
+      if ((d >> 6) != 0x2) return false;
+      cp = cp << 6 | (d & 0x3f);
+    }
+    static constexpr uint32_t kMinOf[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMinOf[extra] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += size_t(extra) + 1;
+  }
+  return true;
+}
+
 std::string why_not_allowed(const KeySpec& k, const Value& v) {
   auto in_range = [&](double x) { return !(k.min && x < *k.min) && !(k.max && x > *k.max); };
   bool ok = true;
@@ -68,6 +88,9 @@ std::string why_not_allowed(const KeySpec& k, const Value& v) {
   if (const auto* list = std::get_if<std::vector<int64_t>>(&v))
     ok = std::all_of(list->begin(), list->end(), [&](int64_t x) { return in_range(double(x)); });
   if (!ok) return fmt::format("is out of range (allowed: {})", range_text(k));
+  // config.yaml and checkpoints keep the resolved config as YAML, which is UTF-8: other bytes
+  // would come back altered (fuzzing found a path whose bytes did not survive the round trip).
+  if (const auto* s = std::get_if<std::string>(&v); s && !is_utf8(*s)) return "is not valid UTF-8 text";
   if (k.kind == Kind::choice) {
     const auto& s = std::get<std::string>(v);
     if (std::find(k.choices.begin(), k.choices.end(), s) == k.choices.end())

@@ -18,45 +18,19 @@
 
 #include "support/free_port.h"
 #include "support/paths.h"
+#include "support/processes.h"
 
 namespace cg {
 namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string bin(const std::string& name) { return (test::binary_dir() / "apps" / name).string(); }
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Starts `cmd` through the shell with output to `log`; returns the pid.
-pid_t start(const std::string& cmd, const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    const std::string full = "exec " + cmd + " > " + log.string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", full.c_str(), nullptr);
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits up to `limit` for pid; returns its exit code, or -1 on timeout (then kills its group).
-int wait_for(pid_t pid, std::chrono::seconds limit) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(-pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
+using test::find_rank;
+using test::processes_with;
+using test::start;
+using test::wait_for;
+std::string bin(const std::string& name) { return test::app(name); }
+std::string read_file(const fs::path& p) { return test::read_text(p); }
 
 std::string train_args(const fs::path& out, const std::string& extra = "") {
   return "data.dataset=synthetic data.synthetic_size=384 data.image_size=8 data.batch_size=16 "
@@ -253,33 +227,6 @@ TEST(Launch, MpirunWorksToo) {
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
   EXPECT_NE(log.find("Open MPI"), std::string::npos) << log;
-}
-
-// Rank 1's pid, found by its environment (RANK=1) and its unique output directory.
-pid_t find_rank(const std::string& marker, int rank) {
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = read_file(e.path() / "cmdline"), environ = read_file(e.path() / "environ");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find("cudagrad-train") == std::string::npos || cmdline.find(marker) == std::string::npos) continue;
-    if (environ.find(std::string("RANK=") + std::to_string(rank) + '\0') != std::string::npos &&
-        environ.find("LOCAL_RANK=" + std::to_string(rank)) != std::string::npos)
-      return pid_t(std::stoi(name));
-  }
-  return -1;
-}
-
-int processes_with(const std::string& marker) {
-  int n = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = read_file(e.path() / "cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(marker) != std::string::npos && cmdline.find("cudagrad-train") != std::string::npos) ++n;
-  }
-  return n;
 }
 
 TEST(Launch, KillingARankFailsFastAndLeavesNothingBehind) {
