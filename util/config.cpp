@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "util/check.h"
 
@@ -201,9 +202,13 @@ void apply_file(const Schema& schema, const std::string& path, Values& out) {
   // A directory opens fine on Linux and reads as empty, which would silently mean "all defaults".
   if (std::filesystem::is_directory(path))
     throw UsageError(fmt::format("cannot read config file {}: {}", path, std::strerror(EISDIR)));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw UsageError(fmt::format("{}:{}: a NUL byte is not allowed in YAML text (is this a config file?)", path,
+                                 1 + std::count(text.begin(), text.begin() + std::ptrdiff_t(nul), '\n')));
   YAML::Node root;
   try {
-    root = YAML::Load(in);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw UsageError(fmt::format("{}: not valid YAML: {}", location(path, e.mark), e.msg));
   }
@@ -226,6 +231,10 @@ void apply_override(const Schema& schema, const std::string& arg, Values& out) {
     fail(kCommandLine, key, fmt::format("is a group of keys; set one of them, e.g. {}=...", first->name));
   }
   if (!k) unknown_key(schema, key, kCommandLine);
+  // yaml-cpp reads a NUL among the first bytes as a sign of UTF-16 and decodes the rest so, which
+  // alters the value (fuzzing found it); YAML forbids NUL anyway. argv cannot hold one, other
+  // callers can.
+  if (text.find('\0') != std::string::npos) fail(kCommandLine, key, "holds a NUL byte, which a config value cannot");
   YAML::Node node;
   bool parsed = true;
   try {

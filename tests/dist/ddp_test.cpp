@@ -191,7 +191,7 @@ TEST(Ddp, NoSyncAccumulatesWithoutCommunicating) {
 TEST(Ddp, AllReducesOverlapBackward) {
   using Clock = std::chrono::steady_clock;
   const auto delay = std::chrono::milliseconds(25);
-  double backward_ms = 0, step_ms = 0, comm_ms = 0, first_start_ms = 0, backward_end_ms = 0;
+  double backward_ms = 0, step_ms = 0, comm_ms = 0, first_start_ms = 0, first_finish_ms = 0, backward_end_ms = 0;
   run_ranks(
       2,
       [&](int rank, ProcessGroup& group) {
@@ -228,19 +228,22 @@ TEST(Ddp, AllReducesOverlapBackward) {
         step_ms = ms(end);
         backward_end_ms = ms(backward_end);
         comm_ms = 0;  // measured: the delay plus the real transfer
-        first_start_ms = 1e9;
+        first_start_ms = first_finish_ms = 1e9;
         for (auto& w : ddp.last_all_reduces()) {
           first_start_ms = std::min(first_start_ms, ms(w->started));
+          first_finish_ms = std::min(first_finish_ms, ms(w->finished));
           comm_ms += std::chrono::duration<double, std::milli>(w->finished - w->started).count();
         }
         EXPECT_GE(ddp.num_buckets(), 3u);
       },
       delay);
+  // Overlap shown by order within the one step, not by comparing durations (which a loaded
+  // machine stretches unevenly): an all-reduce started, and one completed, while backward ran.
   EXPECT_LT(first_start_ms, backward_end_ms) << "the first all-reduce waited for backward to end";
-  EXPECT_LT(step_ms, backward_ms + comm_ms) << "backward " << backward_ms << " ms + communication " << comm_ms
-                                            << " ms, but the step took " << step_ms << " ms";
+  EXPECT_LT(first_finish_ms, backward_end_ms) << "no all-reduce completed while backward ran";
   std::printf("overlap: backward %.1f ms, communication %.1f ms, step %.1f ms; first all-reduce at %.1f ms, "
-              "backward ended at %.1f ms\n", backward_ms, comm_ms, step_ms, first_start_ms, backward_end_ms);
+              "first done at %.1f ms, backward ended at %.1f ms\n", backward_ms, comm_ms, step_ms, first_start_ms,
+              first_finish_ms, backward_end_ms);
 }
 
 TEST(Ddp, UnusedParameterIsNamed) {

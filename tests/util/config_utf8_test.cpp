@@ -2,6 +2,9 @@
 // metadata), and other bytes would come back altered. Found by fuzz_train_config.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "util/check.h"
 #include "util/config.h"
 
@@ -36,6 +39,31 @@ TEST(ConfigUtf8, RejectsOtherBytesNamingTheKey) {
     EXPECT_NE(e.find("output.dir"), std::string::npos) << e;
     EXPECT_NE(e.find("not valid UTF-8"), std::string::npos) << e;
   }
+}
+
+// yaml-cpp takes a NUL among the first bytes for UTF-16 and decodes the rest so (fuzz finding
+// fuzz/regressions/fuzz_train_config/nul_utf16_path): refused, in an override and in a file.
+TEST(ConfigUtf8, RejectsANulByteInAnOverrideNamingTheKey) {
+  const std::string e = error_for(std::string("\x01\0tr", 4));
+  EXPECT_NE(e.find("output.dir"), std::string::npos) << e;
+  EXPECT_NE(e.find("NUL"), std::string::npos) << e;
+}
+
+TEST(ConfigUtf8, RejectsANulByteInAFileNamingFileAndLine) {
+  const auto path = std::filesystem::temp_directory_path() / "cudagrad_config_nul_test.yaml";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "output:\n  dir: " << std::string("a\0b", 3) << "\n";
+  }
+  std::string e;
+  try {
+    load(one_string_key(), path.string(), {});
+  } catch (const UsageError& err) {
+    e = err.what();
+  }
+  std::filesystem::remove(path);
+  EXPECT_NE(e.find(path.string() + ":2"), std::string::npos) << e;
+  EXPECT_NE(e.find("NUL"), std::string::npos) << e;
 }
 
 }  // namespace
