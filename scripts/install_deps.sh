@@ -11,7 +11,7 @@ packages=(cmake g++ make ccache pkg-config libeigen3-dev libyaml-cpp-dev libgtes
           libcli11-dev nlohmann-json3-dev libfmt-dev libgloo-dev dataset-fashion-mnist
           python3-matplotlib)  # scripts/plot_metrics.py (training curves) and the comparison charts
 if [[ "${1:-}" == "--for-tests" ]]; then
-  packages+=(python3-torch python3-numpy openmpi-bin)
+  packages+=(python3-torch python3-numpy openmpi-bin python3-pip)
 fi
 
 # The reference safetensors package: not in Debian 12, so pip (--user keeps it out of the
@@ -19,7 +19,9 @@ fi
 install_reference_safetensors() {
   if /usr/bin/python3 -c 'import safetensors.torch' 2>/dev/null; then return; fi
   echo "install_deps: installing the safetensors Python package (pip, --user)"
-  /usr/bin/python3 -m pip install -q --user --break-system-packages 'safetensors>=0.4'
+  # PyPI out of reach must not fail the build: the two interop tests then skip, saying what they need.
+  /usr/bin/python3 -m pip install -q --user --break-system-packages 'safetensors>=0.4' ||
+    echo "install_deps: warning: could not install safetensors; the checkpoint interop tests will skip" >&2
 }
 
 missing=()
