@@ -40,7 +40,7 @@ run_tsan() {
   # which the -R filter below leaves out).
   configure_and_build build-tsan "-fsanitize=thread" cudagrad-train cudagrad-launch dist_tcp_store_test \
     dist_watchdog_test dist_ddp_test dist_gradient_comm_test dist_identity_test dist_backend_choice_test \
-    data_loader_test engine_caching_allocator_test apps_launch_test apps_resume_test apps_device_feeder_test \
+    data_loader_test engine_caching_allocator_test apps_launch_test train_resume_test data_device_feeder_test \
     fault_checkpoint_fault_test fault_dist_fault_test fault_data_fault_test
   # OpenMP: libgomp is not built with TSan, so the barrier ending a parallel region is invisible
   # to it, and the master thread reusing its stack after a region is reported as racing with the
