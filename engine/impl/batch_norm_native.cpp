@@ -9,10 +9,10 @@ namespace {
 
 namespace cu = kernels::cuda;
 
-const float* f32(const Tensor& t) { return t.data<float>(); }
-float* f32m(const Tensor& t) { return t.data<float>(); }
-const void* raw_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
-void* raw_or_null_m(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+using ops::detail::f32;
+using ops::detail::f32m;
+using ops::detail::raw_or_null;
+using ops::detail::raw_or_null_m;
 
 class NativeBatchNorm : public BatchNormImpl {
  public:

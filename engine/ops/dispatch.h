@@ -46,6 +46,13 @@ inline kernels::cuda::WorkspaceFn workspace(Device device, std::vector<Tensor>& 
   };
 }
 
+// Raw pointers for kernel arguments: float32 per-channel tensors, and optional tensors that pass
+// as null when undefined.
+inline const float* f32(const Tensor& t) { return t.data<float>(); }
+inline float* f32m(const Tensor& t) { return t.data<float>(); }
+inline const void* raw_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+inline void* raw_or_null_m(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
 // Inputs of one op must agree in dtype and device.
 inline void check_same(const char* op, const Tensor& a, const Tensor& b) {
   if (!b.defined()) return;
