@@ -140,5 +140,24 @@ TEST(ZeroSharding, CheckpointsInterchangeAcrossShardingAndWorldSizes) {
   expect_same_tensors(last(dir, "resumed1_from_sharded"), last(dir, "resumed1_from_plain"));
 }
 
+// The cross-rank config check covers the key: a rank started without sharding is refused.
+TEST(ZeroSharding, RanksDisagreeingOnShardingAreRefused) {
+  const auto dir = test::make_temp_dir("zero_config");
+  const int port = test::free_port();
+  auto rank = [&](int r, const std::string& extra) {
+    return test::start("env RANK=" + std::to_string(r) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) +
+                           " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+                           train_args(dir / "out", "dist.timeout_s=10 " + extra),
+                       dir / ("rank" + std::to_string(r) + ".log"));
+  };
+  const pid_t r0 = rank(0, "optim.zero_sharding=true"), r1 = rank(1, "optim.zero_sharding=false");
+  const int rc1 = test::wait_for(r1, std::chrono::seconds(60)), rc0 = test::wait_for(r0, std::chrono::seconds(60));
+  const std::string log1 = test::read_text(dir / "rank1.log");
+  EXPECT_EQ(rc1, 2) << log1;
+  EXPECT_NE(rc0, 0) << test::read_text(dir / "rank0.log");
+  EXPECT_NE(rc0, -1) << "rank 0 hung";
+  EXPECT_NE(log1.find("key 'optim.zero_sharding' differs"), std::string::npos) << log1;
+}
+
 }  // namespace
 }  // namespace cg
