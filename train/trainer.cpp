@@ -266,6 +266,8 @@ void Trainer::checkpoint(const std::string& name) {
 // last checkpoint is written, and the timeline when profiling.
 TrainResult Trainer::finish() {
   if (dist::DistributedDataParallel* ddp = session_.ddp()) {
+    if (ddp->zero_sharding())  // what the shards hold, against the start-up figure
+      log::info("ZeRO-1: optimizer state held at the end: {} bytes on this rank", session_.optimizer().state_bytes());
     ddp->wait_for_parameters();
     ddp->sync_buffers();
     session_.dist().check_replicas_equal(state_fingerprint(session_.model()));
