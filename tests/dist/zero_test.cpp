@@ -67,8 +67,8 @@ TEST(RingShardBounds, CoverTheBufferInOrder) {
       EXPECT_EQ(b.back(), count);
       for (int r = 0; r < world; ++r) EXPECT_LE(b[size_t(r)], b[size_t(r) + 1]) << count << " over " << world;
     }
-  // Large buffers: Gloo's 1 MiB segments, rounded up to a multiple of the ranks (4 of 2 segments).
-  const auto b = ring_shard_bounds(700001, 3);  // 3 MiB: 3 segments -> max(3, 6) = 6 of 116667
+  // 700001 floats (2.8 MB): 3 segments of at most 1 MiB, raised to 2 per rank (6), of 116667 floats.
+  const auto b = ring_shard_bounds(700001, 3);
   EXPECT_EQ(b[1], 2 * 116667);
   EXPECT_EQ(b[2], 4 * 116667);
 }
