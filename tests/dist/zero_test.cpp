@@ -7,12 +7,14 @@
 
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <thread>
 
 #include "dist/ddp.h"
 #include "engine/ops.h"
+#include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 #include "support/free_port.h"
@@ -205,6 +207,50 @@ TEST_P(ZeroWorld, GradientAccumulationIsBitIdenticalToUnsharded) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ZeroWorld, ::testing::Values(2, 3));
+
+// Mixed precision under sharding: an overflow in one rank's shard only (after the reduce-scatter,
+// no other rank holds those sums) still makes every rank skip the step, through the scaler's
+// agreement; the all-gather that follows leaves every replica as it was.
+TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
+  std::vector<int> stepped(3, -1);
+  std::vector<std::string> moved(3);
+  run_ranks(3, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(test::tiny_resnet(), gen);
+    DdpOptions o;
+    o.zero_sharding = true;
+    DistributedDataParallel ddp(model, group, o);
+    nn::SGD sgd(model.named_parameters(), {0.1f, 0.9f, 0.f, 0.f, false});
+    ddp.attach(sgd);
+    nn::GradScaler scaler;
+    ddp.attach(scaler);
+    for (int step = 0; step < 2; ++step) {  // the first step is unsharded; the second is sharded
+      scaler.backward(
+          ops::cross_entropy(ddp(test::union_images(rank * kPerRank, kPerRank)), test::union_labels(0, kPerRank)));
+      ddp.wait_for_gradients();
+      if (step == 1 && rank == 2) {  // one element of rank 2's own shard
+        const auto& owned = sgd.shard_ranges();
+        ASSERT_FALSE(owned.empty());
+        for (auto& [name, p] : model.named_parameters())
+          if (name == owned.begin()->first)
+            p.grad().view_at(owned.begin()->second.begin, {1}).fill_(std::numeric_limits<double>::infinity());
+      }
+      const std::vector<uint8_t> before = state_bytes(model);
+      const bool took = scaler.step(sgd, model.named_parameters(), 0.1);
+      ddp.start_parameter_gather();
+      ddp.zero_grad();
+      ddp.wait_for_parameters();
+      if (step == 1) {
+        stepped[size_t(rank)] = took ? 1 : 0;
+        if (state_bytes(model) != before) moved[size_t(rank)] = "weights changed";
+      }
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(stepped[size_t(r)], 0) << "rank " << r << " stepped although rank 2's shard overflowed";
+    EXPECT_EQ(moved[size_t(r)], "") << "rank " << r;
+  }
+}
 
 TEST(Zero, AForwardWithoutAnAttachedOptimizerIsRefused) {
   run_ranks(2, [&](int rank, ProcessGroup& group) {
