@@ -46,6 +46,7 @@ class DistributedDataParallel {
   // Any device and transport (dist/gradient_comm.h). On a GPU, gradients are all-reduced after
   // events on the caller's current stream, which waits for them with events in turn.
   DistributedDataParallel(nn::Module& model, std::unique_ptr<GradientComm> comm, const DdpOptions& options);
+  ~DistributedDataParallel();  // waits for all-gathers (ZeRO-1) still writing into the parameters
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
@@ -156,9 +157,6 @@ class DistributedDataParallel {
   bool sharding_active_ = false;       // from the first bucket rebuild on
   std::vector<std::shared_ptr<Work>> gathers_;
   bool gathers_pending_ = false;
-
- public:
-  ~DistributedDataParallel();  // waits for all-gathers still writing into the parameters
 };
 
 // Overwrites every tensor of `tensors` (all on `device`) with rank 0's values in one collective:

@@ -163,6 +163,10 @@ std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int 
       ddp.zero_grad();
     }
     ddp.wait_for_parameters();
+    if (sharded) {  // the last step all-gathered every bucket
+      EXPECT_EQ(ddp.last_all_gathers().size(), ddp.num_buckets());
+      for (const auto& w : ddp.last_all_gathers()) EXPECT_TRUE(w && w->done());
+    }
     ddp.sync_buffers();
     RunResult& r = out[size_t(rank)];
     r.weights = state_bytes(model);
