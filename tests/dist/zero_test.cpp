@@ -256,6 +256,36 @@ TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
   }
 }
 
+// A transport without reduce-scatter and all-gather (as Gloo staged through host memory) refuses
+// sharding when DDP is built, naming itself.
+TEST(Zero, ATransportWithoutShardCollectivesRefusesNamingItself) {
+  class AllReduceOnly : public GradientComm {
+   public:
+    std::shared_ptr<Work> all_reduce_average(float*, int64_t, const Stream&, const std::string&) override {
+      auto w = std::make_shared<Work>();
+      w->finish();
+      return w;
+    }
+    void wait(Work& work, const Stream&) override { work.wait(); }
+    void broadcast(Tensor&, const Stream&) override {}
+    std::string name() const override { return "all-reduce-only test transport"; }
+  };
+  Generator gen(0);
+  nn::MiniResNet model(test::tiny_resnet(), gen);
+  DdpOptions o;
+  o.zero_sharding = true;
+  try {
+    DistributedDataParallel ddp(model, std::make_unique<AllReduceOnly>(), o);
+    FAIL() << "sharding accepted over a transport without reduce-scatter";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("optim.zero_sharding=true: the all-reduce-only test transport"),
+              std::string::npos)
+        << e.what();
+  }
+  o.zero_sharding = false;  // unsharded it is fine
+  DistributedDataParallel plain(model, std::make_unique<AllReduceOnly>(), o);
+}
+
 TEST(Zero, AForwardWithoutAnAttachedOptimizerIsRefused) {
   run_ranks(2, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
