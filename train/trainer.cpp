@@ -127,8 +127,8 @@ void Trainer::start() {
 
 void Trainer::run_epoch() {
   batches_->start_epoch(pos_.epoch, pos_.batch_in_epoch);
-  ProgressBar bar(log::is_main_process() && ProgressBar::stdout_is_terminal(),
-                  fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), batches_per_epoch_);
+  ProgressBar bar(fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), batches_per_epoch_,
+                  {.draw = log::is_main_process() && ProgressBar::stdout_is_terminal()});
   window_ = WindowStats();
   last_loss_ = 0;
   micro_ = 0;
