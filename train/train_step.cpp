@@ -19,7 +19,7 @@ TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& opt
 Tensor TrainStep::forward(const data::DeviceBatch& batch, bool sync, Tensor* hits) {
   trace::Span span("forward", "compute");
   CG_NVTX_RANGE("forward");
-  autocast::Scope autocast(amp_, amp_dtype_);
+  autocast::Scope autocast({.enabled = amp_, .dtype = amp_dtype_});
   if (!ddp_) return ops::cross_entropy(model_(batch.images), batch.labels, hits);
   std::optional<dist::DistributedDataParallel::NoSync> accumulate_only;
   if (!sync) accumulate_only.emplace(ddp_->no_sync());

@@ -57,7 +57,7 @@ TEST_P(GpuChannelsLastConv, UnderAutocastComputesInHalfWithFloat32KcrsGradients)
     for (const ConvCase& c : kConvCases)
       expect_gpu_matches_cpu(
           [&](const auto& t) {
-            autocast::Scope scope(true, half);
+            autocast::Scope scope({.dtype = half});
             return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, Layout::nhwc});
           },
           {randn(c.x, 4), randn(c.w, 5, 0.2)}, tol, half);

@@ -52,7 +52,7 @@ TEST_P(GpuConv, UnderAutocastComputesInHalfWithFloat32Gradients) {
     for (const ConvCase& c : kConvCases)
       expect_gpu_matches_cpu(
           [&](const auto& t) {
-            autocast::Scope scope(true, half);
+            autocast::Scope scope({.dtype = half});
             return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad});
           },
           {randn(c.x, 4), randn(c.w, 5, 0.0, 0.2)}, tol, half);
@@ -159,7 +159,7 @@ TEST(GpuOps, LinearUnderAutocastAndHalfLogitsInTheLoss) {
   NEED_GPU();
   expect_gpu_matches_cpu(
       [](const auto& t) {
-        autocast::Scope scope(true, DType::f16);
+        autocast::Scope scope({.dtype = DType::f16});
         return ops::linear(t[0], t[1], t[2]);
       },
       {randn({16, 64}, 40), randn({10, 64}, 41, 0.0, 0.1), randn({10}, 42)}, {2e-2, 2e-2}, DType::f16);
