@@ -32,7 +32,7 @@ function(cudagrad_expect_include target header expect)
 endfunction()
 
 # The checks: each layer reaches down, never up; kernels/ is hidden from everything above the
-# engine. The headers picked need nothing outside their own layer chain, so a failure can only
+# engine, the programs included. The headers picked need nothing outside their own layer chain, so a failure can only
 # mean "not found" (CheckInclude.cmake insists on that).
 function(cudagrad_layering_tests)
   cudagrad_expect_include(cudagrad_nn "util/layout.h" ok)
@@ -52,4 +52,11 @@ function(cudagrad_layering_tests)
   cudagrad_expect_include(cudagrad_kernels "kernels/types.h" ok)
   cudagrad_expect_include(cudagrad_kernels "engine/device.h" fail)
   cudagrad_expect_include(cudagrad_util "kernels/types.h" fail)
+  # The programs (apps/): train and below, never kernels/.
+  cudagrad_expect_include(cudagrad-train "train/trainer.h" ok)
+  cudagrad_expect_include(cudagrad-train "kernels/cpu/optim.h" fail)
+  cudagrad_expect_include(cudagrad-bench "kernels/cuda/check.h" fail)
+  cudagrad_expect_include(cudagrad-bench-cpu "kernels/cpu/gemm.h" fail)
+  cudagrad_expect_include(cudagrad-launch "apps/cli/cli.h" ok)
+  cudagrad_expect_include(cudagrad-launch "train/trainer.h" fail)
 endfunction()
