@@ -29,7 +29,7 @@ struct ConvSaved {
   DType weight_dtype = DType::f32;  // the parameter's own dtype: dw leaves in it
   // For an implementation that runs another one inside (the CPU's channels-last runs an NCHW
   // one): the inner implementation, kept for the backward.
-  std::shared_ptr<const ConvImpl> inner;
+  std::shared_ptr<const ConvImpl> inner = nullptr;
 };
 
 struct ConvGrads {
