@@ -127,8 +127,8 @@ void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found
     }
     (is_first ? first : later).push_back({*e.param, e.grad, buf, Tensor()});
   }
-  ops::sgd_update_multi(first, h, true, found_inf, device_lr_);
-  ops::sgd_update_multi(later, h, false, found_inf, device_lr_);
+  ops::sgd_update_multi(first, h, /*first_step=*/true, found_inf, device_lr_);
+  ops::sgd_update_multi(later, h, /*first_step=*/false, found_inf, device_lr_);
 }
 
 // ---- AdamW

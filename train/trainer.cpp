@@ -182,7 +182,7 @@ Tensor Trainer::forward_backward(const data::DeviceBatch& batch, Tensor* hits) {
   // The last micro-batch of an accumulation group communicates; the others only accumulate.
   const bool sync = micro_ + 1 == c_.train.grad_accum_steps || pos_.batch_in_epoch + 1 == batches_per_epoch_;
   TrainStep& step = session_.step();
-  Tensor loss = step.forward(batch, sync, hits);
+  Tensor loss = step.forward(batch, {.sync = sync}, hits);
   step.backward(loss);
   step.finish_gradient_sync();
   return loss;
