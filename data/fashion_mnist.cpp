@@ -35,8 +35,8 @@ ImageSet read_fashion_mnist(const std::string& dir, Split split) {
   return set;
 }
 
-std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, bool train, int image_size) {
-  return std::make_unique<ImageDataset>("fashion_mnist", read_fashion_mnist(dir, train), 10,
+std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, Split split, int image_size) {
+  return std::make_unique<ImageDataset>("fashion_mnist", read_fashion_mnist(dir, split), 10,
                                         Normalization{{kFashionMnistMean}, {kFashionMnistStd}}, image_size);
 }
 
