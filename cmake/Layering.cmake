@@ -23,6 +23,9 @@ endfunction()
 # EXPECT ok (the control: the folder works) or fail (the header must not be found).
 function(cudagrad_expect_include target header expect)
   string(MAKE_C_IDENTIFIER "${target}_${header}" _id)
+  if(target MATCHES "-")  # a program (cudagrad-train), not the layer of the same name (cudagrad_train)
+    set(_id "program_${_id}")
+  endif()
   add_test(NAME layering.${_id}_${expect}
            COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_CXX_COMPILER}
                    -DINCLUDE_DIR=${PROJECT_BINARY_DIR}/layer_include/${target} -DHEADER=${header}

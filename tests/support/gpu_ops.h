@@ -74,3 +74,8 @@ inline void expect_gpu_matches_cpu(const OpOnInputs& f, const std::vector<Tensor
 }
 
 }  // namespace cg::test
+
+namespace cg::ops {
+// How GoogleTest prints an implementation choice parameter: its kernels.* name.
+inline void PrintTo(GpuImpl impl, std::ostream* os) { *os << enum_name(impl); }
+}  // namespace cg::ops

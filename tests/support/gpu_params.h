@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,3 +26,8 @@ inline std::string dtype_pair_case_name(const ::testing::TestParamInfo<std::tupl
 }
 
 }  // namespace cg::test
+
+namespace cg {
+// How GoogleTest prints a DType parameter (in test listings and failures): its name, not its bytes.
+inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+}  // namespace cg
