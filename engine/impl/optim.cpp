@@ -1,3 +1,5 @@
+// The optimizer-update and loss-scaling registries, each filled with its built-in implementations
+// (engine/impl/optim_cpu.cpp, optim_cuda.cpp) on first use.
 #include "engine/impl/optim.h"
 
 namespace cg::impl {
