@@ -128,8 +128,8 @@ void Trainer::start() {
 
 void Trainer::run_epoch() {
   batches_->start_epoch(pos_.epoch, pos_.batch_in_epoch);
-  ProgressBar bar(log::is_main_process() && ProgressBar::stdout_is_terminal(),
-                  fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), batches_per_epoch_);
+  ProgressBar bar(fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), batches_per_epoch_,
+                  {.draw = log::is_main_process() && ProgressBar::stdout_is_terminal()});
   window_ = WindowStats();
   micro_ = 0;
   window_start_ = Clock::now();
@@ -183,7 +183,7 @@ Tensor Trainer::forward_backward(const data::DeviceBatch& batch, Tensor* hits) {
   // The last micro-batch of an accumulation group communicates; the others only accumulate.
   const bool sync = micro_ + 1 == c_.train.grad_accum_steps || pos_.batch_in_epoch + 1 == batches_per_epoch_;
   TrainStep& step = session_.step();
-  Tensor loss = step.forward(batch, sync, hits);
+  Tensor loss = step.forward(batch, {.sync = sync}, hits);
   step.backward(loss);
   step.finish_gradient_sync();
   return loss;
