@@ -71,6 +71,11 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
   auto close = [&] {
     if (current.params.empty()) return;
     current.count = offset - current.offset;
+    current.padded = current.count;
+    if (options_.zero_sharding) {  // the transport's shards may need the bucket padded
+      current.padded = comm_->shard_bounds(current.count).back();
+      offset = current.offset + current.padded;
+    }
     buckets_.push_back(current);
     current = Bucket{};
     current.offset = offset;
@@ -100,6 +105,28 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
     Tensor& p = params_[i].second;
     p.set_grad(flat_.view_at(offsets[i], p.shape()));
   }
+  param_offset_ = offsets;
+  if (options_.zero_sharding) lay_out_parameters(offsets);
+}
+
+// The parameters move into one flat buffer laid out as the gradients': the all-gather then writes
+// them in place, bucket by bucket. Each parameter keeps its TensorImpl (the module, the optimizer
+// and autograd hold it); only its storage changes, to a view of the flat buffer.
+void DistributedDataParallel::lay_out_parameters(const std::vector<int64_t>& offsets) {
+  autograd::NoGradGuard no_grad;
+  Tensor flat = Tensor::zeros({flat_.numel()}, DType::f32, device_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    CG_CHECK(p.dtype() == DType::f32, "DDP zero_sharding: parameter '{}' is {}, float32 expected", params_[i].first,
+             p.str());
+    flat.view_at(offsets[i], p.shape()).copy_(p);
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    TensorImpl& impl = params_[i].second.impl();
+    impl.storage = flat.impl().storage;
+    impl.offset = flat.impl().offset + offsets[i];
+  }
+  flat_params_ = flat;
 }
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(&ddp) {
@@ -112,6 +139,8 @@ DistributedDataParallel::NoSync::~NoSync() {
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
+  CG_CHECK(!options_.zero_sharding || optimizer_, "DDP with zero_sharding: attach(optimizer) before the first forward");
+  wait_for_parameters();
   prepare_for_backward();
   return model_(input);
 }
@@ -142,6 +171,7 @@ void DistributedDataParallel::prepare_for_backward() {
     // Rebuild once from the order gradients actually became ready, so buckets fill in sequence.
     build_buckets(ready_order_);
     rebuilt_ = true;
+    if (options_.zero_sharding) activate_sharding();
   }
   for (auto& b : buckets_) {
     b.pending = b.params.size();
@@ -160,8 +190,12 @@ void DistributedDataParallel::on_gradient_ready(size_t param) {
   CG_CHECK(b.pending > 0, "DDP: parameter '{}' got its gradient twice in one backward", params_[param].first);
   if (--b.pending == 0) {
     CG_NVTX_RANGE("DDP all-reduce issue");
-    b.work = comm_->all_reduce_average(flat_.data<float>() + b.offset, b.count, current_stream(device_),
-                                       fmt::format("bucket {}", bucket_of_[param]));
+    if (sharding_active_)
+      b.work = comm_->reduce_scatter_average(flat_.data<float>() + b.offset, b.padded, current_stream(device_),
+                                             fmt::format("bucket {}", bucket_of_[param]));
+    else
+      b.work = comm_->all_reduce_average(flat_.data<float>() + b.offset, b.count, current_stream(device_),
+                                         fmt::format("bucket {}", bucket_of_[param]));
   }
 }
 

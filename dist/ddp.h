@@ -8,7 +8,18 @@
 // a bucket's last gradient is final (the autograd grad-ready hook), its all-reduce (average) is
 // issued on the communication thread while backward goes on; wait_for_gradients() waits for all of
 // them before the optimizer step.
+//
+// ZeRO-1 (DdpOptions::zero_sharding, PyTorch's ZeroRedundancyOptimizer inside the reducer): the
+// parameters too live in one flat buffer laid out as the gradients' (each parameter a view into
+// it), every bucket is cut into one shard per rank (GradientComm::shard_bounds; on Gloo the blocks
+// of its ring all-reduce, so sums come out bit-identical to unsharded DDP), and a rank owns its
+// shard of every bucket. The first synced step is a plain DDP step (all-reduce, whole update);
+// from the bucket rebuild that follows it on, a bucket is reduce-scattered the moment it is
+// complete, the attached optimizer keeps state for and updates only this rank's shards, and
+// start_parameter_gather() all-gathers the updated shards bucket by bucket, waited for at the next
+// forward (or wait_for_parameters() before anything else reads the weights).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +27,7 @@
 #include "dist/gradient_comm.h"
 #include "dist/process_group.h"
 #include "nn/grad_scaler.h"
+#include "nn/optimizer.h"
 #include "nn/module.h"
 
 namespace cg::dist {
@@ -24,6 +36,7 @@ struct DdpOptions {
   double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in train/train_config.cpp
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
   bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
+  bool zero_sharding = false;     // ZeRO-1, see optim.zero_sharding and "ZeRO-1" below
 };
 
 class DistributedDataParallel {
@@ -33,6 +46,7 @@ class DistributedDataParallel {
   // Any device and transport (dist/gradient_comm.h). On a GPU, gradients are all-reduced after
   // events on the caller's current stream, which waits for them with events in turn.
   DistributedDataParallel(nn::Module& model, std::unique_ptr<GradientComm> comm, const DdpOptions& options);
+  ~DistributedDataParallel();  // waits for all-gathers (ZeRO-1) still writing into the parameters
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
@@ -82,12 +96,34 @@ class DistributedDataParallel {
   // The all-reduces of the last synced backward, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_reduces() const;
 
+  // ---- ZeRO-1 (zero_sharding). The optimizer whose state is cut to this rank's shards (it must
+  // step the model's parameters; attach before the first forward).
+  void attach(nn::Optimizer& optimizer);
+  bool zero_sharding() const { return options_.zero_sharding; }
+  // After the optimizer step: starts all-gathering the updated shards, bucket by bucket (nothing
+  // to do before sharding is active). Issued on the communication thread or stream.
+  void start_parameter_gather();
+  // Waits for those all-gathers (the next forward does it too): before evaluating, checkpointing or
+  // comparing the weights.
+  void wait_for_parameters();
+  // Every rank: the attached optimizer's whole state, gathered from the ranks' shards in the
+  // unsharded names, shapes and order (a checkpoint's). Element-wise state is assumed held for
+  // every parameter (true under DDP, where each step reaches all of them).
+  nn::NamedTensors gather_optimizer_state();
+  // Parameter elements whose optimizer state this rank holds once sharding is active (all of them
+  // without sharding), and the model's total.
+  int64_t owned_elements() const;
+  int64_t total_elements() const;
+  // The all-gathers of the last step, bucket by bucket (for timelines and tests).
+  std::vector<std::shared_ptr<Work>> last_all_gathers() const { return gathers_; }
+
  private:
   struct Bucket {
     int64_t offset = 0, count = 0;   // slice of the flat buffer
     std::vector<size_t> params;      // indices into params_
     size_t pending = 0;              // gradients not yet final in this backward
     std::shared_ptr<Work> work;
+    int64_t padded = 0;              // zero_sharding: count plus the transport's shard padding
   };
 
   void build_buckets(const std::vector<size_t>& order);
@@ -110,6 +146,17 @@ class DistributedDataParallel {
   bool no_sync_ = false;               // a NoSync guard is alive
   bool sync_backward_ = true;          // the last forward's backward communicates
   bool in_backward_ = false;
+
+  // ---- ZeRO-1
+  void lay_out_parameters(const std::vector<int64_t>& offsets);
+  void activate_sharding();
+  std::map<std::string, nn::Optimizer::Range> owned_ranges() const;
+  Tensor flat_params_;                 // zero_sharding: every parameter is a view into it
+  std::vector<int64_t> param_offset_;  // param index -> offset in flat_ and flat_params_
+  nn::Optimizer* optimizer_ = nullptr;
+  bool sharding_active_ = false;       // from the first bucket rebuild on
+  std::vector<std::shared_ptr<Work>> gathers_;
+  bool gathers_pending_ = false;
 };
 
 // Overwrites every tensor of `tensors` (all on `device`) with rank 0's values in one collective:

@@ -28,6 +28,14 @@ class HostGlooComm : public GradientComm {
   void wait(Work& work, const Stream&) override { work.wait(); }
   void broadcast(Tensor& t, const Stream&) override { group_.broadcast(t.raw_data(), t.nbytes(), 0); }
   std::string name() const override { return "gloo"; }
+  std::vector<int64_t> shard_bounds(int64_t count) const override { return ring_shard_bounds(count, group_.size()); }
+  int shard_rank() const override { return group_.rank(); }
+  std::shared_ptr<Work> reduce_scatter_average(float* data, int64_t count, const Stream&, const std::string&) override {
+    return group_.reduce_scatter_async(data, count, ReduceOp::average);
+  }
+  std::shared_ptr<Work> all_gather_shards(float* data, int64_t count, const Stream&, const std::string&) override {
+    return group_.all_gather_shards_async(data, count);
+  }
 
  private:
   ProcessGroup& group_;
@@ -138,23 +146,19 @@ class ModeledComm : public GradientComm {
   std::shared_ptr<Work> all_reduce_average(float*, int64_t count, const Stream& compute,
                                            const std::string& what) override {
     const size_t bytes = size_t(count) * sizeof(float);
-    const double ms = modeled_ms(bytes);
-    const std::string detail = fmt::format("{}, {:.1f} MB, modeled {:.3f} ms", what, double(bytes) / 1e6, ms);
-    if (stream_) {
-      auto work = stream_->begin(compute);
-      runtime::spin(stream_->stream(), ms * 1000.0);
-      stream_->end(work, "all_reduce", detail);
-      return work;
-    }
-    auto work = std::make_shared<Work>();
-    work->started = std::chrono::steady_clock::now();
-    worker_.post([work, ms, detail] {
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-      work->finished = std::chrono::steady_clock::now();
-      trace::record("all_reduce (" + detail + ")", "communication", work->started, work->finished);
-      work->finish();
-    });
-    return work;
+    return busy(compute, "all_reduce", what, bytes, modeled_ms(bytes));
+  }
+  // ZeRO-1: the one real rank owns every shard; the stream is busy for half a ring each time.
+  std::vector<int64_t> shard_bounds(int64_t count) const override { return {0, count}; }
+  std::shared_ptr<Work> reduce_scatter_average(float*, int64_t count, const Stream& compute,
+                                               const std::string& what) override {
+    const size_t bytes = size_t(count) * sizeof(float);
+    return busy(compute, "reduce_scatter", what, bytes, ring_half_ms(bytes, ranks_, link_));
+  }
+  std::shared_ptr<Work> all_gather_shards(float*, int64_t count, const Stream& compute,
+                                          const std::string& what) override {
+    const size_t bytes = size_t(count) * sizeof(float);
+    return busy(compute, "all_gather", what, bytes, ring_half_ms(bytes, ranks_, link_));
   }
   void wait(Work& work, const Stream& compute) override {
     if (stream_) stream_->wait(work, compute);
@@ -168,6 +172,27 @@ class ModeledComm : public GradientComm {
   double modeled_ms(size_t bytes) const override { return ring_all_reduce_ms(bytes, ranks_, link_); }
 
  private:
+  // The communication stream (or, on the CPU, a worker thread) kept busy for `ms`.
+  std::shared_ptr<Work> busy(const Stream& compute, const std::string& op, const std::string& what, size_t bytes,
+                             double ms) {
+    const std::string detail = fmt::format("{}, {:.1f} MB, modeled {:.3f} ms", what, double(bytes) / 1e6, ms);
+    if (stream_) {
+      auto work = stream_->begin(compute);
+      runtime::spin(stream_->stream(), ms * 1000.0);
+      stream_->end(work, op, detail);
+      return work;
+    }
+    auto work = std::make_shared<Work>();
+    work->started = std::chrono::steady_clock::now();
+    worker_.post([work, ms, op, detail] {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+      work->finished = std::chrono::steady_clock::now();
+      trace::record(op + " (" + detail + ")", "communication", work->started, work->finished);
+      work->finish();
+    });
+    return work;
+  }
+
   int ranks_;
   Link link_;
   Device device_;
@@ -176,6 +201,20 @@ class ModeledComm : public GradientComm {
 };
 
 }  // namespace
+
+std::vector<int64_t> GradientComm::shard_bounds(int64_t) const {
+  throw Error(fmt::format("optim.zero_sharding=true: the {} transport has no reduce-scatter and all-gather; use "
+                          "gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
+                          name()));
+}
+std::shared_ptr<Work> GradientComm::reduce_scatter_average(float*, int64_t count, const Stream&, const std::string&) {
+  shard_bounds(count);  // refuses
+  return nullptr;
+}
+std::shared_ptr<Work> GradientComm::all_gather_shards(float*, int64_t count, const Stream&, const std::string&) {
+  shard_bounds(count);
+  return nullptr;
+}
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group) { return std::make_unique<HostGlooComm>(group); }
 std::unique_ptr<GradientComm> make_staged_gloo_comm(ProcessGroup& group, Device device) {
@@ -194,6 +233,13 @@ double ring_all_reduce_ms(size_t bytes, int ranks, const Link& link) {
   const double n = ranks, steps = 2.0 * (n - 1);
   const double transfer_s = steps / n * double(bytes) / (link.bandwidth_gb_s * 1e9);
   return (transfer_s + steps * link.latency_us * 1e-6) * 1e3;
+}
+
+double ring_half_ms(size_t bytes, int ranks, const Link& link) {
+  CG_CHECK(ranks >= 1 && link.bandwidth_gb_s > 0, "ring model: {} ranks on {}", ranks, link.name);
+  if (ranks == 1) return 0.0;
+  const double n = ranks, steps = n - 1;
+  return (steps / n * double(bytes) / (link.bandwidth_gb_s * 1e9) + steps * link.latency_us * 1e-6) * 1e3;
 }
 
 std::unique_ptr<GradientComm> make_modeled_comm(int modeled_ranks, const Link& link, Device device) {

@@ -15,6 +15,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/process_group.h"
 #include "engine/tensor.h"
@@ -41,6 +42,20 @@ class GradientComm {
   // transports watch it like a collective (timeout, asynchronous errors). Host transports cannot
   // be captured and have nothing to do.
   virtual void watch_replay(const Stream& compute, const std::string& what) const {}
+
+  // ---- ZeRO-1 (optim.zero_sharding). A bucket of `count` floats is cut into one contiguous shard
+  // per rank: shard_bounds(count) returns world + 1 bounds, rank r's shard is [bounds[r],
+  // bounds[r + 1]). The last bound may exceed count: the bucket must then be that long (padding
+  // the transport needs, zero and owned by no parameter). The defaults refuse, naming the transport.
+  virtual std::vector<int64_t> shard_bounds(int64_t count) const;
+  virtual int shard_rank() const { return 0; }
+  // Starts averaging the bucket over the ranks into this rank's shard only (the rest of `data` is
+  // left holding partial sums), in `compute` order as all_reduce_average.
+  virtual std::shared_ptr<Work> reduce_scatter_average(float* data, int64_t count, const Stream& compute,
+                                                       const std::string& what);
+  // Starts copying every rank's shard of `data` into the other ranks' `data`.
+  virtual std::shared_ptr<Work> all_gather_shards(float* data, int64_t count, const Stream& compute,
+                                                  const std::string& what);
 };
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group);
@@ -59,6 +74,8 @@ struct Link {
 Link nvlink_link();       // H100 SXM in an 8-GPU NVSwitch node
 Link infiniband_link();   // 200 Gb/s per GPU across nodes
 double ring_all_reduce_ms(size_t bytes, int ranks, const Link& link);
+// One half of that ring (a reduce-scatter, or an all-gather): (N-1)/N * bytes / bandwidth + (N-1) * latency.
+double ring_half_ms(size_t bytes, int ranks, const Link& link);
 std::unique_ptr<GradientComm> make_modeled_comm(int modeled_ranks, const Link& link, Device device);
 
 }  // namespace cg::dist

@@ -51,6 +51,16 @@ void broadcast(Comm comm, void* data, size_t bytes, int root, Stream stream) {
   CG_NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclChar, root, as_nccl(comm), as_stream(stream)));
 }
 
+void reduce_scatter_average(Comm comm, float* data, int64_t shard, int rank, Stream stream) {
+  CG_NCCL_CHECK(ncclReduceScatter(data, data + int64_t(rank) * shard, size_t(shard), ncclFloat, ncclAvg,
+                                  as_nccl(comm), as_stream(stream)));
+}
+
+void all_gather(Comm comm, float* data, int64_t shard, int rank, Stream stream) {
+  CG_NCCL_CHECK(ncclAllGather(data + int64_t(rank) * shard, data, size_t(shard), ncclFloat, as_nccl(comm),
+                              as_stream(stream)));
+}
+
 std::string async_error(Comm comm) {
   ncclResult_t async = ncclSuccess;
   if (ncclCommGetAsyncError(as_nccl(comm), &async) != ncclSuccess) return "ncclCommGetAsyncError failed";
@@ -82,6 +92,8 @@ std::string unique_id() { no_nccl("nccl::unique_id"); }
 Comm init(const std::string&, int, int, int) { no_nccl("nccl::init"); }
 void all_reduce_average(Comm, float*, int64_t, Stream) { no_nccl("nccl::all_reduce_average"); }
 void broadcast(Comm, void*, size_t, int, Stream) { no_nccl("nccl::broadcast"); }
+void reduce_scatter_average(Comm, float*, int64_t, int, Stream) { no_nccl("nccl::reduce_scatter_average"); }
+void all_gather(Comm, float*, int64_t, int, Stream) { no_nccl("nccl::all_gather"); }
 std::string async_error(Comm) { no_nccl("nccl::async_error"); }
 void abort(Comm) {}
 void destroy(Comm) {}

@@ -18,7 +18,7 @@ std::string megabytes(size_t bytes) { return fmt::format("{:.1f} MB", double(byt
 
 class NcclComm : public GradientComm {
  public:
-  NcclComm(TcpStore& store, int rank, int world, Device d, double timeout_s) {
+  NcclComm(TcpStore& store, int rank, int world, Device d, double timeout_s) : rank_(rank), world_(world) {
     CG_CHECK(d.is_cuda(), "NCCL needs CUDA tensors, the model is on {}", d.str());
     std::string id;
     if (rank == 0) {
@@ -81,6 +81,33 @@ class NcclComm : public GradientComm {
 
   std::string name() const override { return fmt::format("nccl {}", nccl::version()); }
 
+  // ZeRO-1: NCCL's reduce-scatter wants equal shards, so a bucket is padded to world * shard.
+  std::vector<int64_t> shard_bounds(int64_t count) const override {
+    const int64_t shard = (count + world_ - 1) / world_;
+    std::vector<int64_t> bounds(size_t(world_) + 1);
+    for (int r = 0; r <= world_; ++r) bounds[size_t(r)] = int64_t(r) * shard;
+    return bounds;
+  }
+  int shard_rank() const override { return rank_; }
+  std::shared_ptr<Work> reduce_scatter_average(float* data, int64_t count, const Stream& compute,
+                                               const std::string& what) override {
+    const int64_t shard = shard_of(count);
+    std::lock_guard<std::timed_mutex> lock(issue_mutex_);
+    auto work = stream_->begin(compute);
+    nccl::reduce_scatter_average(comm_, data, shard, rank_, stream_->stream().handle());
+    stream_->end(work, "reduce_scatter", fmt::format("{}, {}", what, megabytes(size_t(count) * sizeof(float))));
+    return work;
+  }
+  std::shared_ptr<Work> all_gather_shards(float* data, int64_t count, const Stream& compute,
+                                          const std::string& what) override {
+    const int64_t shard = shard_of(count);
+    std::lock_guard<std::timed_mutex> lock(issue_mutex_);
+    auto work = stream_->begin(compute);
+    nccl::all_gather(comm_, data, shard, rank_, stream_->stream().handle());
+    stream_->end(work, "all_gather", fmt::format("{}, {}", what, megabytes(size_t(count) * sizeof(float))));
+    return work;
+  }
+
  private:
   // On the watchdog's thread. Issuing holds issue_mutex_, so the communicator is never freed
   // under a call in progress; a call stuck inside NCCL for seconds gets aborted regardless, since
@@ -92,6 +119,13 @@ class NcclComm : public GradientComm {
     if (locked) issue_mutex_.unlock();
   }
 
+  int64_t shard_of(int64_t count) const {
+    CG_CHECK(count % world_ == 0, "NCCL reduce-scatter/all-gather of {} floats: not padded to {} equal shards",
+             count, world_);
+    return count / world_;
+  }
+
+  int rank_, world_;
   nccl::Comm comm_ = nullptr;
   std::timed_mutex issue_mutex_;
   std::atomic<bool> aborted_{false};

@@ -9,6 +9,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "dist/process_group_impl.h"
 #include "util/check.h"
 #include "util/trace.h"
 
@@ -31,11 +32,6 @@ class GlooStore : public gloo::rendezvous::Store {
 };
 
 }  // namespace
-
-struct ProcessGroup::Impl {
-  std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
-};
 
 void Work::wait() {
   std::unique_lock<std::mutex> lock(mutex_);

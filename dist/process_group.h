@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dist/tcp_store.h"
 #include "engine/stream.h"
@@ -21,6 +22,11 @@
 namespace cg::dist {
 
 enum class ReduceOp { sum, average };
+
+// Gloo's ring all-reduce of `count` floats over `world` ranks: it splits the buffer into world
+// contiguous blocks (the last ones shorter or empty) and block r ends fully reduced on rank r.
+// Returns world + 1 bounds, block r = [bounds[r], bounds[r + 1]).
+std::vector<int64_t> ring_shard_bounds(int64_t count, int world);
 
 // A collective in flight. wait() blocks until it is done and rethrows its error.
 class Work {
@@ -74,10 +80,22 @@ class ProcessGroup {
 
   int64_t all_reduces_issued() const { return all_reduces_; }
 
+  // ---- ZeRO-1 (optim.zero_sharding): a bucket of `count` floats is cut into size() contiguous
+  // shards exactly as Gloo's ring all-reduce cuts it (ring_shard_bounds), and the two halves of
+  // that ring run separately. So a shard's reduce-scatter adds the ranks' values in the same
+  // order as all_reduce_async does, and sharded training stays bit-identical to unsharded.
+  // In place: afterwards shard rank() of `data` holds the reduction, the other shards partial sums.
+  std::shared_ptr<Work> reduce_scatter_async(float* data, int64_t count, ReduceOp op);
+  // In place: every rank's shard rank() of `data` is copied into the others' `data`.
+  std::shared_ptr<Work> all_gather_shards_async(float* data, int64_t count);
+
  private:
   struct Impl;
   std::shared_ptr<Work> enqueue(const std::string& what, std::function<void()> fn);
   void run();
+  // The two halves of Gloo's ring on one bucket (dist/ring_shards.cpp).
+  void ring_reduce_scatter(float* data, int64_t count, uint32_t tag);
+  void ring_all_gather(float* data, int64_t count, uint32_t tag);
 
   int rank_, world_;
   ProcessGroupOptions options_;

@@ -46,10 +46,13 @@ std::string metadata_str(const safetensors::File& f, const std::string& key) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Module& model, const Optimizer& optimizer,
-                     const TrainingProgress& p) {
+                     const TrainingProgress& p, const NamedTensors* optimizer_state) {
+  CG_CHECK(optimizer_state || !optimizer.sharded(),
+           "save_checkpoint: the optimizer holds only this rank's shard of its state (ZeRO-1); pass the state "
+           "gathered from all ranks");
   safetensors::File file;
   for (const auto& [name, t] : model.state_dict()) file.tensors.emplace_back(name, to_record(t));
-  for (const auto& [name, t] : optimizer.state_tensors())
+  for (const auto& [name, t] : optimizer_state ? *optimizer_state : optimizer.state_tensors())
     file.tensors.emplace_back(kOptimPrefix + name, to_record(t));
   file.metadata["cudagrad.kind"] = "training_checkpoint";
   file.metadata["cudagrad.epoch"] = std::to_string(p.epoch);

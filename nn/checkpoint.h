@@ -24,8 +24,10 @@ struct TrainingProgress {
   int64_t loss_scale_growth_tracker = 0;
 };
 
+// optimizer_state: the optimizer's whole state when it holds only a shard of it (ZeRO-1; gathered
+// by DistributedDataParallel::gather_optimizer_state), else null: its own state_tensors().
 void save_checkpoint(const std::string& path, const Module& model, const Optimizer& optimizer,
-                     const TrainingProgress& progress);
+                     const TrainingProgress& progress, const NamedTensors* optimizer_state = nullptr);
 
 // Restores model (strict) and optimizer state; returns the saved progress.
 TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer);

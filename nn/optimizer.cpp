@@ -1,5 +1,7 @@
 #include "nn/optimizer.h"
 
+#include <algorithm>
+
 #include "engine/autograd/grad_mode.h"
 
 namespace cg::nn {
@@ -23,9 +25,22 @@ Hyper hyper_at(Hyper h, double lr) {
 void Optimizer::step(double lr, const Tensor& found_inf) {
   autograd::NoGradGuard no_grad;
   std::vector<Entry> entries;
+  std::vector<Tensor> shard_views;  // sharded: the owned elements of each parameter
+  shard_views.reserve(params_.size());
   for (auto& [name, param] : params_) {
     Tensor grad = param.grad();
-    if (grad.defined()) entries.push_back({&name, &param, grad, &per_param_[name]});
+    if (!grad.defined()) continue;
+    if (!sharded_) {
+      entries.push_back({&name, &param, grad, &per_param_[name]});
+      continue;
+    }
+    auto owned = ranges_.find(name);
+    if (owned == ranges_.end()) continue;
+    const Range r = owned->second;
+    CG_CHECK(r.begin >= 0 && r.count > 0 && r.begin + r.count <= param.numel() && grad.numel() == param.numel(),
+             "optimizer: shard [{}, {}) of '{}' ({}) is out of range", r.begin, r.begin + r.count, name, param.str());
+    shard_views.push_back(param.view_at(r.begin, {r.count}));
+    entries.push_back({&name, &shard_views.back(), grad.view_at(r.begin, {r.count}), &per_param_[name]});
   }
   if (!entries.empty()) {
     const Device device = entries.front().param->device();
@@ -78,6 +93,47 @@ void Optimizer::load_state_tensors(const std::map<std::string, Tensor>& state, i
     }
   }
   steps_ = steps;
+  if (sharded_) cut_state_to_shard();
+}
+
+void Optimizer::shard(std::map<std::string, Range> ranges) {
+  for (const auto& [name, r] : ranges) {
+    auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
+    CG_CHECK(it != params_.end(), "optimizer: shard names '{}', which is not one of its parameters", name);
+    CG_CHECK(r.begin >= 0 && r.count > 0 && r.begin + r.count <= it->second.numel(),
+             "optimizer: shard [{}, {}) of '{}' ({}) is out of range", r.begin, r.begin + r.count, name,
+             it->second.str());
+  }
+  ranges_ = std::move(ranges);
+  sharded_ = true;
+  cut_state_to_shard();
+}
+
+void Optimizer::cut_state_to_shard() {
+  autograd::NoGradGuard no_grad;
+  for (auto it = per_param_.begin(); it != per_param_.end();) {
+    auto owned = ranges_.find(it->first);
+    if (owned == ranges_.end()) {
+      it = per_param_.erase(it);
+      continue;
+    }
+    const Range r = owned->second;
+    const Tensor* param = nullptr;
+    for (const auto& [name, p] : params_)
+      if (name == it->first) param = &p;
+    for (auto& [state_name, t] : it->second)  // whole-parameter tensors only: scalars (steps) stay
+      if (param && t.defined() && t.shape() == param->shape() && t.shape() != Shape{r.count})
+        t = t.view_at(r.begin, {r.count}).clone();
+    ++it;
+  }
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, state] : per_param_)
+    for (const auto& [state_name, t] : state)
+      if (t.defined()) bytes += int64_t(t.nbytes());
+  return bytes;
 }
 
 // ---- SGD

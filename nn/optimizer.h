@@ -8,6 +8,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "engine/optim_ops.h"
 #include "nn/module.h"
@@ -46,6 +47,25 @@ class Optimizer {
   virtual NamedTensors state_tensors() const;
   virtual void load_state_tensors(const std::map<std::string, Tensor>& state, int64_t steps_taken);
 
+  // ZeRO-1 (data parallelism with optim.zero_sharding). From now on step() updates, of each
+  // parameter named in `ranges`, only the elements [begin, begin + count) of the flattened
+  // parameter, and keeps that parameter's element-wise state for those elements only (1-D,
+  // `count` long); parameters not named are left alone and hold no state. State already held for
+  // whole parameters (a loaded checkpoint, earlier steps) is cut down to the ranges, and so is
+  // state loaded later. Each element's update is the unsharded arithmetic (the kernels are
+  // element-wise), so a sharded step changes the elements it owns bit-identically.
+  // state_tensors() then returns the shards; a checkpoint needs them gathered first (dist/ddp.h).
+  struct Range {
+    int64_t begin = 0, count = 0;
+  };
+  void shard(std::map<std::string, Range> ranges);
+  bool sharded() const { return sharded_; }
+  const std::map<std::string, Range>& shard_ranges() const { return ranges_; }
+  // The per-parameter state this optimizer keeps ("momentum_buffer"; AdamW: "exp_avg", ...).
+  std::vector<std::string> state_kinds() const { return state_names(); }
+  // Bytes of state held now (every state tensor, GPU step counters aside).
+  int64_t state_bytes() const;
+
  protected:
   struct Entry {  // a parameter with a gradient in this step, and its state buffers
     const std::string* name;
@@ -62,7 +82,12 @@ class Optimizer {
   // Names of the per-parameter state buffers this optimizer keeps ("momentum_buffer").
   virtual std::vector<std::string> state_names() const = 0;
 
+  // Cuts per_param_'s whole-parameter tensors down to ranges_ and drops unowned parameters' state.
+  void cut_state_to_shard();
+
   NamedTensors params_;
+  bool sharded_ = false;
+  std::map<std::string, Range> ranges_;  // when sharded_: the owned elements of each parameter
   // per_param_[param name][state name]
   std::map<std::string, std::map<std::string, Tensor>> per_param_;
   int64_t steps_ = 0;

@@ -40,6 +40,7 @@ TrainSession::TrainSession(const TrainConfig& c)
 
 void TrainSession::start(const nn::TrainingProgress* resumed) {
   ddp_ = make_ddp(c_, dc_, model_, device_);
+  if (c_.optim.zero_sharding) shard_optimizer();
   step_ = std::make_unique<TrainStep>(c_, model_, *optimizer_, ddp_.get(), device_);
   if (step_->scaler() && resumed && resumed->loss_scale > 0)
     step_->scaler()->load(resumed->loss_scale, resumed->loss_scale_growth_tracker);
@@ -49,6 +50,22 @@ void TrainSession::start(const nn::TrainingProgress* resumed) {
                                  "share a GPU); set it false", ddp_->comm().name()));
   graphed_ = std::make_unique<GraphedTrainStep>(*step_, *optimizer_, ddp_ ? &ddp_->comm() : nullptr, compute_);
   log::info("train: the step is captured as a CUDA graph after {} eager steps", GraphedTrainStep::kEagerSteps);
+}
+
+// ZeRO-1: DDP cuts the optimizer's state to this rank's shards after the first step; the figures
+// logged here are those of the buckets as laid out now (the rebuild after the first step moves a
+// few elements between ranks).
+void TrainSession::shard_optimizer() {
+  if (!ddp_) {
+    log::info("optim.zero_sharding: one process, nothing to shard");
+    return;
+  }
+  ddp_->attach(*optimizer_);
+  const bool sgd = c_.optim.name == OptimizerName::sgd;
+  const int64_t bytes_per_element = sgd ? (c_.optim.momentum > 0 ? 4 : 0) : 8;  // momentum; AdamW's two moments
+  const int64_t mine = ddp_->owned_elements() * bytes_per_element, all = ddp_->total_elements() * bytes_per_element;
+  log::info("ZeRO-1: optimizer state {} bytes on this rank ({:.2f} MiB; unsharded {} bytes, {:.2f} MiB: {:.3f} of it)",
+            mine, double(mine) / (1 << 20), all, double(all) / (1 << 20), all > 0 ? double(mine) / double(all) : 0.0);
 }
 
 }  // namespace cg::train

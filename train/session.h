@@ -44,6 +44,8 @@ class TrainSession {
   GraphedTrainStep* graphed() { return graphed_.get(); }  // null unless train.cuda_graph
 
  private:
+  void shard_optimizer();  // optim.zero_sharding
+
   TrainConfig c_;
   DistContext dc_;
   Device device_;

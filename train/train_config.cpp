@@ -125,6 +125,9 @@ const std::vector<Field>& fields() {
       CG_FIELD(optim.beta1, below_one(), "AdamW beta1, in [0, 1)"),
       CG_FIELD(optim.beta2, below_one(), "AdamW beta2, in [0, 1)"),
       CG_FIELD(optim.eps, at_least(0), "AdamW epsilon"),
+      CG_FIELD(optim.zero_sharding, any(),
+               "ZeRO-1 over the data-parallel ranks: gradients reduce-scattered, each rank keeps optimizer state "
+               "for and updates 1/world of the parameters, which are then all-gathered"),
       CG_FIELD(sched.name, any(), "constant, cosine over epochs, or linear warm-up then cosine per step"),
       CG_FIELD(sched.warmup_steps, at_least(0), "warm-up optimizer steps (warmup_cosine only)"),
       CG_FIELD(sched.min_lr, at_least(0), "learning rate at the end of the cosine"),
@@ -184,6 +187,9 @@ void check_cuda_graph(const TrainConfig& c, const config::Values& v) {
                        c.train.grad_accum_steps));
   if (c.profile.enabled)
     reject("a replayed step has no host-side phases to time; set profile.enabled=false to profile eagerly");
+  if (c.optim.zero_sharding)
+    reject("optim.zero_sharding=true switches collectives after the first step (the shards are fixed then); "
+           "set one of them false");
 }
 
 // Rules that involve several keys, reported against the key most likely to be the mistake.

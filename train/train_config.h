@@ -64,6 +64,7 @@ struct TrainConfig {
     bool nesterov = false;
     double weight_decay = 1e-4;  // L2 for SGD, decoupled for AdamW (as PyTorch)
     double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW only
+    bool zero_sharding = false;  // ZeRO-1: optimizer state and update sharded over the DDP ranks
     bool operator==(const Optim&) const = default;
   } optim;
   struct Sched {

@@ -59,6 +59,7 @@ void TrainStep::optimizer_step(double lr) {
       optimizer_.step(lr);
     }
   }
+  if (ddp_) ddp_->start_parameter_gather();  // ZeRO-1: the shards each rank updated, to all
   if (ddp_) ddp_->zero_grad();  // gradients stay views of DDP's flat buffer
   else optimizer_.zero_grad();
 }

@@ -110,6 +110,7 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   if (!comm) return nullptr;
   dist::DdpOptions options;
   options.bucket_cap_mb = c.dist.bucket_cap_mb;
+  options.zero_sharding = c.optim.zero_sharding;
   auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
   log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
   return ddp;

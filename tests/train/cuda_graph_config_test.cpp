@@ -42,7 +42,8 @@ TEST(CudaGraphConfig, RefusesWhatCannotBeCapturedNamingBothKeys) {
   for (const Case& k : {Case{"train.device=cpu", "train.device", "need a GPU"},
                         Case{"dist.backend=gloo", "dist.backend", "host code"},
                         Case{"train.grad_accum_steps=4", "train.grad_accum_steps", "one micro-batch"},
-                        Case{"profile.enabled=true", "profile.enabled", "profile"}}) {
+                        Case{"profile.enabled=true", "profile.enabled", "profile"},
+                        Case{"optim.zero_sharding=true", "optim.zero_sharding", "after the first step"}}) {
     SCOPED_TRACE(k.conflicting);
     test::expect_mentions(error_of({"train.cuda_graph=true", k.conflicting}),
                           {"train.cuda_graph", k.other_key, k.reason});

@@ -100,6 +100,7 @@ TEST(TrainConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_DOUBLE_EQ(c.optim.beta1, 0.9);
   EXPECT_DOUBLE_EQ(c.optim.beta2, 0.999);
   EXPECT_DOUBLE_EQ(c.optim.eps, 1e-8);
+  EXPECT_FALSE(c.optim.zero_sharding);
   EXPECT_DOUBLE_EQ(c.sched.min_lr, 0.0);
   EXPECT_EQ(c.train.max_steps, 0);
   EXPECT_EQ(c.train.threads, 0);
@@ -222,7 +223,8 @@ TEST(TrainConfig, HelpListsEveryKey) {
       "model.widths", "model.blocks", "model.in_channels", "model.num_classes", "model.init_from",
       "model.channels_last", "data.dataset", "data.path", "data.image_size", "data.batch_size", "data.num_workers", "data.shuffle",
       "data.augment", "data.synthetic_size", "data.gpu_resident", "optim.name", "optim.lr", "optim.momentum", "optim.nesterov",
-      "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "sched.name", "sched.warmup_steps",
+      "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "optim.zero_sharding", "sched.name",
+      "sched.warmup_steps",
       "sched.min_lr", "train.epochs", "train.max_steps", "train.grad_accum_steps", "train.seed",
       "train.log_interval", "train.device", "train.threads", "train.eval_batch_size", "train.target_accuracy",
       "train.cuda_graph",

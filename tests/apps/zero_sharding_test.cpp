@@ -1,0 +1,163 @@
+// optim.zero_sharding (ZeRO-1) with real processes, through cudagrad-launch and mpirun: 2 and 3
+// ranks end with weights and optimizer state bit-identical to unsharded DDP (SGD with momentum;
+// AdamW with weight decay, the cosine schedule and gradient accumulation); rank 0 reports about
+// 1/world of the optimizer state; the timeline names the reduce-scatters and all-gathers; and
+// checkpoints interchange: written sharded on 2 ranks, resumed sharded on 2 (as if never
+// interrupted) and 3 ranks, and unsharded on 1 process, each matching its unsharded counterpart.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "support/free_port.h"
+#include "support/paths.h"
+#include "support/processes.h"
+#include "util/safetensors.h"
+
+namespace cg {
+namespace {
+namespace fs = std::filesystem;
+
+std::string train_args(const fs::path& out, const std::string& extra) {
+  return test::app("cudagrad-train") +
+         " data.dataset=synthetic data.synthetic_size=384 data.image_size=8 data.batch_size=16 model.in_channels=3 "
+         "model.widths=[4,8] model.blocks=[1,1] train.epochs=2 train.log_interval=4 train.threads=1 "
+         "train.device=cpu dist.timeout_s=30 dist.bucket_cap_mb=0.002 output.dir=" +
+         out.string() + " " + extra;
+}
+
+// Runs `ranks` trainers (1: the trainer alone, else through cudagrad-launch, or mpirun) writing
+// into dir/name; fails the test unless it succeeds. Returns the output.
+enum class Via { launch, mpirun };
+std::string run(const fs::path& dir, const std::string& name, int ranks, const std::string& extra,
+                Via via = Via::launch) {
+  std::string cmd;
+  if (ranks == 1) cmd = train_args(dir / name, extra);
+  else if (via == Via::launch)
+    cmd = test::app("cudagrad-launch") + " --standalone --nproc-per-node " + std::to_string(ranks) + " " +
+          train_args(dir / name, extra);
+  else
+    cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+          std::to_string(ranks) + " -x MASTER_PORT=" + std::to_string(test::free_port()) + " " +
+          train_args(dir / name, extra);
+  const fs::path log = dir / (name + ".log");
+  const int rc = test::wait_for(test::start(cmd, log), std::chrono::seconds(240));
+  const std::string text = test::read_text(log);
+  EXPECT_EQ(rc, 0) << cmd << "\n" << text;
+  return text;
+}
+
+fs::path last(const fs::path& dir, const std::string& name) { return dir / name / "checkpoints" / "last.safetensors"; }
+
+// Every tensor (weights, BatchNorm statistics, optimizer state) byte for byte.
+void expect_same_tensors(const fs::path& a_path, const fs::path& b_path) {
+  const safetensors::File a = safetensors::load(a_path.string()), b = safetensors::load(b_path.string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << a_path << " vs " << b_path;
+  int optimizer_tensors = 0;
+  for (const auto& [name, ra] : a.tensors) {
+    const safetensors::TensorRecord* rb = b.find(name);
+    ASSERT_NE(rb, nullptr) << name << " missing from " << b_path;
+    EXPECT_EQ(ra.shape, rb->shape) << name;
+    EXPECT_TRUE(ra.bytes == rb->bytes) << name << " differs between " << a_path << " and " << b_path;
+    optimizer_tensors += name.rfind("optim.", 0) == 0;
+  }
+  EXPECT_GT(optimizer_tensors, 0) << "no optimizer state in " << a_path;
+}
+
+// The share of the optimizer state rank 0 reported holding at start-up.
+double reported_share(const std::string& log) {
+  std::smatch m;
+  const std::regex line(R"(ZeRO-1: optimizer state (\d+) bytes on this rank .*unsharded (\d+) bytes)");
+  if (!std::regex_search(log, m, line)) {
+    ADD_FAILURE() << "no ZeRO-1 optimizer state line in\n" << log;
+    return 0;
+  }
+  return std::stod(m[1]) / std::stod(m[2]);
+}
+
+const std::string kAdamW = "optim.name=adamw optim.lr=0.003 optim.weight_decay=0.05 sched.name=cosine";
+
+TEST(ZeroSharding, TwoRanksSgdMomentumBitIdenticalToUnshardedAndTimelineNamesTheCollectives) {
+  const auto dir = test::make_temp_dir("zero_sgd");
+  const std::string sgd = "optim.name=sgd optim.momentum=0.9 optim.nesterov=true optim.weight_decay=1e-3";
+  const std::string log = run(dir, "sharded", 2, sgd + " optim.zero_sharding=true profile.enabled=true");
+  run(dir, "plain", 2, sgd);
+  expect_same_tensors(last(dir, "sharded"), last(dir, "plain"));
+  EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
+  EXPECT_NEAR(reported_share(log), 0.5, 0.05);
+  int reduce_scatters = 0, all_gathers = 0;
+  const auto trace = nlohmann::json::parse(test::read_text(dir / "sharded" / "trace_rank0.json"))["traceEvents"];
+  for (const auto& e : trace) {
+    if (e.value("cat", "") != "communication") continue;
+    const std::string name = e["name"];
+    reduce_scatters += name.rfind("reduce_scatter", 0) == 0;
+    all_gathers += name.rfind("all_gather", 0) == 0;
+  }
+  EXPECT_GT(reduce_scatters, 0) << "no reduce_scatter on the timeline";
+  EXPECT_GT(all_gathers, 0) << "no all_gather on the timeline";
+}
+
+TEST(ZeroSharding, ThreeRanksAdamWWithAccumulationBitIdenticalToUnsharded) {
+  const auto dir = test::make_temp_dir("zero_adamw");
+  const std::string log = run(dir, "sharded", 3, kAdamW + " train.grad_accum_steps=2 optim.zero_sharding=true");
+  run(dir, "plain", 3, kAdamW + " train.grad_accum_steps=2");
+  expect_same_tensors(last(dir, "sharded"), last(dir, "plain"));
+  EXPECT_NEAR(reported_share(log), 1.0 / 3, 0.05);
+}
+
+TEST(ZeroSharding, MpirunTwoRanksAdamWBitIdenticalToUnsharded) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  const auto dir = test::make_temp_dir("zero_mpirun");
+  const std::string log = run(dir, "sharded", 2, kAdamW + " optim.zero_sharding=true", Via::mpirun);
+  EXPECT_NE(log.find("Open MPI"), std::string::npos) << log;
+  run(dir, "plain", 2, kAdamW, Via::mpirun);
+  expect_same_tensors(last(dir, "sharded"), last(dir, "plain"));
+}
+
+// A sharded 2-rank run stopped at step 5 writes the same checkpoint as an unsharded one; resumed
+// sharded on 2 ranks it ends as the uninterrupted sharded run; resumed on 3 ranks sharded it ends
+// as the unsharded checkpoint resumed on 3 ranks unsharded; on 1 process unsharded, the same.
+TEST(ZeroSharding, CheckpointsInterchangeAcrossShardingAndWorldSizes) {
+  const auto dir = test::make_temp_dir("zero_resume");
+  const std::string zero = kAdamW + " optim.zero_sharding=true";
+  run(dir, "whole", 2, zero);
+  run(dir, "part_sharded", 2, zero + " train.max_steps=5");
+  run(dir, "part_plain", 2, kAdamW + " train.max_steps=5");
+  expect_same_tensors(last(dir, "part_sharded"), last(dir, "part_plain"));
+  const std::string from_sharded = " checkpoint.resume_from=" + last(dir, "part_sharded").string();
+  const std::string from_plain = " checkpoint.resume_from=" + last(dir, "part_plain").string();
+
+  run(dir, "resumed2", 2, zero + from_sharded);
+  expect_same_tensors(last(dir, "resumed2"), last(dir, "whole"));
+  run(dir, "resumed3_sharded", 3, zero + from_sharded);
+  run(dir, "resumed3_plain", 3, kAdamW + from_plain);
+  expect_same_tensors(last(dir, "resumed3_sharded"), last(dir, "resumed3_plain"));
+  run(dir, "resumed1_from_sharded", 1, kAdamW + from_sharded);
+  run(dir, "resumed1_from_plain", 1, kAdamW + from_plain);
+  expect_same_tensors(last(dir, "resumed1_from_sharded"), last(dir, "resumed1_from_plain"));
+}
+
+// The cross-rank config check covers the key: a rank started without sharding is refused.
+TEST(ZeroSharding, RanksDisagreeingOnShardingAreRefused) {
+  const auto dir = test::make_temp_dir("zero_config");
+  const int port = test::free_port();
+  auto rank = [&](int r, const std::string& extra) {
+    return test::start("env RANK=" + std::to_string(r) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) +
+                           " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+                           train_args(dir / "out", "dist.timeout_s=10 " + extra),
+                       dir / ("rank" + std::to_string(r) + ".log"));
+  };
+  const pid_t r0 = rank(0, "optim.zero_sharding=true"), r1 = rank(1, "optim.zero_sharding=false");
+  const int rc1 = test::wait_for(r1, std::chrono::seconds(60)), rc0 = test::wait_for(r0, std::chrono::seconds(60));
+  const std::string log1 = test::read_text(dir / "rank1.log");
+  EXPECT_EQ(rc1, 2) << log1;
+  EXPECT_NE(rc0, 0) << test::read_text(dir / "rank0.log");
+  EXPECT_NE(rc0, -1) << "rank 0 hung";
+  EXPECT_NE(log1.find("key 'optim.zero_sharding' differs"), std::string::npos) << log1;
+}
+
+}  // namespace
+}  // namespace cg

@@ -1,0 +1,306 @@
+// ZeRO-1 on real Gloo collectives, ranks as threads: the reduce-scatter's shards are bit-for-bit
+// the all-reduce's (so its blocks and order of additions are Gloo's ring's), the all-gather puts
+// every shard everywhere, and DDP with zero_sharding trains SGD (momentum, Nesterov, weight decay)
+// and AdamW (weight decay, a changing learning rate), gradient accumulation included, to weights
+// and gathered optimizer state bit-identical to unsharded DDP, holding about 1/world of the state.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "dist/ddp.h"
+#include "engine/ops.h"
+#include "nn/grad_scaler.h"
+#include "nn/miniresnet.h"
+#include "nn/optimizer.h"
+#include "support/free_port.h"
+#include "support/tiny_batches.h"
+
+namespace cg::dist {
+namespace {
+
+void run_ranks(int world, const std::function<void(int, ProcessGroup&)>& body) {
+  const int port = test::free_port();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        TcpStoreOptions so;
+        so.port = port;
+        so.is_server = r == 0;
+        so.timeout = std::chrono::seconds(30);
+        TcpStore store(so);
+        ProcessGroupOptions po;
+        po.timeout = std::chrono::seconds(30);
+        ProcessGroup group(store, r, world, "127.0.0.1", po);
+        body(r, group);
+        group.barrier();
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+}
+
+// Values of very different magnitudes, so that the order of additions shows in the last bits.
+std::vector<float> random_values(int rank, int64_t count) {
+  std::mt19937 gen(1234u + unsigned(rank));
+  std::uniform_real_distribution<float> mantissa(-1.f, 1.f);
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (auto& x : v) x = std::ldexp(mantissa(gen), exponent(gen));
+  return v;
+}
+
+bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
+
+TEST(RingShardBounds, CoverTheBufferInOrder) {
+  for (int world : {1, 2, 3, 5})
+    for (int64_t count : {0, 1, 2, 7, 1000, 262145, 700001}) {
+      const auto b = ring_shard_bounds(count, world);
+      ASSERT_EQ(b.size(), size_t(world) + 1);
+      EXPECT_EQ(b.front(), 0);
+      EXPECT_EQ(b.back(), count);
+      for (int r = 0; r < world; ++r) EXPECT_LE(b[size_t(r)], b[size_t(r) + 1]) << count << " over " << world;
+    }
+  // 700001 floats (2.8 MB): 3 segments of at most 1 MiB, raised to 2 per rank (6), of 116667 floats.
+  const auto b = ring_shard_bounds(700001, 3);
+  EXPECT_EQ(b[1], 2 * 116667);
+  EXPECT_EQ(b[2], 4 * 116667);
+}
+
+class ZeroWorld : public ::testing::TestWithParam<int> {};
+
+// Sizes below, at and above Gloo's segment size, and tiny ones where blocks are empty.
+TEST_P(ZeroWorld, ReduceScatterShardsAreTheAllReducesBitForBit) {
+  const int world = GetParam();
+  const std::vector<int64_t> counts{1, 2, 5, 1001, 262144, 600007};
+  run_ranks(world, [&](int rank, ProcessGroup& group) {
+    for (int64_t count : counts) {
+      std::vector<float> reduced = random_values(rank, count), scattered = reduced;
+      group.all_reduce_async(reduced.data(), count, ReduceOp::average)->wait();
+      group.reduce_scatter_async(scattered.data(), count, ReduceOp::average)->wait();
+      const auto b = ring_shard_bounds(count, world);
+      const int64_t lo = b[size_t(rank)], n = b[size_t(rank) + 1] - lo;
+      EXPECT_TRUE(same_bits(reduced.data() + lo, scattered.data() + lo, n))
+          << "rank " << rank << ", " << count << " floats: its shard differs from the all-reduce";
+    }
+  });
+}
+
+TEST_P(ZeroWorld, AllGatherPutsEveryShardEverywhere) {
+  const int world = GetParam();
+  run_ranks(world, [&](int rank, ProcessGroup& group) {
+    for (int64_t count : {3, 1001, 300001}) {
+      const auto b = ring_shard_bounds(count, world);
+      std::vector<float> want(static_cast<size_t>(count)), data(static_cast<size_t>(count), -1.f);
+      for (int r = 0; r < world; ++r)
+        for (int64_t i = b[size_t(r)]; i < b[size_t(r) + 1]; ++i) want[size_t(i)] = float(r * 1000003 + i);
+      for (int64_t i = b[size_t(rank)]; i < b[size_t(rank) + 1]; ++i) data[size_t(i)] = want[size_t(i)];
+      group.all_gather_shards_async(data.data(), count)->wait();
+      EXPECT_TRUE(same_bits(want.data(), data.data(), count)) << "rank " << rank << ", " << count << " floats";
+    }
+  });
+}
+
+// ---- DDP with zero_sharding against unsharded DDP
+
+constexpr int64_t kPerRank = 4;
+enum class Opt { sgd, adamw };
+
+struct RunResult {
+  std::vector<uint8_t> weights;  // the state dict's bytes
+  nn::NamedTensors optimizer;    // unsharded: its state; sharded: gathered
+  int64_t state_bytes = 0, owned = 0, total = 0;
+};
+
+std::vector<uint8_t> state_bytes(const nn::Module& m) {
+  std::vector<uint8_t> out;
+  for (auto& [name, t] : m.state_dict()) {
+    const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
+    out.insert(out.end(), p, p + t.nbytes());
+  }
+  return out;
+}
+
+std::unique_ptr<nn::Optimizer> make(Opt which, const nn::Module& model) {
+  if (which == Opt::sgd) return std::make_unique<nn::SGD>(model.named_parameters(), nn::SgdOptions{0.05f, 0.9f, 1e-3f, 0.f, true});
+  return std::make_unique<nn::AdamW>(model.named_parameters(), nn::AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
+}
+
+// `steps` optimizer steps of `accum` micro-batches each, the learning rate changing every step.
+std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int accum) {
+  std::vector<RunResult> out(static_cast<size_t>(world));
+  run_ranks(world, [&](int rank, ProcessGroup& group) {
+    Generator gen{static_cast<uint64_t>(rank)};
+    nn::MiniResNet model(test::tiny_resnet(), gen);
+    DdpOptions o;
+    o.bucket_cap_mb = 0.004;  // several buckets, parameters cut across shards
+    o.first_bucket_mb = 0.001;
+    o.zero_sharding = sharded;
+    DistributedDataParallel ddp(model, group, o);
+    auto opt = make(which, model);
+    if (sharded) ddp.attach(*opt);
+    for (int step = 0; step < steps; ++step) {
+      for (int micro = 0; micro < accum; ++micro) {
+        const int64_t first = ((step * accum + micro) * world + rank) * kPerRank % 48;
+        std::optional<DistributedDataParallel::NoSync> local;
+        if (micro + 1 < accum) local.emplace(ddp.no_sync());
+        ops::scale(ops::cross_entropy(ddp(test::union_images(first, kPerRank)), test::union_labels(first, kPerRank)),
+                   1.0 / accum)
+            .backward();
+        local.reset();
+        ddp.wait_for_gradients();
+      }
+      opt->step(0.05 * (1.0 - 0.1 * step));
+      ddp.start_parameter_gather();
+      ddp.zero_grad();
+    }
+    ddp.wait_for_parameters();
+    if (sharded) {  // the last step all-gathered every bucket
+      EXPECT_EQ(ddp.last_all_gathers().size(), ddp.num_buckets());
+      for (const auto& w : ddp.last_all_gathers()) EXPECT_TRUE(w && w->done());
+    }
+    ddp.sync_buffers();
+    RunResult& r = out[size_t(rank)];
+    r.weights = state_bytes(model);
+    r.optimizer = sharded ? ddp.gather_optimizer_state() : opt->state_tensors();
+    r.state_bytes = opt->state_bytes();
+    r.owned = ddp.owned_elements();
+    r.total = ddp.total_elements();
+  });
+  return out;
+}
+
+void expect_same_state(const nn::NamedTensors& a, const nn::NamedTensors& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].first, b[i].first) << what;
+    ASSERT_EQ(a[i].second.shape(), b[i].second.shape()) << what << " " << a[i].first;
+    const Tensor x = a[i].second.to(DType::f32), y = b[i].second.to(DType::f32);
+    EXPECT_TRUE(same_bits(x.data<float>(), y.data<float>(), x.numel())) << what << ": " << a[i].first << " differs";
+  }
+}
+
+void expect_sharded_equals_unsharded(int world, Opt which, int accum) {
+  const auto plain = train(world, which, false, 5, accum);
+  const auto zero = train(world, which, true, 5, accum);
+  for (int r = 0; r < world; ++r) {
+    EXPECT_TRUE(zero[size_t(r)].weights == plain[size_t(r)].weights) << "rank " << r << ": weights differ";
+    expect_same_state(zero[size_t(r)].optimizer, plain[size_t(r)].optimizer, "rank " + std::to_string(r));
+    // Each rank holds about 1/world of the state (shards of every bucket), the ranks all of it.
+    const double share = double(zero[size_t(r)].state_bytes) / double(plain[size_t(r)].state_bytes);
+    EXPECT_NEAR(share, 1.0 / world, 0.1) << "rank " << r << " holds " << zero[size_t(r)].state_bytes << " of "
+                                         << plain[size_t(r)].state_bytes << " bytes";
+  }
+  int64_t owned = 0;
+  for (const auto& r : zero) owned += r.owned;
+  EXPECT_EQ(owned, zero[0].total) << "the shards do not partition the parameters";
+}
+
+TEST_P(ZeroWorld, SgdNesterovMomentumIsBitIdenticalToUnsharded) { expect_sharded_equals_unsharded(GetParam(), Opt::sgd, 1); }
+TEST_P(ZeroWorld, AdamWIsBitIdenticalToUnsharded) { expect_sharded_equals_unsharded(GetParam(), Opt::adamw, 1); }
+TEST_P(ZeroWorld, GradientAccumulationIsBitIdenticalToUnsharded) {
+  expect_sharded_equals_unsharded(GetParam(), Opt::adamw, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ZeroWorld, ::testing::Values(2, 3));
+
+// Mixed precision under sharding: an overflow in one rank's shard only (after the reduce-scatter,
+// no other rank holds those sums) still makes every rank skip the step, through the scaler's
+// agreement; the all-gather that follows leaves every replica as it was.
+TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
+  std::vector<int> stepped(3, -1);
+  std::vector<std::string> moved(3);
+  run_ranks(3, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(test::tiny_resnet(), gen);
+    DdpOptions o;
+    o.zero_sharding = true;
+    DistributedDataParallel ddp(model, group, o);
+    nn::SGD sgd(model.named_parameters(), {0.1f, 0.9f, 0.f, 0.f, false});
+    ddp.attach(sgd);
+    nn::GradScaler scaler;
+    ddp.attach(scaler);
+    for (int step = 0; step < 2; ++step) {  // the first step is unsharded; the second is sharded
+      scaler.backward(
+          ops::cross_entropy(ddp(test::union_images(rank * kPerRank, kPerRank)), test::union_labels(0, kPerRank)));
+      ddp.wait_for_gradients();
+      if (step == 1 && rank == 2) {  // one element of rank 2's own shard
+        const auto& owned = sgd.shard_ranges();
+        ASSERT_FALSE(owned.empty());
+        for (auto& [name, p] : model.named_parameters())
+          if (name == owned.begin()->first)
+            p.grad().view_at(owned.begin()->second.begin, {1}).fill_(std::numeric_limits<double>::infinity());
+      }
+      const std::vector<uint8_t> before = state_bytes(model);
+      const bool took = scaler.step(sgd, model.named_parameters(), 0.1);
+      ddp.start_parameter_gather();
+      ddp.zero_grad();
+      ddp.wait_for_parameters();
+      if (step == 1) {
+        stepped[size_t(rank)] = took ? 1 : 0;
+        if (state_bytes(model) != before) moved[size_t(rank)] = "weights changed";
+      }
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(stepped[size_t(r)], 0) << "rank " << r << " stepped although rank 2's shard overflowed";
+    EXPECT_EQ(moved[size_t(r)], "") << "rank " << r;
+  }
+}
+
+// A transport without reduce-scatter and all-gather (as Gloo staged through host memory) refuses
+// sharding when DDP is built, naming itself.
+TEST(Zero, ATransportWithoutShardCollectivesRefusesNamingItself) {
+  class AllReduceOnly : public GradientComm {
+   public:
+    std::shared_ptr<Work> all_reduce_average(float*, int64_t, const Stream&, const std::string&) override {
+      auto w = std::make_shared<Work>();
+      w->finish();
+      return w;
+    }
+    void wait(Work& work, const Stream&) override { work.wait(); }
+    void broadcast(Tensor&, const Stream&) override {}
+    std::string name() const override { return "all-reduce-only test transport"; }
+  };
+  Generator gen(0);
+  nn::MiniResNet model(test::tiny_resnet(), gen);
+  DdpOptions o;
+  o.zero_sharding = true;
+  try {
+    DistributedDataParallel ddp(model, std::make_unique<AllReduceOnly>(), o);
+    FAIL() << "sharding accepted over a transport without reduce-scatter";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("optim.zero_sharding=true: the all-reduce-only test transport"),
+              std::string::npos)
+        << e.what();
+  }
+  o.zero_sharding = false;  // unsharded it is fine
+  DistributedDataParallel plain(model, std::make_unique<AllReduceOnly>(), o);
+}
+
+TEST(Zero, AForwardWithoutAnAttachedOptimizerIsRefused) {
+  run_ranks(2, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(test::tiny_resnet(), gen);
+    DdpOptions o;
+    o.zero_sharding = true;
+    DistributedDataParallel ddp(model, group, o);
+    try {
+      ddp(test::union_images(0, 2));
+      ADD_FAILURE() << "forward ran without an optimizer to shard";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attach(optimizer)"), std::string::npos) << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace cg::dist
