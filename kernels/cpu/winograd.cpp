@@ -1,0 +1,160 @@
+// Winograd F(4x4, 3x3) convolution (kernels/cpu/winograd.h). Images go in chunks of about
+// kChunkTiles tiles; each chunk runs three phases inside one parallel region: transform the
+// input planes, 36 GEMMs (one per transform element, each on one thread), transform the products
+// back. Every phase cuts its work by shape only, and each GEMM sums in gemm.h's fixed order, so
+// the result does not depend on the thread count. Backward-filter adds the chunks' products in
+// chunk order into one transformed gradient per element, then transforms it back once.
+#include "kernels/cpu/winograd.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/winograd_transforms.h"
+
+namespace cg::kernels::cpu {
+namespace {
+
+using namespace winograd;
+
+// Tiles (GEMM columns) per chunk: enough for the packed GEMM to run near its peak, few enough
+// that a chunk's transformed input and products stay in the last-level cache.
+constexpr int64_t kChunkTiles = 256;
+
+// One F(4x4, 3x3) convolution of n images [c_in][h][w] with padding `pad` into [c_out][oh][ow].
+struct Plan {
+  int64_t n, c_in, h, w, c_out, pad;
+  int64_t oh, ow, th, tw, tiles, per, chunks;
+  Plan(int64_t n_, int64_t c_in_, int64_t h_, int64_t w_, int64_t c_out_, int64_t pad_)
+      : n(n_), c_in(c_in_), h(h_), w(w_), c_out(c_out_), pad(pad_) {
+    oh = h + 2 * pad - 2;
+    ow = w + 2 * pad - 2;
+    th = tiles_along(oh);
+    tw = tiles_along(ow);
+    tiles = th * tw;
+    per = std::clamp<int64_t>((kChunkTiles + tiles - 1) / tiles, 1, n);
+    chunks = (n + per - 1) / per;
+  }
+  int64_t max_columns() const { return per * tiles; }
+};
+
+// Scratch kept on the calling thread between calls, so steady-state training allocates nothing.
+float* buffer(int slot, int64_t n) {
+  thread_local std::vector<float> buffers[3];
+  auto& b = buffers[slot];
+  if (b.size() < size_t(n)) b.resize(size_t(n));
+  return b.data();
+}
+
+// Per-thread rows for the plane transforms.
+RowScratch row_scratch(int64_t tw) {
+  thread_local std::vector<float> rows;
+  const int64_t width = (kTile * tw + 2 + 15) / 16 * 16;
+  if (rows.size() < size_t(12 * width)) rows.resize(size_t(12 * width));
+  return {rows.data(), width};
+}
+
+// u[e][k][c] = G g G^T of w[k][c] (rotated = false), or u[e][c][k] of w[k][c] rotated by 180
+// degrees (rotated = true: the filters of backward-data).
+void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated, float* u) {
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < c_out * c_in; ++item) {
+    const int64_t k = item / c_in, c = item % c_in;
+    const float* g = w + item * 9;
+    if (rotated) {
+      filter_transform(g + 8, -3, -1, u + c * c_out + k, c_out * c_in);
+    } else {
+      filter_transform(g, 3, 1, u + k * c_in + c, c_out * c_in);
+    }
+  }
+}
+
+// y = conv(x, filters transformed into u [36][c_out][c_in]) + bias.
+void run(const Plan& p, const float* x, const float* u, const float* bias, float* y) {
+  float* v = buffer(1, kElements * p.c_in * p.max_columns());
+  float* m = buffer(2, kElements * p.c_out * p.max_columns());
+#pragma omp parallel
+  for (int64_t ch = 0; ch < p.chunks; ++ch) {
+    const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < count * p.c_in; ++item) {
+      const int64_t i = item / p.c_in, c = item % p.c_in;
+      input_transform(x + ((first + i) * p.c_in + c) * p.h * p.w, p.h, p.w, p.pad, p.th, p.tw,
+                      v + c * cols + i * p.tiles, p.c_in * cols, row_scratch(p.tw));
+    }
+#pragma omp for schedule(static)
+    for (int e = 0; e < kElements; ++e)
+      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * p.c_out * p.c_in, p.c_in),
+                  row_major<float>(v + e * p.c_in * cols, cols), m + e * p.c_out * cols, cols, GemmMode::overwrite);
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < count * p.c_out; ++item) {
+      const int64_t i = item / p.c_out, k = item % p.c_out;
+      output_transform(m + k * cols + i * p.tiles, p.c_out * cols, p.th, p.tw, bias ? bias[k] : 0.f,
+                       y + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, row_scratch(p.tw));
+    }
+  }
+}
+
+}  // namespace
+
+bool winograd_supports(const Conv2dShape& s) {
+  return s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad >= 0 && s.pad <= 2 && s.out_h() > 0 && s.out_w() > 0;
+}
+
+void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
+  float* u = buffer(0, kElements * s.c_out * s.c_in);
+  transform_filters(w, s.c_out, s.c_in, false, u);
+  run(Plan(s.n, s.c_in, s.h, s.w, s.c_out, s.pad), x, u, bias, y);
+}
+
+void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
+  float* u = buffer(0, kElements * s.c_out * s.c_in);
+  transform_filters(w, s.c_out, s.c_in, true, u);
+  run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad), dy, u, nullptr, dx);
+}
+
+void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
+  const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad);
+  float* du = buffer(0, kElements * p.c_out * p.c_in);
+  float* v = buffer(1, kElements * p.c_in * p.max_columns());
+  float* z = buffer(2, kElements * p.c_out * p.max_columns());
+#pragma omp parallel
+  {
+    for (int64_t ch = 0; ch < p.chunks; ++ch) {
+      const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
+#pragma omp for schedule(static) nowait
+      for (int64_t item = 0; item < count * p.c_in; ++item) {
+        const int64_t i = item / p.c_in, c = item % p.c_in;
+        input_transform(x + ((first + i) * p.c_in + c) * p.h * p.w, p.h, p.w, p.pad, p.th, p.tw,
+                        v + c * cols + i * p.tiles, p.c_in * cols, row_scratch(p.tw));
+      }
+#pragma omp for schedule(static)
+      for (int64_t item = 0; item < count * p.c_out; ++item) {
+        const int64_t i = item / p.c_out, k = item % p.c_out;
+        grad_output_transform(dy + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, p.th, p.tw,
+                              z + k * cols + i * p.tiles, p.c_out * cols, row_scratch(p.tw));
+      }
+#pragma omp for schedule(static)
+      for (int e = 0; e < kElements; ++e)
+        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * p.c_out * cols, cols),
+                    transposed<float>(v + e * p.c_in * cols, cols), du + e * p.c_out * p.c_in, p.c_in,
+                    ch == 0 ? GemmMode::overwrite : GemmMode::accumulate);
+    }
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < p.c_out * p.c_in; ++item)
+      filter_transform_adjoint(du + item, p.c_out * p.c_in, dw + item * 9);
+  }
+  if (db) {  // the same sums, in the same order, as conv2d_backward_filter's
+    const int64_t ohw = p.oh * p.ow;
+    for (int64_t k = 0; k < s.c_out; ++k) {
+      float acc = 0;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const float* g = dy + (i * s.c_out + k) * ohw;
+        for (int64_t q = 0; q < ohw; ++q) acc += g[q];
+      }
+      db[k] = acc;
+    }
+  }
+}
+
+}  // namespace cg::kernels::cpu
