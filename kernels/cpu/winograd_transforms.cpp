@@ -57,36 +57,49 @@ inline void gt(const float u[6], float o[3]) {
 
 }  // namespace
 
+// Rows are kept "deinterleaved" by tile: phase k of a row holds its values 4l + k for tiles
+// l = 0, 1, ..., so each step below is a loop across the tiles of a tile row over contiguous
+// arrays (vector loads and stores), and the 36 element streams are written a vector at a time.
 void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int64_t th, int64_t tw,
                      float* out, int64_t e_stride, RowScratch scratch) {
-  const int64_t width = kTile * tw + 2, W = scratch.width;
-  float* rows = scratch.data;       // 6 input rows, zero-padded
-  float* t = scratch.data + 6 * W;  // B^T applied down the columns
+  const int64_t L = tw + 1, width = kTile * L, W = scratch.width;  // tile l reads phases at l and l + 1
+  float* __restrict row = scratch.data;                  // one padded input row
+  float* __restrict q = scratch.data + W;                // [6 rows][4 phases][L]
+  float* __restrict t = scratch.data + W + 24 * L;       // B^T down the columns: [6][4][L]
   const int64_t lead = std::min(pad, width), copied = std::clamp<int64_t>(width - lead, 0, w);
   for (int64_t ty = 0; ty < th; ++ty) {
     for (int i = 0; i < kInput; ++i) {
-      float* r = rows + i * W;
       const int64_t iy = ty * kTile - pad + i;
       if (iy < 0 || iy >= h) {
-        std::fill(r, r + width, 0.f);
+        std::fill(q + i * 4 * L, q + (i + 1) * 4 * L, 0.f);
         continue;
       }
-      std::fill(r, r + lead, 0.f);
-      std::memcpy(r + lead, plane + iy * w, sizeof(float) * size_t(copied));
-      std::fill(r + lead + copied, r + width, 0.f);
+      std::fill(row, row + lead, 0.f);
+      std::memcpy(row + lead, plane + iy * w, sizeof(float) * size_t(copied));
+      std::fill(row + lead + copied, row + width, 0.f);
+      for (int k = 0; k < kTile; ++k)
+        for (int64_t l = 0; l < L; ++l) q[(i * 4 + k) * L + l] = row[kTile * l + k];
     }
-    for (int64_t x = 0; x < width; ++x) {
-      const float d[6] = {rows[x], rows[W + x], rows[2 * W + x], rows[3 * W + x], rows[4 * W + x], rows[5 * W + x]};
+    for (int64_t x = 0; x < 4 * L; ++x) {
+      const float d[6] = {q[x], q[4 * L + x], q[8 * L + x], q[12 * L + x], q[16 * L + x], q[20 * L + x]};
       float o[6];
       bt(d, o);
-      for (int r = 0; r < 6; ++r) t[r * W + x] = o[r];
+      for (int r = 0; r < 6; ++r) t[r * 4 * L + x] = o[r];
     }
     for (int r = 0; r < kInput; ++r) {
-      float* dst = out + r * kInput * e_stride + ty * tw;
+      const float* __restrict p0 = t + r * 4 * L;
+      const float *__restrict p1 = p0 + L, *__restrict p2 = p0 + 2 * L, *__restrict p3 = p0 + 3 * L;
+      float* __restrict dst = out + r * kInput * e_stride + ty * tw;
       for (int64_t l = 0; l < tw; ++l) {
+        const float d[6] = {p0[l], p1[l], p2[l], p3[l], p0[l + 1], p1[l + 1]};
         float o[6];
-        bt(t + r * W + kTile * l, o);
-        for (int j = 0; j < kInput; ++j) dst[j * e_stride + l] = o[j];
+        bt(d, o);
+        dst[l] = o[0];
+        dst[e_stride + l] = o[1];
+        dst[2 * e_stride + l] = o[2];
+        dst[3 * e_stride + l] = o[3];
+        dst[4 * e_stride + l] = o[4];
+        dst[5 * e_stride + l] = o[5];
       }
     }
   }
@@ -94,64 +107,80 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
 
 void output_transform(const float* m, int64_t e_stride, int64_t th, int64_t tw, float bias, float* plane,
                       int64_t oh, int64_t ow, RowScratch scratch) {
-  const int64_t W = scratch.width;
-  float* s = scratch.data;  // 6 rows: A^T applied across each tile's columns
+  float* __restrict s = scratch.data;            // A^T across each tile's columns: [6 rows][4 phases][tw]
+  float* __restrict o = scratch.data + 24 * tw;  // then down the columns: [4 rows][4 phases][tw]
   for (int64_t ty = 0; ty < th; ++ty) {
     for (int i = 0; i < kInput; ++i) {
-      const float* src = m + i * kInput * e_stride + ty * tw;
+      const float* __restrict src = m + i * kInput * e_stride + ty * tw;
+      float* __restrict dst = s + i * 4 * tw;
       for (int64_t l = 0; l < tw; ++l) {
         const float v[6] = {src[l], src[e_stride + l], src[2 * e_stride + l], src[3 * e_stride + l],
                             src[4 * e_stride + l], src[5 * e_stride + l]};
-        at(v, s + i * W + kTile * l);
+        float r[4];
+        at(v, r);
+        dst[l] = r[0];
+        dst[tw + l] = r[1];
+        dst[2 * tw + l] = r[2];
+        dst[3 * tw + l] = r[3];
       }
     }
-    float* dst = plane + ty * kTile * ow;
-    if (ty * kTile + kTile <= oh) {  // a whole tile row: all four output rows
-      for (int64_t x = 0; x < ow; ++x) {
-        const float v[6] = {s[x], s[W + x], s[2 * W + x], s[3 * W + x], s[4 * W + x], s[5 * W + x]};
-        float o[4];
-        at(v, o);
-        for (int r = 0; r < kTile; ++r) dst[r * ow + x] = o[r] + bias;
-      }
-      continue;
+    for (int64_t x = 0; x < 4 * tw; ++x) {
+      const float v[6] = {s[x], s[4 * tw + x], s[8 * tw + x], s[12 * tw + x], s[16 * tw + x], s[20 * tw + x]};
+      float r[4];
+      at(v, r);
+      for (int j = 0; j < kTile; ++j) o[j * 4 * tw + x] = r[j] + bias;
     }
-    for (int64_t x = 0; x < ow; ++x) {  // the last, partial tile row
-      const float v[6] = {s[x], s[W + x], s[2 * W + x], s[3 * W + x], s[4 * W + x], s[5 * W + x]};
-      float o[4];
-      at(v, o);
-      for (int r = 0; ty * kTile + r < oh; ++r) dst[r * ow + x] = o[r] + bias;
+    const int rows = int(std::min<int64_t>(kTile, oh - ty * kTile));
+    for (int r = 0; r < rows; ++r) {  // phases back to pixel order
+      float* __restrict dst = plane + (ty * kTile + r) * ow;
+      const float* __restrict src = o + r * 4 * tw;
+      if (kTile * tw == ow) {
+        for (int64_t l = 0; l < tw; ++l)
+          for (int k = 0; k < kTile; ++k) dst[kTile * l + k] = src[k * tw + l];
+      } else {
+        for (int64_t x = 0; x < ow; ++x) dst[x] = src[(x % kTile) * tw + x / kTile];
+      }
     }
   }
 }
 
 void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t th, int64_t tw, float* out,
                            int64_t e_stride, RowScratch scratch) {
-  const int64_t width = kTile * tw, W = scratch.width;
-  float* rows = scratch.data;       // 4 gradient rows, zero past the edges
-  float* t = scratch.data + 6 * W;  // A applied down the columns (6 rows)
+  const int64_t width = kTile * tw;
+  float* __restrict row = scratch.data;                       // one gradient row, zero past the edge
+  float* __restrict q = scratch.data + scratch.width;         // [4 rows][4 phases][tw]
+  float* __restrict t = scratch.data + scratch.width + 16 * tw;  // A down the columns: [6][4][tw]
   for (int64_t ty = 0; ty < th; ++ty) {
     for (int i = 0; i < kTile; ++i) {
-      float* r = rows + i * W;
       const int64_t oy = ty * kTile + i;
       if (oy >= oh) {
-        std::fill(r, r + width, 0.f);
+        std::fill(q + i * 4 * tw, q + (i + 1) * 4 * tw, 0.f);
         continue;
       }
-      std::memcpy(r, plane + oy * ow, sizeof(float) * size_t(ow));
-      std::fill(r + ow, r + width, 0.f);
+      std::memcpy(row, plane + oy * ow, sizeof(float) * size_t(ow));
+      std::fill(row + ow, row + width, 0.f);
+      for (int k = 0; k < kTile; ++k)
+        for (int64_t l = 0; l < tw; ++l) q[(i * 4 + k) * tw + l] = row[kTile * l + k];
     }
-    for (int64_t x = 0; x < width; ++x) {
-      const float y[4] = {rows[x], rows[W + x], rows[2 * W + x], rows[3 * W + x]};
+    for (int64_t x = 0; x < 4 * tw; ++x) {
+      const float y[4] = {q[x], q[4 * tw + x], q[8 * tw + x], q[12 * tw + x]};
       float o[6];
       a(y, o);
-      for (int r = 0; r < 6; ++r) t[r * W + x] = o[r];
+      for (int r = 0; r < 6; ++r) t[r * 4 * tw + x] = o[r];
     }
     for (int r = 0; r < kInput; ++r) {
-      float* dst = out + r * kInput * e_stride + ty * tw;
+      const float* __restrict p = t + r * 4 * tw;
+      float* __restrict dst = out + r * kInput * e_stride + ty * tw;
       for (int64_t l = 0; l < tw; ++l) {
+        const float y[4] = {p[l], p[tw + l], p[2 * tw + l], p[3 * tw + l]};
         float o[6];
-        a(t + r * W + kTile * l, o);
-        for (int j = 0; j < kInput; ++j) dst[j * e_stride + l] = o[j];
+        a(y, o);
+        dst[l] = o[0];
+        dst[e_stride + l] = o[1];
+        dst[2 * e_stride + l] = o[2];
+        dst[3 * e_stride + l] = o[3];
+        dst[4 * e_stride + l] = o[4];
+        dst[5 * e_stride + l] = o[5];
       }
     }
   }

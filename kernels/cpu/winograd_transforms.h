@@ -3,8 +3,8 @@
 // the 6x6 tile) of tile t goes to out[e * e_stride + t], so that each element's values over all
 // tiles and channels form one GEMM operand. Tiles are numbered t = ty * tw + tx over the plane;
 // tile (ty, tx) covers output rows 4ty..4ty+3 and input rows 4ty - pad .. 4ty - pad + 5.
-// Each pass is written as a vertical step over whole rows (contiguous, vectorizes) and a
-// horizontal step across the tiles of a tile row.
+// Each pass is a vertical step and a horizontal step, both written as loops across the tiles of
+// a tile row over contiguous arrays, so that they vectorize.
 #pragma once
 #include <cstdint>
 
@@ -17,9 +17,9 @@ constexpr int kElements = kInput * kInput;
 // Tiles along an output edge of `n` values.
 inline int64_t tiles_along(int64_t n) { return (n + kTile - 1) / kTile; }
 
-// Scratch rows for one tile row of a plane (each pass needs at most 6 + 6 rows of 4 * tw + 2).
+// Scratch for one tile row of a plane: width + 48 * (tw + 1) floats, width >= 4 * tw + 4.
 struct RowScratch {
-  float* data;  // 12 * width floats
+  float* data;
   int64_t width;
 };
 
