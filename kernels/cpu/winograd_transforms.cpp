@@ -89,17 +89,15 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
     for (int r = 0; r < kInput; ++r) {
       const float* __restrict p0 = t + r * 4 * L;
       const float *__restrict p1 = p0 + L, *__restrict p2 = p0 + 2 * L, *__restrict p3 = p0 + 3 * L;
-      float* __restrict dst = out + r * kInput * e_stride + ty * tw;
+      float* dst = out + r * kInput * e_stride + ty * tw;
+      float *__restrict d0 = dst, *__restrict d1 = dst + e_stride, *__restrict d2 = dst + 2 * e_stride;
+      float *__restrict d3 = dst + 3 * e_stride, *__restrict d4 = dst + 4 * e_stride, *__restrict d5 = dst + 5 * e_stride;
+#pragma GCC ivdep
       for (int64_t l = 0; l < tw; ++l) {
         const float d[6] = {p0[l], p1[l], p2[l], p3[l], p0[l + 1], p1[l + 1]};
         float o[6];
         bt(d, o);
-        dst[l] = o[0];
-        dst[e_stride + l] = o[1];
-        dst[2 * e_stride + l] = o[2];
-        dst[3 * e_stride + l] = o[3];
-        dst[4 * e_stride + l] = o[4];
-        dst[5 * e_stride + l] = o[5];
+        d0[l] = o[0], d1[l] = o[1], d2[l] = o[2], d3[l] = o[3], d4[l] = o[4], d5[l] = o[5];
       }
     }
   }
@@ -111,11 +109,14 @@ void output_transform(const float* m, int64_t e_stride, int64_t th, int64_t tw, 
   float* __restrict o = scratch.data + 24 * tw;  // then down the columns: [4 rows][4 phases][tw]
   for (int64_t ty = 0; ty < th; ++ty) {
     for (int i = 0; i < kInput; ++i) {
-      const float* __restrict src = m + i * kInput * e_stride + ty * tw;
+      const float* src = m + i * kInput * e_stride + ty * tw;
+      const float *__restrict m0 = src, *__restrict m1 = src + e_stride, *__restrict m2 = src + 2 * e_stride;
+      const float *__restrict m3 = src + 3 * e_stride, *__restrict m4 = src + 4 * e_stride;
+      const float* __restrict m5 = src + 5 * e_stride;
       float* __restrict dst = s + i * 4 * tw;
+#pragma GCC ivdep
       for (int64_t l = 0; l < tw; ++l) {
-        const float v[6] = {src[l], src[e_stride + l], src[2 * e_stride + l], src[3 * e_stride + l],
-                            src[4 * e_stride + l], src[5 * e_stride + l]};
+        const float v[6] = {m0[l], m1[l], m2[l], m3[l], m4[l], m5[l]};
         float r[4];
         at(v, r);
         dst[l] = r[0];
@@ -170,17 +171,15 @@ void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t t
     }
     for (int r = 0; r < kInput; ++r) {
       const float* __restrict p = t + r * 4 * tw;
-      float* __restrict dst = out + r * kInput * e_stride + ty * tw;
+      float* dst = out + r * kInput * e_stride + ty * tw;
+      float *__restrict d0 = dst, *__restrict d1 = dst + e_stride, *__restrict d2 = dst + 2 * e_stride;
+      float *__restrict d3 = dst + 3 * e_stride, *__restrict d4 = dst + 4 * e_stride, *__restrict d5 = dst + 5 * e_stride;
+#pragma GCC ivdep
       for (int64_t l = 0; l < tw; ++l) {
         const float y[4] = {p[l], p[tw + l], p[2 * tw + l], p[3 * tw + l]};
         float o[6];
         a(y, o);
-        dst[l] = o[0];
-        dst[e_stride + l] = o[1];
-        dst[2 * e_stride + l] = o[2];
-        dst[3 * e_stride + l] = o[3];
-        dst[4 * e_stride + l] = o[4];
-        dst[5 * e_stride + l] = o[5];
+        d0[l] = o[0], d1[l] = o[1], d2[l] = o[2], d3[l] = o[3], d4[l] = o[4], d5[l] = o[5];
       }
     }
   }
