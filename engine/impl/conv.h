@@ -1,6 +1,7 @@
 // The convolution family: the interface every conv2d implementation offers, and its registry.
 // Built in: the CPU reference (NCHW; channels-last on the CPU is the NCHW reference between two
-// layout changes, done by ops::conv2d), the hand-written GPU implicit GEMM (NCHW) and cuDNN
+// layout changes, done by ops::conv2d), the CPU Winograd for 3x3 stride-1 float32 layers (ahead
+// of the reference unless kernels.cpu_conv=im2col), the hand-written GPU implicit GEMM (NCHW) and cuDNN
 // (NCHW and channels-last). ops::conv2d picks one per call and its backward node keeps it.
 #pragma once
 #include <string>
@@ -52,6 +53,7 @@ ConvRegistry& conv_registry();
 
 // One line each in conv_registry(): the built-in implementations' registrations.
 void register_conv_cpu(ConvRegistry& r);
+void register_conv_cpu_winograd(ConvRegistry& r);
 void register_conv_native(ConvRegistry& r);
 void register_conv_cudnn(ConvRegistry& r);
 
