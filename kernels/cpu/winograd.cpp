@@ -64,21 +64,23 @@ RowScratch row_scratch(int64_t tw) {
 }
 
 // u[e][k][c] = G g G^T of w[k][c] (rotated = false), or u[e][c][k] of w[k][c] rotated by 180
-// degrees (rotated = true: the filters of backward-data).
+// degrees (rotated = true: the filters of backward-data); element e at u + e * u_stride(...).
+int64_t u_stride(int64_t c_out, int64_t c_in) { return element_stride(c_out, c_in); }
 void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated, float* u) {
+  const int64_t stride = u_stride(c_out, c_in);
 #pragma omp parallel for schedule(static)
   for (int64_t item = 0; item < c_out * c_in; ++item) {
     const int64_t k = item / c_in, c = item % c_in;
     const float* g = w + item * 9;
     if (rotated) {
-      filter_transform(g + 8, -3, -1, u + c * c_out + k, c_out * c_in);
+      filter_transform(g + 8, -3, -1, u + c * c_out + k, stride);
     } else {
-      filter_transform(g, 3, 1, u + k * c_in + c, c_out * c_in);
+      filter_transform(g, 3, 1, u + k * c_in + c, stride);
     }
   }
 }
 
-// y = conv(x, filters transformed into u [36][c_out][c_in]) + bias.
+// y = conv(x, filters transformed into u, [c_out][c_in] per element) + bias.
 void run(const Plan& p, const float* x, const float* u, const float* bias, float* y) {
   float* v = buffer(1, p.buffer_size(p.c_in));
   float* m = buffer(2, p.buffer_size(p.c_out));
@@ -94,7 +96,7 @@ void run(const Plan& p, const float* x, const float* u, const float* bias, float
     }
 #pragma omp for schedule(static)
     for (int e = 0; e < kElements; ++e)
-      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * p.c_out * p.c_in, p.c_in),
+      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * u_stride(p.c_out, p.c_in), p.c_in),
                   row_major<float>(v + e * v_stride, cols), m + e * m_stride, cols, GemmMode::overwrite);
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < count * p.c_out; ++item) {
@@ -112,20 +114,21 @@ bool winograd_supports(const Conv2dShape& s) {
 }
 
 void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
-  float* u = buffer(0, kElements * s.c_out * s.c_in);
+  float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
   transform_filters(w, s.c_out, s.c_in, false, u);
   run(Plan(s.n, s.c_in, s.h, s.w, s.c_out, s.pad), x, u, bias, y);
 }
 
 void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
-  float* u = buffer(0, kElements * s.c_out * s.c_in);
+  float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
   transform_filters(w, s.c_out, s.c_in, true, u);
   run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad), dy, u, nullptr, dx);
 }
 
 void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
   const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad);
-  float* du = buffer(0, kElements * p.c_out * p.c_in);
+  const int64_t du_stride = u_stride(p.c_out, p.c_in);
+  float* du = buffer(0, kElements * du_stride);
   float* v = buffer(1, p.buffer_size(p.c_in));
   float* z = buffer(2, p.buffer_size(p.c_out));
 #pragma omp parallel
@@ -148,12 +151,12 @@ void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const
 #pragma omp for schedule(static)
       for (int e = 0; e < kElements; ++e)
         gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * z_stride, cols),
-                    transposed<float>(v + e * v_stride, cols), du + e * p.c_out * p.c_in, p.c_in,
+                    transposed<float>(v + e * v_stride, cols), du + e * du_stride, p.c_in,
                     ch == 0 ? GemmMode::overwrite : GemmMode::accumulate);
     }
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < p.c_out * p.c_in; ++item)
-      filter_transform_adjoint(du + item, p.c_out * p.c_in, dw + item * 9);
+      filter_transform_adjoint(du + item, du_stride, dw + item * 9);
   }
   if (db) {  // the same sums, in the same order, as conv2d_backward_filter's
     const int64_t ohw = p.oh * p.ow;
