@@ -29,7 +29,7 @@ GpuKernels gpu_kernels();
 
 // Which algorithm the CPU convolution uses (the config's kernels.cpu_conv). im2col: im2col + GEMM
 // for every layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3
-// stride-1 layers with at least 16 input and output channels (4x fewer multiplications; not
+// stride-1 layers with at least 32 input and output channels (4x fewer multiplications; not
 // bit-identical to im2col, error bounded in tests/kernels/winograd_test.cpp), im2col for the
 // rest. automatic: winograd (measured faster, bench/NOTES.md). Both are deterministic across
 // thread counts. Process-wide.

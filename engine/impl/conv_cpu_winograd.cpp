@@ -1,5 +1,5 @@
 // The CPU Winograd convolution (kernels/cpu/winograd.h): NCHW float32 3x3 stride-1 layers with
-// at least 16 channels in and out. Registered ahead of the im2col reference (conv_cpu.cpp), so the
+// at least 32 channels in and out. Registered ahead of the im2col reference (conv_cpu.cpp), so the
 // registry takes it wherever it applies, unless kernels.cpu_conv=im2col turns it off. Also home of
 // the process-wide kernels.cpu_conv setting (engine/ops.h).
 #include <atomic>
@@ -22,8 +22,9 @@ namespace cg::impl {
 namespace {
 
 // Below this many channels (in or out) the 36 per-element GEMMs are too thin to pay for the
-// transforms: the 3-channel stem measured 4x slower than im2col (bench/NOTES.md).
-constexpr int64_t kMinChannels = 16;
+// transforms (bench/NOTES.md, single core): 3 channels (the stem) 4x slower than im2col, 16
+// channels 0.8-0.9x, 32 channels 1.0-1.2x, 64 channels 1.2-1.4x, 256 channels 2.1-2.7x.
+constexpr int64_t kMinChannels = 32;
 
 class CpuWinogradConv : public ConvImpl {
  public:
@@ -33,7 +34,7 @@ class CpuWinogradConv : public ConvImpl {
     if (p.dtype != DType::f32) return "runs float32 only";
     if (!kernels::cpu::winograd_supports(p.shape)) return "runs 3x3 stride-1 layers only";
     if (p.shape.c_in < kMinChannels || p.shape.c_out < kMinChannels)
-      return "runs layers of at least 16 channels in and out only";
+      return "runs layers of at least 32 channels in and out only";
     return "";
   }
 
