@@ -17,9 +17,10 @@ namespace {
 
 using namespace winograd;
 
-// Tiles (GEMM columns) per chunk: enough for the packed GEMM to run near its peak, few enough
-// that a chunk's transformed input and products stay in the last-level cache.
-constexpr int64_t kChunkTiles = 256;
+// Tiles (GEMM columns) per chunk: one GEMM panel (48 columns). Small chunks keep a chunk's
+// transformed input and products in L2; measured (bench/NOTES.md) 48 beat 96 and 256 by 5-13%
+// summed over MiniResNet's 3x3 layers and phases, most in backward-filter.
+constexpr int64_t kChunkTiles = 48;
 
 // Distance between consecutive transform elements' matrices: rows x cols plus one cache line.
 // Without the extra line the 36 matrices sit a power of two apart for most layer shapes, and the

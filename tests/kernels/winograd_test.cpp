@@ -40,8 +40,8 @@ const Case kCases[] = {
     {"layer1_fmnist", {2, 16, 28, 28, 16, 3, 3, 1, 1}, false},
     {"layer2_fmnist", {2, 32, 14, 14, 32, 3, 3, 1, 1}, true},
     {"layer3_fmnist", {3, 64, 7, 7, 64, 3, 3, 1, 1}, false},
-    // 4 tiles per image: 64 images per chunk, so 70 make a full and a partial chunk and
-    // backward-filter adds two chunks' products.
+    // 4 tiles per image: 12 images per chunk, so 70 make five full chunks and a partial one,
+    // and backward-filter adds six chunks' products.
     {"two_chunks", {70, 8, 8, 8, 12, 3, 3, 1, 1}, true},
     {"non_square_odd", {2, 3, 9, 5, 5, 3, 3, 1, 1}, true},
     {"pad0", {2, 4, 11, 10, 3, 3, 3, 1, 0}, false},
