@@ -28,18 +28,43 @@ constexpr int64_t kChunkTiles = 48;
 // slower).
 int64_t element_stride(int64_t rows, int64_t cols) { return rows * cols + 16; }
 
+// The GEMM's column panel (gemm.cpp's NR for float): a chunk whose column count is not a multiple
+// of it pays for a zero-padded partial panel in all 36 GEMMs.
+constexpr int64_t kPanel = 48;
+
+// How the images are cut into chunks.
+enum class Chunking {
+  smallest,        // about kChunkTiles tiles (backward-filter: its GEMMs' columns are channels)
+  panel_aligned,   // up to 4x kChunkTiles when that fills the GEMMs' column panels better
+};
+
+// Images per chunk: from the smallest count reaching kChunkTiles tiles, up to 4x as many tiles,
+// the count that wastes the smallest share of the last column panel (the first on ties).
+int64_t images_per_chunk(int64_t tiles, int64_t n, Chunking chunking) {
+  const int64_t first = std::clamp<int64_t>((kChunkTiles + tiles - 1) / tiles, 1, n);
+  if (chunking == Chunking::smallest) return first;
+  int64_t best = first;
+  double best_waste = 1;
+  for (int64_t per = first; per <= n && per * tiles <= 4 * kChunkTiles; ++per) {
+    const int64_t cols = per * tiles, padded = (cols + kPanel - 1) / kPanel * kPanel;
+    const double waste = double(padded - cols) / double(padded);
+    if (waste < best_waste) best = per, best_waste = waste;
+  }
+  return best;
+}
+
 // One F(4x4, 3x3) convolution of n images [c_in][h][w] with padding `pad` into [c_out][oh][ow].
 struct Plan {
   int64_t n, c_in, h, w, c_out, pad;
   int64_t oh, ow, th, tw, tiles, per, chunks;
-  Plan(int64_t n_, int64_t c_in_, int64_t h_, int64_t w_, int64_t c_out_, int64_t pad_)
+  Plan(int64_t n_, int64_t c_in_, int64_t h_, int64_t w_, int64_t c_out_, int64_t pad_, Chunking chunking)
       : n(n_), c_in(c_in_), h(h_), w(w_), c_out(c_out_), pad(pad_) {
     oh = h + 2 * pad - 2;
     ow = w + 2 * pad - 2;
     th = tiles_along(oh);
     tw = tiles_along(ow);
     tiles = th * tw;
-    per = std::clamp<int64_t>((kChunkTiles + tiles - 1) / tiles, 1, n);
+    per = images_per_chunk(tiles, n, chunking);
     chunks = (n + per - 1) / per;
   }
   int64_t max_columns() const { return per * tiles; }
@@ -117,17 +142,17 @@ bool winograd_supports(const Conv2dShape& s) {
 void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
   float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
   transform_filters(w, s.c_out, s.c_in, false, u);
-  run(Plan(s.n, s.c_in, s.h, s.w, s.c_out, s.pad), x, u, bias, y);
+  run(Plan(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::panel_aligned), x, u, bias, y);
 }
 
 void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
   float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
   transform_filters(w, s.c_out, s.c_in, true, u);
-  run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad), dy, u, nullptr, dx);
+  run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad, Chunking::panel_aligned), dy, u, nullptr, dx);
 }
 
 void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
-  const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad);
+  const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::smallest);
   const int64_t du_stride = u_stride(p.c_out, p.c_in);
   float* du = buffer(0, kElements * du_stride);
   float* v = buffer(1, p.buffer_size(p.c_in));
