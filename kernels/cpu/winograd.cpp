@@ -1,9 +1,12 @@
 // Winograd F(4x4, 3x3) convolution (kernels/cpu/winograd.h). Images go in chunks of about
-// kChunkTiles tiles; each chunk runs three phases inside one parallel region: transform the
-// input planes, 36 GEMMs (one per transform element, each on one thread), transform the products
-// back. Every phase cuts its work by shape only, and each GEMM sums in gemm.h's fixed order, so
-// the result does not depend on the thread count. Backward-filter adds the chunks' products in
-// chunk order into one transformed gradient per element, then transforms it back once.
+// kChunkTiles tiles, and each chunk is one thread's from start to end: transform its input
+// planes, 36 GEMMs (one per transform element), transform the products back. Chunks are cut by
+// shape only and each GEMM sums in gemm.h's fixed order, so the result does not depend on the
+// thread count; and no thread waits for another inside a call (a first version with every phase
+// split across threads, three barriers per chunk, ran 2x slower with 2 threads on a loaded
+// machine). Backward-filter gives runs of consecutive chunks to kFilterSlots slots (a number
+// fixed by the shape, not the threads); each slot adds its chunks' products in order, the slots
+// are added in slot order, and the sum is transformed back once.
 #include "kernels/cpu/winograd.h"
 
 #include <algorithm>
@@ -106,30 +109,35 @@ void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated
   }
 }
 
+// v (element-major, stride element_stride(c_in, cols)) = the input transforms of images
+// [first, first + count) of x.
+void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t count, float* v) {
+  const int64_t cols = count * p.tiles, stride = element_stride(p.c_in, cols);
+  const RowScratch rows = row_scratch(p.tw);
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t c = 0; c < p.c_in; ++c)
+      input_transform(x + ((first + i) * p.c_in + c) * p.h * p.w, p.h, p.w, p.pad, p.th, p.tw,
+                      v + c * cols + i * p.tiles, stride, rows);
+}
+
 // y = conv(x, filters transformed into u, [c_out][c_in] per element) + bias.
 void run(const Plan& p, const float* x, const float* u, const float* bias, float* y) {
-  float* v = buffer(1, p.buffer_size(p.c_in));
-  float* m = buffer(2, p.buffer_size(p.c_out));
-#pragma omp parallel
+  const int64_t us = u_stride(p.c_out, p.c_in);
+#pragma omp parallel for schedule(static) if (p.chunks > 1)
   for (int64_t ch = 0; ch < p.chunks; ++ch) {
     const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
-    const int64_t v_stride = element_stride(p.c_in, cols), m_stride = element_stride(p.c_out, cols);
-#pragma omp for schedule(static)
-    for (int64_t item = 0; item < count * p.c_in; ++item) {
-      const int64_t i = item / p.c_in, c = item % p.c_in;
-      input_transform(x + ((first + i) * p.c_in + c) * p.h * p.w, p.h, p.w, p.pad, p.th, p.tw,
-                      v + c * cols + i * p.tiles, v_stride, row_scratch(p.tw));
-    }
-#pragma omp for schedule(static)
+    const int64_t vs = element_stride(p.c_in, cols), ms = element_stride(p.c_out, cols);
+    float* v = buffer(1, p.buffer_size(p.c_in));
+    float* m = buffer(2, p.buffer_size(p.c_out));
+    transform_inputs(p, x, first, count, v);
     for (int e = 0; e < kElements; ++e)
-      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * u_stride(p.c_out, p.c_in), p.c_in),
-                  row_major<float>(v + e * v_stride, cols), m + e * m_stride, cols, GemmMode::overwrite);
-#pragma omp for schedule(static)
-    for (int64_t item = 0; item < count * p.c_out; ++item) {
-      const int64_t i = item / p.c_out, k = item % p.c_out;
-      output_transform(m + k * cols + i * p.tiles, m_stride, p.th, p.tw, bias ? bias[k] : 0.f,
-                       y + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, row_scratch(p.tw));
-    }
+      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * us, p.c_in), row_major<float>(v + e * vs, cols),
+                  m + e * ms, cols, GemmMode::overwrite);
+    const RowScratch rows = row_scratch(p.tw);
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t k = 0; k < p.c_out; ++k)
+        output_transform(m + k * cols + i * p.tiles, ms, p.th, p.tw, bias ? bias[k] : 0.f,
+                         y + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, rows);
   }
 }
 
@@ -151,38 +159,41 @@ void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const 
   run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad, Chunking::panel_aligned), dy, u, nullptr, dx);
 }
 
+constexpr int64_t kFilterSlots = 4;
+
 void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
   const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::smallest);
-  const int64_t du_stride = u_stride(p.c_out, p.c_in);
-  float* du = buffer(0, kElements * du_stride);
-  float* v = buffer(1, p.buffer_size(p.c_in));
-  float* z = buffer(2, p.buffer_size(p.c_out));
-#pragma omp parallel
-  {
-    for (int64_t ch = 0; ch < p.chunks; ++ch) {
+  const int64_t us = u_stride(p.c_out, p.c_in), slot_size = kElements * us;
+  const int64_t slots = std::min(kFilterSlots, p.chunks);
+  float* du = buffer(0, slots * slot_size);
+#pragma omp parallel for schedule(static) if (slots > 1)
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    const int64_t begin = slot * p.chunks / slots, end = (slot + 1) * p.chunks / slots;
+    float* v = buffer(1, p.buffer_size(p.c_in));
+    float* z = buffer(2, p.buffer_size(p.c_out));
+    const RowScratch rows = row_scratch(p.tw);
+    for (int64_t ch = begin; ch < end; ++ch) {
       const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
-      const int64_t v_stride = element_stride(p.c_in, cols), z_stride = element_stride(p.c_out, cols);
-#pragma omp for schedule(static) nowait
-      for (int64_t item = 0; item < count * p.c_in; ++item) {
-        const int64_t i = item / p.c_in, c = item % p.c_in;
-        input_transform(x + ((first + i) * p.c_in + c) * p.h * p.w, p.h, p.w, p.pad, p.th, p.tw,
-                        v + c * cols + i * p.tiles, v_stride, row_scratch(p.tw));
-      }
-#pragma omp for schedule(static)
-      for (int64_t item = 0; item < count * p.c_out; ++item) {
-        const int64_t i = item / p.c_out, k = item % p.c_out;
-        grad_output_transform(dy + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, p.th, p.tw,
-                              z + k * cols + i * p.tiles, z_stride, row_scratch(p.tw));
-      }
-#pragma omp for schedule(static)
+      const int64_t vs = element_stride(p.c_in, cols), zs = element_stride(p.c_out, cols);
+      transform_inputs(p, x, first, count, v);
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t k = 0; k < p.c_out; ++k)
+          grad_output_transform(dy + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, p.th, p.tw,
+                                z + k * cols + i * p.tiles, zs, rows);
       for (int e = 0; e < kElements; ++e)
-        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * z_stride, cols),
-                    transposed<float>(v + e * v_stride, cols), du + e * du_stride, p.c_in,
-                    ch == 0 ? GemmMode::overwrite : GemmMode::accumulate);
+        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * zs, cols), transposed<float>(v + e * vs, cols),
+                    du + slot * slot_size + e * us, p.c_in, ch == begin ? GemmMode::overwrite : GemmMode::accumulate);
     }
-#pragma omp for schedule(static)
-    for (int64_t item = 0; item < p.c_out * p.c_in; ++item)
-      filter_transform_adjoint(du + item, du_stride, dw + item * 9);
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < p.c_out * p.c_in; ++item) {
+    float sum[kElements];
+    for (int e = 0; e < kElements; ++e) {
+      float acc = du[e * us + item];
+      for (int64_t slot = 1; slot < slots; ++slot) acc += du[slot * slot_size + e * us + item];
+      sum[e] = acc;
+    }
+    filter_transform_adjoint(sum, 1, dw + item * 9);
   }
   if (db) {  // the same sums, in the same order, as conv2d_backward_filter's
     const int64_t ohw = p.oh * p.ow;

@@ -5,8 +5,8 @@
 // NOT bit-identical to the direct convolution (or to conv2d.h's im2col): the transforms round
 // differently, with errors a few times float32's im2col error (bounded in
 // tests/kernels/winograd_test.cpp). Deterministic: the work is cut by shape only (chunks of
-// images, one GEMM per transform element), never by thread count, and sums run in a fixed order,
-// so 1 and 16 threads give bit-identical results.
+// images, each on one thread), never by thread count, and sums run in a fixed order, so 1 and 16
+// threads give bit-identical results.
 // Same contracts as conv2d.h: forward and backward-data write (=) their outputs; backward-filter
 // writes (=) dw and db.
 #pragma once
