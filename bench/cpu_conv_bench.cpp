@@ -1,18 +1,23 @@
 // Times the CPU convolution kernels on every MiniResNet conv layer shape (batch 64, 32x32 input):
 // forward, backward-data and backward-filter, each the median of several runs after warm-up, in
-// ms and GFLOP/s, plus the total for one training step's convolutions. bench/pytorch/conv_layers.py
-// prints the same table for PyTorch. Usage: cpu_conv_bench [batch] [runs].
+// ms and GFLOP/s (the direct convolution's FLOPs), plus the total for one training step's
+// convolutions; and the core's FMA peak, measured. Times are the process's CPU time (so a loaded
+// machine still gives usable per-core figures; run it with OMP_NUM_THREADS=1 and taskset for a
+// single core). The 3x3 stride-1 layers run both im2col and Winograd, alternating run by run, so
+// the two share the same machine state. bench/pytorch/conv_layers.py prints the im2col table's
+// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs].
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/winograd.h"
 
 namespace {
 
@@ -36,17 +41,46 @@ const Layer kLayers[] = {
     {"layer3 256->256 3x3 s1 @8", 256, 8, 256, 3, 1, 1, 3},
 };
 
-template <typename F>
-double median_ms(int warmup, int runs, F&& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> times;
+double cpu_ms() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
+}
+
+// Median CPU ms of fn_a and of fn_b, run alternately (a, b, a, b, ...) after warm-up.
+template <typename A, typename B>
+std::pair<double, double> median_ms_ab(int warmup, int runs, A&& fn_a, B&& fn_b) {
+  for (int i = 0; i < warmup; ++i) fn_a(), fn_b();
+  std::vector<double> ta, tb;
   for (int i = 0; i < runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    double t0 = cpu_ms();
+    fn_a();
+    ta.push_back(cpu_ms() - t0);
+    t0 = cpu_ms();
+    fn_b();
+    tb.push_back(cpu_ms() - t0);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[ta.size() / 2], tb[tb.size() / 2]};
+}
+
+// GFLOP/s of one core running independent fused multiply-adds on 64-byte vectors (12 chains,
+// enough to cover the FMA latency): the peak the GEMM is measured against.
+double fma_peak_gflops() {
+  using V __attribute__((vector_size(64))) = float;
+  V acc[12], mul = V{} + 1.0000001f, add = V{} + 1e-8f;
+  for (int i = 0; i < 12; ++i) acc[i] = V{} + float(i);
+  const long iters = 50'000'000;
+  const double t0 = cpu_ms();
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = acc[i] * mul + add;
+  }
+  const double ms = cpu_ms() - t0;
+  volatile float sink = 0;  // keeps the loop's results alive
+  for (int i = 0; i < 12; ++i) sink = sink + acc[i][0];
+  return 2.0 * 16 * 12 * double(iters) / ms * 1e-6;
 }
 
 std::vector<float> random_vector(size_t n, uint64_t seed) {
@@ -63,10 +97,12 @@ int main(int argc, char** argv) {
   namespace k = cg::kernels::cpu;
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 64;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 7, warmup = 2;
-  fmt::print("cudagrad CPU conv kernels, fp32, threads {}, batch {}\n", omp_get_max_threads(), batch);
-  fmt::print("{:38s} {:>8s} {:>6s} {:>12s} {:>6s} {:>14s} {:>6s}\n", "layer", "fwd ms", "GF/s",
+  fmt::print("cudagrad CPU conv kernels, fp32, threads {}, batch {}; CPU ms (all threads' CPU time)\n",
+             omp_get_max_threads(), batch);
+  fmt::print("FMA peak of one core (measured): {:.1f} GFLOP/s\n", fma_peak_gflops());
+  fmt::print("{:38s} {:>5s} {:>8s} {:>6s} {:>12s} {:>6s} {:>14s} {:>6s}\n", "layer", "algo", "fwd ms", "GF/s",
              "bwd-data ms", "GF/s", "bwd-filter ms", "GF/s");
-  double step_ms = 0, step_gflop = 0;
+  double step_ms[2] = {0, 0}, step_gflop = 0;
   for (const Layer& l : kLayers) {
     const Conv2dShape s{batch, l.c_in, l.size, l.size, l.c_out, l.kernel, l.kernel, l.stride, l.pad};
     const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
@@ -74,18 +110,29 @@ int main(int argc, char** argv) {
     const auto x = random_vector(xn, 1), w = random_vector(wn, 2), dy = random_vector(yn, 3);
     std::vector<float> y(yn), dx(xn), dw(wn);
     const double gflop = 2.0 * double(yn) * double(s.c_in * s.kh * s.kw) / 1e9;
-    const double f = median_ms(warmup, runs, [&] { k::conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data()); });
-    const double d = median_ms(warmup, runs, [&] { k::conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data()); });
-    const double g = median_ms(warmup, runs, [&] {
-      k::conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);
-    });
-    fmt::print("{:38s} {:8.2f} {:6.0f} {:12.2f} {:6.0f} {:14.2f} {:6.0f}  x{}\n", l.name, f, gflop / f * 1e3, d,
-               gflop / d * 1e3, g, gflop / g * 1e3, l.count);
+    // Winograd where it applies; else im2col twice (so both columns of the step total have it).
+    const bool wino = k::winograd_supports(s);
+    auto f_a = [&] { k::conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data()); };
+    auto f_b = [&] { wino ? k::winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data()) : f_a(); };
+    auto d_a = [&] { k::conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data()); };
+    auto d_b = [&] { wino ? k::winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data()) : d_a(); };
+    auto g_a = [&] { k::conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr); };
+    auto g_b = [&] { wino ? k::winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr) : g_a(); };
+    const auto f = median_ms_ab(warmup, runs, f_a, f_b);
+    const auto d = median_ms_ab(warmup, runs, d_a, d_b);
+    const auto g = median_ms_ab(warmup, runs, g_a, g_b);
     const bool stem = std::string(l.name).starts_with("stem");  // the stem's input needs no gradient
-    step_ms += l.count * (f + g + (stem ? 0 : d));
+    const double fs[2] = {f.first, f.second}, ds[2] = {d.first, d.second}, gs[2] = {g.first, g.second};
+    for (int a = 0; a < (wino ? 2 : 1); ++a)
+      fmt::print("{:38s} {:>5s} {:8.2f} {:6.0f} {:12.2f} {:6.0f} {:14.2f} {:6.0f}  x{}\n", a ? "" : l.name,
+                 a ? "wino" : "i2c", fs[a], gflop / fs[a] * 1e3, ds[a], gflop / ds[a] * 1e3, gs[a],
+                 gflop / gs[a] * 1e3, l.count);
+    for (int a = 0; a < 2; ++a) step_ms[a] += l.count * (fs[a] + gs[a] + (stem ? 0 : ds[a]));
     step_gflop += l.count * gflop * (stem ? 2 : 3);
   }
-  fmt::print("one training step's convolutions: {:.1f} ms, {:.1f} GFLOP, {:.0f} GFLOP/s\n", step_ms, step_gflop,
-             step_gflop / step_ms * 1e3);
+  fmt::print("one training step's convolutions, im2col: {:.1f} ms, {:.1f} GFLOP, {:.0f} GFLOP/s\n", step_ms[0],
+             step_gflop, step_gflop / step_ms[0] * 1e3);
+  fmt::print("one training step's convolutions, Winograd for 3x3 stride 1: {:.1f} ms ({:.2f}x)\n", step_ms[1],
+             step_ms[0] / step_ms[1]);
   return 0;
 }

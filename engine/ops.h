@@ -27,6 +27,19 @@ struct GpuKernels {
 void set_gpu_kernels(const GpuKernels& kernels);  // process-wide
 GpuKernels gpu_kernels();
 
+// Which algorithm the CPU convolution uses (the config's kernels.cpu_conv). im2col: im2col + GEMM
+// for every layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3
+// stride-1 layers with at least 32 input and output channels (4x fewer multiplications; not
+// bit-identical to im2col, error bounded in tests/kernels/winograd_test.cpp), im2col for the
+// rest. automatic: winograd (measured faster, bench/NOTES.md). Both are deterministic across
+// thread counts. Process-wide.
+enum class CpuConv { automatic, im2col, winograd };
+inline EnumNames<CpuConv> enum_names(CpuConv) {
+  return {{CpuConv::automatic, "auto"}, {CpuConv::im2col, "im2col"}, {CpuConv::winograd, "winograd"}};
+}
+void set_cpu_conv(CpuConv algorithm);
+CpuConv cpu_conv();
+
 // A differentiable dtype conversion (backward converts the gradient back); x itself when it
 // already has `dtype`.
 Tensor cast(const Tensor& x, DType dtype);

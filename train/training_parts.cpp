@@ -117,6 +117,7 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
 }
 
 Device choose_device(const TrainConfig& c, int local_rank) {
+  ops::set_cpu_conv(c.kernels.cpu_conv);  // CPU layers run on a GPU machine too (evaluation, tests)
   const int gpus = runtime::device_count();
   if (c.train.device == DeviceName::cpu || (c.train.device == DeviceName::auto_select && gpus == 0)) {
     const std::string why = c.train.device == DeviceName::cpu ? "train.device=cpu" : "no CUDA device is visible";

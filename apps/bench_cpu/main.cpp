@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -20,6 +21,12 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
+// CPU time of the whole process (all threads): on a loaded machine, steadier than wall time.
+double process_cpu_ms() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -29,6 +36,7 @@ int main(int argc, char** argv) {
   int64_t batch = 64, steps = 20, warmup = 3, image_size = 32, in_channels = 3;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<int64_t> widths{64, 128, 256};
+  std::string cpu_conv = "auto";
   app.add_option("--batch-size", batch, "images per step")->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
@@ -36,10 +44,15 @@ int main(int argc, char** argv) {
   app.add_option("--widths", widths, "stage widths, e.g. 64,128,256")->delimiter(',');
   app.add_option("--in-channels", in_channels, "image channels")->check(CLI::PositiveNumber);
   app.add_option("--image-size", image_size, "image side")->check(CLI::PositiveNumber);
+  app.add_option("--cpu-conv", cpu_conv, "CPU convolution, as kernels.cpu_conv: auto, im2col or winograd")
+      ->check(CLI::IsMember({"auto", "im2col", "winograd"}));
   if (const int rc = cg::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   try {
     omp_set_num_threads(threads);
+    cg::ops::set_cpu_conv(cpu_conv == "im2col"     ? cg::ops::CpuConv::im2col
+                          : cpu_conv == "winograd" ? cg::ops::CpuConv::winograd
+                                                   : cg::ops::CpuConv::automatic);
     cg::Generator gen(0);
     cg::nn::MiniResNetOptions mo;
     mo.in_channels = in_channels;
@@ -60,8 +73,9 @@ int main(int argc, char** argv) {
 
     std::vector<double> step_ms;
     Clock::time_point start;
+    double cpu_start = 0;
     for (int64_t s = 0; s < warmup + steps; ++s) {
-      if (s == warmup) start = Clock::now();
+      if (s == warmup) start = Clock::now(), cpu_start = process_cpu_ms();
       const auto t0 = Clock::now();
       cg::Tensor loss = cg::ops::cross_entropy(model(x), labels);
       loss.backward();
@@ -70,15 +84,17 @@ int main(int argc, char** argv) {
       if (s >= warmup) step_ms.push_back(ms_since(t0));
     }
     const double total_s = ms_since(start) / 1000.0;
+    const double cpu_ms_per_step = (process_cpu_ms() - cpu_start) / double(steps);
     std::sort(step_ms.begin(), step_ms.end());
     const double median = step_ms[step_ms.size() / 2];
     const double ips = double(batch * steps) / total_s;
-    std::printf("cudagrad: MiniResNet widths %s, batch %lld, %dx%dx%d, %d threads: %.1f images/s "
-                "(median step %.1f ms)\n",
+    std::printf("cudagrad: MiniResNet widths %s, batch %lld, %dx%dx%d, %d threads, cpu_conv %s: %.1f images/s "
+                "(median step %.1f ms; %.1f ms of CPU time per step, all threads)\n",
                 cg::shape_str(widths).c_str(), (long long)batch, int(in_channels), int(image_size),
-                int(image_size), threads, ips, median);
+                int(image_size), threads, cpu_conv.c_str(), ips, median, cpu_ms_per_step);
     nlohmann::json j{{"engine", "cudagrad"}, {"threads", threads}, {"batch", batch},
-                     {"images_per_s", ips}, {"median_step_ms", median}};
+                     {"images_per_s", ips}, {"median_step_ms", median}, {"cpu_conv", cpu_conv},
+                     {"cpu_ms_per_step", cpu_ms_per_step}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -1,0 +1,76 @@
+// The CPU Winograd convolution (kernels/cpu/winograd.h): NCHW float32 3x3 stride-1 layers with
+// at least 32 channels in and out. Registered ahead of the im2col reference (conv_cpu.cpp), so the
+// registry takes it wherever it applies, unless kernels.cpu_conv=im2col turns it off. Also home of
+// the process-wide kernels.cpu_conv setting (engine/ops.h).
+#include <atomic>
+
+#include "engine/impl/conv.h"
+#include "engine/ops/dispatch.h"
+#include "kernels/cpu/winograd.h"
+
+namespace cg::ops {
+namespace {
+std::atomic<CpuConv> cpu_conv_algorithm{CpuConv::automatic};
+}  // namespace
+
+void set_cpu_conv(CpuConv algorithm) { cpu_conv_algorithm = algorithm; }
+CpuConv cpu_conv() { return cpu_conv_algorithm.load(); }
+
+}  // namespace cg::ops
+
+namespace cg::impl {
+namespace {
+
+// Below this many channels (in or out) the 36 per-element GEMMs are too thin to pay for the
+// transforms (bench/NOTES.md, single core): 3 channels (the stem) 4x slower than im2col, 16
+// channels 0.8-0.9x, 32 channels 1.0-1.2x, 64 channels 1.2-1.4x, 256 channels 2.1-2.7x.
+constexpr int64_t kMinChannels = 32;
+
+class CpuWinogradConv : public ConvImpl {
+ public:
+  std::string why_unsupported(const ConvProblem& p) const override {
+    if (ops::cpu_conv() == ops::CpuConv::im2col) return "is off (kernels.cpu_conv=im2col)";
+    if (p.layout != ops::Layout::nchw) return "has no channels-last convolution";
+    if (p.dtype != DType::f32) return "runs float32 only";
+    if (!kernels::cpu::winograd_supports(p.shape)) return "runs 3x3 stride-1 layers only";
+    if (p.shape.c_in < kMinChannels || p.shape.c_out < kMinChannels)
+      return "runs layers of at least 32 channels in and out only";
+    return "";
+  }
+
+  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                 ConvSaved& saved) const override {
+    const kernels::Conv2dShape& s = p.shape;
+    ops::detail::check_same("conv2d", x, w);
+    Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype(), x.device());
+    kernels::cpu::winograd_conv2d_forward(s, x.data<float>(), w.data<float>(),
+                                          b.defined() ? b.data<float>() : nullptr, y.data<float>());
+    saved = {x.detach(), w.detach(), w.dtype()};
+    return y;
+  }
+
+  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
+                     bool has_bias) const override {
+    const Tensor &x = saved.x, &w = saved.w;
+    ConvGrads g;
+    if (need_dx) {
+      g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      kernels::cpu::winograd_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
+    }
+    if (need_w) {
+      g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+      if (has_bias) g.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
+      kernels::cpu::winograd_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
+                                                    g.db.defined() ? g.db.data<float>() : nullptr);
+    }
+    return g;
+  }
+};
+
+}  // namespace
+
+void register_conv_cpu_winograd(ConvRegistry& r) {
+  r.add_builtin({"cpu winograd", DeviceType::cpu, Choice::automatic, 1, std::make_shared<CpuWinogradConv>()});
+}
+
+}  // namespace cg::impl

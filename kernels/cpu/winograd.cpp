@@ -1,0 +1,211 @@
+// Winograd F(4x4, 3x3) convolution (kernels/cpu/winograd.h). Images go in chunks of about
+// kChunkTiles tiles, and each chunk is one thread's from start to end: transform its input
+// planes, 36 GEMMs (one per transform element), transform the products back. Chunks are cut by
+// shape only and each GEMM sums in gemm.h's fixed order, so the result does not depend on the
+// thread count; and no thread waits for another inside a call (a first version with every phase
+// split across threads, three barriers per chunk, ran 2x slower with 2 threads on a loaded
+// machine). Backward-filter gives runs of consecutive chunks to kFilterSlots slots (a number
+// fixed by the shape, not the threads); each slot adds its chunks' products in order, the slots
+// are added in slot order, and the sum is transformed back once.
+#include "kernels/cpu/winograd.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/winograd_transforms.h"
+
+namespace cg::kernels::cpu {
+namespace {
+
+using namespace winograd;
+
+// Tiles (GEMM columns) per chunk: one GEMM panel (48 columns). Small chunks keep a chunk's
+// transformed input and products in L2; measured (bench/NOTES.md) 48 beat 96 and 256 by 5-13%
+// summed over MiniResNet's 3x3 layers and phases, most in backward-filter.
+constexpr int64_t kChunkTiles = 48;
+
+// Distance between consecutive transform elements' matrices: rows x cols plus one cache line.
+// Without the extra line the 36 matrices sit a power of two apart for most layer shapes, and the
+// transforms' 36 read or write streams fall into the same cache sets (measured: transforms 2x
+// slower).
+int64_t element_stride(int64_t rows, int64_t cols) { return rows * cols + 16; }
+
+// The GEMM's column panel (gemm.cpp's NR for float): a chunk whose column count is not a multiple
+// of it pays for a zero-padded partial panel in all 36 GEMMs.
+constexpr int64_t kPanel = 48;
+
+// How the images are cut into chunks.
+enum class Chunking {
+  smallest,        // about kChunkTiles tiles (backward-filter: its GEMMs' columns are channels)
+  panel_aligned,   // up to 4x kChunkTiles when that fills the GEMMs' column panels better
+};
+
+// Images per chunk: from the smallest count reaching kChunkTiles tiles, up to 4x as many tiles,
+// the count that wastes the smallest share of the last column panel (the first on ties).
+int64_t images_per_chunk(int64_t tiles, int64_t n, Chunking chunking) {
+  const int64_t first = std::clamp<int64_t>((kChunkTiles + tiles - 1) / tiles, 1, n);
+  if (chunking == Chunking::smallest) return first;
+  int64_t best = first;
+  double best_waste = 1;
+  for (int64_t per = first; per <= n && per * tiles <= 4 * kChunkTiles; ++per) {
+    const int64_t cols = per * tiles, padded = (cols + kPanel - 1) / kPanel * kPanel;
+    const double waste = double(padded - cols) / double(padded);
+    if (waste < best_waste) best = per, best_waste = waste;
+  }
+  return best;
+}
+
+// One F(4x4, 3x3) convolution of n images [c_in][h][w] with padding `pad` into [c_out][oh][ow].
+struct Plan {
+  int64_t n, c_in, h, w, c_out, pad;
+  int64_t oh, ow, th, tw, tiles, per, chunks;
+  Plan(int64_t n_, int64_t c_in_, int64_t h_, int64_t w_, int64_t c_out_, int64_t pad_, Chunking chunking)
+      : n(n_), c_in(c_in_), h(h_), w(w_), c_out(c_out_), pad(pad_) {
+    oh = h + 2 * pad - 2;
+    ow = w + 2 * pad - 2;
+    th = tiles_along(oh);
+    tw = tiles_along(ow);
+    tiles = th * tw;
+    per = images_per_chunk(tiles, n, chunking);
+    chunks = (n + per - 1) / per;
+  }
+  int64_t max_columns() const { return per * tiles; }
+  // Floats of a buffer holding 36 matrices of `rows` x max_columns().
+  int64_t buffer_size(int64_t rows) const { return kElements * element_stride(rows, max_columns()); }
+};
+
+// Scratch kept on the calling thread between calls, so steady-state training allocates nothing.
+float* buffer(int slot, int64_t n) {
+  thread_local std::vector<float> buffers[3];
+  auto& b = buffers[slot];
+  if (b.size() < size_t(n)) b.resize(size_t(n));
+  return b.data();
+}
+
+// Per-thread rows for the plane transforms.
+RowScratch row_scratch(int64_t tw) {
+  thread_local std::vector<float> rows;
+  const int64_t width = (kTile * tw + kTile + 15) / 16 * 16;
+  const size_t size = size_t(width + 48 * (tw + 1));
+  if (rows.size() < size) rows.resize(size);
+  return {rows.data(), width};
+}
+
+// u[e][k][c] = G g G^T of w[k][c] (rotated = false), or u[e][c][k] of w[k][c] rotated by 180
+// degrees (rotated = true: the filters of backward-data); element e at u + e * u_stride(...).
+int64_t u_stride(int64_t c_out, int64_t c_in) { return element_stride(c_out, c_in); }
+void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated, float* u) {
+  const int64_t stride = u_stride(c_out, c_in);
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < c_out * c_in; ++item) {
+    const int64_t k = item / c_in, c = item % c_in;
+    const float* g = w + item * 9;
+    if (rotated) {
+      filter_transform(g + 8, -3, -1, u + c * c_out + k, stride);
+    } else {
+      filter_transform(g, 3, 1, u + k * c_in + c, stride);
+    }
+  }
+}
+
+// v (element-major, stride element_stride(c_in, cols)) = the input transforms of images
+// [first, first + count) of x.
+void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t count, float* v) {
+  const int64_t cols = count * p.tiles, stride = element_stride(p.c_in, cols);
+  const RowScratch rows = row_scratch(p.tw);
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t c = 0; c < p.c_in; ++c)
+      input_transform(x + ((first + i) * p.c_in + c) * p.h * p.w, p.h, p.w, p.pad, p.th, p.tw,
+                      v + c * cols + i * p.tiles, stride, rows);
+}
+
+// y = conv(x, filters transformed into u, [c_out][c_in] per element) + bias.
+void run(const Plan& p, const float* x, const float* u, const float* bias, float* y) {
+  const int64_t us = u_stride(p.c_out, p.c_in);
+#pragma omp parallel for schedule(static) if (p.chunks > 1)
+  for (int64_t ch = 0; ch < p.chunks; ++ch) {
+    const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
+    const int64_t vs = element_stride(p.c_in, cols), ms = element_stride(p.c_out, cols);
+    float* v = buffer(1, p.buffer_size(p.c_in));
+    float* m = buffer(2, p.buffer_size(p.c_out));
+    transform_inputs(p, x, first, count, v);
+    for (int e = 0; e < kElements; ++e)
+      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * us, p.c_in), row_major<float>(v + e * vs, cols),
+                  m + e * ms, cols, GemmMode::overwrite);
+    const RowScratch rows = row_scratch(p.tw);
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t k = 0; k < p.c_out; ++k)
+        output_transform(m + k * cols + i * p.tiles, ms, p.th, p.tw, bias ? bias[k] : 0.f,
+                         y + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, rows);
+  }
+}
+
+}  // namespace
+
+bool winograd_supports(const Conv2dShape& s) {
+  return s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad >= 0 && s.pad <= 2 && s.out_h() > 0 && s.out_w() > 0;
+}
+
+void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
+  float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
+  transform_filters(w, s.c_out, s.c_in, false, u);
+  run(Plan(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::panel_aligned), x, u, bias, y);
+}
+
+void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
+  float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
+  transform_filters(w, s.c_out, s.c_in, true, u);
+  run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad, Chunking::panel_aligned), dy, u, nullptr, dx);
+}
+
+constexpr int64_t kFilterSlots = 4;
+
+void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
+  const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::smallest);
+  const int64_t us = u_stride(p.c_out, p.c_in), slot_size = kElements * us;
+  const int64_t slots = std::min(kFilterSlots, p.chunks);
+  float* du = buffer(0, slots * slot_size);
+#pragma omp parallel for schedule(static) if (slots > 1)
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    const int64_t begin = slot * p.chunks / slots, end = (slot + 1) * p.chunks / slots;
+    float* v = buffer(1, p.buffer_size(p.c_in));
+    float* z = buffer(2, p.buffer_size(p.c_out));
+    const RowScratch rows = row_scratch(p.tw);
+    for (int64_t ch = begin; ch < end; ++ch) {
+      const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
+      const int64_t vs = element_stride(p.c_in, cols), zs = element_stride(p.c_out, cols);
+      transform_inputs(p, x, first, count, v);
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t k = 0; k < p.c_out; ++k)
+          grad_output_transform(dy + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, p.th, p.tw,
+                                z + k * cols + i * p.tiles, zs, rows);
+      for (int e = 0; e < kElements; ++e)
+        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * zs, cols), transposed<float>(v + e * vs, cols),
+                    du + slot * slot_size + e * us, p.c_in, ch == begin ? GemmMode::overwrite : GemmMode::accumulate);
+    }
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < p.c_out * p.c_in; ++item) {
+    float sum[kElements];
+    for (int e = 0; e < kElements; ++e) {
+      float acc = du[e * us + item];
+      for (int64_t slot = 1; slot < slots; ++slot) acc += du[slot * slot_size + e * us + item];
+      sum[e] = acc;
+    }
+    filter_transform_adjoint(sum, 1, dw + item * 9);
+  }
+  if (db) {  // the same sums, in the same order, as conv2d_backward_filter's
+    const int64_t ohw = p.oh * p.ow;
+    for (int64_t k = 0; k < s.c_out; ++k) {
+      float acc = 0;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const float* g = dy + (i * s.c_out + k) * ohw;
+        for (int64_t q = 0; q < ohw; ++q) acc += g[q];
+      }
+      db[k] = acc;
+    }
+  }
+}
+
+}  // namespace cg::kernels::cpu

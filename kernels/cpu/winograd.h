@@ -1,0 +1,31 @@
+// Winograd F(4x4, 3x3) convolution for 3x3 stride-1 layers on the CPU (NCHW, float32): each
+// 6x6 input tile and each filter are transformed, the 36 transform elements become 36 independent
+// GEMMs (channels x tiles) over the packed GEMM of kernels/cpu/gemm.h, and the products are
+// transformed back into 4x4 output tiles: 4x fewer multiplications than im2col + GEMM.
+// NOT bit-identical to the direct convolution (or to conv2d.h's im2col): the transforms round
+// differently, with errors a few times float32's im2col error (bounded in
+// tests/kernels/winograd_test.cpp). Deterministic: the work is cut by shape only (chunks of
+// images, each on one thread), never by thread count, and sums run in a fixed order, so 1 and 16
+// threads give bit-identical results.
+// Same contracts as conv2d.h: forward and backward-data write (=) their outputs; backward-filter
+// writes (=) dw and db.
+#pragma once
+#include "kernels/types.h"
+
+namespace cg::kernels::cpu {
+
+// True for the layers these kernels run: 3x3 kernel, stride 1, padding 0 to 2 (backward-data runs
+// a forward with padding 2 - pad).
+bool winograd_supports(const Conv2dShape& s);
+
+// y[n, c_out, out_h, out_w] = conv(x, w) + bias (bias may be null).
+void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y);
+
+// dx[n, c_in, h, w] from dy: a forward convolution of dy with the filters rotated by 180 degrees
+// and c_in / c_out swapped.
+void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx);
+
+// dw[c_out, c_in, 3, 3] and db[c_out] (db may be null) from x and dy.
+void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db);
+
+}  // namespace cg::kernels::cpu

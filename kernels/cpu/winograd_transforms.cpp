@@ -1,0 +1,215 @@
+// F(4x4, 3x3) transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural
+// Networks", 2015), applied as 1-D passes: each pass below is one matrix on one axis.
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+//   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 -1 4 -4 0; 0 1 -1 8 -8 1]
+#include "kernels/cpu/winograd_transforms.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace cg::kernels::cpu::winograd {
+namespace {
+
+// d (6) -> B^T d (6)
+inline void bt(const float d[6], float o[6]) {
+  o[0] = 4.f * d[0] - 5.f * d[2] + d[4];
+  o[1] = -4.f * d[1] - 4.f * d[2] + d[3] + d[4];
+  o[2] = 4.f * d[1] - 4.f * d[2] - d[3] + d[4];
+  o[3] = -2.f * d[1] - d[2] + 2.f * d[3] + d[4];
+  o[4] = 2.f * d[1] - d[2] - 2.f * d[3] + d[4];
+  o[5] = 4.f * d[1] - 5.f * d[3] + d[5];
+}
+// m (6) -> A^T m (4)
+inline void at(const float m[6], float o[4]) {
+  const float p12 = m[1] + m[2], m12 = m[1] - m[2], p34 = m[3] + m[4], m34 = m[3] - m[4];
+  o[0] = m[0] + p12 + p34;
+  o[1] = m12 + 2.f * m34;
+  o[2] = p12 + 4.f * p34;
+  o[3] = m12 + 8.f * m34 + m[5];
+}
+// y (4) -> A y (6)
+inline void a(const float y[4], float o[6]) {
+  const float p02 = y[0] + y[2], p13 = y[1] + y[3], q02 = y[0] + 4.f * y[2], q13 = 2.f * y[1] + 8.f * y[3];
+  o[0] = y[0];
+  o[1] = p02 + p13;
+  o[2] = p02 - p13;
+  o[3] = q02 + q13;
+  o[4] = q02 - q13;
+  o[5] = y[3];
+}
+constexpr float k6 = 1.f / 6.f, k12 = 1.f / 12.f, k24 = 1.f / 24.f;
+// g (3) -> G g (6)
+inline void gm(const float g[3], float o[6]) {
+  o[0] = 0.25f * g[0];
+  o[1] = -k6 * (g[0] + g[1] + g[2]);
+  o[2] = -k6 * (g[0] - g[1] + g[2]);
+  o[3] = k24 * g[0] + k12 * g[1] + k6 * g[2];
+  o[4] = k24 * g[0] - k12 * g[1] + k6 * g[2];
+  o[5] = g[2];
+}
+// u (6) -> G^T u (3)
+inline void gt(const float u[6], float o[3]) {
+  o[0] = 0.25f * u[0] - k6 * (u[1] + u[2]) + k24 * (u[3] + u[4]);
+  o[1] = k6 * (u[2] - u[1]) + k12 * (u[3] - u[4]);
+  o[2] = k6 * (u[3] + u[4] - u[1] - u[2]) + u[5];
+}
+
+}  // namespace
+
+// Rows are kept "deinterleaved" by tile: phase k of a row holds its values 4l + k for tiles
+// l = 0, 1, ..., so each step below is a loop across the tiles of a tile row over contiguous
+// arrays (vector loads and stores), and the 36 element streams are written a vector at a time.
+void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int64_t th, int64_t tw,
+                     float* out, int64_t e_stride, RowScratch scratch) {
+  const int64_t L = tw + 1, width = kTile * L, W = scratch.width;  // tile l reads phases at l and l + 1
+  float* __restrict row = scratch.data;                  // one padded input row
+  float* __restrict q = scratch.data + W;                // [6 rows][4 phases][L]
+  float* __restrict t = scratch.data + W + 24 * L;       // B^T down the columns: [6][4][L]
+  const int64_t lead = std::min(pad, width), copied = std::clamp<int64_t>(width - lead, 0, w);
+  for (int64_t ty = 0; ty < th; ++ty) {
+    for (int i = 0; i < kInput; ++i) {
+      const int64_t iy = ty * kTile - pad + i;
+      if (iy < 0 || iy >= h) {
+        std::fill(q + i * 4 * L, q + (i + 1) * 4 * L, 0.f);
+        continue;
+      }
+      std::fill(row, row + lead, 0.f);
+      std::memcpy(row + lead, plane + iy * w, sizeof(float) * size_t(copied));
+      std::fill(row + lead + copied, row + width, 0.f);
+      for (int k = 0; k < kTile; ++k)
+        for (int64_t l = 0; l < L; ++l) q[(i * 4 + k) * L + l] = row[kTile * l + k];
+    }
+    for (int64_t x = 0; x < 4 * L; ++x) {
+      const float d[6] = {q[x], q[4 * L + x], q[8 * L + x], q[12 * L + x], q[16 * L + x], q[20 * L + x]};
+      float o[6];
+      bt(d, o);
+      for (int r = 0; r < 6; ++r) t[r * 4 * L + x] = o[r];
+    }
+    for (int r = 0; r < kInput; ++r) {
+      const float* __restrict p0 = t + r * 4 * L;
+      const float *__restrict p1 = p0 + L, *__restrict p2 = p0 + 2 * L, *__restrict p3 = p0 + 3 * L;
+      float* dst = out + r * kInput * e_stride + ty * tw;
+      float *__restrict d0 = dst, *__restrict d1 = dst + e_stride, *__restrict d2 = dst + 2 * e_stride;
+      float *__restrict d3 = dst + 3 * e_stride, *__restrict d4 = dst + 4 * e_stride, *__restrict d5 = dst + 5 * e_stride;
+#pragma GCC ivdep
+      for (int64_t l = 0; l < tw; ++l) {
+        const float d[6] = {p0[l], p1[l], p2[l], p3[l], p0[l + 1], p1[l + 1]};
+        float o[6];
+        bt(d, o);
+        d0[l] = o[0], d1[l] = o[1], d2[l] = o[2], d3[l] = o[3], d4[l] = o[4], d5[l] = o[5];
+      }
+    }
+  }
+}
+
+void output_transform(const float* m, int64_t e_stride, int64_t th, int64_t tw, float bias, float* plane,
+                      int64_t oh, int64_t ow, RowScratch scratch) {
+  float* __restrict s = scratch.data;            // A^T across each tile's columns: [6 rows][4 phases][tw]
+  float* __restrict o = scratch.data + 24 * tw;  // then down the columns: [4 rows][4 phases][tw]
+  for (int64_t ty = 0; ty < th; ++ty) {
+    for (int i = 0; i < kInput; ++i) {
+      const float* src = m + i * kInput * e_stride + ty * tw;
+      const float *__restrict m0 = src, *__restrict m1 = src + e_stride, *__restrict m2 = src + 2 * e_stride;
+      const float *__restrict m3 = src + 3 * e_stride, *__restrict m4 = src + 4 * e_stride;
+      const float* __restrict m5 = src + 5 * e_stride;
+      float* __restrict dst = s + i * 4 * tw;
+#pragma GCC ivdep
+      for (int64_t l = 0; l < tw; ++l) {
+        const float v[6] = {m0[l], m1[l], m2[l], m3[l], m4[l], m5[l]};
+        float r[4];
+        at(v, r);
+        dst[l] = r[0];
+        dst[tw + l] = r[1];
+        dst[2 * tw + l] = r[2];
+        dst[3 * tw + l] = r[3];
+      }
+    }
+    for (int64_t x = 0; x < 4 * tw; ++x) {
+      const float v[6] = {s[x], s[4 * tw + x], s[8 * tw + x], s[12 * tw + x], s[16 * tw + x], s[20 * tw + x]};
+      float r[4];
+      at(v, r);
+      for (int j = 0; j < kTile; ++j) o[j * 4 * tw + x] = r[j] + bias;
+    }
+    const int rows = int(std::min<int64_t>(kTile, oh - ty * kTile));
+    for (int r = 0; r < rows; ++r) {  // phases back to pixel order
+      float* __restrict dst = plane + (ty * kTile + r) * ow;
+      const float* __restrict src = o + r * 4 * tw;
+      if (kTile * tw == ow) {
+        for (int64_t l = 0; l < tw; ++l)
+          for (int k = 0; k < kTile; ++k) dst[kTile * l + k] = src[k * tw + l];
+      } else {
+        for (int64_t x = 0; x < ow; ++x) dst[x] = src[(x % kTile) * tw + x / kTile];
+      }
+    }
+  }
+}
+
+void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t th, int64_t tw, float* out,
+                           int64_t e_stride, RowScratch scratch) {
+  const int64_t width = kTile * tw;
+  float* __restrict row = scratch.data;                       // one gradient row, zero past the edge
+  float* __restrict q = scratch.data + scratch.width;         // [4 rows][4 phases][tw]
+  float* __restrict t = scratch.data + scratch.width + 16 * tw;  // A down the columns: [6][4][tw]
+  for (int64_t ty = 0; ty < th; ++ty) {
+    for (int i = 0; i < kTile; ++i) {
+      const int64_t oy = ty * kTile + i;
+      if (oy >= oh) {
+        std::fill(q + i * 4 * tw, q + (i + 1) * 4 * tw, 0.f);
+        continue;
+      }
+      std::memcpy(row, plane + oy * ow, sizeof(float) * size_t(ow));
+      std::fill(row + ow, row + width, 0.f);
+      for (int k = 0; k < kTile; ++k)
+        for (int64_t l = 0; l < tw; ++l) q[(i * 4 + k) * tw + l] = row[kTile * l + k];
+    }
+    for (int64_t x = 0; x < 4 * tw; ++x) {
+      const float y[4] = {q[x], q[4 * tw + x], q[8 * tw + x], q[12 * tw + x]};
+      float o[6];
+      a(y, o);
+      for (int r = 0; r < 6; ++r) t[r * 4 * tw + x] = o[r];
+    }
+    for (int r = 0; r < kInput; ++r) {
+      const float* __restrict p = t + r * 4 * tw;
+      float* dst = out + r * kInput * e_stride + ty * tw;
+      float *__restrict d0 = dst, *__restrict d1 = dst + e_stride, *__restrict d2 = dst + 2 * e_stride;
+      float *__restrict d3 = dst + 3 * e_stride, *__restrict d4 = dst + 4 * e_stride, *__restrict d5 = dst + 5 * e_stride;
+#pragma GCC ivdep
+      for (int64_t l = 0; l < tw; ++l) {
+        const float y[4] = {p[l], p[tw + l], p[2 * tw + l], p[3 * tw + l]};
+        float o[6];
+        a(y, o);
+        d0[l] = o[0], d1[l] = o[1], d2[l] = o[2], d3[l] = o[3], d4[l] = o[4], d5[l] = o[5];
+      }
+    }
+  }
+}
+
+void filter_transform(const float* g, int64_t row, int64_t col, float* u, int64_t e_stride) {
+  float t[6][3];  // G g: G down the columns
+  for (int j = 0; j < 3; ++j) {
+    const float c[3] = {g[j * col], g[row + j * col], g[2 * row + j * col]};
+    float o[6];
+    gm(c, o);
+    for (int r = 0; r < 6; ++r) t[r][j] = o[r];
+  }
+  for (int r = 0; r < 6; ++r) {
+    float o[6];
+    gm(t[r], o);
+    for (int c = 0; c < 6; ++c) u[(r * 6 + c) * e_stride] = o[c];
+  }
+}
+
+void filter_transform_adjoint(const float* u, int64_t e_stride, float* g) {
+  float t[3][6];  // G^T u: G^T down the columns
+  for (int c = 0; c < 6; ++c) {
+    const float col[6] = {u[c * e_stride], u[(6 + c) * e_stride], u[(12 + c) * e_stride],
+                          u[(18 + c) * e_stride], u[(24 + c) * e_stride], u[(30 + c) * e_stride]};
+    float o[3];
+    gt(col, o);
+    for (int i = 0; i < 3; ++i) t[i][c] = o[i];
+  }
+  for (int i = 0; i < 3; ++i) gt(t[i], g + i * 3);
+}
+
+}  // namespace cg::kernels::cpu::winograd

@@ -1,0 +1,48 @@
+// The F(4x4, 3x3) transforms behind kernels/cpu/winograd.cpp (Lavin & Gray's matrices), one image
+// plane at a time. Transformed tiles are stored "element-major": element e (0..35, row-major in
+// the 6x6 tile) of tile t goes to out[e * e_stride + t], so that each element's values over all
+// tiles and channels form one GEMM operand. Tiles are numbered t = ty * tw + tx over the plane;
+// tile (ty, tx) covers output rows 4ty..4ty+3 and input rows 4ty - pad .. 4ty - pad + 5.
+// Each pass is a vertical step and a horizontal step, both written as loops across the tiles of
+// a tile row over contiguous arrays, so that they vectorize.
+#pragma once
+#include <cstdint>
+
+namespace cg::kernels::cpu::winograd {
+
+constexpr int kTile = 4;     // output tile edge
+constexpr int kInput = 6;    // input tile edge (kTile + 3 - 1)
+constexpr int kElements = kInput * kInput;
+
+// Tiles along an output edge of `n` values.
+inline int64_t tiles_along(int64_t n) { return (n + kTile - 1) / kTile; }
+
+// Scratch for one tile row of a plane: width + 48 * (tw + 1) floats, width >= 4 * tw + 4.
+struct RowScratch {
+  float* data;
+  int64_t width;
+};
+
+// Input transform V = B^T d B of every 6x6 tile of plane [h][w] (zero outside), for tiles of an
+// output of th x tw tiles with padding `pad`.
+void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int64_t th, int64_t tw,
+                     float* out, int64_t e_stride, RowScratch scratch);
+
+// Output transform y = A^T m A + bias of every tile, written to plane [oh][ow] (the part of each
+// 4x4 tile inside it).
+void output_transform(const float* m, int64_t e_stride, int64_t th, int64_t tw, float bias, float* plane,
+                      int64_t oh, int64_t ow, RowScratch scratch);
+
+// The adjoint of output_transform for backward-filter: Z = A g A^T of every 4x4 tile of the
+// output gradient plane [oh][ow] (zero outside).
+void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t th, int64_t tw, float* out,
+                           int64_t e_stride, RowScratch scratch);
+
+// U = G g G^T of one 3x3 filter g (g[i * row + j * col], so a rotated filter is a negative
+// stride); writes u[e * e_stride].
+void filter_transform(const float* g, int64_t row, int64_t col, float* u, int64_t e_stride);
+
+// The adjoint of filter_transform: g[3][3] = G^T u G with u[e * e_stride].
+void filter_transform_adjoint(const float* u, int64_t e_stride, float* g);
+
+}  // namespace cg::kernels::cpu::winograd

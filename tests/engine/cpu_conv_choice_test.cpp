@@ -1,0 +1,79 @@
+// kernels.cpu_conv through ops::conv2d: auto and winograd run Winograd on float32 3x3 stride-1
+// layers of 32+ channels (close to im2col, but not bit-identical to it), and im2col everywhere
+// else; im2col runs im2col everywhere (the bit-exact reference).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/ops.h"
+#include "engine/random.h"
+
+namespace cg {
+namespace {
+
+struct Result {
+  std::vector<float> y, dx, dw;
+};
+
+// One forward and backward of conv2d(x, w) (no bias) with a fixed upstream gradient.
+Result run(ops::CpuConv algorithm, const std::vector<int64_t>& x_shape, const std::vector<int64_t>& w_shape,
+           int64_t stride) {
+  ops::set_cpu_conv(algorithm);
+  Generator gen(7);
+  Tensor x = Tensor::empty(x_shape), w = Tensor::empty(w_shape);
+  normal_(x, gen, 0.0, 1.0);
+  normal_(w, gen, 0.0, 0.1);
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  Tensor y = ops::conv2d(x, w, Tensor(), {.stride = stride, .padding = 1});
+  Tensor dy = Tensor::empty(y.shape());
+  normal_(dy, gen, 0.0, 1.0);
+  y.backward(dy);
+  ops::set_cpu_conv(ops::CpuConv::automatic);
+  return {y.to_vector<float>(), x.grad().to_vector<float>(), w.grad().to_vector<float>()};
+}
+
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// max |a - b| / max |b|
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, double(std::abs(a[i] - b[i])));
+    scale = std::max(scale, double(std::abs(b[i])));
+  }
+  return diff / scale;
+}
+
+TEST(CpuConvChoice, WinogradRunsWide3x3StrideOneLayers) {
+  const std::vector<int64_t> xs{2, 32, 8, 8}, ws{32, 32, 3, 3};
+  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
+  const Result winograd = run(ops::CpuConv::winograd, xs, ws, 1);
+  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
+  EXPECT_TRUE(bit_identical(automatic.y, winograd.y));
+  EXPECT_TRUE(bit_identical(automatic.dx, winograd.dx));
+  EXPECT_TRUE(bit_identical(automatic.dw, winograd.dw));
+  // A different algorithm (so the choice took effect), within Winograd's error.
+  EXPECT_FALSE(bit_identical(winograd.y, im2col.y));
+  EXPECT_LT(relative_difference(winograd.y, im2col.y), 1e-5);
+  EXPECT_LT(relative_difference(winograd.dx, im2col.dx), 1e-5);
+  EXPECT_LT(relative_difference(winograd.dw, im2col.dw), 1e-5);
+}
+
+TEST(CpuConvChoice, Im2colRunsTheRest) {
+  // Too few channels, and a strided layer: Winograd does not apply, every choice is im2col.
+  for (const auto& [xs, ws, stride] : {std::tuple{std::vector<int64_t>{2, 16, 8, 8}, std::vector<int64_t>{16, 16, 3, 3}, 1},
+                                       std::tuple{std::vector<int64_t>{2, 32, 8, 8}, std::vector<int64_t>{32, 32, 3, 3}, 2}}) {
+    const Result im2col = run(ops::CpuConv::im2col, xs, ws, stride);
+    const Result winograd = run(ops::CpuConv::winograd, xs, ws, stride);
+    EXPECT_TRUE(bit_identical(winograd.y, im2col.y)) << xs[1] << " channels, stride " << stride;
+    EXPECT_TRUE(bit_identical(winograd.dx, im2col.dx));
+    EXPECT_TRUE(bit_identical(winograd.dw, im2col.dw));
+  }
+}
+
+}  // namespace
+}  // namespace cg

@@ -1,0 +1,173 @@
+// The Winograd F(4x4, 3x3) convolution against the float64 im2col kernels (themselves checked
+// against the definition by conv2d_test): forward, backward-data and backward-filter over
+// MiniResNet's 3x3 stride-1 layers and odd sizes, plus thread-count determinism.
+// Winograd is NOT bit-identical to the direct convolution. Its error is bounded here relative to
+// the size of the sums involved: for every output element, |got - ref| <= kWinogradTolerance *
+// scale, where scale is the largest |term| sum of that result (sum of |x||w| over the window for
+// forward, and likewise for the backward passes), taken as the result tensor's maximum. Measured
+// (2026-11-23, the cases below): float32 im2col's forward 0.6-1.7e-7 of that scale, Winograd
+// F(4x4, 3x3) up to 2.2e-6 in every pass (10-20x im2col's); kWinogradTolerance = 1e-5 leaves 4x
+// headroom, and ToleranceCatchesASmallError shows it still fails a filter off by 1e-3.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/winograd.h"
+#include "support/random_data.h"
+
+namespace cg::kernels::cpu {
+namespace {
+
+using test::random_vector;
+
+constexpr double kWinogradTolerance = 1e-5;
+
+struct Case {
+  const char* name;
+  Conv2dShape s;
+  bool bias;
+};
+
+const Case kCases[] = {
+    {"stem_cifar", {2, 3, 32, 32, 64, 3, 3, 1, 1}, false},
+    {"layer1_cifar", {2, 64, 32, 32, 64, 3, 3, 1, 1}, true},
+    {"layer2_cifar", {2, 128, 16, 16, 128, 3, 3, 1, 1}, false},
+    {"layer3_cifar", {4, 256, 8, 8, 256, 3, 3, 1, 1}, false},
+    {"stem_fmnist", {2, 1, 28, 28, 16, 3, 3, 1, 1}, false},
+    {"layer1_fmnist", {2, 16, 28, 28, 16, 3, 3, 1, 1}, false},
+    {"layer2_fmnist", {2, 32, 14, 14, 32, 3, 3, 1, 1}, true},
+    {"layer3_fmnist", {3, 64, 7, 7, 64, 3, 3, 1, 1}, false},
+    // 4 tiles per image: 12 images per chunk, so 70 make five full chunks and a partial one,
+    // and backward-filter adds six chunks' products.
+    {"two_chunks", {70, 8, 8, 8, 12, 3, 3, 1, 1}, true},
+    {"non_square_odd", {2, 3, 9, 5, 5, 3, 3, 1, 1}, true},
+    {"pad0", {2, 4, 11, 10, 3, 3, 3, 1, 0}, false},
+    {"pad2", {1, 2, 6, 7, 3, 3, 3, 1, 2}, true},
+    {"tiny_plane", {3, 5, 3, 2, 7, 3, 3, 1, 1}, false},
+    {"single_channel", {2, 1, 6, 6, 1, 3, 3, 1, 1}, false},
+};
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> absolute(const std::vector<double>& v) {
+  std::vector<double> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a[i] = std::abs(v[i]);
+  return a;
+}
+double max_of(const std::vector<double>& v) {
+  double m = 0;
+  for (double e : v) m = std::max(m, e);
+  return m;
+}
+
+// max |got - ref| / scale.
+double relative_error(const std::vector<float>& got, const std::vector<double>& ref, double scale) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - ref[i]);
+    worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+  }
+  return worst / scale;
+}
+
+std::vector<float> nan_filled(size_t n) { return std::vector<float>(n, NAN); }
+
+TEST(WinogradConv, SupportsOnly3x3StrideOne) {
+  EXPECT_TRUE(winograd_supports({1, 1, 8, 8, 1, 3, 3, 1, 1}));
+  EXPECT_TRUE(winograd_supports({1, 1, 8, 8, 1, 3, 3, 1, 0}));
+  EXPECT_FALSE(winograd_supports({1, 1, 8, 8, 1, 3, 3, 2, 1}));
+  EXPECT_FALSE(winograd_supports({1, 1, 8, 8, 1, 1, 1, 1, 0}));
+  EXPECT_FALSE(winograd_supports({1, 1, 8, 8, 1, 5, 5, 1, 2}));
+  EXPECT_FALSE(winograd_supports({1, 1, 8, 8, 1, 3, 3, 1, 3}));
+}
+
+TEST(WinogradConv, MatchesIm2colWithinTolerance) {
+  for (const Case& c : kCases) {
+    const Conv2dShape& s = c.s;
+    ASSERT_TRUE(winograd_supports(s)) << c.name;
+    const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
+    const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w()), bn = size_t(s.c_out);
+    const auto x = random_vector<float>(xn, 11), w = random_vector<float>(wn, 12);
+    const auto b = random_vector<float>(bn, 13), dy = random_vector<float>(yn, 14);
+    const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+    const float* bias = c.bias ? b.data() : nullptr;
+
+    // References, and the scales: the same convolutions of |x|, |w|, |dy|.
+    std::vector<double> ry(yn), rdx(xn), rdw(wn), rdb(bn), sy(yn), sdx(xn), sdw(wn);
+    conv2d_forward<double>(s, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, ry.data());
+    conv2d_backward_data<double>(s, dyd.data(), wd.data(), rdx.data());
+    conv2d_backward_filter<double>(s, xd.data(), dyd.data(), rdw.data(), rdb.data());
+    const auto ax = absolute(xd), aw = absolute(wd), ady = absolute(dyd);
+    conv2d_forward<double>(s, ax.data(), aw.data(), nullptr, sy.data());
+    conv2d_backward_data<double>(s, ady.data(), aw.data(), sdx.data());
+    conv2d_backward_filter<double>(s, ax.data(), ady.data(), sdw.data(), nullptr);
+
+    auto y = nan_filled(yn), dx = nan_filled(xn), dw = nan_filled(wn), db = nan_filled(bn);
+    winograd_conv2d_forward(s, x.data(), w.data(), bias, y.data());
+    winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+    winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), c.bias ? db.data() : nullptr);
+    const double ey = relative_error(y, ry, max_of(sy) + (c.bias ? max_of(absolute(bd)) : 0.0));
+    const double edx = relative_error(dx, rdx, max_of(sdx)), edw = relative_error(dw, rdw, max_of(sdw));
+    EXPECT_LE(ey, kWinogradTolerance) << c.name << " forward";
+    EXPECT_LE(edx, kWinogradTolerance) << c.name << " backward data";
+    EXPECT_LE(edw, kWinogradTolerance) << c.name << " backward filter";
+    if (c.bias) {
+      // The bias gradient is the plain sum of dy, exactly as the im2col kernel computes it.
+      std::vector<float> im2col_dw(wn), im2col_db(bn);
+      conv2d_backward_filter<float>(s, x.data(), dy.data(), im2col_dw.data(), im2col_db.data());
+      EXPECT_EQ(0, std::memcmp(db.data(), im2col_db.data(), bn * sizeof(float))) << c.name << " bias gradient";
+    }
+    // For the record: float32 im2col's forward error on the same scale.
+    std::vector<float> im2col_y(yn);
+    conv2d_forward<float>(s, x.data(), w.data(), bias, im2col_y.data());
+    const double e_im2col = relative_error(im2col_y, ry, max_of(sy) + (c.bias ? max_of(absolute(bd)) : 0.0));
+    fprintf(stderr, "%-16s error / scale: forward %.2e (im2col %.2e), backward-data %.2e, backward-filter %.2e\n",
+            c.name, ey, e_im2col, edx, edw);
+  }
+}
+
+// The tolerance is not so loose that a wrong transform passes: a filter with one element changed
+// by 1e-3 of its scale fails it.
+TEST(WinogradConv, ToleranceCatchesASmallError) {
+  const Conv2dShape s{2, 16, 12, 12, 8, 3, 3, 1, 1};
+  const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
+  const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
+  const auto x = random_vector<float>(xn, 21);
+  auto w = random_vector<float>(wn, 22);
+  std::vector<double> ry(yn), sy(yn);
+  const auto xd = to_double(x), wd = to_double(w), ax = absolute(xd), aw = absolute(wd);
+  conv2d_forward<double>(s, xd.data(), wd.data(), nullptr, ry.data());
+  conv2d_forward<double>(s, ax.data(), aw.data(), nullptr, sy.data());
+  w[5] += 1e-3f * float(max_of(sy));
+  std::vector<float> y(yn);
+  winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
+  EXPECT_GT(relative_error(y, ry, max_of(sy)), kWinogradTolerance);
+}
+
+// Results must not depend on the thread count (resume is bit-exact only then).
+TEST(WinogradConv, BitIdenticalForOneAndTwoThreads) {
+  const Conv2dShape s{70, 16, 8, 8, 24, 3, 3, 1, 1};
+  const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
+  const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
+  const auto x = random_vector<float>(xn, 5), w = random_vector<float>(wn, 6), dy = random_vector<float>(yn, 7);
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<float> y(yn), dx(xn), dw(wn), db(size_t(s.c_out));
+    winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
+    winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+    winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), db.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), dw.begin(), dw.end());
+    y.insert(y.end(), db.begin(), db.end());
+    return y;
+  };
+  const auto one = run(1), two = run(2), three = run(3);
+  omp_set_num_threads(2);
+  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace cg::kernels::cpu
