@@ -15,6 +15,7 @@
 
 #include "dist/gradient_comm.h"
 #include "dist/process_group.h"
+#include "dist/sync_batchnorm.h"
 #include "nn/grad_scaler.h"
 #include "nn/module.h"
 
@@ -24,6 +25,9 @@ struct DdpOptions {
   double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in train/train_config.cpp
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
   bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
+  // SyncBatchNorm over this DDP's transport for every BatchNorm2d (dist/sync_batchnorm.h); see
+  // model.sync_batchnorm in train/train_config.cpp.
+  bool sync_batchnorm = false;
 };
 
 class DistributedDataParallel {
@@ -81,6 +85,8 @@ class DistributedDataParallel {
   std::vector<int64_t> bucket_sizes() const;
   // The all-reduces of the last synced backward, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_reduces() const;
+  // BatchNorm2d layers whose statistics are synchronized (0 without options.sync_batchnorm).
+  size_t sync_batchnorm_layers() const { return sync_batchnorm_ ? sync_batchnorm_->num_layers() : 0; }
 
  private:
   struct Bucket {
@@ -110,6 +116,8 @@ class DistributedDataParallel {
   bool no_sync_ = false;               // a NoSync guard is alive
   bool sync_backward_ = true;          // the last forward's backward communicates
   bool in_backward_ = false;
+  // Last, so it detaches its hooks before comm_ goes. Null unless options.sync_batchnorm.
+  std::unique_ptr<SyncBatchNorm> sync_batchnorm_;
 };
 
 // Overwrites every tensor of `tensors` (all on `device`) with rank 0's values in one collective:

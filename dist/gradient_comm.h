@@ -41,6 +41,11 @@ class GradientComm {
   // transports watch it like a collective (timeout, asynchronous errors). Host transports cannot
   // be captured and have nothing to do.
   virtual void watch_replay(const Stream& compute, const std::string& what) const {}
+  // SyncBatchNorm (dist/sync_batchnorm.h): replaces `count` doubles at `data` (on the tensors'
+  // device) by their sum over the ranks, the same bits on every rank. CPU: done on return. GPU: in
+  // stream order after the work enqueued on `compute`, which waits for it (NCCL: on the
+  // communication stream, no host wait). `what` names it in errors and timelines.
+  virtual void all_reduce_sum(double* data, int64_t count, const Stream& compute, const std::string& what);
 };
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group);
