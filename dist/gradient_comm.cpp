@@ -2,6 +2,7 @@
 #include "dist/gradient_comm.h"
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -93,15 +94,24 @@ class StagedGlooComm : public GradientComm {
     t.copy_(host);
   }
   std::string name() const override { return "gloo (staged through pinned host memory)"; }
-  // A few kilobytes per layer: staged synchronously, like broadcast (ranks sharing a GPU are a
-  // test and small-scale setting, not one where this wait matters).
+  // A few kilobytes per layer, staged synchronously like broadcast (ranks sharing a GPU are a test
+  // and small-scale setting). The collective itself runs as a job of the worker, behind the
+  // buckets posted before it, so every rank issues its collectives in the same order.
   void all_reduce_sum(double* data, int64_t count, const Stream& compute, const std::string& what) override {
     trace::Span span(fmt::format("{} ({} doubles, staged)", what, count), "communication");
-    compute.synchronize();
     const size_t bytes = size_t(count) * sizeof(double);
     std::vector<double> host(static_cast<size_t>(count));
     copy_bytes(host.data(), Device::cpu(), data, device_, bytes);  // returns once host holds them
-    group_.all_reduce(host.data(), count);
+    std::promise<void> summed;
+    worker_->post([&] {
+      try {
+        group_.all_reduce(host.data(), count);
+        summed.set_value();
+      } catch (...) {
+        summed.set_exception(std::current_exception());
+      }
+    });
+    summed.get_future().get();
     copy_bytes(data, device_, host.data(), Device::cpu(), bytes);  // returns once host may go
   }
 

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -44,6 +46,7 @@ std::string describe(const Case& c) {
   for (int64_t n : c.sizes) s += (s.empty() ? "" : "_") + std::to_string(n);
   return s + (c.add_relu ? "_add_relu" : "_plain") + (c.channels_last ? "_nhwc" : "_nchw");
 }
+void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
 
 // Deterministic values of the union batch: element (step, image, channel, position) of tensor
 // `which` (0 = x, 1 = residual, 2 = the gradient reaching y). x has a channel-dependent offset
@@ -222,7 +225,7 @@ std::vector<std::vector<float>> run_case(const Case& k, bool sync, std::string& 
     pids.push_back(test::start(env + "/proc/" + std::to_string(getpid()) + "/exe",
                                dir / ("log" + std::to_string(r) + ".txt")));
   }
-  std::vector<std::vector<float>> results(size_t(world));
+  std::vector<std::vector<float>> results(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     const int rc = test::wait_for(pids[size_t(r)], std::chrono::seconds(120));
     logs += "rank " + std::to_string(r) + " exit " + std::to_string(rc) + ": " +

@@ -24,6 +24,9 @@ constexpr int64_t kC = 8, kH = 6, kW = 5;
 struct Mode {
   bool add_relu, channels_last;
 };
+void PrintTo(const Mode& m, std::ostream* os) {
+  *os << (m.add_relu ? "add_relu" : "plain") << (m.channels_last ? " nhwc" : " nchw");
+}
 
 Tensor batch(const Mode& m, int64_t n, uint64_t seed, double offset) {
   const Shape shape = m.channels_last ? Shape{n, kH, kW, kC} : Shape{n, kC, kH, kW};
