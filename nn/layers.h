@@ -40,7 +40,6 @@ class BatchNorm2d : public Module {
   // SyncBatchNorm (PyTorch's convert_sync_batchnorm): in training mode the statistics and the
   // backward's gradient sums are summed over replicas through `sum` (null: this process only).
   void set_cross_replica(std::shared_ptr<CrossReplicaSum> sum) { cross_replica_ = std::move(sum); }
-  bool is_cross_replica() const { return cross_replica_ != nullptr; }
 
  private:
   ops::BatchNormOptions options(ops::Activation act) const;
