@@ -55,7 +55,7 @@ double time_ms(const std::function<void()>& fn, int warmup = 3, int reps = 20) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
-    Event a = Event::create(Device::cuda(0), true), b = Event::create(Device::cuda(0), true);
+    Event a = Event::create(Device::cuda(0), {.timing = true}), b = Event::create(Device::cuda(0), {.timing = true});
     a.record(s);
     fn();
     b.record(s);

@@ -23,6 +23,9 @@ endfunction()
 # EXPECT ok (the control: the folder works) or fail (the header must not be found).
 function(cudagrad_expect_include target header expect)
   string(MAKE_C_IDENTIFIER "${target}_${header}" _id)
+  if(target MATCHES "-")  # a program (cudagrad-train), not the layer of the same name (cudagrad_train)
+    set(_id "program_${_id}")
+  endif()
   add_test(NAME layering.${_id}_${expect}
            COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_CXX_COMPILER}
                    -DINCLUDE_DIR=${PROJECT_BINARY_DIR}/layer_include/${target} -DHEADER=${header}
@@ -32,7 +35,7 @@ function(cudagrad_expect_include target header expect)
 endfunction()
 
 # The checks: each layer reaches down, never up; kernels/ is hidden from everything above the
-# engine. The headers picked need nothing outside their own layer chain, so a failure can only
+# engine, the programs included. The headers picked need nothing outside their own layer chain, so a failure can only
 # mean "not found" (CheckInclude.cmake insists on that).
 function(cudagrad_layering_tests)
   cudagrad_expect_include(cudagrad_nn "util/layout.h" ok)
@@ -52,4 +55,11 @@ function(cudagrad_layering_tests)
   cudagrad_expect_include(cudagrad_kernels "kernels/types.h" ok)
   cudagrad_expect_include(cudagrad_kernels "engine/device.h" fail)
   cudagrad_expect_include(cudagrad_util "kernels/types.h" fail)
+  # The programs (apps/): train and below, never kernels/.
+  cudagrad_expect_include(cudagrad-train "train/trainer.h" ok)
+  cudagrad_expect_include(cudagrad-train "kernels/cpu/optim.h" fail)
+  cudagrad_expect_include(cudagrad-bench "kernels/cuda/check.h" fail)
+  cudagrad_expect_include(cudagrad-bench-cpu "kernels/cpu/gemm.h" fail)
+  cudagrad_expect_include(cudagrad-launch "apps/cli/cli.h" ok)
+  cudagrad_expect_include(cudagrad-launch "train/trainer.h" fail)
 endfunction()

@@ -46,8 +46,8 @@ void read_batch_file(const std::string& path, ImageSet& set) {
 
 }  // namespace
 
-ImageSet read_cifar10(const std::string& dir, bool train) {
-  const std::vector<std::string> names = split_files(train);
+ImageSet read_cifar10(const std::string& dir, Split split) {
+  const std::vector<std::string> names = split_files(split == Split::train);
   std::string base = dir;
   const fs::path nested = fs::path(dir) / "cifar-10-batches-bin";
   if (!fs::exists(fs::path(dir) / names[0]) && !fs::exists(fs::path(dir) / (names[0] + ".gz")) &&
@@ -67,10 +67,10 @@ ImageSet read_cifar10(const std::string& dir, bool train) {
   return set;
 }
 
-std::unique_ptr<Dataset> load_cifar10(const std::string& dir, bool train, int image_size) {
+std::unique_ptr<Dataset> load_cifar10(const std::string& dir, Split split, int image_size) {
   Normalization norm{{std::begin(kCifar10Mean), std::end(kCifar10Mean)},
                      {std::begin(kCifar10Std), std::end(kCifar10Std)}};
-  return std::make_unique<ImageDataset>("cifar10", read_cifar10(dir, train), 10, std::move(norm), image_size);
+  return std::make_unique<ImageDataset>("cifar10", read_cifar10(dir, split), 10, std::move(norm), image_size);
 }
 
 }  // namespace cg::data

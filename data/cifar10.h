@@ -17,9 +17,9 @@ inline constexpr int64_t kCifar10RecordBytes = 1 + 3 * 32 * 32;
 
 // Reads the split from `dir`, or from `dir`/cifar-10-batches-bin (where the archive unpacks) when
 // the files are not directly in `dir`. The files may also be gzipped (name.bin.gz).
-ImageSet read_cifar10(const std::string& dir, bool train);
+ImageSet read_cifar10(const std::string& dir, Split split);
 
 // The split as a normalized dataset; image_size as in ImageDataset (0 = native 32).
-std::unique_ptr<Dataset> load_cifar10(const std::string& dir, bool train, int image_size);
+std::unique_ptr<Dataset> load_cifar10(const std::string& dir, Split split, int image_size);
 
 }  // namespace cg::data

@@ -8,6 +8,9 @@
 
 namespace cg::data {
 
+// Which part of a dataset: the training images or the held-out test images.
+enum class Split { train, test };
+
 class Dataset {
  public:
   virtual ~Dataset() = default;

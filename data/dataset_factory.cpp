@@ -19,9 +19,10 @@ std::string default_data_path(DatasetKind kind) {
 std::unique_ptr<Dataset> make_dataset(const DatasetOptions& o) {
   CG_CHECK(o.image_size >= 0, "image_size {} must be >= 0 (0: native)", o.image_size);
   const std::string path = o.path.empty() ? default_data_path(o.kind) : o.path;
+  const Split split = o.train ? Split::train : Split::test;
   switch (o.kind) {
-    case DatasetKind::fashion_mnist: return load_fashion_mnist(path, o.train, o.image_size);
-    case DatasetKind::cifar10: return load_cifar10(path, o.train, o.image_size);
+    case DatasetKind::fashion_mnist: return load_fashion_mnist(path, split, o.image_size);
+    case DatasetKind::cifar10: return load_cifar10(path, split, o.image_size);
     case DatasetKind::synthetic: {
       SyntheticOptions s;
       s.size = o.synthetic_size;

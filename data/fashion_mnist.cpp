@@ -6,8 +6,8 @@
 
 namespace cg::data {
 
-ImageSet read_fashion_mnist(const std::string& dir, bool train) {
-  const std::string prefix = train ? "train" : "t10k";
+ImageSet read_fashion_mnist(const std::string& dir, Split split) {
+  const std::string prefix = split == Split::train ? "train" : "t10k";
   // Look both files up first: a missing labels file is reported before a long image read.
   const std::string hint = "install Debian's dataset-fashion-mnist package, or set the data path";
   const std::string images_path = find_data_file(dir, prefix + "-images-idx3-ubyte", hint);
@@ -35,8 +35,8 @@ ImageSet read_fashion_mnist(const std::string& dir, bool train) {
   return set;
 }
 
-std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, bool train, int image_size) {
-  return std::make_unique<ImageDataset>("fashion_mnist", read_fashion_mnist(dir, train), 10,
+std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, Split split, int image_size) {
+  return std::make_unique<ImageDataset>("fashion_mnist", read_fashion_mnist(dir, split), 10,
                                         Normalization{{kFashionMnistMean}, {kFashionMnistStd}}, image_size);
 }
 

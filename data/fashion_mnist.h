@@ -15,9 +15,9 @@ inline constexpr float kFashionMnistStd = 0.3530f;
 
 // Reads the split from `dir`: train-{images-idx3,labels-idx1}-ubyte[.gz] or the t10k- files.
 // Throws cg::Error naming the file for a missing, truncated or inconsistent one.
-ImageSet read_fashion_mnist(const std::string& dir, bool train);
+ImageSet read_fashion_mnist(const std::string& dir, Split split);
 
 // The split as a normalized dataset; image_size as in ImageDataset (0 = native 28).
-std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, bool train, int image_size);
+std::unique_ptr<Dataset> load_fashion_mnist(const std::string& dir, Split split, int image_size);
 
 }  // namespace cg::data

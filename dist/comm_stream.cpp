@@ -25,14 +25,14 @@ std::shared_ptr<Work> CommStream::begin(const Stream& compute) {
   ready.wait(stream_);
   work->started = trace::Clock::now();  // before the start event: DeviceClock relies on it
   if (clock_ && trace::enabled()) {
-    work->device_started = Event::create(device_, /*timing=*/true);
+    work->device_started = Event::create(device_, {.timing = true});
     work->device_started.record(stream_);
   }
   return work;
 }
 
 std::string CommStream::end(const std::shared_ptr<Work>& work, const std::string& op, const std::string& detail) {
-  work->device_done = Event::create(device_, /*timing=*/work->device_started.defined());
+  work->device_done = Event::create(device_, {.timing = work->device_started.defined()});
   work->device_done.record(stream_);
   // An event recorded during a capture cannot be polled (cudaErrorCapturedEvent), and the
   // collective runs only when the graph is replayed: watch_replay() covers it then.

@@ -6,7 +6,7 @@ DeviceClock::DeviceClock(Device device) : device_(device), idle_(Stream::create(
 
 void DeviceClock::take_anchor() {
   Anchor a;
-  a.event = Event::create(device_, /*timing=*/true);
+  a.event = Event::create(device_, {.timing = true});
   const auto before = trace::Clock::now();
   a.event.record(idle_);
   a.event.synchronize();

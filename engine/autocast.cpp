@@ -11,11 +11,11 @@ thread_local DType dtype_ = DType::f16;
 bool enabled() { return enabled_; }
 DType dtype() { return dtype_; }
 
-Scope::Scope(bool enabled, DType dtype) : previous_enabled_(enabled_), previous_dtype_(dtype_) {
-  CG_CHECK(dtype == DType::f16 || dtype == DType::bf16, "autocast needs float16 or bfloat16, got {}",
-           dtype_name(dtype));
-  enabled_ = enabled;
-  dtype_ = dtype;
+Scope::Scope(ScopeOptions options) : previous_enabled_(enabled_), previous_dtype_(dtype_) {
+  CG_CHECK(options.dtype == DType::f16 || options.dtype == DType::bf16, "autocast needs float16 or bfloat16, got {}",
+           dtype_name(options.dtype));
+  enabled_ = options.enabled;
+  dtype_ = options.dtype;
 }
 
 Scope::~Scope() {

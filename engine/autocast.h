@@ -12,11 +12,16 @@ namespace cg::autocast {
 bool enabled();
 DType dtype();  // the half type of the innermost enabled scope
 
+struct ScopeOptions {
+  // false makes a scope that turns autocast off (e.g. around evaluation code that wants float32),
+  // like torch.autocast(enabled=False).
+  bool enabled = true;
+  DType dtype = DType::f16;  // the half type: float16 or bfloat16
+};
+
 class Scope {
  public:
-  // enabled = false makes a scope that turns autocast off (e.g. around evaluation code that wants
-  // float32), like torch.autocast(enabled=False).
-  Scope(bool enabled, DType dtype = DType::f16);
+  explicit Scope(ScopeOptions options);
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;

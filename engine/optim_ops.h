@@ -1,12 +1,14 @@
 // Optimizer updates and mixed-precision loss scaling as engine ops, so that nn/ reaches their
 // kernels only through the engine. Semantics are torch.optim's (SGD with momentum, dampening,
 // nesterov and weight decay added to the gradient; AdamW with decoupled weight decay and
-// bias-corrected moments) and torch.cuda.amp.GradScaler's. All tensors float32.
-// On the CPU each call updates one parameter; on the GPU a whole list goes to one multi-tensor
-// launch on the current stream, which skips itself on the device when `found_inf` (a float32
-// scalar, may be undefined) is non-zero, so a mixed-precision step never waits for the host.
-// device_lr (may be undefined): a float32 scalar read as the learning rate instead of the
-// hyperparameters' lr, so that a replayed CUDA graph follows the schedule.
+// bias-corrected moments) and torch.cuda.amp.GradScaler's. All tensors float32, all of one call
+// on one device. Each call runs the implementation that the optimizer-update or loss-scaling
+// registry (engine/impl/optim.h) holds for that device: on the CPU one kernel call per tensor,
+// on the GPU a whole list in one multi-tensor launch on the current stream.
+// The "_multi" calls take device scalars: `found_inf` (float32, may be undefined) skips the
+// update when non-zero, read where the update runs, so a GPU mixed-precision step never waits
+// for the host; device_lr (may be undefined): a float32 scalar read as the learning rate instead
+// of the hyperparameters' lr, so that a replayed CUDA graph follows the schedule.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,28 +32,29 @@ struct UpdateSlot {
   Tensor state2;  // AdamW: exp_avg_sq
 };
 
-// CPU, one parameter. momentum_buffer may be undefined when momentum == 0; first_step: the
+// One parameter. momentum_buffer may be undefined when momentum == 0; first_step: the
 // buffer takes the gradient (PyTorch's first step).
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdHyper& h, bool first_step);
-// CPU, one parameter; step is 1-based.
+// One parameter; step is 1-based.
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, int64_t step,
                   const AdamWHyper& h);
 
-// GPU, many parameters on one device.
+// Many parameters on one device.
 void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdHyper& h, bool first_step, const Tensor& found_inf,
                       const Tensor& device_lr);
 // device_step: an int64 scalar holding the 1-based step of this update (advance it first).
 void adamw_update_multi(const std::vector<UpdateSlot>& slots, const AdamWHyper& h, const Tensor& device_step,
                         const Tensor& found_inf, const Tensor& device_lr);
-// device_step += 1 unless found_inf is non-zero (GPU).
+// device_step += 1 unless found_inf is non-zero.
 void advance_step(Tensor& device_step, const Tensor& found_inf);
 
-// Loss scaling. CPU: grad *= inv_scale in place; true when any result is inf or NaN.
+// Loss scaling. grad *= inv_scale in place; true when any result is inf or NaN (reads the
+// result on the host: a GPU caller uses the multi-tensor form).
 bool unscale_and_check(Tensor& grad, float inv_scale);
-// GPU: every grad *= inv_scale in place; found_inf is set to 1 when any result is inf or NaN
+// Every grad *= inv_scale in place; found_inf is set to 1 when any result is inf or NaN
 // (only ever set: zero it first).
 void unscale_and_check_multi(const std::vector<Tensor>& grads, const Tensor& inv_scale, Tensor& found_inf);
-// GPU: GradScaler's rule on the device (on overflow scale *= backoff and tracker = 0; else
+// GradScaler's rule where the tensors live, in float32 (on overflow scale *= backoff and tracker = 0; else
 // tracker += 1 and at growth_interval scale *= growth, tracker = 0); writes inv_scale = 1/scale.
 void update_loss_scale(Tensor& scale, Tensor& inv_scale, Tensor& growth_tracker, const Tensor& found_inf,
                        float growth_factor, float backoff_factor, int64_t growth_interval);

@@ -19,10 +19,10 @@ void Stream::synchronize() const {
   if (device_.is_cuda()) cu::synchronize_stream(handle_);
 }
 
-Event Event::create(Device device, bool timing) {
+Event Event::create(Device device, EventOptions options) {
   Event e;
   if (!device.is_cuda()) return e;
-  e.handle_ = cu::event_create(device.index, timing);
+  e.handle_ = cu::event_create(device.index, options.timing);
   e.owner_ = std::shared_ptr<void>(e.handle_, [](void* h) { cu::event_destroy(h); });
   return e;
 }

@@ -35,11 +35,14 @@ class Stream {
   std::shared_ptr<void> owner_;  // destroys a created stream with its last copy
 };
 
+struct EventOptions {
+  bool timing = false;  // the event can be used with elapsed_ms (a little more expensive to record)
+};
+
 class Event {
  public:
   Event() = default;  // nothing recorded: wait and synchronize return at once
-  // timing: the event can be used with elapsed_ms (a little more expensive to record).
-  static Event create(Device device, bool timing = false);
+  static Event create(Device device, EventOptions options = {});
   void record(const Stream& stream);
   void wait(const Stream& stream) const;  // later work on `stream` waits for this event
   void synchronize() const;               // the host waits

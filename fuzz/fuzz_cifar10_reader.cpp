@@ -7,7 +7,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cg::fuzz::write_input("test_batch.bin", data, size);
   try {
-    cg::data::ImageSet set = cg::data::read_cifar10(cg::fuzz::scratch_dir().string(), /*train=*/false);
+    cg::data::ImageSet set = cg::data::read_cifar10(cg::fuzz::scratch_dir().string(), cg::data::Split::test);
     if (set.count <= 0 || int64_t(set.labels.size()) != set.count ||
         int64_t(set.pixels.size()) != set.count * (cg::data::kCifar10RecordBytes - 1))
       __builtin_trap();  // accepted but inconsistent

@@ -21,19 +21,7 @@ void GradScaler::backward(const Tensor& loss) const {
   loss.backward(scale_.view(loss.shape()));
 }
 
-bool GradScaler::unscale_cpu(const NamedTensors& params) const {
-  const float inv = float(inv_scale_.item());
-  bool found = false;
-  for (const auto& [name, p] : params) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    CG_CHECK(g.device().is_cpu() && g.dtype() == DType::f32, "GradScaler: gradient of '{}' is {}", name, g.str());
-    found |= ops::unscale_and_check(g, inv);
-  }
-  return found;
-}
-
-void GradScaler::unscale_gpu(const NamedTensors& params) {
+void GradScaler::unscale(const NamedTensors& params) {
   std::vector<Tensor> grads;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
@@ -50,14 +38,14 @@ bool GradScaler::step(Optimizer& optimizer, const NamedTensors& params, double l
   autograd::NoGradGuard no_grad;
   const AgreeOnOverflow& agree = given ? given : agree_;
   if (device_.is_cuda()) {
-    unscale_gpu(params);
+    unscale(params);
     if (agree) agree(found_inf_);
     optimizer.step(lr, found_inf_);
     ops::update_loss_scale(scale_, inv_scale_, growth_tracker_, found_inf_, float(options_.growth_factor),
                            float(options_.backoff_factor), options_.growth_interval);
     return true;
   }
-  found_inf_.fill_(unscale_cpu(params) ? 1.0 : 0.0);
+  unscale(params);
   if (agree) agree(found_inf_);
   const bool found = found_inf_.item() != 0;
   if (!found) optimizer.step(lr);

@@ -50,8 +50,7 @@ class GradScaler {
   void load(double scale, int64_t growth_tracker);
 
  private:
-  bool unscale_cpu(const NamedTensors& params) const;
-  void unscale_gpu(const NamedTensors& params);
+  void unscale(const NamedTensors& params);  // sets found_inf_
 
   GradScalerOptions options_;
   Device device_;

@@ -1,7 +1,6 @@
 #include "nn/optimizer.h"
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/optim_ops.h"
 
 namespace cg::nn {
 namespace {
@@ -12,12 +11,11 @@ void check_fp32(const std::string& name, const Tensor& p, const Tensor& g, Devic
            g.str(), device.str());
 }
 
-
-ops::SgdHyper hyper_at(const SgdOptions& o, double lr) {
-  return {float(lr), o.momentum, o.weight_decay, o.dampening, o.nesterov};
-}
-ops::AdamWHyper hyper_at(const AdamWOptions& o, double lr) {
-  return {float(lr), o.beta1, o.beta2, o.eps, o.weight_decay};
+// The hyperparameters with this step's scheduled learning rate.
+template <typename Hyper>
+Hyper hyper_at(Hyper h, double lr) {
+  h.lr = float(lr);
+  return h;
 }
 
 }  // namespace
@@ -129,8 +127,8 @@ void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found
     }
     (is_first ? first : later).push_back({*e.param, e.grad, buf, Tensor()});
   }
-  ops::sgd_update_multi(first, h, true, found_inf, device_lr_);
-  ops::sgd_update_multi(later, h, false, found_inf, device_lr_);
+  ops::sgd_update_multi(first, h, /*first_step=*/true, found_inf, device_lr_);
+  ops::sgd_update_multi(later, h, /*first_step=*/false, found_inf, device_lr_);
 }
 
 // ---- AdamW

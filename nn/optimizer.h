@@ -9,19 +9,15 @@
 #include <map>
 #include <string>
 
+#include "engine/optim_ops.h"
 #include "nn/module.h"
 
 namespace cg::nn {
 
-// torch.optim.SGD's hyperparameters. lr is the initial rate; step() is given the scheduled one.
-struct SgdOptions {
-  float lr = 0.01f, momentum = 0.f, weight_decay = 0.f, dampening = 0.f;
-  bool nesterov = false;
-};
-// torch.optim.AdamW's hyperparameters.
-struct AdamWOptions {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
-};
+// torch.optim.SGD's and AdamW's hyperparameters, the engine's own (engine/optim_ops.h). lr is the
+// initial rate; step() is given the scheduled one.
+using SgdOptions = ops::SgdHyper;
+using AdamWOptions = ops::AdamWHyper;
 
 class Optimizer {
  public:

@@ -16,13 +16,13 @@ TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& opt
   if (ddp_ && scaler_) ddp_->attach(*scaler_);  // every rank skips an overflowing step together
 }
 
-Tensor TrainStep::forward(const data::DeviceBatch& batch, bool sync, Tensor* hits) {
+Tensor TrainStep::forward(const data::DeviceBatch& batch, ForwardOptions options, Tensor* hits) {
   trace::Span span("forward", "compute");
   CG_NVTX_RANGE("forward");
-  autocast::Scope autocast(amp_, amp_dtype_);
+  autocast::Scope autocast({.enabled = amp_, .dtype = amp_dtype_});
   if (!ddp_) return ops::cross_entropy(model_(batch.images), batch.labels, hits);
   std::optional<dist::DistributedDataParallel::NoSync> accumulate_only;
-  if (!sync) accumulate_only.emplace(ddp_->no_sync());
+  if (!options.sync) accumulate_only.emplace(ddp_->no_sync());
   return ops::cross_entropy((*ddp_)(batch.images), batch.labels, hits);
 }
 
@@ -42,7 +42,7 @@ void TrainStep::finish_gradient_sync() {
 }
 
 Tensor TrainStep::run(const data::DeviceBatch& batch, double lr, Tensor* hits) {
-  const Tensor loss = forward(batch, true, hits);
+  const Tensor loss = forward(batch, {.sync = true}, hits);
   backward(loss);
   finish_gradient_sync();
   optimizer_step(lr);

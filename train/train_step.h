@@ -16,16 +16,21 @@
 
 namespace cg::train {
 
+// How a micro-batch's forward treats DDP's gradient synchronization.
+struct ForwardOptions {
+  // Whether the backward of this micro-batch ends an accumulation group (DDP communicates);
+  // otherwise the forward runs under DDP's no_sync().
+  bool sync = true;
+};
+
 class TrainStep {
  public:
   // ddp may be null (one process). The model and optimizer are on `device` already.
   TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
             dist::DistributedDataParallel* ddp, Device device);
 
-  // sync: whether the backward of this micro-batch ends an accumulation group (DDP communicates;
-  // otherwise the forward runs under DDP's no_sync()). Returns the float32 mean loss on the
-  // device; *hits receives the correct-prediction count.
-  Tensor forward(const data::DeviceBatch& batch, bool sync, Tensor* hits);
+  // Returns the float32 mean loss on the device; *hits receives the correct-prediction count.
+  Tensor forward(const data::DeviceBatch& batch, ForwardOptions options, Tensor* hits);
   void backward(const Tensor& loss);
   void finish_gradient_sync();  // DDP's wait for the gradients' all-reduces
   void optimizer_step(double lr);  // and zero the gradients

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 
 #include "data/dataset_factory.h"
@@ -127,10 +128,9 @@ void Trainer::start() {
 
 void Trainer::run_epoch() {
   batches_->start_epoch(pos_.epoch, pos_.batch_in_epoch);
-  ProgressBar bar(log::is_main_process() && ProgressBar::stdout_is_terminal(),
-                  fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), batches_per_epoch_);
+  ProgressBar bar(fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), batches_per_epoch_,
+                  {.draw = log::is_main_process() && ProgressBar::stdout_is_terminal()});
   window_ = WindowStats();
-  last_loss_ = 0;
   micro_ = 0;
   window_start_ = Clock::now();
   while (auto batch = batches_->next())
@@ -161,7 +161,8 @@ bool Trainer::step(const data::DeviceBatch& batch, ProgressBar& bar) {
   const double lr = schedule_->lr_at(pos_.step);
   if (!session_.graphed()) session_.step().optimizer_step(lr);
   ++pos_.step;
-  bar.update(pos_.batch_in_epoch, fmt::format("loss {:.4f} lr {:.4g}", last_loss_, lr));
+  const std::string loss_text = std::isnan(last_loss_) ? "loss -" : fmt::format("loss {:.4f}", last_loss_);
+  bar.update(pos_.batch_in_epoch, fmt::format("{} lr {:.4g}", loss_text, lr));
   if (pos_.step % c_.train.log_interval == 0 || pos_.batch_in_epoch == batches_per_epoch_)
     log_window(lr, !bar.enabled());
   if (pos_.step >= total_steps_) stop_ = true;
@@ -182,7 +183,7 @@ Tensor Trainer::forward_backward(const data::DeviceBatch& batch, Tensor* hits) {
   // The last micro-batch of an accumulation group communicates; the others only accumulate.
   const bool sync = micro_ + 1 == c_.train.grad_accum_steps || pos_.batch_in_epoch + 1 == batches_per_epoch_;
   TrainStep& step = session_.step();
-  Tensor loss = step.forward(batch, sync, hits);
+  Tensor loss = step.forward(batch, {.sync = sync}, hits);
   step.backward(loss);
   step.finish_gradient_sync();
   return loss;

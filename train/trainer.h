@@ -5,6 +5,7 @@
 // checkpoint, finish), so run() reads as the whole loop.
 #pragma once
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,7 +76,9 @@ class Trainer {
   // the accumulation group.
   WindowStats window_;
   Clock::time_point window_start_;
-  double last_loss_ = 0;
+  // The mean loss of the last log window, for the progress bar (NaN before the first: the loss
+  // stays on the device between log lines, so there is nothing to show yet).
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
   int64_t micro_ = 0;
   bool stop_ = false;
   TrainResult result_;

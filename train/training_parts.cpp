@@ -75,7 +75,7 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Mo
 EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc,
                     Device device) {
   autograd::NoGradGuard no_grad;
-  autocast::Scope autocast(c.amp.enabled, c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16);
+  autocast::Scope autocast({.enabled = c.amp.enabled, .dtype = c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16});
   model.eval();
   data::DistributedSampler sampler(test_set.size(), dc.rank(), dc.world_size(),
                                    {.shuffle = false, .seed = 0, .drop_last = false});

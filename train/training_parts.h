@@ -22,7 +22,7 @@ namespace cg::train {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t);
 
-enum class Split { train, test };
+using Split = data::Split;
 // One split of the configured dataset (the synthetic test split is a fifth of the training one).
 std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, Split split);
 nn::MiniResNetOptions model_options(const TrainConfig& c);

@@ -1,5 +1,8 @@
 // Atomic replacement of a file via write-to-temporary + fsync + rename. Rule: until rename()
 // succeeds nothing is visible under the target name, and every failure removes the temporary.
+// A process killed outright (SIGKILL, OOM) cannot remove its temporary, so temporaries carry the
+// writer's pid (`.<name>.tmp.<pid>.XXXXXX`) and the next successful write of the same name removes
+// those whose writer no longer runs on this host.
 #include "util/atomic_file.h"
 
 #include <fcntl.h>
@@ -7,6 +10,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -19,12 +24,34 @@ namespace {
   throw Error(fmt::format("cannot write {}: {} failed: {}", path, step, std::strerror(err)));
 }
 
+// Every temporary of `target` starts with this, followed by the writer's pid.
+std::string temp_prefix(const std::string& target) {
+  return fmt::format(".{}.tmp.", std::filesystem::path(target).filename().string());
+}
+
+// Removes the temporaries of `target` in `dir` left by writers that died (their pid is gone).
+// Best effort: a file that cannot be listed or removed is left alone.
+void remove_dead_writers_temporaries(const std::string& target, const std::filesystem::path& dir) {
+  const std::string prefix = temp_prefix(target);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // "<pid>.XXXXXX"
+    const size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789") != dot) continue;
+    const long pid = std::strtol(rest.c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
 // Owns the temporary file until it has been renamed into place; removes it otherwise.
 class TempFile {
  public:
   TempFile(const std::string& target, const std::filesystem::path& dir)
       : target_(target),
-        name_((dir / fmt::format(".{}.tmp.XXXXXX", std::filesystem::path(target).filename().string())).string()) {
+        name_((dir / (temp_prefix(target) + fmt::format("{}.XXXXXX", ::getpid()))).string()) {
     fd_ = ::mkstemp(name_.data());  // mkstemp fills in the X's with a unique suffix
     if (fd_ < 0) fail(target_, "creating a temporary file in " + dir.string(), errno);
   }
@@ -87,6 +114,7 @@ void write_file_atomically(const std::string& path, std::span<const std::string_
   for (std::string_view piece : pieces) tmp.write(piece);
   tmp.commit();
   sync_directory(path, dir);
+  remove_dead_writers_temporaries(path, dir);
 }
 
 void write_file_atomically(const std::string& path, std::string_view contents) {

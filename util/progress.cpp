@@ -9,8 +9,8 @@ namespace cg {
 
 bool ProgressBar::stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
-ProgressBar::ProgressBar(bool enabled, std::string label, int64_t total)
-    : enabled_(enabled), label_(std::move(label)), total_(total) {}
+ProgressBar::ProgressBar(std::string label, int64_t total, Options options)
+    : enabled_(options.draw), label_(std::move(label)), total_(total) {}
 
 ProgressBar::~ProgressBar() { finish(); }
 

@@ -10,8 +10,11 @@ namespace cg {
 
 class ProgressBar {
  public:
-  // enabled: draw at all (rank 0 on a terminal); total: steps in the bar.
-  ProgressBar(bool enabled, std::string label, int64_t total);
+  struct Options {
+    bool draw = true;  // false: the bar prints nothing (not rank 0, or not a terminal)
+  };
+  // total: steps in the bar.
+  ProgressBar(std::string label, int64_t total, Options options);
   ~ProgressBar();
   void update(int64_t done, const std::string& status);
   void finish();  // ends the line so later output starts clean

@@ -79,7 +79,7 @@ void time_eager_steps(TrainStep& step, const std::vector<data::DeviceBatch>& bat
     const data::DeviceBatch& b = batches[size_t(s) % batches.size()];
     clock.mark();
     Tensor hits;
-    const Tensor loss = step.forward(b, true, &hits);
+    const Tensor loss = step.forward(b, {.sync = true}, &hits);
     clock.mark();
     step.backward(loss);
     clock.mark();

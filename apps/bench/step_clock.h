@@ -14,7 +14,7 @@ class StepClock {
 
   void mark() {
     if (device_.is_cuda()) {
-      Event e = Event::create(device_, /*timing=*/true);
+      Event e = Event::create(device_, {.timing = true});
       e.record(stream_);
       events_.push_back(e);
     } else {

@@ -30,7 +30,7 @@ struct BatchNormProblem {
 struct BatchNormForward {
   Tensor x, residual, weight, bias, running_mean, running_var;
   double eps = 1e-5, momentum = 0.1;
-  Tensor y, save_mean, save_invstd;
+  Tensor y{}, save_mean{}, save_invstd{};  // outputs, allocated by the op before the call
 };
 
 // The backward's tensors. Training: mean/stat are the batch mean and invstd; eval: the running
@@ -39,7 +39,7 @@ struct BatchNormForward {
 struct BatchNormBackwardArgs {
   Tensor dy, x, gamma, mean, stat, relu_y;
   double eps = 1e-5;
-  Tensor dx, dgamma, dbeta, d_residual;
+  Tensor dx{}, dgamma{}, dbeta{}, d_residual{};  // outputs, allocated by the op before the call
 };
 
 class BatchNormImpl {

@@ -1,8 +1,9 @@
 // The convolution family: the interface every conv2d implementation offers, and its registry.
-// Built in: the CPU reference (NCHW; channels-last on the CPU is the NCHW reference between two
-// layout changes, done by ops::conv2d), the hand-written GPU implicit GEMM (NCHW) and cuDNN
-// (NCHW and channels-last). ops::conv2d picks one per call and its backward node keeps it.
+// Built in: the CPU reference (NCHW), the CPU channels-last convolution (the registry's NCHW one
+// between two layout changes), the hand-written GPU implicit GEMM (NCHW) and cuDNN (NCHW and
+// channels-last). ops::conv2d picks one per call and its backward node keeps it.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "engine/impl/registry.h"
@@ -21,9 +22,14 @@ struct ConvProblem {
 
 // What a forward keeps for its backward, prepared as the implementation needs it (cuDNN's
 // channels-last keeps the KRSC copy of the weight, for instance).
+class ConvImpl;
+
 struct ConvSaved {
   Tensor x, w;
   DType weight_dtype = DType::f32;  // the parameter's own dtype: dw leaves in it
+  // For an implementation that runs another one inside (the CPU's channels-last runs an NCHW
+  // one): the inner implementation, kept for the backward.
+  std::shared_ptr<const ConvImpl> inner = nullptr;
 };
 
 struct ConvGrads {
@@ -52,6 +58,7 @@ ConvRegistry& conv_registry();
 
 // One line each in conv_registry(): the built-in implementations' registrations.
 void register_conv_cpu(ConvRegistry& r);
+void register_conv_cpu_channels_last(ConvRegistry& r);
 void register_conv_native(ConvRegistry& r);
 void register_conv_cudnn(ConvRegistry& r);
 

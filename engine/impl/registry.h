@@ -104,6 +104,13 @@ class Registry {
   }
 
   const std::string& family() const { return family_; }
+  // The name `impl` was registered under ("" when it is not registered): for tests and messages.
+  std::string name_of(const Interface* impl) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Entry& e : entries_)
+      if (e.impl.get() == impl) return e.name;
+    return "";
+  }
 
  private:
   void remove(const Interface* impl) {

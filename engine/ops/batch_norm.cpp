@@ -39,7 +39,8 @@ class BatchNormBackward : public autograd::Node {
 
   std::vector<Tensor> apply(const Tensor& dy) override {
     const Tensor& x = v_.x;
-    impl::BatchNormBackwardArgs a{dy, x, v_.gamma, v_.mean, v_.stat, v_.relu_y, v_.eps};
+    impl::BatchNormBackwardArgs a{
+        .dy = dy, .x = x, .gamma = v_.gamma, .mean = v_.mean, .stat = v_.stat, .relu_y = v_.relu_y, .eps = v_.eps};
     a.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
     a.dgamma = Tensor::empty({p_.shape.c}, v_.gamma.dtype(), x.device());
     a.dbeta = Tensor::empty({p_.shape.c}, v_.gamma.dtype(), x.device());
@@ -120,7 +121,8 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& we
   const impl::BatchNormProblem p = problem_of(x, residual, weight, bias, s, options);
   if (x.device().is_cuda()) detail::on_gpu("batch_norm", x);  // names the op on a dtype the GPU lacks
   auto implementation = impl::batch_norm_registry().pick(p, gpu_kernels().batch_norm, p.layer);
-  impl::BatchNormForward a{x, residual, weight, bias, running_mean, running_var, options.eps, options.momentum};
+  impl::BatchNormForward a{.x = x, .residual = residual, .weight = weight, .bias = bias, .running_mean = running_mean,
+                           .running_var = running_var, .eps = options.eps, .momentum = options.momentum};
   a.y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (options.training) {
     a.save_mean = Tensor::empty({c}, weight.dtype(), x.device());

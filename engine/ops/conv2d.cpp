@@ -1,8 +1,6 @@
 // conv2d and its backward. The implementation (CPU reference, hand-written GPU kernels, cuDNN)
 // comes from the convolution registry (engine/impl/conv.h) under ops::gpu_kernels().conv, and
 // the backward node keeps the one that ran the forward. The compute dtype follows autocast.
-// Channels-last on the CPU is the NCHW reference between two layout changes, so both layouts
-// give bit-identical results there.
 #include "engine/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/impl/conv.h"
@@ -55,13 +53,6 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias_in, C
   const int64_t channel_dim = nhwc ? 3 : 1;
   CG_CHECK(x_in.size(channel_dim) == weight.size(1), "conv2d: {} input {} has {} channels, weight {} expects {}",
            nhwc ? "NHWC" : "NCHW", x_in.str(), x_in.size(channel_dim), weight.str(), weight.size(1));
-  if (nhwc && !x_in.device().is_cuda()) {
-    // The CPU reference for channels-last: the NCHW convolution between two layout changes.
-    Conv2dOptions nchw = options;
-    nchw.layout = Layout::nchw;
-    return to_layout(conv2d(to_layout(x_in, Layout::nhwc, Layout::nchw), weight, bias_in, nchw), Layout::nchw,
-                     Layout::nhwc);
-  }
   // Under autocast the half copies are what the kernels see (and what backward differentiates);
   // the weight is cast by the implementation, which returns its gradient in the weight's dtype.
   const DType dt = autocast::compute_dtype(x_in);

@@ -1,84 +1,113 @@
-// engine/optim_ops.h over the CPU kernels (kernels/cpu/optim.h, amp.h) and the multi-tensor
-// CUDA kernels (kernels/cuda/optim.h).
+// engine/optim_ops.h: each call checks its tensors, asks the optimizer-update or loss-scaling
+// registry (engine/impl/optim.h) for the implementation of their device and dtype, and runs it.
 #include "engine/optim_ops.h"
 
-#include "engine/stream.h"
-#include "kernels/cpu/amp.h"
-#include "kernels/cpu/optim.h"
-#include "kernels/cuda/optim.h"
+#include "engine/impl/optim.h"
 
 namespace cg::ops {
 namespace {
 
-namespace cu = kernels::cuda;
-
-kernels::SgdParams params_of(const SgdHyper& h) { return {h.lr, h.momentum, h.weight_decay, h.dampening, h.nesterov}; }
-kernels::AdamWParams params_of(const AdamWHyper& h) { return {h.lr, h.beta1, h.beta2, h.eps, h.weight_decay}; }
-
-float* f32_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
-
-std::vector<cu::TensorSlot> slots_of(const std::vector<UpdateSlot>& slots) {
-  std::vector<cu::TensorSlot> out;
-  out.reserve(slots.size());
-  for (const UpdateSlot& s : slots)
-    out.push_back({s.param.numel(), s.param.data<float>(), s.grad.data<float>(), f32_or_null(s.state1),
-                   f32_or_null(s.state2)});
-  return out;
+// Every defined tensor of an update lives on `device` with the parameters' dtype.
+void check_beside(const char* op, const Tensor& t, const Tensor& first) {
+  CG_CHECK(!t.defined() || (t.device() == first.device() && t.dtype() == first.dtype()),
+           "{}: {} differs from the first parameter {} (one device and dtype per call)", op, t.str(), first.str());
+}
+void check_scalar(const char* op, const char* what, const Tensor& t, Device device, DType dtype) {
+  CG_CHECK(!t.defined() || (t.numel() == 1 && t.device() == device && t.dtype() == dtype),
+           "{}: {} must be one {} value on {} (got {})", op, what, dtype_name(dtype), device.str(), t.str());
 }
 
-cu::Stream stream_for(const std::vector<UpdateSlot>& slots) {
-  CG_CHECK(!slots.empty() && slots.front().param.device().is_cuda(), "multi-tensor update: needs CUDA parameters");
-  return current_stream(slots.front().param.device()).handle();
+impl::OptimProblem problem_of(const char* op, const std::vector<UpdateSlot>& slots) {
+  const Tensor& first = slots.front().param;
+  for (const UpdateSlot& s : slots) {
+    CG_CHECK(s.param.defined() && s.grad.defined() && s.grad.numel() == s.param.numel(),
+             "{}: a parameter {} without a matching gradient", op, s.param.str());
+    for (const Tensor* t : {&s.param, &s.grad, &s.state1, &s.state2}) check_beside(op, *t, first);
+  }
+  return {first.device(), first.dtype()};
+}
+
+std::shared_ptr<const impl::OptimizerImpl> optimizer_for(const char* op, const impl::OptimProblem& p) {
+  return impl::optimizer_registry().pick(p, impl::Choice::automatic, [&] { return std::string(op); });
+}
+std::shared_ptr<const impl::LossScaleImpl> loss_scale_for(const char* op, const impl::OptimProblem& p) {
+  return impl::loss_scale_registry().pick(p, impl::Choice::automatic, [&] { return std::string(op); });
+}
+
+impl::UpdateScalars scalars_of(const char* op, const impl::OptimProblem& p, const Tensor& found_inf,
+                               const Tensor& device_lr) {
+  check_scalar(op, "found_inf", found_inf, p.device, DType::f32);
+  check_scalar(op, "the device learning rate", device_lr, p.device, DType::f32);
+  return {found_inf, device_lr};
 }
 
 }  // namespace
 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdHyper& h, bool first_step) {
-  kernels::cpu::sgd_update(param.numel(), params_of(h), first_step, param.data<float>(), grad.data<float>(),
-                           f32_or_null(momentum_buffer));
+  sgd_update_multi({{param, grad, momentum_buffer, Tensor()}}, h, first_step, Tensor(), Tensor());
 }
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, int64_t step,
                   const AdamWHyper& h) {
-  kernels::cpu::adamw_update(param.numel(), params_of(h), step, param.data<float>(), grad.data<float>(),
-                             exp_avg.data<float>(), exp_avg_sq.data<float>());
+  const std::vector<UpdateSlot> slots{{param, grad, exp_avg, exp_avg_sq}};
+  const impl::OptimProblem p = problem_of("adamw_update", slots);
+  optimizer_for("adamw_update", p)->adamw(p, slots, h, {step, Tensor()}, {});
 }
 
 void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdHyper& h, bool first_step, const Tensor& found_inf,
                       const Tensor& device_lr) {
   if (slots.empty()) return;
-  cu::sgd_update_multi(slots_of(slots), params_of(h), first_step, f32_or_null(found_inf), stream_for(slots),
-                       f32_or_null(device_lr));
+  const impl::OptimProblem p = problem_of("sgd_update", slots);
+  optimizer_for("sgd_update", p)->sgd(p, slots, h, first_step, scalars_of("sgd_update", p, found_inf, device_lr));
 }
 
 void adamw_update_multi(const std::vector<UpdateSlot>& slots, const AdamWHyper& h, const Tensor& device_step,
                         const Tensor& found_inf, const Tensor& device_lr) {
   if (slots.empty()) return;
-  cu::adamw_update_multi(slots_of(slots), params_of(h), device_step.data<int64_t>(), f32_or_null(found_inf),
-                         stream_for(slots), f32_or_null(device_lr));
+  const impl::OptimProblem p = problem_of("adamw_update", slots);
+  check_scalar("adamw_update", "the step", device_step, p.device, DType::i64);
+  CG_CHECK(device_step.defined(), "adamw_update: the step counter is undefined");
+  optimizer_for("adamw_update", p)->adamw(p, slots, h, {0, device_step},
+                                          scalars_of("adamw_update", p, found_inf, device_lr));
 }
 
 void advance_step(Tensor& device_step, const Tensor& found_inf) {
-  cu::advance_step(device_step.data<int64_t>(), f32_or_null(found_inf), current_stream(device_step.device()).handle());
+  CG_CHECK(device_step.defined(), "advance_step: the step counter is undefined");
+  const impl::OptimProblem p{device_step.device(), DType::f32};
+  check_scalar("advance_step", "the step", device_step, p.device, DType::i64);
+  check_scalar("advance_step", "found_inf", found_inf, p.device, DType::f32);
+  optimizer_for("advance_step", p)->advance_step(p, device_step, found_inf);
 }
 
 bool unscale_and_check(Tensor& grad, float inv_scale) {
-  return kernels::cpu::unscale_and_check(grad.numel(), inv_scale, grad.data<float>());
+  Tensor inv = Tensor::full({}, inv_scale, DType::f32, grad.device());
+  Tensor found_inf = Tensor::zeros({}, DType::f32, grad.device());
+  unscale_and_check_multi({grad}, inv, found_inf);
+  return found_inf.item() != 0;
 }
 
 void unscale_and_check_multi(const std::vector<Tensor>& grads, const Tensor& inv_scale, Tensor& found_inf) {
   if (grads.empty()) return;
-  std::vector<cu::TensorSlot> slots;
-  for (const Tensor& g : grads) slots.push_back({g.numel(), g.data<float>(), nullptr, nullptr, nullptr});
-  cu::unscale_and_check_multi(slots, inv_scale.data<float>(), found_inf.data<float>(),
-                              current_stream(found_inf.device()).handle());
+  const impl::OptimProblem p{grads.front().device(), grads.front().dtype()};
+  for (const Tensor& g : grads) check_beside("unscale", g, grads.front());
+  check_scalar("unscale", "inv_scale", inv_scale, p.device, DType::f32);
+  check_scalar("unscale", "found_inf", found_inf, p.device, DType::f32);
+  CG_CHECK(found_inf.defined() && inv_scale.defined(), "unscale: inv_scale and found_inf are needed");
+  loss_scale_for("unscale", p)->unscale(p, grads, inv_scale, found_inf);
 }
 
 void update_loss_scale(Tensor& scale, Tensor& inv_scale, Tensor& growth_tracker, const Tensor& found_inf,
                        float growth_factor, float backoff_factor, int64_t growth_interval) {
-  cu::update_loss_scale(scale.data<float>(), inv_scale.data<float>(), growth_tracker.data<int64_t>(),
-                        found_inf.data<float>(), growth_factor, backoff_factor, growth_interval,
-                        current_stream(scale.device()).handle());
+  CG_CHECK(scale.defined() && inv_scale.defined() && growth_tracker.defined() && found_inf.defined(),
+           "update_loss_scale: scale, inv_scale, growth_tracker and found_inf are needed");
+  const impl::OptimProblem p{scale.device(), DType::f32};
+  check_scalar("update_loss_scale", "scale", scale, p.device, DType::f32);
+  check_scalar("update_loss_scale", "inv_scale", inv_scale, p.device, DType::f32);
+  check_scalar("update_loss_scale", "growth_tracker", growth_tracker, p.device, DType::i64);
+  check_scalar("update_loss_scale", "found_inf", found_inf, p.device, DType::f32);
+  impl::LossScaleState state{scale, inv_scale, growth_tracker};
+  loss_scale_for("update_loss_scale", p)->update_scale(p, state, found_inf,
+                                                       {growth_factor, backoff_factor, growth_interval});
 }
 
 }  // namespace cg::ops

@@ -44,7 +44,7 @@ TEST(IdxReader, ReadsGzippedAndPlainFiles) {
     EXPECT_EQ(images.dims, (std::vector<int64_t>{3, 2, 2}));
     ASSERT_EQ(images.data.size(), 12u);
     EXPECT_EQ(images.data[5], 100);
-    ImageSet set = read_fashion_mnist(dir.string(), false);
+    ImageSet set = read_fashion_mnist(dir.string(), Split::test);
     EXPECT_EQ(set.count, 3);
     EXPECT_EQ(set.height, 2);
     EXPECT_EQ(set.width, 2);
@@ -55,12 +55,12 @@ TEST(IdxReader, ReadsGzippedAndPlainFiles) {
 
 TEST(IdxReader, MissingFileNamesThePath) {
   const auto dir = test::make_temp_dir("idx_missing");
-  std::string err = error_of([&] { read_fashion_mnist(dir.string(), false); });
+  std::string err = error_of([&] { read_fashion_mnist(dir.string(), Split::test); });
   EXPECT_NE(err.find((dir / "t10k-images-idx3-ubyte").string()), std::string::npos) << err;
   EXPECT_NE(err.find("not found"), std::string::npos) << err;
   // Images present, labels missing: the labels file is named.
   write_file(dir / "t10k-images-idx3-ubyte", idx_images(), false);
-  err = error_of([&] { read_fashion_mnist(dir.string(), false); });
+  err = error_of([&] { read_fashion_mnist(dir.string(), Split::test); });
   EXPECT_NE(err.find("t10k-labels-idx1-ubyte"), std::string::npos) << err;
   err = error_of([&] { read_idx_ubyte((dir / "nothing-here").string(), 1); });
   EXPECT_NE(err.find("nothing-here"), std::string::npos) << err;
@@ -70,7 +70,7 @@ TEST(IdxReader, TruncatedPlainFileSaysExpectedAndFoundBytes) {
   const auto dir = test::make_temp_dir("idx_trunc");
   write_split(dir, false, idx_images().substr(0, 20));  // header (16) promises 12 pixel bytes, 4 remain
   const std::string path = (dir / "t10k-images-idx3-ubyte").string();
-  const std::string err = error_of([&] { read_fashion_mnist(dir.string(), false); });
+  const std::string err = error_of([&] { read_fashion_mnist(dir.string(), Split::test); });
   EXPECT_NE(err.find(path), std::string::npos) << err;
   EXPECT_NE(err.find("truncated"), std::string::npos) << err;
   EXPECT_NE(err.find("expected 28 bytes, found 20"), std::string::npos) << err;
@@ -134,11 +134,11 @@ TEST(IdxReader, BadHeadersAreRejected) {
 TEST(FashionMnistReader, ImagesAndLabelsMustAgree) {
   const auto dir = test::make_temp_dir("idx_agree");
   write_split(dir, false, idx_images(3), idx_labels(2));
-  std::string err = error_of([&] { read_fashion_mnist(dir.string(), false); });
+  std::string err = error_of([&] { read_fashion_mnist(dir.string(), Split::test); });
   EXPECT_NE(err.find("3 images"), std::string::npos) << err;
   EXPECT_NE(err.find("2 labels"), std::string::npos) << err;
   write_split(dir, false, idx_images(3), idx_labels(3, 8));  // labels 8, 9, 10
-  err = error_of([&] { read_fashion_mnist(dir.string(), false); });
+  err = error_of([&] { read_fashion_mnist(dir.string(), Split::test); });
   EXPECT_NE(err.find("label 10"), std::string::npos) << err;
   EXPECT_NE(err.find("t10k-labels-idx1-ubyte"), std::string::npos) << err;
 }
@@ -146,7 +146,7 @@ TEST(FashionMnistReader, ImagesAndLabelsMustAgree) {
 TEST(FashionMnistReader, NormalizesAndPadsWithBlack) {
   const auto dir = test::make_temp_dir("idx_norm");
   write_split(dir, true);
-  auto native = load_fashion_mnist(dir.string(), false, 0);
+  auto native = load_fashion_mnist(dir.string(), Split::test, 0);
   EXPECT_EQ(native->height(), 2);
   std::vector<float> img(16);
   int64_t label = -1;
@@ -155,7 +155,7 @@ TEST(FashionMnistReader, NormalizesAndPadsWithBlack) {
   for (int i = 0; i < 4; ++i)
     EXPECT_NEAR(img[size_t(i)], ((4 + i) * 20 / 255.f - kFashionMnistMean) / kFashionMnistStd, 1e-5);
 
-  auto padded = load_fashion_mnist(dir.string(), false, 4);
+  auto padded = load_fashion_mnist(dir.string(), Split::test, 4);
   EXPECT_EQ(padded->height(), 4);
   EXPECT_EQ(padded->width(), 4);
   padded->get(1, img.data(), &label);
@@ -171,7 +171,7 @@ TEST(FashionMnistReader, NormalizesAndPadsWithBlack) {
         EXPECT_NEAR(v, (pixel * 20 / 255.f - kFashionMnistMean) / kFashionMnistStd, 1e-5) << y << "," << x;
       }
     }
-  const std::string err = error_of([&] { load_fashion_mnist(dir.string(), false, 1); });
+  const std::string err = error_of([&] { load_fashion_mnist(dir.string(), Split::test, 1); });
   EXPECT_NE(err.find("image_size 1"), std::string::npos) << err;
   EXPECT_NE(err.find("2x2"), std::string::npos) << err;
   EXPECT_NE(error_of([&] { padded->get(3, img.data(), &label); }).find("index 3"), std::string::npos);

@@ -47,6 +47,8 @@ PLAN = {
     # Data parallelism.
     "build/apps/cudagrad-launch --standalone --nproc-per-node 2 build/apps/cudagrad-train --config "
     "configs/fashion_mnist_cpu.yaml": (RUN, "train.max_steps=10", ["runs/fashion_mnist_cpu/metrics.jsonl"]),
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 build/apps/cudagrad-train --config "
+    "configs/fashion_mnist_cpu.yaml output.dir=runs/mpirun": (RUN, "train.max_steps=10", ["runs/mpirun/metrics.jsonl"]),
     "build/apps/cudagrad-launch --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500 "
     "--nproc-per-node 8 build/apps/cudagrad-train --config configs/fashion_mnist.yaml":
         (SKIP, "needs a second machine and GPUs; tests/apps/launch_test.cpp (TwoNodesOnOneMachineTrainTogether) "

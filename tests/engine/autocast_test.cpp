@@ -11,22 +11,22 @@ namespace {
 TEST(Autocast, ScopesNestAndRestore) {
   EXPECT_FALSE(autocast::enabled());
   {
-    autocast::Scope on(true, DType::bf16);
+    autocast::Scope on({.dtype = DType::bf16});
     EXPECT_TRUE(autocast::enabled());
     EXPECT_EQ(autocast::dtype(), DType::bf16);
     {
-      autocast::Scope off(false);
+      autocast::Scope off({.enabled = false});
       EXPECT_FALSE(autocast::enabled());
     }
     EXPECT_TRUE(autocast::enabled());
     EXPECT_EQ(autocast::dtype(), DType::bf16);
   }
   EXPECT_FALSE(autocast::enabled());
-  EXPECT_THROW(autocast::Scope(true, DType::f32), Error);
+  EXPECT_THROW(autocast::Scope({.dtype = DType::f32}), Error);
 }
 
 TEST(Autocast, LeavesCpuTensorsInFloat32) {
-  autocast::Scope on(true, DType::f16);
+  autocast::Scope on({.dtype = DType::f16});
   const Tensor x = Tensor::full({1, 2, 4, 4}, 1.0), w = Tensor::full({3, 2, 3, 3}, 0.5);
   EXPECT_EQ(autocast::compute_dtype(x), DType::f32);
   EXPECT_EQ(ops::conv2d(x, w, Tensor(), {1, 1}).dtype(), DType::f32);

@@ -90,6 +90,41 @@ TEST(ImplRegistry, NoImplementationRefusesNamingTheLayer) {
   }
 }
 
+// A fake that takes NCHW float64 only, like the CPU reference.
+class FakeNchwConv : public FakeConv {
+ public:
+  std::string why_unsupported(const impl::ConvProblem& p) const override {
+    return p.layout == ops::Layout::nchw ? FakeConv::why_unsupported(p) : "NCHW only";
+  }
+};
+
+TEST(ImplRegistry, ChannelsLastCpuTensorsGetTheChannelsLastConvolutionAroundTheNchwOne) {
+  impl::ConvProblem p;
+  p.shape = {1, 2, 4, 4, 3, 3, 3, 1, 1};
+  p.device = Device::cpu();
+  p.dtype = DType::f32;
+  p.layer = "conv2d layer under test";
+  auto& registry = impl::conv_registry();
+  p.layout = ops::Layout::nhwc;
+  EXPECT_EQ(registry.name_of(registry.pick(p, impl::Choice::automatic, p.layer).get()), "cpu channels-last");
+  p.layout = ops::Layout::nchw;
+  EXPECT_EQ(registry.name_of(registry.pick(p, impl::Choice::automatic, p.layer).get()), "cpu reference");
+
+  // Inside, it runs the NCHW convolution the registry holds (here a fake), forward and backward.
+  fake_forwards = fake_backwards = 0;
+  auto handle = registry.add({"fake nchw", DeviceType::cpu, impl::Choice::automatic, 100, std::make_shared<FakeNchwConv>()});
+  ConvCall call;
+  const Tensor x_nhwc = ops::to_layout(call.x.detach(), ops::Layout::nchw, ops::Layout::nhwc).set_requires_grad(true);
+  Tensor y = ops::conv2d(x_nhwc, call.w, call.b, {.stride = 1, .padding = 1, .layout = ops::Layout::nhwc});
+  EXPECT_EQ(fake_forwards.load(), 1);
+  EXPECT_EQ(y.shape(), (Shape{1, 4, 4, 3}));  // back in channels-last
+  y.backward(Tensor::full(y.shape(), 1.0, DType::f64));
+  EXPECT_EQ(fake_backwards.load(), 1);
+  EXPECT_EQ(x_nhwc.grad().shape(), (Shape{1, 4, 4, 2}));
+  EXPECT_EQ(x_nhwc.grad().to_vector<double>()[5], 7.0);
+  EXPECT_EQ(call.w.grad().to_vector<double>()[0], 3.0);
+}
+
 impl::ConvProblem gpu_conv(ops::Layout layout) {
   impl::ConvProblem p;
   p.shape = {8, 16, 32, 32, 16, 3, 3, 1, 1};

@@ -68,12 +68,18 @@ TEST(MiniResNet, ForwardShapeAndBatchNormBookkeeping) {
   normal_(x, gen, 0, 1);
   Tensor y = model(x);
   EXPECT_EQ(y.shape(), (Shape{3, 10}));
-  for (auto& [k, t] : model.named_buffers())
-    if (k.ends_with("num_batches_tracked")) EXPECT_EQ(t.item(), 1.0) << k;
+  for (auto& [k, t] : model.named_buffers()) {
+    if (k.ends_with("num_batches_tracked")) {
+      EXPECT_EQ(t.item(), 1.0) << k;
+    }
+  }
   model.eval();
   model(x);
-  for (auto& [k, t] : model.named_buffers())
-    if (k.ends_with("num_batches_tracked")) EXPECT_EQ(t.item(), 1.0) << k;
+  for (auto& [k, t] : model.named_buffers()) {
+    if (k.ends_with("num_batches_tracked")) {
+      EXPECT_EQ(t.item(), 1.0) << k;
+    }
+  }
 }
 
 TEST(MiniResNet, LoadStateDictIsStrictAndNamesKeys) {

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "engine/ops.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/device_info.h"
@@ -17,6 +20,11 @@
 namespace cg::test {
 
 inline const Device kGpu = Device::cuda(0);
+
+// The name of an (implementation choice, dtype) case of a parameterized test: "cudnn_float16".
+inline std::string impl_dtype_case_name(const ::testing::TestParamInfo<std::tuple<ops::GpuImpl, DType>>& info) {
+  return std::string(enum_name(std::get<0>(info.param))) + "_" + std::string(dtype_name(std::get<1>(info.param)));
+}
 
 inline std::vector<float> host_f32(const Tensor& t) {
   return t.to(DType::f32).to(Device::cpu()).to_vector<float>();
@@ -66,3 +74,8 @@ inline void expect_gpu_matches_cpu(const OpOnInputs& f, const std::vector<Tensor
 }
 
 }  // namespace cg::test
+
+namespace cg::ops {
+// How GoogleTest prints an implementation choice parameter: its kernels.* name.
+inline void PrintTo(GpuImpl impl, std::ostream* os) { *os << enum_name(impl); }
+}  // namespace cg::ops

@@ -2,6 +2,7 @@
 // path and the cause, and no temporary file is ever left behind.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,22 @@ TEST(AtomicFile, CreatesParentsAndReplacesTheTargetWhole) {
   write_file_atomically(path.string(), std::string("second\0binary", 13));
   EXPECT_EQ(contents(path), std::string("second\0binary", 13)) << "no tail of the old contents may remain";
   EXPECT_EQ(entries(dir / "a" / "b"), std::vector<std::string>{"f.bin"}) << "a temporary file was left behind";
+}
+
+// What a writer killed by SIGKILL leaves: its temporary, named after its pid. The next write of the
+// same name removes it; a live writer's temporary and other files' temporaries stay.
+TEST(AtomicFile, TemporariesOfDeadWritersAreRemovedByTheNextWrite) {
+  const auto dir = test::make_temp_dir("atomic_stale");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: its pid no longer runs
+  const std::string dead = fmt::format(".last.bin.tmp.{}.Ab12Cd", child);
+  const std::string alive = fmt::format(".last.bin.tmp.{}.Xy34Zw", ::getppid());
+  const std::string other = fmt::format(".epoch_1.bin.tmp.{}.Qr56St", child);
+  for (const auto& name : {dead, alive, other}) std::ofstream(dir / name) << "partial";
+  write_file_atomically((dir / "last.bin").string(), "whole");
+  EXPECT_EQ(entries(dir), (std::vector<std::string>{other, alive, "last.bin"}));
 }
 
 TEST(AtomicFile, PiecesAreWrittenInOrder) {

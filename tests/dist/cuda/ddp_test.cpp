@@ -124,7 +124,7 @@ TEST(CudaDdp, ModeledAllReducesStartBeforeBackwardEnds) {
   const Stream s = current_stream(kGpu);
   const Tensor x = images(0, 8).to(kGpu), y = labels(0, 8).to(kGpu);
   ops::cross_entropy(ddp(x), y).backward();
-  Event backward_end = Event::create(kGpu, /*timing=*/true);
+  Event backward_end = Event::create(kGpu, {.timing = true});
   backward_end.record(s);
   ddp.wait_for_gradients();
   s.synchronize();

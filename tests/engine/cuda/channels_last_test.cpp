@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <tuple>
 
 #include "engine/autocast.h"
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
 #include "support/gpu_ops.h"
+#include "support/gpu_params.h"
 
 namespace cg {
 namespace {
@@ -34,38 +36,41 @@ const ConvCase kConvCases[] = {{{4, 28, 28, 1}, {16, 1, 3, 3}, 1, 1},   // Fashi
                                {{4, 16, 16, 16}, {32, 16, 1, 1}, 2, 0},  // downsample
                                {{3, 7, 5, 13}, {5, 13, 3, 3}, 1, 1}};    // odd sizes
 
-class GpuChannelsLastConv : public ::testing::TestWithParam<ops::GpuImpl> {
+// One case per implementation choice x compute dtype (GpuChannelsLastConv.MatchesTheCpu/
+// cudnn_float16): float32 as it comes; float16 and bfloat16 under autocast, where the half KRSC
+// weight is made in one pass and its gradient comes back float32 KCRS.
+class GpuChannelsLastConv : public ::testing::TestWithParam<std::tuple<ops::GpuImpl, DType>> {
  protected:
-  void SetUp() override { ops::set_gpu_kernels({GetParam(), ops::GpuImpl::automatic}); }
+  void SetUp() override { ops::set_gpu_kernels({std::get<0>(GetParam()), ops::GpuImpl::automatic}); }
   void TearDown() override { ops::set_gpu_kernels({}); }
 };
 
-TEST_P(GpuChannelsLastConv, MatchesTheCpuInFloat32) {
+TEST_P(GpuChannelsLastConv, MatchesTheCpu) {
   NEED_GPU();
-  for (const ConvCase& c : kConvCases)
-    expect_gpu_matches_cpu(
-        [&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad, Layout::nhwc}); },
-        {randn(c.x, 1), randn(c.w, 2, 0.2), randn({c.w[0]}, 3)}, kF32);
-}
-
-TEST_P(GpuChannelsLastConv, UnderAutocastComputesInHalfWithFloat32KcrsGradients) {
-  NEED_GPU();
-  for (DType half : {DType::f16, DType::bf16}) {
-    // The same budgets as the NCHW autocast test (tests/engine/cuda/ops_test.cpp): weight
-    // gradients sum ~1000 products of half-rounded values.
-    const test::Tolerance tol = half == DType::f16 ? test::Tolerance{5e-2, 2e-2} : test::Tolerance{4e-1, 6e-2};
+  const DType dtype = std::get<1>(GetParam());
+  if (dtype == DType::f32) {
     for (const ConvCase& c : kConvCases)
       expect_gpu_matches_cpu(
-          [&](const auto& t) {
-            autocast::Scope scope(true, half);
-            return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, Layout::nhwc});
-          },
-          {randn(c.x, 4), randn(c.w, 5, 0.2)}, tol, half);
+          [&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad, Layout::nhwc}); },
+          {randn(c.x, 1), randn(c.w, 2, 0.2), randn({c.w[0]}, 3)}, kF32);
+    return;
   }
+  // The same budgets as the NCHW autocast cases (tests/engine/cuda/ops_test.cpp): weight
+  // gradients sum ~1000 products of half-rounded values.
+  const test::Tolerance tol = dtype == DType::f16 ? test::Tolerance{5e-2, 2e-2} : test::Tolerance{4e-1, 6e-2};
+  for (const ConvCase& c : kConvCases)
+    expect_gpu_matches_cpu(
+        [&](const auto& t) {
+          autocast::Scope scope({.dtype = dtype});
+          return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, Layout::nhwc});
+        },
+        {randn(c.x, 4), randn(c.w, 5, 0.2)}, tol, dtype);
 }
 
-INSTANTIATE_TEST_SUITE_P(Impl, GpuChannelsLastConv, ::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::automatic),
-                         [](const auto& info) { return info.param == ops::GpuImpl::cudnn ? "cudnn" : "automatic"; });
+INSTANTIATE_TEST_SUITE_P(Cases, GpuChannelsLastConv,
+                         ::testing::Combine(::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::automatic),
+                                            ::testing::ValuesIn(test::kGpuFloatTypes)),
+                         test::impl_dtype_case_name);
 
 TEST(GpuChannelsLast, NativeConvolutionRefusesNhwcNamingTheLayer) {
   NEED_GPU();
@@ -89,20 +94,24 @@ TEST(GpuChannelsLast, PoolingMatchesTheCpu) {
                          {randn({4, 8, 8, 32}, 8)}, kF32);
 }
 
-TEST(GpuChannelsLast, ToLayoutIsExactBothWaysAndInHalf) {
+// One case per dtype (GpuToLayout.IsExactBothWays/bfloat16).
+class GpuToLayout : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GpuToLayout, IsExactBothWays) {
   NEED_GPU();
+  const DType t = GetParam();
   const Tensor x = randn({3, 5, 7, 33}, 9);
-  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
-    const Tensor xt = x.to(t);
-    const Tensor gpu = ops::to_layout(xt.to(kGpu), Layout::nchw, Layout::nhwc);
-    EXPECT_EQ(gpu.dtype(), t);
-    EXPECT_EQ(host_f32(gpu), host_f32(ops::to_layout(xt.to(DType::f32), Layout::nchw, Layout::nhwc)))
-        << dtype_name(t);
-    EXPECT_EQ(host_f32(ops::to_layout(gpu, Layout::nhwc, Layout::nchw)), host_f32(xt)) << dtype_name(t);
-  }
-  expect_gpu_matches_cpu([](const auto& t) { return ops::to_layout(t[0], Layout::nchw, Layout::nhwc); },
-                         {x}, {0, 0});
+  const Tensor xt = x.to(t);
+  const Tensor gpu = ops::to_layout(xt.to(kGpu), Layout::nchw, Layout::nhwc);
+  EXPECT_EQ(gpu.dtype(), t);
+  EXPECT_EQ(host_f32(gpu), host_f32(ops::to_layout(xt.to(DType::f32), Layout::nchw, Layout::nhwc)));
+  EXPECT_EQ(host_f32(ops::to_layout(gpu, Layout::nhwc, Layout::nchw)), host_f32(xt));
+  if (t == DType::f32)  // and its gradient, through autograd
+    expect_gpu_matches_cpu([](const auto& v) { return ops::to_layout(v[0], Layout::nchw, Layout::nhwc); }, {x},
+                           {0, 0});
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuToLayout, ::testing::ValuesIn(test::kGpuFloatTypes), test::dtype_case_name);
 
 }  // namespace
 }  // namespace cg

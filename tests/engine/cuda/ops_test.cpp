@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <tuple>
+
+#include <fmt/format.h>
 
 #include "engine/autocast.h"
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
 #include "support/gpu_ops.h"
+#include "support/gpu_params.h"
 
 namespace cg {
 namespace {
@@ -30,37 +34,39 @@ const ConvCase kConvCases[] = {{{4, 3, 32, 32}, {16, 3, 3, 3}, 1, 1},   // stem
                                {{4, 16, 16, 16}, {32, 16, 1, 1}, 2, 0},  // downsample
                                {{3, 13, 7, 5}, {5, 13, 3, 3}, 1, 1}};    // odd sizes
 
-class GpuConv : public ::testing::TestWithParam<ops::GpuImpl> {
+// One case per implementation x compute dtype (GpuConv.MatchesTheCpu/native_bfloat16): float32
+// as it comes, float16 and bfloat16 under autocast (float32 parameters and gradients).
+class GpuConv : public ::testing::TestWithParam<std::tuple<ops::GpuImpl, DType>> {
  protected:
-  void SetUp() override { ops::set_gpu_kernels({GetParam(), ops::GpuImpl::automatic}); }
+  void SetUp() override { ops::set_gpu_kernels({std::get<0>(GetParam()), ops::GpuImpl::automatic}); }
   void TearDown() override { ops::set_gpu_kernels({}); }
 };
 
-TEST_P(GpuConv, MatchesTheCpuInFloat32) {
+TEST_P(GpuConv, MatchesTheCpu) {
   NEED_GPU();
-  for (const ConvCase& c : kConvCases)
-    expect_gpu_matches_cpu([&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad}); },
-                           {randn(c.x, 1), randn(c.w, 2, 0.0, 0.2), randn({c.w[0]}, 3)}, kF32);
-}
-
-TEST_P(GpuConv, UnderAutocastComputesInHalfWithFloat32Gradients) {
-  NEED_GPU();
-  for (DType half : {DType::f16, DType::bf16}) {
-    // Gradients of the weights sum ~1000 products of half-rounded values: about sqrt(1000) times
-    // the type's rounding error in absolute terms.
-    const test::Tolerance tol = half == DType::f16 ? test::Tolerance{5e-2, 2e-2} : test::Tolerance{4e-1, 6e-2};
+  const DType dtype = std::get<1>(GetParam());
+  if (dtype == DType::f32) {
     for (const ConvCase& c : kConvCases)
-      expect_gpu_matches_cpu(
-          [&](const auto& t) {
-            autocast::Scope scope(true, half);
-            return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad});
-          },
-          {randn(c.x, 4), randn(c.w, 5, 0.0, 0.2)}, tol, half);
+      expect_gpu_matches_cpu([&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad}); },
+                             {randn(c.x, 1), randn(c.w, 2, 0.0, 0.2), randn({c.w[0]}, 3)}, kF32);
+    return;
   }
+  // Gradients of the weights sum ~1000 products of half-rounded values: about sqrt(1000) times
+  // the type's rounding error in absolute terms.
+  const test::Tolerance tol = dtype == DType::f16 ? test::Tolerance{5e-2, 2e-2} : test::Tolerance{4e-1, 6e-2};
+  for (const ConvCase& c : kConvCases)
+    expect_gpu_matches_cpu(
+        [&](const auto& t) {
+          autocast::Scope scope({.dtype = dtype});
+          return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad});
+        },
+        {randn(c.x, 4), randn(c.w, 5, 0.0, 0.2)}, tol, dtype);
 }
 
-INSTANTIATE_TEST_SUITE_P(Impl, GpuConv, ::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::native),
-                         [](const auto& info) { return info.param == ops::GpuImpl::cudnn ? "cudnn" : "native"; });
+INSTANTIATE_TEST_SUITE_P(Cases, GpuConv,
+                         ::testing::Combine(::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::native),
+                                            ::testing::ValuesIn(test::kGpuFloatTypes)),
+                         test::impl_dtype_case_name);
 
 class GpuBatchNorm : public ::testing::TestWithParam<ops::GpuImpl> {
  protected:
@@ -85,32 +91,59 @@ void expect_cudnn_eval(const ops::BatchNormOptions& o, const Tensor& rm_c, const
   }
 }
 
-TEST_P(GpuBatchNorm, TrainAndEvalMatchTheCpuWithStatistics) {
-  NEED_GPU();
-  for (bool training : {true, false}) {
-    for (ops::Activation act : {ops::Activation::none, ops::Activation::relu}) {
-      Tensor rm_c = randn({16}, 7), rv_c = Tensor::full({16}, 1.5);
-      Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
-      Tensor nbt_g = Tensor::zeros({}, DType::i64).to(kGpu);
-      const ops::BatchNormOptions o{training, 0.1, 1e-5, act};
-      if (GetParam() == ops::GpuImpl::cudnn && !training) {
-        expect_cudnn_eval(o, rm_c, rv_c, rm_g, rv_g);
-        continue;
-      }
-      bool on_gpu = false;
-      expect_gpu_matches_cpu(
-          [&](const auto& t) {
-            on_gpu = t[0].device().is_cuda();
-            return ops::batch_norm(t[0], t[1], t[2], on_gpu ? rm_g : rm_c, on_gpu ? rv_g : rv_c,
-                                   on_gpu ? nbt_g : Tensor(), o);
-          },
-          {randn({8, 16, 6, 6}, 9, 0.5, 2.0), randn({16}, 10), randn({16}, 11)}, kF32);
-      EXPECT_TRUE(test::all_close(host_f32(rm_g), rm_c.to_vector<float>(), kF32)) << "running_mean";
-      EXPECT_TRUE(test::all_close(host_f32(rv_g), rv_c.to_vector<float>(), kF32)) << "running_var";
-      EXPECT_EQ(nbt_g.item(), training ? 1.0 : 0.0) << "num_batches_tracked counts on the device";
-    }
-  }
+// One case per implementation x mode x activation (GpuBatchNormModes.MatchTheCpuWithStatistics/
+// cudnn_eval_relu).
+struct BatchNormCase {
+  ops::GpuImpl impl;
+  bool training;
+  ops::Activation act;
+};
+
+std::vector<BatchNormCase> batch_norm_cases() {
+  std::vector<BatchNormCase> out;
+  for (ops::GpuImpl impl : {ops::GpuImpl::cudnn, ops::GpuImpl::native})
+    for (bool training : {true, false})
+      for (ops::Activation act : {ops::Activation::none, ops::Activation::relu}) out.push_back({impl, training, act});
+  return out;
 }
+
+std::string batch_norm_case_name(const ::testing::TestParamInfo<BatchNormCase>& info) {
+  const BatchNormCase& c = info.param;
+  return fmt::format("{}_{}_{}", c.impl == ops::GpuImpl::cudnn ? "cudnn" : "native", c.training ? "train" : "eval",
+                     c.act == ops::Activation::relu ? "relu" : "none");
+}
+
+class GpuBatchNormModes : public ::testing::TestWithParam<BatchNormCase> {
+ protected:
+  void SetUp() override { ops::set_gpu_kernels({ops::GpuImpl::automatic, GetParam().impl}); }
+  void TearDown() override { ops::set_gpu_kernels({}); }
+};
+
+TEST_P(GpuBatchNormModes, MatchTheCpuWithStatistics) {
+  NEED_GPU();
+  const BatchNormCase c = GetParam();
+  Tensor rm_c = randn({16}, 7), rv_c = Tensor::full({16}, 1.5);
+  Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
+  Tensor nbt_g = Tensor::zeros({}, DType::i64).to(kGpu);
+  const ops::BatchNormOptions o{c.training, 0.1, 1e-5, c.act};
+  if (c.impl == ops::GpuImpl::cudnn && !c.training) {
+    expect_cudnn_eval(o, rm_c, rv_c, rm_g, rv_g);
+    return;
+  }
+  bool on_gpu = false;
+  expect_gpu_matches_cpu(
+      [&](const auto& t) {
+        on_gpu = t[0].device().is_cuda();
+        return ops::batch_norm(t[0], t[1], t[2], on_gpu ? rm_g : rm_c, on_gpu ? rv_g : rv_c,
+                               on_gpu ? nbt_g : Tensor(), o);
+      },
+      {randn({8, 16, 6, 6}, 9, 0.5, 2.0), randn({16}, 10), randn({16}, 11)}, kF32);
+  EXPECT_TRUE(test::all_close(host_f32(rm_g), rm_c.to_vector<float>(), kF32)) << "running_mean";
+  EXPECT_TRUE(test::all_close(host_f32(rv_g), rv_c.to_vector<float>(), kF32)) << "running_var";
+  EXPECT_EQ(nbt_g.item(), c.training ? 1.0 : 0.0) << "num_batches_tracked counts on the device";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchNormModes, ::testing::ValuesIn(batch_norm_cases()), batch_norm_case_name);
 
 TEST_P(GpuBatchNorm, TakesHalfActivationsWithFloat32Parameters) {
   NEED_GPU();
@@ -159,7 +192,7 @@ TEST(GpuOps, LinearUnderAutocastAndHalfLogitsInTheLoss) {
   NEED_GPU();
   expect_gpu_matches_cpu(
       [](const auto& t) {
-        autocast::Scope scope(true, DType::f16);
+        autocast::Scope scope({.dtype = DType::f16});
         return ops::linear(t[0], t[1], t[2]);
       },
       {randn({16, 64}, 40), randn({10, 64}, 41, 0.0, 0.1), randn({10}, 42)}, {2e-2, 2e-2}, DType::f16);

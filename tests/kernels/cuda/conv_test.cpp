@@ -10,6 +10,7 @@
 #include "kernels/cuda/cudnn.h"
 #include "support/cuda_kernel_test.h"
 #include "support/device_workspace.h"
+#include "support/gpu_params.h"
 
 namespace cg::kernels {
 namespace {
@@ -89,23 +90,28 @@ void expect_close(const Results& got, const Results& ref, const Conv2dShape& s, 
   EXPECT_TRUE(test::all_close(got.db, ref.db, test::for_sum(tol, k_filter))) << where << ": bias gradient";
 }
 
-TEST(CudaConv, NativeAndCudnnMatchTheCpuAndEachOther) {
+// One case per dtype (CudaConvDtypes.NativeAndCudnnMatchTheCpuAndEachOther/float16); the
+// messages name the shape.
+class CudaConvDtypes : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaConvDtypes, NativeAndCudnnMatchTheCpuAndEachOther) {
   NEED_GPU();
-  uint64_t seed = 1;
-  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
-    for (const Conv2dShape& s : kShapes) {
-      const auto x = test::random_rounded(size_t(s.n * s.c_in * s.h * s.w), seed++, t);
-      const auto w = test::random_rounded(size_t(s.c_out * s.c_in * s.kh * s.kw), seed++, t, 0.2f);
-      const auto b = test::random_rounded(size_t(s.c_out), seed++, t);
-      const auto dy = test::random_rounded(size_t(s.n * s.c_out * s.out_h() * s.out_w()), seed++, t);
-      const Results ref = run_cpu(s, x, w, b, dy);
-      const Results native = run_gpu(false, s, t, x, w, b, dy), cudnn = run_gpu(true, s, t, x, w, b, dy);
-      expect_close(native, ref, s, t, "native");
-      expect_close(cudnn, ref, s, t, "cudnn");
-      expect_close(native, cudnn, s, t, "native vs cudnn");
-    }
+  const DType t = GetParam();
+  uint64_t seed = 1 + 1000 * uint64_t(t);
+  for (const Conv2dShape& s : kShapes) {
+    const auto x = test::random_rounded(size_t(s.n * s.c_in * s.h * s.w), seed++, t);
+    const auto w = test::random_rounded(size_t(s.c_out * s.c_in * s.kh * s.kw), seed++, t, 0.2f);
+    const auto b = test::random_rounded(size_t(s.c_out), seed++, t);
+    const auto dy = test::random_rounded(size_t(s.n * s.c_out * s.out_h() * s.out_w()), seed++, t);
+    const Results ref = run_cpu(s, x, w, b, dy);
+    const Results native = run_gpu(false, s, t, x, w, b, dy), cudnn = run_gpu(true, s, t, x, w, b, dy);
+    expect_close(native, ref, s, t, "native");
+    expect_close(cudnn, ref, s, t, "cudnn");
+    expect_close(native, cudnn, s, t, "native vs cudnn");
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaConvDtypes, ::testing::ValuesIn(test::kGpuFloatTypes), test::dtype_case_name);
 
 TEST(CudaConv, CudnnHeuristicAndTimedSearchAgree) {
   NEED_GPU();

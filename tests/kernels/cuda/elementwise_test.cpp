@@ -7,6 +7,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/elementwise.h"
 #include "support/cuda_kernel_test.h"
+#include "support/gpu_params.h"
 
 namespace cg::kernels {
 namespace {
@@ -69,59 +70,77 @@ void check_every_op(DType t, int64_t n, size_t offset, uint64_t seed) {
   check("relu in place");
 }
 
-TEST(CudaElementwise, EveryOpMatchesTheCpuInEveryFloatingType) {
+// One case per dtype (CudaElementwiseOps.EveryOpMatchesTheCpu/float16).
+class CudaElementwiseOps : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaElementwiseOps, EveryOpMatchesTheCpu) {
   NEED_GPU();
-  uint64_t seed = 1;
-  for (DType t : {DType::f32, DType::f16, DType::bf16})
-    for (int64_t n : kSizes) check_every_op(t, n, 0, seed += 2);
+  const DType t = GetParam();
+  uint64_t seed = 1 + 100 * uint64_t(t);
+  for (int64_t n : kSizes) check_every_op(t, n, 0, seed += 2);
 }
 
-TEST(CudaElementwise, MisalignedPointersMatchTheCpu) {
+TEST_P(CudaElementwiseOps, MisalignedPointersMatchTheCpu) {
   NEED_GPU();
-  uint64_t seed = 1000;
-  for (DType t : {DType::f32, DType::f16, DType::bf16})
-    for (int64_t n : {int64_t(1), int64_t(7), int64_t(4 * 64 * 28 * 28), int64_t(2 * 13 * 5 * 7 + 1)})
-      check_every_op(t, n, 1, seed += 2);
+  const DType t = GetParam();
+  uint64_t seed = 1000 + 100 * uint64_t(t);
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(4 * 64 * 28 * 28), int64_t(2 * 13 * 5 * 7 + 1)})
+    check_every_op(t, n, 1, seed += 2);
 }
 
-TEST(CudaCast, EveryPairOfDtypesConvertsLikeTheCpu) {
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaElementwiseOps, ::testing::ValuesIn(test::kGpuFloatTypes), test::dtype_case_name);
+
+const DType kAllTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8};
+
+// One case per (from, to) pair (CudaCastPairs.ConvertsLikeTheCpu/float16_to_uint8).
+class CudaCastPairs : public ::testing::TestWithParam<std::tuple<DType, DType>> {};
+
+TEST_P(CudaCastPairs, ConvertsLikeTheCpu) {
   NEED_GPU();
-  const DType all[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::i32, DType::u8};
+  const auto [from, to] = GetParam();
   std::vector<float> values = test::random_vector<float>(4099, 3);
   for (float& v : values) v = v * 60.f + 70.f;  // mostly in u8's range; ties and large values too
-  for (DType from : all)
-    for (DType to : all) {
-      const int64_t n = int64_t(values.size());
-      std::vector<unsigned char> src(size_t(n) * itemsize(from)), want(size_t(n) * itemsize(to)), got(want.size());
-      cpu::cast(n, DType::f32, values.data(), from, src.data());
-      cpu::cast(n, from, src.data(), to, want.data());
-      void* gsrc = cuda::device_malloc(src.size(), 0);
-      void* gdst = cuda::device_malloc(got.size(), 0);
-      cuda::copy_host_to_device(gsrc, src.data(), src.size(), nullptr);
-      cuda::cast(n, from, gsrc, to, gdst, nullptr);
-      cuda::copy_device_to_host(got.data(), gdst, got.size(), nullptr);
-      cuda::synchronize_stream(nullptr);
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << dtype_name(from) << " -> " << dtype_name(to);
-      cuda::device_free(gsrc, 0);
-      cuda::device_free(gdst, 0);
-    }
+  const int64_t n = int64_t(values.size());
+  std::vector<unsigned char> src(size_t(n) * itemsize(from)), want(size_t(n) * itemsize(to)), got(want.size());
+  cpu::cast(n, DType::f32, values.data(), from, src.data());
+  cpu::cast(n, from, src.data(), to, want.data());
+  void* gsrc = cuda::device_malloc(src.size(), 0);
+  void* gdst = cuda::device_malloc(got.size(), 0);
+  cuda::copy_host_to_device(gsrc, src.data(), src.size(), nullptr);
+  cuda::cast(n, from, gsrc, to, gdst, nullptr);
+  cuda::copy_device_to_host(got.data(), gdst, got.size(), nullptr);
+  cuda::synchronize_stream(nullptr);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << dtype_name(from) << " -> " << dtype_name(to);
+  cuda::device_free(gsrc, 0);
+  cuda::device_free(gdst, 0);
 }
 
-TEST(CudaCast, FillWritesTheCpusBits) {
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaCastPairs,
+                         ::testing::Combine(::testing::ValuesIn(kAllTypes), ::testing::ValuesIn(kAllTypes)),
+                         test::dtype_pair_case_name);
+
+// One case per dtype (CudaFill.WritesTheCpusBits/int64).
+class CudaFill : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaFill, WritesTheCpusBits) {
   NEED_GPU();
-  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::u8})
-    for (double v : {0.0, 1.0, -2.5, 65536.0, 1.0 / 3.0}) {
-      const int64_t n = 777;
-      std::vector<unsigned char> want(size_t(n) * itemsize(t)), got(want.size());
-      cpu::fill_cast(n, v, t, want.data());
-      void* g = cuda::device_malloc(got.size(), 0);
-      cuda::fill(n, t, v, g, nullptr);
-      cuda::copy_device_to_host(got.data(), g, got.size(), nullptr);
-      cuda::synchronize_stream(nullptr);
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << dtype_name(t) << " " << v;
-      cuda::device_free(g, 0);
-    }
+  const DType t = GetParam();
+  for (double v : {0.0, 1.0, -2.5, 65536.0, 1.0 / 3.0}) {
+    const int64_t n = 777;
+    std::vector<unsigned char> want(size_t(n) * itemsize(t)), got(want.size());
+    cpu::fill_cast(n, v, t, want.data());
+    void* g = cuda::device_malloc(got.size(), 0);
+    cuda::fill(n, t, v, g, nullptr);
+    cuda::copy_device_to_host(got.data(), g, got.size(), nullptr);
+    cuda::synchronize_stream(nullptr);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << dtype_name(t) << " " << v;
+    cuda::device_free(g, 0);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaFill,
+                         ::testing::Values(DType::f32, DType::f64, DType::f16, DType::bf16, DType::i64, DType::u8),
+                         test::dtype_case_name);
 
 }  // namespace
 }  // namespace cg::kernels

@@ -10,6 +10,7 @@
 #include "kernels/cuda/head.h"
 #include "kernels/cuda/linear.h"
 #include "support/cuda_kernel_test.h"
+#include "support/gpu_params.h"
 
 namespace cg::kernels {
 namespace {
@@ -18,28 +19,31 @@ using test::DeviceBuffer;
 
 const DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
 
-TEST(CudaHead, PoolingMatchesTheCpu) {
+// One case per dtype (CudaHeadDtypes.PoolingMatchesTheCpu/float16); the messages name the shape.
+class CudaHeadDtypes : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaHeadDtypes, PoolingMatchesTheCpu) {
   NEED_GPU();
+  const DType t = GetParam();
   // (N * C, H * W): MiniResNet's last stage at batch 4 for 32x32 and 28x28 inputs, then odd sizes
   // (rows longer than a warp, 5x7 images with 3 channels, single elements).
   const std::pair<int64_t, int64_t> shapes[] = {{4 * 256, 8 * 8}, {4 * 256, 7 * 7}, {2 * 13, 33}, {3 * 5, 5 * 7},
                                                 {1, 1},           {7, 100}};
-  uint64_t seed = 1;
-  for (DType t : kTypes)
-    for (auto [nc, hw] : shapes) {
-      const std::string where = fmt::format("{} nc {} hw {}", dtype_name(t), nc, hw);
-      const auto x = test::random_rounded(size_t(nc * hw), seed++, t), dy = test::random_rounded(size_t(nc), seed++, t);
-      std::vector<float> y(static_cast<size_t>(nc)), dx(static_cast<size_t>(nc * hw));
-      cpu::global_avg_pool_forward<float>(nc, hw, x.data(), y.data());
-      cpu::global_avg_pool_backward<float>(nc, hw, dy.data(), dx.data());
-      DeviceBuffer gx(x, t), gdy(dy, t), gy(size_t(nc), t), gdx(size_t(nc * hw), t);
-      gy.poison();
-      gdx.poison();
-      cuda::global_avg_pool_forward(nc, hw, t, gx.get(), gy.get(), nullptr);
-      cuda::global_avg_pool_backward(nc, hw, t, gdy.get(), gdx.get(), nullptr);
-      EXPECT_TRUE(test::all_close(gy.download(), y, test::tolerance_of(t))) << where << ": y";
-      EXPECT_TRUE(test::all_close(gdx.download(), dx, test::tolerance_of(t))) << where << ": dx";
-    }
+  uint64_t seed = 1 + 1000 * uint64_t(t);
+  for (auto [nc, hw] : shapes) {
+    const std::string where = fmt::format("{} nc {} hw {}", dtype_name(t), nc, hw);
+    const auto x = test::random_rounded(size_t(nc * hw), seed++, t), dy = test::random_rounded(size_t(nc), seed++, t);
+    std::vector<float> y(static_cast<size_t>(nc)), dx(static_cast<size_t>(nc * hw));
+    cpu::global_avg_pool_forward<float>(nc, hw, x.data(), y.data());
+    cpu::global_avg_pool_backward<float>(nc, hw, dy.data(), dx.data());
+    DeviceBuffer gx(x, t), gdy(dy, t), gy(size_t(nc), t), gdx(size_t(nc * hw), t);
+    gy.poison();
+    gdx.poison();
+    cuda::global_avg_pool_forward(nc, hw, t, gx.get(), gy.get(), nullptr);
+    cuda::global_avg_pool_backward(nc, hw, t, gdy.get(), gdx.get(), nullptr);
+    EXPECT_TRUE(test::all_close(gy.download(), y, test::tolerance_of(t))) << where << ": y";
+    EXPECT_TRUE(test::all_close(gdx.download(), dx, test::tolerance_of(t))) << where << ": dx";
+  }
 }
 
 TEST(CudaHead, CrossEntropyMatchesTheCpu) {
@@ -77,33 +81,35 @@ TEST(CudaHead, CrossEntropyMatchesTheCpu) {
   }
 }
 
-TEST(CudaHead, CublasLinearMatchesTheCpu) {
+TEST_P(CudaHeadDtypes, CublasLinearMatchesTheCpu) {
   NEED_GPU();
+  const DType t = GetParam();
   // (batch, in, out): MiniResNet's fc at batch 256 and odd sizes.
   const std::tuple<int64_t, int64_t, int64_t> shapes[] = {{256, 256, 10}, {7, 13, 5}, {1, 64, 1}};
-  uint64_t seed = 200;
-  for (DType t : kTypes)
-    for (auto [m, k, n] : shapes) {
-      const auto x = test::random_rounded(size_t(m * k), seed++, t);
-      const auto w = test::random_rounded(size_t(n * k), seed++, t, 0.1f);
-      const auto b = test::random_rounded(size_t(n), seed++, t), dy = test::random_rounded(size_t(m * n), seed++, t);
-      std::vector<float> y(static_cast<size_t>(m * n)), dx(static_cast<size_t>(m * k)), dw(static_cast<size_t>(n * k)),
-          db(static_cast<size_t>(n));
-      cpu::linear_forward<float>(m, k, n, x.data(), w.data(), b.data(), y.data());
-      cpu::linear_backward<float>(m, k, n, dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data());
-      DeviceBuffer gx(x, t), gw(w, t), gb(b, t), gdy(dy, t);
-      DeviceBuffer gy(y.size(), t), gdx(dx.size(), t), gdw(dw.size(), t), gdb(db.size(), t);
-      for (DeviceBuffer* o : {&gy, &gdx, &gdw, &gdb}) o->poison();
-      cuda::linear_forward(m, k, n, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr);
-      cuda::linear_backward(m, k, n, t, gdy.get(), gx.get(), gw.get(), gdx.get(), gdw.get(), gdb.get(), nullptr);
-      const test::Tolerance tol = test::tolerance_of(t);
-      const std::string where = fmt::format("{} m{} k{} n{}", dtype_name(t), m, k, n);
-      EXPECT_TRUE(test::all_close(gy.download(), y, test::for_sum(tol, double(k)))) << where << ": y";
-      EXPECT_TRUE(test::all_close(gdx.download(), dx, test::for_sum(tol, double(n)))) << where << ": dx";
-      EXPECT_TRUE(test::all_close(gdw.download(), dw, test::for_sum(tol, double(m)))) << where << ": dw";
-      EXPECT_TRUE(test::all_close(gdb.download(), db, test::for_sum(tol, double(m)))) << where << ": db";
-    }
+  uint64_t seed = 200 + 1000 * uint64_t(t);
+  for (auto [m, k, n] : shapes) {
+    const auto x = test::random_rounded(size_t(m * k), seed++, t);
+    const auto w = test::random_rounded(size_t(n * k), seed++, t, 0.1f);
+    const auto b = test::random_rounded(size_t(n), seed++, t), dy = test::random_rounded(size_t(m * n), seed++, t);
+    std::vector<float> y(static_cast<size_t>(m * n)), dx(static_cast<size_t>(m * k)), dw(static_cast<size_t>(n * k)),
+        db(static_cast<size_t>(n));
+    cpu::linear_forward<float>(m, k, n, x.data(), w.data(), b.data(), y.data());
+    cpu::linear_backward<float>(m, k, n, dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data());
+    DeviceBuffer gx(x, t), gw(w, t), gb(b, t), gdy(dy, t);
+    DeviceBuffer gy(y.size(), t), gdx(dx.size(), t), gdw(dw.size(), t), gdb(db.size(), t);
+    for (DeviceBuffer* o : {&gy, &gdx, &gdw, &gdb}) o->poison();
+    cuda::linear_forward(m, k, n, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr);
+    cuda::linear_backward(m, k, n, t, gdy.get(), gx.get(), gw.get(), gdx.get(), gdw.get(), gdb.get(), nullptr);
+    const test::Tolerance tol = test::tolerance_of(t);
+    const std::string where = fmt::format("{} m{} k{} n{}", dtype_name(t), m, k, n);
+    EXPECT_TRUE(test::all_close(gy.download(), y, test::for_sum(tol, double(k)))) << where << ": y";
+    EXPECT_TRUE(test::all_close(gdx.download(), dx, test::for_sum(tol, double(n)))) << where << ": dx";
+    EXPECT_TRUE(test::all_close(gdw.download(), dw, test::for_sum(tol, double(m)))) << where << ": dw";
+    EXPECT_TRUE(test::all_close(gdb.download(), db, test::for_sum(tol, double(m)))) << where << ": db";
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaHeadDtypes, ::testing::ValuesIn(kTypes), test::dtype_case_name);
 
 }  // namespace
 }  // namespace cg::kernels

@@ -33,7 +33,7 @@ std::vector<double> step(MiniResNet& model, Device device, bool autocast_f16) {
   const Tensor x = random_images(8, 1).to(device), y = labels_for(8).to(device);
   Tensor logits;
   {
-    autocast::Scope scope(autocast_f16, DType::f16);
+    autocast::Scope scope({.enabled = autocast_f16, .dtype = DType::f16});
     logits = model.forward(x);
   }
   ops::cross_entropy(logits, y).backward();

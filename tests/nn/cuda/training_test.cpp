@@ -124,7 +124,7 @@ TEST(GpuTraining, SteadyStateStepsNeverReachCudaMalloc) {
   auto step = [&] {
     Tensor loss;
     {
-      autocast::Scope scope(true, DType::f16);
+      autocast::Scope scope({.dtype = DType::f16});
       loss = ops::cross_entropy(model(x), y);
     }
     scaler.backward(loss);
@@ -156,7 +156,7 @@ TEST(GpuTraining, MixedPrecisionFp16Learns) {
   for (int step = 0; step < 40; ++step) {
     Tensor loss;
     {
-      autocast::Scope scope(true, DType::f16);
+      autocast::Scope scope({.dtype = DType::f16});
       loss = ops::cross_entropy(model(x), y);
     }
     if (step == 0) first = loss.item();

@@ -1,0 +1,53 @@
+// The CPU channels-last convolution: the NCHW CPU convolution that the registry picks for the
+// same problem (the reference, or whatever faster one is registered), between layout changes of
+// the activations and their gradients. The weight stays [c_out, c_in, kh, kw] in both layouts,
+// so results are bit-identical to the NCHW convolution.
+#include "engine/impl/conv.h"
+#include "engine/ops/layout.h"
+
+namespace cg::impl {
+namespace {
+
+using ops::detail::to_channels_first;
+using ops::detail::to_channels_last;
+
+ConvProblem as_nchw(const ConvProblem& p) {
+  ConvProblem q = p;
+  q.layout = ops::Layout::nchw;
+  return q;
+}
+
+class CpuChannelsLastConv : public ConvImpl {
+ public:
+  std::string why_unsupported(const ConvProblem& p) const override {
+    if (p.layout != ops::Layout::nhwc) return "runs channels-last only (NCHW has its own implementations)";
+    if (p.dtype != DType::f32 && p.dtype != DType::f64) return "runs float32 and float64 only";
+    return "";
+  }
+
+  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                 ConvSaved& saved) const override {
+    const ConvProblem q = as_nchw(p);
+    std::shared_ptr<const ConvImpl> inner = conv_registry().pick(q, ops::gpu_kernels().conv, q.layer);
+    const Tensor y = inner->forward(q, to_channels_first(x, x.dtype()), w, b, saved);
+    saved.inner = std::move(inner);  // the backward runs the same NCHW implementation
+    return to_channels_last(y, y.dtype());
+  }
+
+  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
+                     bool has_bias) const override {
+    CG_CHECK(saved.inner, "{}: channels-last backward without its forward", p.layer);
+    ConvGrads g = saved.inner->backward(as_nchw(p), saved, to_channels_first(dy, dy.dtype()), need_dx, need_w,
+                                        has_bias);
+    if (g.dx.defined()) g.dx = to_channels_last(g.dx, g.dx.dtype());
+    return g;
+  }
+};
+
+}  // namespace
+
+void register_conv_cpu_channels_last(ConvRegistry& r) {
+  r.add_builtin({"cpu channels-last", DeviceType::cpu, Choice::automatic, 0, std::make_shared<CpuChannelsLastConv>()});
+}
+
+}  // namespace cg::impl

@@ -1,0 +1,171 @@
+// The optimizer-update and loss-scaling families (engine/impl/optim.h): the engine's optim ops run
+// what the registry holds for the device (a fake registered in one place is used), the CPU
+// reference runs the multi-tensor calls exactly like one call per parameter and honours the
+// device scalars, and what no implementation takes is refused naming the op and the cause.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <limits>
+
+#include "engine/impl/optim.h"
+#include "engine/optim_ops.h"
+#include "support/messages.h"
+
+namespace cg {
+namespace {
+
+std::atomic<int> fake_sgd_calls{0}, fake_unscale_calls{0};
+
+class FakeOptimizer : public impl::OptimizerImpl {
+ public:
+  std::string why_unsupported(const impl::OptimProblem&) const override { return ""; }
+  void sgd(const impl::OptimProblem&, const std::vector<ops::UpdateSlot>& slots, const ops::SgdHyper&, bool,
+           const impl::UpdateScalars&) const override {
+    ++fake_sgd_calls;
+    for (const auto& s : slots) Tensor(s.param).fill_(42.0);
+  }
+  void adamw(const impl::OptimProblem&, const std::vector<ops::UpdateSlot>&, const ops::AdamWHyper&,
+             const impl::AdamWStep&, const impl::UpdateScalars&) const override {}
+  void advance_step(const impl::OptimProblem&, Tensor&, const Tensor&) const override {}
+};
+
+class FakeLossScale : public impl::LossScaleImpl {
+ public:
+  std::string why_unsupported(const impl::OptimProblem&) const override { return ""; }
+  void unscale(const impl::OptimProblem&, const std::vector<Tensor>&, const Tensor&, Tensor& found_inf) const override {
+    ++fake_unscale_calls;
+    found_inf.fill_(1.0);
+  }
+  void update_scale(const impl::OptimProblem&, impl::LossScaleState&, const Tensor&,
+                    const impl::LossScaleRule&) const override {}
+};
+
+Tensor ramp(int64_t n, double start, double step) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = float(start + step * double(i));
+  return Tensor::from_vector(v, {n});
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const auto x = a.to_vector<float>(), y = b.to_vector<float>();
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+TEST(OptimRegistry, AFakeOptimizerIsPickedByTheEngineOp) {
+  fake_sgd_calls = 0;
+  Tensor p = ramp(5, 1.0, 0.5), g = ramp(5, 0.1, 0.1), buf;
+  {
+    auto handle = impl::optimizer_registry().add(
+        {"fake", DeviceType::cpu, impl::Choice::automatic, 100, std::make_shared<FakeOptimizer>()});
+    ops::sgd_update(p, g, buf, {.lr = 0.1f}, false);
+  }
+  EXPECT_EQ(fake_sgd_calls.load(), 1);
+  EXPECT_EQ(p.to_vector<float>()[3], 42.f);
+  ops::sgd_update(p, g, buf, {.lr = 1.f}, false);  // the reference is back: p -= g
+  EXPECT_EQ(fake_sgd_calls.load(), 1);
+  EXPECT_FLOAT_EQ(p.to_vector<float>()[3], 42.f - 0.4f);
+}
+
+TEST(OptimRegistry, AFakeLossScalingIsPickedByTheEngineOp) {
+  fake_unscale_calls = 0;
+  auto handle = impl::loss_scale_registry().add(
+      {"fake", DeviceType::cpu, impl::Choice::automatic, 100, std::make_shared<FakeLossScale>()});
+  Tensor g = ramp(4, 1.0, 1.0);
+  EXPECT_TRUE(ops::unscale_and_check(g, 0.5f));  // the fake reports an overflow on finite values
+  EXPECT_EQ(fake_unscale_calls.load(), 1);
+}
+
+// The CPU's multi-tensor SGD and AdamW give the bits of one single-tensor call per parameter.
+TEST(OptimRegistry, CpuMultiTensorUpdatesMatchPerParameterCallsBitForBit) {
+  const ops::SgdHyper sgd{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f, .nesterov = true};
+  Tensor p1 = ramp(7, -1.0, 0.3), p2 = p1.clone(), g = ramp(7, 0.2, -0.07);
+  Tensor b1 = Tensor::zeros({7}), b2 = Tensor::zeros({7});
+  for (bool first : {true, false, false}) {
+    ops::sgd_update(p1, g, b1, sgd, first);
+    ops::sgd_update_multi({{p2, g, b2, Tensor()}}, sgd, first, Tensor(), Tensor());
+  }
+  EXPECT_TRUE(same_bits(p1, p2));
+  EXPECT_TRUE(same_bits(b1, b2));
+
+  const ops::AdamWHyper adam{.lr = 2e-3f, .weight_decay = 0.05f};
+  Tensor q1 = ramp(6, 0.5, 0.25), q2 = q1.clone();
+  Tensor m1 = Tensor::zeros({6}), v1 = Tensor::zeros({6}), m2 = Tensor::zeros({6}), v2 = Tensor::zeros({6});
+  const Tensor g6 = ramp(6, 0.2, -0.07);
+  Tensor step = Tensor::zeros({}, DType::i64);
+  for (int64_t t = 1; t <= 3; ++t) {
+    ops::adamw_update(q1, g6, m1, v1, t, adam);
+    ops::advance_step(step, Tensor());
+    ops::adamw_update_multi({{q2, g6, m2, v2}}, adam, step, Tensor(), Tensor());
+  }
+  EXPECT_EQ(step.to_vector<int64_t>()[0], 3);
+  EXPECT_TRUE(same_bits(q1, q2));
+  EXPECT_TRUE(same_bits(v1, v2));
+}
+
+TEST(OptimRegistry, CpuUpdatesHonourFoundInfAndTheDeviceLearningRate) {
+  Tensor p = ramp(3, 1.0, 1.0), g = Tensor::full({3}, 1.0, DType::f32);
+  const Tensor before = p.clone();
+  Tensor found = Tensor::full({}, 1.0, DType::f32);
+  ops::sgd_update_multi({{p, g, Tensor(), Tensor()}}, {.lr = 1.f}, false, found, Tensor());
+  EXPECT_TRUE(same_bits(p, before));  // skipped
+  Tensor step = Tensor::zeros({}, DType::i64);
+  ops::advance_step(step, found);
+  EXPECT_EQ(step.to_vector<int64_t>()[0], 0);
+
+  found.zero_();
+  const Tensor lr = Tensor::full({}, 0.25, DType::f32);
+  ops::sgd_update_multi({{p, g, Tensor(), Tensor()}}, {.lr = 1.f}, false, found, lr);
+  EXPECT_EQ(p.to_vector<float>()[0], 0.75f);  // 1 - 0.25 * 1: the device lr, not h.lr
+}
+
+TEST(OptimRegistry, CpuLossScalingFollowsGradScalersRule) {
+  Tensor g = ramp(4, 2.0, 2.0);
+  Tensor inv = Tensor::full({}, 0.5, DType::f32), found = Tensor::zeros({}, DType::f32);
+  ops::unscale_and_check_multi({g}, inv, found);
+  EXPECT_EQ(g.to_vector<float>()[3], 4.f);
+  EXPECT_EQ(found.item(), 0.0);
+  Tensor bad = Tensor::full({2}, std::numeric_limits<float>::max(), DType::f32);
+  ops::unscale_and_check_multi({g, bad}, Tensor::full({}, 4.0, DType::f32), found);
+  EXPECT_EQ(found.item(), 1.0);
+
+  Tensor scale = Tensor::full({}, 1024.0, DType::f32), inv_scale = Tensor::zeros({}, DType::f32);
+  Tensor tracker = Tensor::zeros({}, DType::i64);
+  ops::update_loss_scale(scale, inv_scale, tracker, found, 2.f, 0.5f, 2);  // overflow: halves
+  EXPECT_EQ(scale.item(), 512.0);
+  EXPECT_EQ(inv_scale.item(), 1.0 / 512);
+  found.zero_();
+  ops::update_loss_scale(scale, inv_scale, tracker, found, 2.f, 0.5f, 2);
+  EXPECT_EQ(scale.item(), 512.0);
+  EXPECT_EQ(tracker.item(), 1.0);
+  ops::update_loss_scale(scale, inv_scale, tracker, found, 2.f, 0.5f, 2);  // second clean step: grows
+  EXPECT_EQ(scale.item(), 1024.0);
+  EXPECT_EQ(tracker.item(), 0.0);
+}
+
+TEST(OptimRegistry, WhatNoImplementationTakesIsRefusedNamingTheCause) {
+  Tensor p = Tensor::zeros({3}, DType::f64), g = Tensor::zeros({3}, DType::f64), buf;
+  try {
+    ops::sgd_update(p, g, buf, {}, false);
+    FAIL() << "a float64 update ran";
+  } catch (const Error& e) {
+    test::expect_mentions(e.what(), {"sgd_update", "optimizer update", "float64", "float32 only"});
+  }
+  Tensor p32 = Tensor::zeros({3}), g64 = Tensor::zeros({3}, DType::f64);
+  try {
+    ops::sgd_update(p32, g64, buf, {}, false);
+    FAIL() << "a float64 gradient was taken for a float32 parameter";
+  } catch (const Error& e) {
+    test::expect_mentions(e.what(), {"sgd_update", "differs from the first parameter"});
+  }
+  Tensor gs = Tensor::zeros({3}, DType::f64), found = Tensor::zeros({}, DType::f32);
+  try {
+    ops::unscale_and_check_multi({gs}, Tensor::full({}, 1.0, DType::f32), found);
+    FAIL() << "a float64 gradient was unscaled";
+  } catch (const Error& e) {
+    test::expect_mentions(e.what(), {"unscale", "loss scaling", "float32 only"});
+  }
+}
+
+}  // namespace
+}  // namespace cg
