@@ -59,7 +59,7 @@ struct BatchNormOptions {
   // SyncBatchNorm: training statistics (and the two gradient sums of the backward) are summed
   // over the replicas through this hook, with each replica's own count; null = this process only.
   // Eval mode never uses it.
-  std::shared_ptr<CrossReplicaSum> cross_replica;
+  std::shared_ptr<CrossReplicaSum> cross_replica = nullptr;
 };
 // x [N, C, H, W] (or [N, H, W, C] for nhwc); weight, bias, running_mean, running_var [C]. Training mode normalizes with the
 // batch statistics and updates the running ones (and num_batches_tracked, when defined) in place;
