@@ -67,10 +67,11 @@ TEST(SyncBatchNormHook, OneSumPerLayerPerDirectionAndTheSameTrainingWithOneRepli
   EXPECT_NEAR(hooked_loss.item(), plain_loss.item(), 1e-6);
   EXPECT_TRUE(test::all_close(gradients(hooked), gradients(plain), {1e-5, 1e-4}));
   const NamedTensors p = plain.named_buffers(), h = hooked.named_buffers();
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i].second.dtype() == DType::f32)  // running statistics, not num_batches_tracked
-      EXPECT_TRUE(test::all_close(h[i].second.to_vector<float>(), p[i].second.to_vector<float>(), {1e-6, 1e-5}))
-          << p[i].first;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i].second.dtype() != DType::f32) continue;  // running statistics, not num_batches_tracked
+    EXPECT_TRUE(test::all_close(h[i].second.to_vector<float>(), p[i].second.to_vector<float>(), {1e-6, 1e-5}))
+        << p[i].first;
+  }
 
   hooked.eval();  // evaluation uses the running statistics: nothing to communicate
   autograd::NoGradGuard no_grad;
