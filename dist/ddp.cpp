@@ -55,6 +55,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
     nn::NamedTensors state = model.state_dict();  // replicas start from rank 0's weights and buffers
     broadcast_coalesced(*comm_, state, device_, current_stream(device_));
   }
+  if (options_.sync_batchnorm) sync_batchnorm_ = std::make_unique<SyncBatchNorm>(model_, *comm_);
   build_buckets(reverse_order(params_.size()));
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i].second.register_grad_ready_hook([this, i](Tensor&) { on_gradient_ready(i); });

@@ -26,6 +26,7 @@
 
 #include "dist/gradient_comm.h"
 #include "dist/process_group.h"
+#include "dist/sync_batchnorm.h"
 #include "nn/grad_scaler.h"
 #include "nn/optimizer.h"
 #include "nn/module.h"
@@ -37,6 +38,9 @@ struct DdpOptions {
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
   bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
   bool zero_sharding = false;     // ZeRO-1, see optim.zero_sharding and "ZeRO-1" below
+  // SyncBatchNorm over this DDP's transport for every BatchNorm2d (dist/sync_batchnorm.h); see
+  // model.sync_batchnorm in train/train_config.cpp.
+  bool sync_batchnorm = false;
 };
 
 class DistributedDataParallel {
@@ -95,6 +99,8 @@ class DistributedDataParallel {
   std::vector<int64_t> bucket_sizes() const;
   // The all-reduces of the last synced backward, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_reduces() const;
+  // BatchNorm2d layers whose statistics are synchronized (0 without options.sync_batchnorm).
+  size_t sync_batchnorm_layers() const { return sync_batchnorm_ ? sync_batchnorm_->num_layers() : 0; }
 
   // ---- ZeRO-1 (zero_sharding). The optimizer whose state is cut to this rank's shards (it must
   // step the model's parameters; attach before the first forward).
@@ -157,6 +163,8 @@ class DistributedDataParallel {
   bool sharding_active_ = false;       // from the first bucket rebuild on
   std::vector<std::shared_ptr<Work>> gathers_;
   bool gathers_pending_ = false;
+  // Last, so it detaches its hooks before comm_ goes. Null unless options.sync_batchnorm.
+  std::unique_ptr<SyncBatchNorm> sync_batchnorm_;
 };
 
 // Overwrites every tensor of `tensors` (all on `device`) with rank 0's values in one collective:

@@ -2,9 +2,11 @@
 #include "dist/gradient_comm.h"
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "dist/comm_stream.h"
 #include "dist/serial_worker.h"
@@ -22,6 +24,10 @@ namespace {
 class HostGlooComm : public GradientComm {
  public:
   explicit HostGlooComm(ProcessGroup& g) : group_(g) {}
+  void all_reduce_sum(double* data, int64_t count, const Stream&, const std::string& what) override {
+    trace::Span span(fmt::format("{} ({} doubles)", what, count), "communication");
+    group_.all_reduce(data, count);  // in issue order behind the buckets already queued
+  }
   std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream&, const std::string&) override {
     return group_.all_reduce_async(data, count, ReduceOp::average);
   }
@@ -96,6 +102,26 @@ class StagedGlooComm : public GradientComm {
     t.copy_(host);
   }
   std::string name() const override { return "gloo (staged through pinned host memory)"; }
+  // A few kilobytes per layer, staged synchronously like broadcast (ranks sharing a GPU are a test
+  // and small-scale setting). The collective itself runs as a job of the worker, behind the
+  // buckets posted before it, so every rank issues its collectives in the same order.
+  void all_reduce_sum(double* data, int64_t count, const Stream& compute, const std::string& what) override {
+    trace::Span span(fmt::format("{} ({} doubles, staged)", what, count), "communication");
+    const size_t bytes = size_t(count) * sizeof(double);
+    std::vector<double> host(static_cast<size_t>(count));
+    copy_bytes(host.data(), Device::cpu(), data, device_, bytes);  // returns once host holds them
+    std::promise<void> summed;
+    worker_->post([&] {
+      try {
+        group_.all_reduce(host.data(), count);
+        summed.set_value();
+      } catch (...) {
+        summed.set_exception(std::current_exception());
+      }
+    });
+    summed.get_future().get();
+    copy_bytes(data, device_, host.data(), Device::cpu(), bytes);  // returns once host may go
+  }
 
  private:
   // A replaced buffer may still be read by a copy back that an earlier job enqueued on copy_:
@@ -170,6 +196,9 @@ class ModeledComm : public GradientComm {
   }
   std::string name() const override { return fmt::format("modeled ring of {} ranks on {}", ranks_, link_.name); }
   double modeled_ms(size_t bytes) const override { return ring_all_reduce_ms(bytes, ranks_, link_); }
+  // The modeled ranks hold identical batches: the sum of N equal moment vectors (counts included)
+  // gives the statistics this rank has, so the data stays.
+  void all_reduce_sum(double*, int64_t, const Stream&, const std::string&) override {}
 
  private:
   // The communication stream (or, on the CPU, a worker thread) kept busy for `ms`.
@@ -214,6 +243,10 @@ std::shared_ptr<Work> GradientComm::reduce_scatter_average(float*, int64_t count
 std::shared_ptr<Work> GradientComm::all_gather_shards(float*, int64_t count, const Stream&, const std::string&) {
   shard_bounds(count);
   return nullptr;
+}
+
+void GradientComm::all_reduce_sum(double*, int64_t, const Stream&, const std::string& what) {
+  CG_FAIL("{}: the {} transport has no float64 sum (SyncBatchNorm)", what, name());
 }
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group) { return std::make_unique<HostGlooComm>(group); }

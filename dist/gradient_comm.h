@@ -56,6 +56,11 @@ class GradientComm {
   // Starts copying every rank's shard of `data` into the other ranks' `data`.
   virtual std::shared_ptr<Work> all_gather_shards(float* data, int64_t count, const Stream& compute,
                                                   const std::string& what);
+  // SyncBatchNorm (dist/sync_batchnorm.h): replaces `count` doubles at `data` (on the tensors'
+  // device) by their sum over the ranks, the same bits on every rank. CPU: done on return. GPU: in
+  // stream order after the work enqueued on `compute`, which waits for it (NCCL: on the
+  // communication stream, no host wait). `what` names it in errors and timelines.
+  virtual void all_reduce_sum(double* data, int64_t count, const Stream& compute, const std::string& what);
 };
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group);

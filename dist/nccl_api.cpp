@@ -77,6 +77,10 @@ int version() {
   return v;
 }
 
+void all_reduce_sum_f64(Comm comm, double* data, int64_t count, Stream stream) {
+  CG_NCCL_CHECK(ncclAllReduce(data, data, size_t(count), ncclDouble, ncclSum, as_nccl(comm), as_stream(stream)));
+}
+
 }  // namespace cg::dist::nccl
 
 #else  // no CUDA in this build
@@ -98,6 +102,7 @@ std::string async_error(Comm) { no_nccl("nccl::async_error"); }
 void abort(Comm) {}
 void destroy(Comm) {}
 int version() { return 0; }
+void all_reduce_sum_f64(Comm, double*, int64_t, Stream) { no_nccl("nccl::all_reduce_sum_f64"); }
 
 }  // namespace cg::dist::nccl
 #endif

@@ -26,5 +26,7 @@ std::string async_error(Comm comm);
 void abort(Comm comm);    // ends in-flight collectives so their streams can proceed
 void destroy(Comm comm);  // does not throw
 int version();            // e.g. 22803; 0 without NCCL
+// In place, on `stream`: the sum over ranks of `count` doubles (SyncBatchNorm's statistics).
+void all_reduce_sum_f64(Comm comm, double* data, int64_t count, Stream stream);
 
 }  // namespace cg::dist::nccl

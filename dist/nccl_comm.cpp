@@ -79,6 +79,17 @@ class NcclComm : public GradientComm {
     stream_->watch_replay(compute, what);
   }
 
+  void all_reduce_sum(double* data, int64_t count, const Stream& compute, const std::string& what) override {
+    std::shared_ptr<Work> work;
+    {
+      std::lock_guard<std::timed_mutex> lock(issue_mutex_);
+      work = stream_->begin(compute);
+      nccl::all_reduce_sum_f64(comm_, data, count, stream_->stream().handle());
+      stream_->end(work, "all_reduce", fmt::format("{}, {} doubles", what, count));
+    }
+    stream_->wait(*work, compute);
+  }
+
   std::string name() const override { return fmt::format("nccl {}", nccl::version()); }
 
   // ZeRO-1: NCCL's reduce-scatter wants equal shards, so a bucket is padded to world * shard.

@@ -7,6 +7,9 @@
 // On the GPU, every op enqueues on current_stream() (engine/stream.h) and never waits for the
 // device; conv2d, linear and cross_entropy follow autocast (engine/autocast.h).
 #pragma once
+#include <memory>
+
+#include "engine/cross_replica.h"
 #include "engine/tensor.h"
 #include "util/enum_names.h"
 #include "util/layout.h"
@@ -66,6 +69,10 @@ struct BatchNormOptions {
   // Activation::relu returns relu(batch_norm(x)) from one fused pass (forward and backward).
   Activation activation = Activation::none;
   Layout layout = Layout::nchw;  // of x and of the result
+  // SyncBatchNorm: training statistics (and the two gradient sums of the backward) are summed
+  // over the replicas through this hook, with each replica's own count; null = this process only.
+  // Eval mode never uses it.
+  std::shared_ptr<CrossReplicaSum> cross_replica = nullptr;
 };
 // x [N, C, H, W] (or [N, H, W, C] for nhwc); weight, bias, running_mean, running_var [C]. Training mode normalizes with the
 // batch statistics and updates the running ones (and num_batches_tracked, when defined) in place;

@@ -34,7 +34,7 @@ BatchNorm2d::BatchNorm2d(int64_t channels, ops::Layout layout, double eps, doubl
 }
 
 ops::BatchNormOptions BatchNorm2d::options(ops::Activation act) const {
-  return {is_training(), momentum_, eps_, act, layout_};
+  return {is_training(), momentum_, eps_, act, layout_, cross_replica_};
 }
 Tensor BatchNorm2d::forward(const Tensor& x) {
   return ops::batch_norm(x, weight_, bias_, running_mean_, running_var_, num_batches_tracked_,

@@ -37,10 +37,14 @@ class BatchNorm2d : public Module {
   Tensor forward_relu(const Tensor& x);
   // relu(forward(x) + residual) in one fused pass (ops::batch_norm_add_relu).
   Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
+  // SyncBatchNorm (PyTorch's convert_sync_batchnorm): in training mode the statistics and the
+  // backward's gradient sums are summed over replicas through `sum` (null: this process only).
+  void set_cross_replica(std::shared_ptr<CrossReplicaSum> sum) { cross_replica_ = std::move(sum); }
 
  private:
   ops::BatchNormOptions options(ops::Activation act) const;
 
+  std::shared_ptr<CrossReplicaSum> cross_replica_;
   ops::Layout layout_;
   double eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;

@@ -88,4 +88,10 @@ void Module::zero_grad() {
   for (auto& [name, t] : named_parameters()) t.impl().grad.reset();
 }
 
+void Module::for_each_module(const std::function<void(const std::string&, Module&)>& visit,
+                             const std::string& prefix) {
+  visit(prefix, *this);
+  for (auto& [name, child] : children_) child->for_each_module(visit, prefix.empty() ? name : prefix + "." + name);
+}
+
 }  // namespace cg::nn

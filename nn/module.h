@@ -3,6 +3,7 @@
 // statistics) and named child modules, all in registration order, which fixes the order and the
 // dotted names of state_dict() ("layer1.0.bn1.running_mean"), the same as PyTorch's.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +42,10 @@ class Module {
   bool is_training() const { return training_; }
   // Drops every parameter's .grad (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
+  // Calls visit(dotted name, module) for this module ("") and every descendant, depth first in
+  // registration order (PyTorch's named_modules()).
+  void for_each_module(const std::function<void(const std::string&, Module&)>& visit,
+                       const std::string& prefix = "");
 
  protected:
   Tensor& register_parameter(const std::string& name, Tensor t);

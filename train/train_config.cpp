@@ -108,6 +108,9 @@ const std::vector<Field>& fields() {
       CG_FIELD(model.num_classes, at_least(2), "output classes"),
       CG_FIELD(model.init_from, any(), "safetensors weights to start from (\"\" = random init)"),
       CG_FIELD(model.channels_last, any(), "NHWC activations (GPU: cuDNN reads them without transposes); same weights"),
+      CG_FIELD(model.sync_batchnorm, any(),
+               "SyncBatchNorm: training batch-norm statistics over all ranks' batches (one all-reduce per layer "
+               "and direction); no-op with one process"),
       CG_FIELD(data.dataset, any(), "which dataset"),
       CG_FIELD(data.path, any(), "dataset folder (\"\" = the dataset's default)"),
       CG_FIELD(data.image_size, between(0, 4096), "image side; 0 = native, larger pads"),
@@ -211,6 +214,9 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
     config::reject(v, "data.gpu_resident", "keeps the training set on the GPU; it needs train.device=cuda (or auto)");
   if (c.train.device == DeviceName::cpu && c.dist.backend == dist::BackendRequest::nccl)
     config::reject(v, "dist.backend", "nccl needs GPUs; with train.device=cpu use gloo or auto");
+  if (c.model.sync_batchnorm && c.kernels.batch_norm == ops::GpuImpl::cudnn && c.train.device != DeviceName::cpu)
+    config::reject(v, "model.sync_batchnorm",
+                   "needs the batch-norm statistics outside cuDNN; use kernels.batch_norm=native (or auto)");
   check_cuda_graph(c, v);
 }
 

@@ -111,8 +111,12 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   dist::DdpOptions options;
   options.bucket_cap_mb = c.dist.bucket_cap_mb;
   options.zero_sharding = c.optim.zero_sharding;
+  options.sync_batchnorm = c.model.sync_batchnorm && dc.world_size() > 1;  // one real rank: nothing to sync
   auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
   log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
+  if (options.sync_batchnorm)
+    log::info("SyncBatchNorm: {} batch-norm layers, statistics over {} ranks", ddp->sync_batchnorm_layers(),
+              dc.world_size());
   return ddp;
 }
 

@@ -21,6 +21,7 @@ struct BatchNormProblem {
   bool needs_backward = false;  // an input requires grad
   Activation activation = Activation::none;
   bool residual = false;
+  bool cross_replica = false;  // SyncBatchNorm: training statistics summed over the replicas
   std::string layer;  // "batch_norm layer with input [...]"
 };
 
@@ -48,6 +49,22 @@ class BatchNormImpl {
   virtual std::string why_unsupported(const BatchNormProblem& p) const = 0;
   virtual void forward(const BatchNormProblem& p, const BatchNormForward& a) const = 0;
   virtual void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const = 0;
+
+  // SyncBatchNorm (p.cross_replica, training): each direction in two phases around the sum over
+  // replicas (engine/cross_replica.h), float64 vectors on the layer's device, with the
+  // semantics of the CPU reference's batchnorm_local_moments & co. (kernels/cpu/batchnorm.h):
+  // local_moments fills moments [2C + 1] (sum x, sum x^2 per channel, this replica's count);
+  // forward_with_moments normalizes with the summed ones and updates the running statistics;
+  // local_grad_sums writes dgamma, dbeta (this replica's), d_residual and sums [2C] (sum g,
+  // sum g * xhat); backward_with_sums writes dx from the summed sums and moments[2C] (the
+  // global count, as the forward's sum left it). An implementation without them refuses the
+  // layer in why_unsupported.
+  virtual void local_moments(const BatchNormProblem& p, const BatchNormForward& a, const Tensor& moments) const;
+  virtual void forward_with_moments(const BatchNormProblem& p, const BatchNormForward& a,
+                                    const Tensor& moments) const;
+  virtual void local_grad_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums) const;
+  virtual void backward_with_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums,
+                                  const Tensor& moments) const;
 };
 
 using BatchNormRegistry = Registry<BatchNormImpl>;

@@ -49,6 +49,41 @@ class CpuBatchNorm : public BatchNormImpl {
       }
     });
   }
+
+  void local_moments(const BatchNormProblem& p, const BatchNormForward& a, const Tensor& moments) const override {
+    ops::detail::dispatch_floating("batch_norm (SyncBatchNorm statistics)", a.x, [&]<typename T>() {
+      kernels::cpu::batchnorm_local_moments<T>(p.shape, a.x.data<T>(), moments.data<double>());
+    });
+  }
+
+  void forward_with_moments(const BatchNormProblem& p, const BatchNormForward& a,
+                            const Tensor& moments) const override {
+    ops::detail::dispatch_floating("batch_norm (SyncBatchNorm)", a.x, [&]<typename T>() {
+      kernels::cpu::batchnorm_forward_with_moments<T>(
+          p.shape, a.x.data<T>(), a.weight.data<T>(), a.bias.data<T>(), T(a.eps), T(a.momentum),
+          moments.data<double>(), a.running_mean.data<T>(), a.running_var.data<T>(), a.y.data<T>(),
+          a.save_mean.data<T>(), a.save_invstd.data<T>(), p.activation, data_or_null<T>(a.residual));
+    });
+  }
+
+  void local_grad_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums) const override {
+    ops::detail::dispatch_floating("batch_norm backward (SyncBatchNorm sums)", a.dy, [&]<typename T>() {
+      kernels::cpu::batchnorm_local_grad_sums<T>(p.shape, a.dy.data<T>(), a.x.data<T>(), a.mean.data<T>(),
+                                                 a.stat.data<T>(), a.dgamma.data<T>(), a.dbeta.data<T>(),
+                                                 sums.data<double>(), a.dx.data<T>(), data_or_null<T>(a.relu_y),
+                                                 data_or_null<T>(a.d_residual));
+    });
+  }
+
+  void backward_with_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums,
+                          const Tensor& moments) const override {
+    ops::detail::dispatch_floating("batch_norm backward (SyncBatchNorm)", a.dy, [&]<typename T>() {
+      kernels::cpu::batchnorm_backward_with_sums<T>(
+          p.shape, a.dy.data<T>(), a.x.data<T>(), a.gamma.data<T>(), a.mean.data<T>(), a.stat.data<T>(),
+          sums.data<double>(), moments.data<double>()[2 * p.shape.c], a.dx.data<T>(), data_or_null<T>(a.relu_y),
+          data_or_null<T>(a.d_residual));
+    });
+  }
 };
 
 }  // namespace

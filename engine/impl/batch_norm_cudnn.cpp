@@ -18,6 +18,9 @@ class CudnnBatchNorm : public BatchNormImpl {
   std::string why_unsupported(const BatchNormProblem& p) const override {
     if (!ops::detail::gpu_dtype(p.dtype) || !cu::batchnorm_cudnn_supports(p.shape, p.dtype))
       return "does not support it";
+    if (p.cross_replica && p.training)
+      return "computes its statistics inside cuDNN, so it cannot combine them over ranks (model.sync_batchnorm); "
+             "use kernels.batch_norm=native";
     if (!p.training && p.needs_backward)
       return "has no eval-mode backward (cuDNN offers none); use kernels.batch_norm=native";
     return "";

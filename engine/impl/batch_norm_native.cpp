@@ -50,6 +50,40 @@ class NativeBatchNorm : public BatchNormImpl {
                                   raw_or_null(a.relu_y), raw_or_null_m(a.d_residual), ws, stream);
     }
   }
+
+  // SyncBatchNorm: the same kernels cut around the sum (kernels/cuda/batchnorm.h).
+  void local_moments(const BatchNormProblem& p, const BatchNormForward& a, const Tensor& moments) const override {
+    std::vector<Tensor> scratch;
+    cu::batchnorm_local_moments(p.shape, p.dtype, a.x.raw_data(), moments.data<double>(),
+                                ops::detail::workspace(a.x.device(), scratch), ops::detail::stream_of(a.x));
+  }
+
+  void forward_with_moments(const BatchNormProblem& p, const BatchNormForward& a,
+                            const Tensor& moments) const override {
+    std::vector<Tensor> scratch;
+    cu::batchnorm_forward_with_moments(p.shape, p.dtype, a.x.raw_data(), f32(a.weight), f32(a.bias), float(a.eps),
+                                       float(a.momentum), moments.data<double>(), f32m(a.running_mean),
+                                       f32m(a.running_var), a.y.raw_data(), f32m(a.save_mean), f32m(a.save_invstd),
+                                       p.activation, raw_or_null(a.residual),
+                                       ops::detail::workspace(a.x.device(), scratch), ops::detail::stream_of(a.x));
+  }
+
+  void local_grad_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums) const override {
+    std::vector<Tensor> scratch;
+    cu::batchnorm_local_grad_sums(p.shape, p.dtype, a.dy.raw_data(), a.x.raw_data(), f32(a.mean), f32(a.stat),
+                                  f32m(a.dgamma), f32m(a.dbeta), sums.data<double>(), raw_or_null(a.relu_y),
+                                  raw_or_null_m(a.d_residual), ops::detail::workspace(a.dy.device(), scratch),
+                                  ops::detail::stream_of(a.dy));
+  }
+
+  void backward_with_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums,
+                          const Tensor& moments) const override {
+    std::vector<Tensor> scratch;
+    cu::batchnorm_backward_with_sums(p.shape, p.dtype, a.dy.raw_data(), a.x.raw_data(), f32(a.gamma), f32(a.mean),
+                                     f32(a.stat), sums.data<double>(), moments.data<double>(), a.dx.raw_data(),
+                                     raw_or_null(a.relu_y), raw_or_null(a.d_residual),
+                                     ops::detail::workspace(a.dy.device(), scratch), ops::detail::stream_of(a.dy));
+  }
 };
 
 }  // namespace

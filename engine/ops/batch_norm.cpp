@@ -4,6 +4,10 @@
 // ops::gpu_kernels().batch_norm, in both modes, and the backward node keeps the one that ran.
 // On the GPU the activations may be half while the parameters and statistics stay float32
 // (mixed precision). Channels-last is the same computation over the shape {N * H * W, C, 1}.
+// SyncBatchNorm (options.cross_replica, training only): each direction runs the implementation's
+// local phase, one sum over replicas of a float64 vector per layer (moments forward, the two
+// gradient sums backward), then its second phase; the backward node keeps the hook and the
+// summed moments (their last entry is the global count).
 #include "engine/autograd/node.h"
 #include "engine/impl/batch_norm.h"
 #include "engine/ops.h"
@@ -22,11 +26,16 @@ class BatchNormBackward : public autograd::Node {
   struct Saved {
     Tensor x, gamma, mean, stat, relu_y;
     double eps;
+    std::shared_ptr<CrossReplicaSum> cross_replica;  // SyncBatchNorm, else null
+    Tensor moments;                                   // SyncBatchNorm: the summed forward moments
   };
   BatchNormBackward(std::shared_ptr<const impl::BatchNormImpl> impl, impl::BatchNormProblem problem, Saved saved)
       : impl_(std::move(impl)), p_(std::move(problem)), v_(std::move(saved)) {}
   std::string name() const override { return p_.residual ? "BatchNormAddReluBackward" : "BatchNormBackward"; }
-  void release_saved() override { v_.x = v_.gamma = v_.mean = v_.stat = v_.relu_y = {}; }
+  void release_saved() override {
+    v_.x = v_.gamma = v_.mean = v_.stat = v_.relu_y = v_.moments = {};
+    v_.cross_replica.reset();
+  }
 
   std::vector<Tensor> apply(const Tensor& dy) override {
     const Tensor& x = v_.x;
@@ -37,7 +46,14 @@ class BatchNormBackward : public autograd::Node {
     a.dbeta = Tensor::empty({p_.shape.c}, v_.gamma.dtype(), x.device());
     // Written whenever there is a residual, needed or not: the kernels' dx pass reads it back.
     if (p_.residual) a.d_residual = Tensor::empty(x.shape(), x.dtype(), x.device());
-    impl_->backward(p_, a);
+    if (v_.cross_replica) {
+      Tensor sums = Tensor::empty({2 * p_.shape.c}, DType::f64, x.device());
+      impl_->local_grad_sums(p_, a, sums);
+      v_.cross_replica->sum(sums, CrossReplicaSum::Pass::backward);
+      impl_->backward_with_sums(p_, a, sums, v_.moments);
+    } else {
+      impl_->backward(p_, a);
+    }
     std::vector<Tensor> grads(p_.residual ? 4 : 3);
     if (needs_grad(0)) grads[0] = a.dx;
     if (needs_grad(1)) grads[1] = a.dgamma;
@@ -81,6 +97,7 @@ impl::BatchNormProblem problem_of(const Tensor& x, const Tensor& residual, const
   p.needs_backward = autograd::any_requires_grad({&x, &weight, &bias, &residual});
   p.activation = options.activation;
   p.residual = residual.defined();
+  p.cross_replica = options.training && options.cross_replica != nullptr;
   p.layer = fmt::format("{} layer with input {}", residual.defined() ? "batch_norm_add_relu" : "batch_norm", x.str());
   return p;
 }
@@ -97,8 +114,10 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& we
     CG_CHECK(residual.shape() == x.shape(), "batch_norm_add_relu: residual {} and input {} differ in shape",
              residual.str(), x.str());
   }
+  // SyncBatchNorm counts every replica's values: one here is enough (PyTorch allows it too).
   if (options.training)
-    CG_CHECK(s.n * s.hw > 1, "batch_norm: training needs more than one value per channel, got {}", x.str());
+    CG_CHECK(s.n * s.hw > (options.cross_replica ? 0 : 1),
+             "batch_norm: training needs more than one value per channel, got {}", x.str());
   const impl::BatchNormProblem p = problem_of(x, residual, weight, bias, s, options);
   if (x.device().is_cuda()) detail::on_gpu("batch_norm", x);  // names the op on a dtype the GPU lacks
   auto implementation = impl::batch_norm_registry().pick(p, gpu_kernels().batch_norm, p.layer);
@@ -109,7 +128,18 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& we
     a.save_mean = Tensor::empty({c}, weight.dtype(), x.device());
     a.save_invstd = Tensor::empty({c}, weight.dtype(), x.device());
   }
-  implementation->forward(p, a);
+  Tensor moments;
+  if (p.cross_replica) {
+    moments = Tensor::empty({2 * c + 1}, DType::f64, x.device());
+    implementation->local_moments(p, a, moments);
+    options.cross_replica->sum(moments, CrossReplicaSum::Pass::forward);
+    if (x.device().is_cpu())  // on the GPU the count stays on the device; the kernels clamp
+      CG_CHECK(moments.data<double>()[2 * c] > 1,
+               "batch_norm: training needs more than one value per channel over all replicas, got {}", x.str());
+    implementation->forward_with_moments(p, a, moments);
+  } else {
+    implementation->forward(p, a);
+  }
   if (options.training && num_batches_tracked.defined()) {
     if (x.device().is_cuda())
       kernels::cuda::increment_i64(num_batches_tracked.data<int64_t>(), 1, detail::stream_of(x));
@@ -123,7 +153,8 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& we
     const bool relu = options.activation == Activation::relu;
     auto node = std::make_shared<BatchNormBackward>(
         std::move(implementation), p,
-        BatchNormBackward::Saved{x.detach(), weight.detach(), mean, stat, relu ? a.y.detach() : Tensor(), options.eps});
+        BatchNormBackward::Saved{x.detach(), weight.detach(), mean, stat, relu ? a.y.detach() : Tensor(), options.eps,
+                                 p.cross_replica ? options.cross_replica : nullptr, moments});
     if (residual.defined())
       autograd::connect(a.y, node, {&x, &weight, &bias, &residual});
     else

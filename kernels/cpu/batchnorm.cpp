@@ -207,6 +207,103 @@ void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, c
   });
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// SyncBatchNorm's phases (see the header). Same per-channel split and lane sums as above.
+
+template <typename T>
+void batchnorm_local_moments(const BatchNormShape& s, const T* x, double* moments) {
+  const double m = double(s.n * s.hw);
+  parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double sum = 0;
+      for (int64_t i = 0; i < s.n; ++i) sum += lane_sum(x + (i * s.c + c) * s.hw, s.hw);
+      const T a = T(m > 0 ? sum / m : 0.0);  // the local mean, as T: the deviations are exact
+      double sq = 0;
+      for (int64_t i = 0; i < s.n; ++i) sq += lane_sq_dev(x + (i * s.c + c) * s.hw, a, s.hw);
+      moments[c] = sum;
+      // sum x^2 = sum (x - a)^2 + 2 a sum x - m a^2, in double.
+      moments[s.c + c] = sq + 2.0 * double(a) * sum - m * double(a) * double(a);
+    }
+  });
+  moments[2 * s.c] = m;
+}
+
+template <typename T>
+void batchnorm_forward_with_moments(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, T eps,
+                                    T momentum, const double* moments, T* running_mean, T* running_var, T* y,
+                                    T* save_mean, T* save_invstd, Activation act, const T* residual) {
+  const double m = moments[2 * s.c];
+  parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const double mean = moments[c] / m;
+      const double var = std::max(moments[s.c + c] / m - mean * mean, 0.0);  // biased
+      const T invstd = T(1.0 / std::sqrt(var + double(eps)));
+      save_mean[c] = T(mean);
+      save_invstd[c] = invstd;
+      if (running_mean) running_mean[c] = (T(1) - momentum) * running_mean[c] + momentum * T(mean);
+      if (running_var) {
+        const double unbiased = m > 1 ? var * m / (m - 1) : var;
+        running_var[c] = (T(1) - momentum) * running_var[c] + momentum * T(unbiased);
+      }
+      const T scale = gamma[c] * invstd, shift = beta[c] - T(mean) * scale;
+      apply_affine(s, x, c, scale, shift, act, residual, y);
+    }
+  });
+}
+
+// Where the gradient reaching the normalization lives once grad_into_sum has run.
+template <typename T>
+const T* grad_reaching_norm(const T* dy, const T* relu_y, const T* d_residual, const T* dx) {
+  if (!relu_y) return dy;
+  return d_residual ? d_residual : dx;
+}
+
+template <typename T>
+void batchnorm_local_grad_sums(const BatchNormShape& s, const T* dy, const T* x, const T* save_mean,
+                               const T* save_invstd, T* dgamma, T* dbeta, double* sums, T* dx, const T* relu_y,
+                               T* d_residual) {
+  const T* g_all = grad_into_sum(s, dy, relu_y, d_residual, dx);
+  parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const T mu = save_mean[c];
+      double sum_g = 0, sum_gx = 0;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const T* g = g_all + (i * s.c + c) * s.hw;
+        sum_g += lane_sum(g, s.hw);
+        sum_gx += lane_dot_dev(g, x + (i * s.c + c) * s.hw, mu, s.hw);
+      }
+      sum_gx *= double(save_invstd[c]);
+      dbeta[c] = T(sum_g);
+      dgamma[c] = T(sum_gx);
+      sums[c] = sum_g;
+      sums[s.c + c] = sum_gx;
+    }
+  });
+}
+
+template <typename T>
+void batchnorm_backward_with_sums(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
+                                  const T* save_mean, const T* save_invstd, const double* sums, double count,
+                                  T* dx, const T* relu_y, const T* d_residual) {
+  const T* g_all = grad_reaching_norm(dy, relu_y, d_residual, dx);
+  parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const double invstd = double(save_invstd[c]);
+      // dx = gamma * invstd * (g - mean(g) - xhat * mean(g * xhat)), means over every replica.
+      const T k = T(double(gamma[c]) * invstd);
+      const T mean_g = T(sums[c] / count), proj = T(sums[s.c + c] / count * invstd);
+      const T mu = save_mean[c];
+      for (int64_t i = 0; i < s.n; ++i) {
+        const T* g = g_all + (i * s.c + c) * s.hw;
+        const T* p = x + (i * s.c + c) * s.hw;
+        T* q = dx + (i * s.c + c) * s.hw;
+        for (int64_t j = 0; j < s.hw; ++j) q[j] = k * (g[j] - mean_g - (p[j] - mu) * proj);
+      }
+    }
+  });
+}
+
 #define CG_INSTANTIATE(T)                                                                        \
   template void batchnorm_forward_train<T>(const BatchNormShape&, const T*, const T*, const T*, \
                                            T, T, T*, T*, T*, T*, T*, Activation, const T*);     \
@@ -216,7 +313,17 @@ void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, c
                                             const T*, const T*, const T*, T*, T*, T*, const T*, \
                                             T*);                                                \
   template void batchnorm_backward_eval<T>(const BatchNormShape&, const T*, const T*, const T*, \
-                                           const T*, const T*, T, T*, T*, T*, const T*, T*);
+                                           const T*, const T*, T, T*, T*, T*, const T*, T*);      \
+  template void batchnorm_local_moments<T>(const BatchNormShape&, const T*, double*);             \
+  template void batchnorm_forward_with_moments<T>(const BatchNormShape&, const T*, const T*,      \
+                                                  const T*, T, T, const double*, T*, T*, T*, T*, \
+                                                  T*, Activation, const T*);                     \
+  template void batchnorm_local_grad_sums<T>(const BatchNormShape&, const T*, const T*,           \
+                                             const T*, const T*, T*, T*, double*, T*, const T*,  \
+                                             T*);                                                \
+  template void batchnorm_backward_with_sums<T>(const BatchNormShape&, const T*, const T*,        \
+                                                const T*, const T*, const T*, const double*,     \
+                                                double, T*, const T*, const T*);
 CG_INSTANTIATE(float)
 CG_INSTANTIATE(double)
 #undef CG_INSTANTIATE

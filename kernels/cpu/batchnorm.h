@@ -44,4 +44,32 @@ void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, c
                              T* dgamma, T* dbeta, const T* relu_y = nullptr,
                              T* d_residual = nullptr);
 
+// SyncBatchNorm: the training forward and backward cut around a sum over replicas (the caller
+// sums the float64 vectors between the phases). Channel c's statistics are then those of every
+// replica's values together, each replica weighing by its own count.
+// moments [2C + 1]: sum x per channel, then sum x^2 per channel (taken around the local mean, so
+// nothing cancels before the conversion in double), then this replica's count N * H * W.
+template <typename T>
+void batchnorm_local_moments(const BatchNormShape& s, const T* x, double* moments);
+// The forward from summed moments (moments[2C] = the global count): y, save_mean/save_invstd
+// (biased variance) and the running statistics (unbiased with the global count), as
+// batchnorm_forward_train does with its own.
+template <typename T>
+void batchnorm_forward_with_moments(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, T eps,
+                                    T momentum, const double* moments, T* running_mean, T* running_var, T* y,
+                                    T* save_mean, T* save_invstd, Activation act = Activation::none,
+                                    const T* residual = nullptr);
+// This replica's part of the backward: dgamma, dbeta (local sums: DDP averages them as gradients),
+// d_residual, and sums [2C] = (sum g, sum g * xhat) per channel, g the gradient reaching the
+// normalization. dx may receive the ReLU-masked gradient (batchnorm_backward_with_sums reads it).
+template <typename T>
+void batchnorm_local_grad_sums(const BatchNormShape& s, const T* dy, const T* x, const T* save_mean,
+                               const T* save_invstd, T* dgamma, T* dbeta, double* sums, T* dx,
+                               const T* relu_y = nullptr, T* d_residual = nullptr);
+// dx from the summed gradient sums and the global count (same arguments as the local phase).
+template <typename T>
+void batchnorm_backward_with_sums(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
+                                  const T* save_mean, const T* save_invstd, const double* sums, double count,
+                                  T* dx, const T* relu_y = nullptr, const T* d_residual = nullptr);
+
 }  // namespace cg::kernels::cpu

@@ -245,6 +245,73 @@ __global__ void grad_input_kernel(BatchNormShape s, int hwv, const T* dy, const 
 }
 
 // ---------------------------------------------------------------------------------------------
+// SyncBatchNorm's per-channel phases (kernels/cpu/batchnorm.h has their semantics). moments:
+// [sum x, sum x^2 per channel, count], float64; converted from the shifted partials in double.
+
+template <typename T>
+__global__ void moments_finalize_kernel(BatchNormShape s, const T* x, int slices, const double2* partial,
+                                        double* moments) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= s.c) return;
+  const double m = double(s.n * s.hw), a = double(stats_shift(s, x, c));
+  double sum = 0, sq = 0;
+  for (int z = 0; z < slices; ++z) {
+    sum += partial[c * slices + z].x;
+    sq += partial[c * slices + z].y;
+  }
+  moments[c] = sum + m * a;                       // sum x = sum d + m a
+  moments[s.c + c] = sq + 2.0 * a * sum + m * a * a;  // sum x^2 = sum d^2 + 2 a sum d + m a^2
+  if (c == 0) moments[2 * s.c] = m;
+}
+
+// stats_finalize_kernel's work from summed moments (moments[2C]: the count over all replicas).
+__global__ void stats_from_moments_kernel(int64_t channels, const double* moments, const float* gamma,
+                                          const float* beta, float eps, float momentum, float* running_mean,
+                                          float* running_var, float* save_mean, float* save_invstd, float2* affine) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  const double m = fmax(moments[2 * channels], 1.0);
+  const double mean = moments[c] / m, var = fmax(moments[channels + c] / m - mean * mean, 0.0);
+  const float invstd = float(1.0 / sqrt(var + double(eps)));
+  save_mean[c] = float(mean);
+  save_invstd[c] = invstd;
+  if (running_mean) running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * float(mean);
+  if (running_var) {
+    const double unbiased = m > 1 ? var * m / (m - 1) : var;
+    running_var[c] = (1.f - momentum) * running_var[c] + momentum * float(unbiased);
+  }
+  const float scale = gamma[c] * invstd;
+  affine[c] = make_float2(scale, beta[c] - float(mean) * scale);
+}
+
+// This replica's dbeta, dgamma and sums = (sum g, sum g * xhat) per channel.
+__global__ void grad_sums_kernel(int64_t channels, int slices, const double2* partial, const float* invstd,
+                                 float* dgamma, float* dbeta, double* sums) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  double sg = 0, sgx = 0;
+  for (int z = 0; z < slices; ++z) {
+    sg += partial[c * slices + z].x;
+    sgx += partial[c * slices + z].y;
+  }
+  const double sum_g_xhat = sgx * double(invstd[c]);
+  dbeta[c] = float(sg);
+  dgamma[c] = float(sum_g_xhat);
+  sums[c] = sg;
+  sums[channels + c] = sum_g_xhat;
+}
+
+// grad_finalize_kernel's training coefficients from summed sums and the global count.
+__global__ void grad_coef_from_sums_kernel(int64_t channels, const double* sums, const double* moments,
+                                           const float* gamma, const float* mean, const float* invstd, float4* coef) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  const double m = fmax(moments[2 * channels], 1.0), is = double(invstd[c]);
+  const double k = double(gamma[c]) * is;
+  coef[c] = make_float4(float(k), float(-k * is * sums[channels + c] / m), mean[c], float(-k * sums[c] / m));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Launchers.
 
 // Channels-last: every H*W plane is one value, so the row kernels apply.
@@ -311,6 +378,63 @@ struct Scratch {
   }
 };
 
+// The first step of the forward: shifted partial sums per (slice, channel).
+template <typename T, int V>
+void launch_stats_partial(const BatchNormShape& s, const T* x, const PartialGrid& grid, double2* partial, Stream st) {
+  const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
+  if (channels_last(s)) {
+    bn::stats_rows_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, grid.width, x, grid.slices,
+                                                                             partial);
+  } else {
+    stats_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), x, grid.slices, partial);
+  }
+  CG_CUDA_AFTER_LAUNCH("batchnorm stats partial kernel");
+}
+
+// The last step of the forward: y = finish(x * scale + shift).
+template <typename T, int V>
+void launch_affine(const BatchNormShape& s, const T* x, const float2* affine, const T* residual, T* y, bool relu,
+                   Stream st) {
+  const int blocks = blocks_for(s.n * s.c * s.hw / V);
+  if (channels_last(s)) {
+    bn::affine_rows_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, x, affine, residual, y, relu);
+  } else {
+    affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), x, affine, residual, y, relu);
+  }
+  CG_CUDA_AFTER_LAUNCH("batchnorm affine kernel");
+}
+
+// The backward's first step: (sum g, sum g (x - mean)) per (slice, channel); writes d_residual.
+template <typename T, int V>
+void launch_grad_partial(const BatchNormShape& s, const T* dy, const T* x, const T* relu_y, T* d_residual,
+                         const float* mean, const PartialGrid& grid, double2* partial, Stream st) {
+  const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
+  if (channels_last(s)) {
+    bn::grad_rows_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, grid.width, dy, x, relu_y,
+                                                                            d_residual, mean, grid.slices, partial);
+  } else {
+    grad_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), dy, x, relu_y, d_residual,
+                                                                    mean, grid.slices, partial);
+  }
+  CG_CUDA_AFTER_LAUNCH("batchnorm grad partial kernel");
+}
+
+// The backward's last step: dx = a g + b (x - mean) + d. With a residual, the masked gradient is
+// already in d_residual: read back instead of masking dy again.
+template <typename T, int V>
+void launch_grad_input(const BatchNormShape& s, const T* dy, const T* x, const T* relu_y, const T* d_residual,
+                       const float4* coef, T* dx, Stream st) {
+  const T* g = d_residual ? d_residual : dy;
+  const T* mask = d_residual ? nullptr : relu_y;
+  const int blocks = blocks_for(s.n * s.c * s.hw / V);
+  if (channels_last(s)) {
+    bn::grad_input_rows_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, g, x, mask, coef, dx);
+  } else {
+    grad_input_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), g, x, mask, coef, dx);
+  }
+  CG_CUDA_AFTER_LAUNCH("batchnorm grad input kernel");
+}
+
 template <typename T>
 struct Forward {
   static void run(const BatchNormShape& s, bool training, const void* x_, const float* gamma, const float* beta,
@@ -319,22 +443,14 @@ struct Forward {
     if (s.n * s.c * s.hw == 0) return;
     const T *x = static_cast<const T*>(x_), *residual = static_cast<const T*>(residual_);
     T* y = static_cast<T*>(y_);
-    const bool relu = act == Activation::relu, rows = channels_last(s);
+    const bool relu = act == Activation::relu;
     with_vector<T>(vector_bytes<T>(s, {x_, y_, residual_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      const int hwv = int(s.hw / V);
       const PartialGrid grid = training ? partial_grid(s, V) : PartialGrid{0, 0, 0};
       Scratch scratch(s, grid.slices, sizeof(float2), workspace);
       auto* affine = static_cast<float2*>(scratch.coef);
       if (training) {
-        const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
-        if (rows) {
-          bn::stats_rows_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, grid.width, x,
-                                                                                   grid.slices, scratch.partial);
-        } else {
-          stats_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, hwv, x, grid.slices, scratch.partial);
-        }
-        CG_CUDA_AFTER_LAUNCH("batchnorm stats partial kernel");
+        launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
         stats_finalize_kernel<T><<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(
             s, x, grid.slices, scratch.partial, gamma, beta, eps, momentum, rm, rv, sm, si, affine);
         CG_CUDA_AFTER_LAUNCH("batchnorm stats_finalize_kernel");
@@ -342,13 +458,7 @@ struct Forward {
         eval_affine_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, gamma, beta, rm, rv, eps, affine);
         CG_CUDA_AFTER_LAUNCH("batchnorm eval_affine_kernel");
       }
-      const int blocks = blocks_for(s.n * s.c * s.hw / V);
-      if (rows) {
-        bn::affine_rows_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, x, affine, residual, y, relu);
-      } else {
-        affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, hwv, x, affine, residual, y, relu);
-      }
-      CG_CUDA_AFTER_LAUNCH("batchnorm affine kernel");
+      launch_affine<T, V>(s, x, affine, residual, y, relu, st);
     });
   }
 };
@@ -361,41 +471,126 @@ struct Backward {
     if (s.n * s.c * s.hw == 0) return;
     const T *dy = static_cast<const T*>(dy_), *x = static_cast<const T*>(x_), *relu_y = static_cast<const T*>(relu_y_);
     T *dx = static_cast<T*>(dx_), *d_residual = static_cast<T*>(d_residual_);
-    const bool rows = channels_last(s);
     with_vector<T>(vector_bytes<T>(s, {dy_, x_, dx_, relu_y_, d_residual_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      const int hwv = int(s.hw / V);
       const PartialGrid grid = partial_grid(s, V);
       Scratch scratch(s, grid.slices, sizeof(float4), workspace);
       auto* coef = static_cast<float4*>(scratch.coef);
-      const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
-      if (rows) {
-        bn::grad_rows_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(
-            s.n, s.c, grid.width, dy, x, relu_y, d_residual, mean, grid.slices, scratch.partial);
-      } else {
-        grad_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, hwv, dy, x, relu_y, d_residual, mean,
-                                                                        grid.slices, scratch.partial);
-      }
-      CG_CUDA_AFTER_LAUNCH("batchnorm grad partial kernel");
+      launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
       grad_finalize_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(
           s, training, grid.slices, scratch.partial, gamma, mean, invstd, var, eps, dgamma, dbeta, coef);
       CG_CUDA_AFTER_LAUNCH("batchnorm grad_finalize_kernel");
-      // With a residual, the masked gradient is already in d_residual: read it back instead of
-      // masking dy again.
-      const T* g = d_residual ? d_residual : dy;
-      const T* mask = d_residual ? nullptr : relu_y;
-      const int blocks_dx = blocks_for(s.n * s.c * s.hw / V);
-      if (rows) {
-        bn::grad_input_rows_kernel<T, V><<<blocks_dx, kThreads, 0, as_cuda(st)>>>(s.n, s.c, g, x, mask, coef, dx);
-      } else {
-        grad_input_kernel<T, V><<<blocks_dx, kThreads, 0, as_cuda(st)>>>(s, hwv, g, x, mask, coef, dx);
-      }
-      CG_CUDA_AFTER_LAUNCH("batchnorm grad input kernel");
+      launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
+    });
+  }
+};
+
+template <typename T>
+struct LocalMoments {
+  static void run(const BatchNormShape& s, const void* x_, double* moments, const WorkspaceFn& workspace, Stream st) {
+    const T* x = static_cast<const T*>(x_);
+    with_vector<T>(vector_bytes<T>(s, {x_}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      const PartialGrid grid = partial_grid(s, V);
+      Scratch scratch(s, grid.slices, 0, workspace);
+      launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
+      moments_finalize_kernel<T><<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s, x, grid.slices, scratch.partial,
+                                                                                  moments);
+      CG_CUDA_AFTER_LAUNCH("batchnorm moments_finalize_kernel");
+    });
+  }
+};
+
+template <typename T>
+struct ForwardWithMoments {
+  static void run(const BatchNormShape& s, const void* x_, const float* gamma, const float* beta, float eps,
+                  float momentum, const double* moments, float* rm, float* rv, void* y_, float* sm, float* si,
+                  Activation act, const void* residual_, const WorkspaceFn& workspace, Stream st) {
+    const T *x = static_cast<const T*>(x_), *residual = static_cast<const T*>(residual_);
+    T* y = static_cast<T*>(y_);
+    with_vector<T>(vector_bytes<T>(s, {x_, y_, residual_}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      Scratch scratch(s, 0, sizeof(float2), workspace);
+      auto* affine = static_cast<float2*>(scratch.coef);
+      stats_from_moments_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, moments, gamma, beta, eps,
+                                                                                 momentum, rm, rv, sm, si, affine);
+      CG_CUDA_AFTER_LAUNCH("batchnorm stats_from_moments_kernel");
+      launch_affine<T, V>(s, x, affine, residual, y, act == Activation::relu, st);
+    });
+  }
+};
+
+template <typename T>
+struct LocalGradSums {
+  static void run(const BatchNormShape& s, const void* dy_, const void* x_, const float* mean, const float* invstd,
+                  float* dgamma, float* dbeta, double* sums, const void* relu_y_, void* d_residual_,
+                  const WorkspaceFn& workspace, Stream st) {
+    const T *dy = static_cast<const T*>(dy_), *x = static_cast<const T*>(x_), *relu_y = static_cast<const T*>(relu_y_);
+    T* d_residual = static_cast<T*>(d_residual_);
+    with_vector<T>(vector_bytes<T>(s, {dy_, x_, relu_y_, d_residual_}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      const PartialGrid grid = partial_grid(s, V);
+      Scratch scratch(s, grid.slices, 0, workspace);
+      launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
+      grad_sums_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, grid.slices, scratch.partial, invstd,
+                                                                        dgamma, dbeta, sums);
+      CG_CUDA_AFTER_LAUNCH("batchnorm grad_sums_kernel");
+    });
+  }
+};
+
+template <typename T>
+struct BackwardWithSums {
+  static void run(const BatchNormShape& s, const void* dy_, const void* x_, const float* gamma, const float* mean,
+                  const float* invstd, const double* sums, const double* moments, void* dx_, const void* relu_y_,
+                  const void* d_residual_, const WorkspaceFn& workspace, Stream st) {
+    const T *dy = static_cast<const T*>(dy_), *x = static_cast<const T*>(x_), *relu_y = static_cast<const T*>(relu_y_);
+    const T* d_residual = static_cast<const T*>(d_residual_);
+    T* dx = static_cast<T*>(dx_);
+    with_vector<T>(vector_bytes<T>(s, {dy_, x_, dx_, relu_y_, d_residual_}), [&](auto vec) {
+      constexpr int V = decltype(vec)::value;
+      Scratch scratch(s, 0, sizeof(float4), workspace);
+      auto* coef = static_cast<float4*>(scratch.coef);
+      grad_coef_from_sums_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, sums, moments, gamma, mean,
+                                                                                  invstd, coef);
+      CG_CUDA_AFTER_LAUNCH("batchnorm grad_coef_from_sums_kernel");
+      launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
     });
   }
 };
 
 }  // namespace
+
+void batchnorm_local_moments(const BatchNormShape& s, DType dtype, const void* x, double* moments,
+                             const WorkspaceFn& workspace, Stream stream) {
+  dispatch_floating<LocalMoments>("batchnorm_local_moments", dtype, s, x, moments, workspace, stream);
+}
+
+void batchnorm_forward_with_moments(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+                                    const float* beta, float eps, float momentum, const double* moments,
+                                    float* running_mean, float* running_var, void* y, float* save_mean,
+                                    float* save_invstd, Activation act, const void* residual,
+                                    const WorkspaceFn& workspace, Stream stream) {
+  dispatch_floating<ForwardWithMoments>("batchnorm_forward_with_moments", dtype, s, x, gamma, beta, eps, momentum,
+                                        moments, running_mean, running_var, y, save_mean, save_invstd, act, residual,
+                                        workspace, stream);
+}
+
+void batchnorm_local_grad_sums(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+                               const float* save_mean, const float* save_invstd, float* dgamma, float* dbeta,
+                               double* sums, const void* relu_y, void* d_residual, const WorkspaceFn& workspace,
+                               Stream stream) {
+  dispatch_floating<LocalGradSums>("batchnorm_local_grad_sums", dtype, s, dy, x, save_mean, save_invstd, dgamma,
+                                   dbeta, sums, relu_y, d_residual, workspace, stream);
+}
+
+void batchnorm_backward_with_sums(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+                                  const float* gamma, const float* save_mean, const float* save_invstd,
+                                  const double* sums, const double* moments, void* dx, const void* relu_y,
+                                  const void* d_residual, const WorkspaceFn& workspace, Stream stream) {
+  dispatch_floating<BackwardWithSums>("batchnorm_backward_with_sums", dtype, s, dy, x, gamma, save_mean, save_invstd,
+                                      sums, moments, dx, relu_y, d_residual, workspace, stream);
+}
 
 void batchnorm_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                              const float* beta, float eps, float momentum, float* running_mean, float* running_var,

@@ -30,4 +30,23 @@ void batchnorm_backward_eval(const BatchNormShape& s, DType dtype, const void* d
                              void* dx, float* dgamma, float* dbeta, const void* relu_y, void* d_residual,
                              const WorkspaceFn& workspace, Stream stream);
 
+// SyncBatchNorm's phases around the sum over replicas, with the semantics of the CPU reference's
+// (kernels/cpu/batchnorm.h): moments [2C + 1] and sums [2C] are float64 device vectors; the
+// global count is read on the device from moments[2C] (no host round trip).
+void batchnorm_local_moments(const BatchNormShape& s, DType dtype, const void* x, double* moments,
+                             const WorkspaceFn& workspace, Stream stream);
+void batchnorm_forward_with_moments(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+                                    const float* beta, float eps, float momentum, const double* moments,
+                                    float* running_mean, float* running_var, void* y, float* save_mean,
+                                    float* save_invstd, Activation act, const void* residual,
+                                    const WorkspaceFn& workspace, Stream stream);
+void batchnorm_local_grad_sums(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+                               const float* save_mean, const float* save_invstd, float* dgamma, float* dbeta,
+                               double* sums, const void* relu_y, void* d_residual, const WorkspaceFn& workspace,
+                               Stream stream);
+void batchnorm_backward_with_sums(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+                                  const float* gamma, const float* save_mean, const float* save_invstd,
+                                  const double* sums, const double* moments, void* dx, const void* relu_y,
+                                  const void* d_residual, const WorkspaceFn& workspace, Stream stream);
+
 }  // namespace cg::kernels::cuda

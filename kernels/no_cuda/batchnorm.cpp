@@ -23,6 +23,23 @@ void batchnorm_backward_eval(const BatchNormShape&, DType, const void*, const vo
                              Stream) {
   no_cuda("batchnorm_backward_eval");
 }
+void batchnorm_local_moments(const BatchNormShape&, DType, const void*, double*, const WorkspaceFn&, Stream) {
+  no_cuda("batchnorm_local_moments");
+}
+void batchnorm_forward_with_moments(const BatchNormShape&, DType, const void*, const float*, const float*, float, float,
+                                    const double*, float*, float*, void*, float*, float*, Activation, const void*,
+                                    const WorkspaceFn&, Stream) {
+  no_cuda("batchnorm_forward_with_moments");
+}
+void batchnorm_local_grad_sums(const BatchNormShape&, DType, const void*, const void*, const float*, const float*,
+                               float*, float*, double*, const void*, void*, const WorkspaceFn&, Stream) {
+  no_cuda("batchnorm_local_grad_sums");
+}
+void batchnorm_backward_with_sums(const BatchNormShape&, DType, const void*, const void*, const float*, const float*,
+                                  const float*, const double*, const double*, void*, const void*, const void*,
+                                  const WorkspaceFn&, Stream) {
+  no_cuda("batchnorm_backward_with_sums");
+}
 
 }  // namespace cg::kernels::cuda
 #endif

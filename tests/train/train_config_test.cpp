@@ -221,7 +221,7 @@ TEST(TrainConfig, HelpListsEveryKey) {
   const std::string h = train_config_help();
   const std::vector<std::string> keys = {
       "model.widths", "model.blocks", "model.in_channels", "model.num_classes", "model.init_from",
-      "model.channels_last", "data.dataset", "data.path", "data.image_size", "data.batch_size", "data.num_workers", "data.shuffle",
+      "model.channels_last", "model.sync_batchnorm", "data.dataset", "data.path", "data.image_size", "data.batch_size", "data.num_workers", "data.shuffle",
       "data.augment", "data.synthetic_size", "data.gpu_resident", "optim.name", "optim.lr", "optim.momentum", "optim.nesterov",
       "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "optim.zero_sharding", "sched.name",
       "sched.warmup_steps",
@@ -236,6 +236,18 @@ TEST(TrainConfig, HelpListsEveryKey) {
                       "one of constant|cosine|warmup_cosine", "one of auto|cpu|cuda", "one of auto|nccl|gloo|modeled",
                       "one of auto|cudnn|native", "one of timed|heuristic", "one of auto|im2col|winograd",
                       "one of nvlink|infiniband"});
+}
+
+// SyncBatchNorm combines statistics outside the kernels, which cuDNN's batch norm cannot take.
+TEST(TrainConfig, SyncBatchNormIsABoolAndRefusesCudnnBatchNorm) {
+  EXPECT_FALSE(load_train_config("", {}).model.sync_batchnorm);
+  EXPECT_TRUE(load_train_config("", {"model.sync_batchnorm=true"}).model.sync_batchnorm);
+  expect_mentions(error_of({"model.sync_batchnorm=maybe"}), {"'model.sync_batchnorm'"});
+  expect_mentions(error_of({"model.sync_batchnorm=true", "kernels.batch_norm=cudnn"}),
+                  {"'model.sync_batchnorm'", "kernels.batch_norm=native"});
+  // The CPU never uses cuDNN, so the pair is harmless there.
+  EXPECT_TRUE(load_train_config("", {"model.sync_batchnorm=true", "kernels.batch_norm=cudnn", "train.device=cpu"})
+                  .model.sync_batchnorm);
 }
 
 }  // namespace
