@@ -24,6 +24,9 @@ struct DdpOptions {
   double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in train/train_config.cpp
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
   bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
+  // dist.grad_compression: buckets all-reduced in 16 bits as PyTorch's fp16/bf16 compress hooks
+  // (dist/grad_compression.h); the scaler's found_inf is never compressed.
+  GradCompression grad_compression = GradCompression::none;
 };
 
 class DistributedDataParallel {
@@ -81,6 +84,11 @@ class DistributedDataParallel {
   std::vector<int64_t> bucket_sizes() const;
   // The all-reduces of the last synced backward, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_reduces() const;
+  // Bytes each bucket's all-reduce carries per synced step (its element count times 4, or 2 with
+  // dist.grad_compression), in bucket order, and their total: the payload, not counting the
+  // ring's 2(W-1)/W factor, which is the same with and without compression.
+  std::vector<size_t> bucket_bytes_per_step() const;
+  size_t bytes_per_step() const;
 
  private:
   struct Bucket {
@@ -88,6 +96,7 @@ class DistributedDataParallel {
     std::vector<size_t> params;      // indices into params_
     size_t pending = 0;              // gradients not yet final in this backward
     std::shared_ptr<Work> work;
+    Tensor compressed;               // dist.grad_compression: the bucket's 16-bit buffer
   };
 
   void build_buckets(const std::vector<size_t>& order);

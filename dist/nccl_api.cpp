@@ -67,6 +67,11 @@ int version() {
   return v;
 }
 
+void all_reduce_sum_16bit(Comm comm, void* data, int64_t count, bool bfloat16, Stream stream) {
+  CG_NCCL_CHECK(ncclAllReduce(data, data, size_t(count), bfloat16 ? ncclBfloat16 : ncclHalf, ncclSum, as_nccl(comm),
+                              as_stream(stream)));
+}
+
 }  // namespace cg::dist::nccl
 
 #else  // no CUDA in this build
@@ -86,6 +91,7 @@ std::string async_error(Comm) { no_nccl("nccl::async_error"); }
 void abort(Comm) {}
 void destroy(Comm) {}
 int version() { return 0; }
+void all_reduce_sum_16bit(Comm, void*, int64_t, bool, Stream) { no_nccl("nccl::all_reduce_sum_16bit"); }
 
 }  // namespace cg::dist::nccl
 #endif

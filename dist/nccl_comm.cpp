@@ -9,6 +9,7 @@
 #include "dist/comm_stream.h"
 #include "dist/gradient_comm.h"
 #include "dist/nccl_api.h"
+#include "engine/grad_compression.h"
 #include "util/check.h"
 
 namespace cg::dist {
@@ -18,7 +19,7 @@ std::string megabytes(size_t bytes) { return fmt::format("{:.1f} MB", double(byt
 
 class NcclComm : public GradientComm {
  public:
-  NcclComm(TcpStore& store, int rank, int world, Device d, double timeout_s) {
+  NcclComm(TcpStore& store, int rank, int world, Device d, double timeout_s) : world_(world) {
     CG_CHECK(d.is_cuda(), "NCCL needs CUDA tensors, the model is on {}", d.str());
     std::string id;
     if (rank == 0) {
@@ -81,6 +82,25 @@ class NcclComm : public GradientComm {
 
   std::string name() const override { return fmt::format("nccl {}", nccl::version()); }
 
+  // Cast, NCCL's 16-bit sum and cast back, all on the communication stream after the gradients:
+  // the compute stream neither waits nor runs the casts.
+  std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
+                                              const std::string& what) override {
+    std::lock_guard<std::timed_mutex> lock(issue_mutex_);
+    auto work = stream_->begin(compute);  // throws once communication has failed
+    {
+      StreamGuard on_comm(stream_->stream());
+      ops::compress_gradients(bucket, compressed, world_);
+      nccl::all_reduce_sum_16bit(comm_, compressed.raw_data(), compressed.numel(),
+                                 compressed.dtype() == DType::bf16, stream_->stream().handle());
+      ops::decompress_gradients(compressed, bucket);
+    }
+    stream_->end(work, "all_reduce",
+                 fmt::format("{}, {} {}", what, megabytes(compressed.nbytes()), dtype_name(compressed.dtype())));
+    return work;
+  }
+  std::string why_no_compression() const override { return ""; }
+
  private:
   // On the watchdog's thread. Issuing holds issue_mutex_, so the communicator is never freed
   // under a call in progress; a call stuck inside NCCL for seconds gets aborted regardless, since
@@ -92,6 +112,7 @@ class NcclComm : public GradientComm {
     if (locked) issue_mutex_.unlock();
   }
 
+  int world_;
   nccl::Comm comm_ = nullptr;
   std::timed_mutex issue_mutex_;
   std::atomic<bool> aborted_{false};

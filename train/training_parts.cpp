@@ -110,8 +110,13 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   if (!comm) return nullptr;
   dist::DdpOptions options;
   options.bucket_cap_mb = c.dist.bucket_cap_mb;
+  options.grad_compression = c.dist.grad_compression;
   auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
-  log::info("DDP: {} gradient buckets over {}", ddp->num_buckets(), ddp->comm().name());
+  log::info("DDP: {} gradient buckets over {}, {} bytes all-reduced per step ({})", ddp->num_buckets(),
+            ddp->comm().name(), ddp->bytes_per_step(),
+            c.dist.grad_compression == dist::GradCompression::none
+                ? std::string("float32")
+                : fmt::format("{} compressed", enum_name(c.dist.grad_compression)));
   return ddp;
 }
 
