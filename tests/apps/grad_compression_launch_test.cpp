@@ -26,15 +26,15 @@ std::string train_args(const fs::path& out, const std::string& compression) {
          " output.dir=" + out.string();
 }
 
-struct Run {
+struct TrainRun {
   int rc = -1;
   std::string log;
   double eval_loss = NAN;  // the last evaluation's
   long long bytes_per_step = -1;
 };
 
-Run finish(pid_t pid, const fs::path& dir) {
-  Run r;
+TrainRun finish(pid_t pid, const fs::path& dir) {
+  TrainRun r;
   r.rc = test::wait_for(pid, std::chrono::seconds(300));
   r.log = test::read_text(dir / "log.txt");
   std::istringstream metrics(test::read_text(dir / "out" / "metrics.jsonl"));
@@ -47,7 +47,7 @@ Run finish(pid_t pid, const fs::path& dir) {
   return r;
 }
 
-Run launch(int ranks, const std::string& compression) {
+TrainRun launch(int ranks, const std::string& compression) {
   const fs::path dir = test::make_temp_dir("compress_" + compression);
   const pid_t pid = test::start(test::app("cudagrad-launch") + " --standalone --nproc-per-node " +
                                     std::to_string(ranks) + " " + test::app("cudagrad-train") + " " +
@@ -61,7 +61,7 @@ Run launch(int ranks, const std::string& compression) {
 // stay within 3% of it.
 constexpr double kLossTolerance = 0.03;
 
-void expect_like_uncompressed(const Run& run, const Run& plain, int ranks) {
+void expect_like_uncompressed(const TrainRun& run, const TrainRun& plain, int ranks) {
   ASSERT_EQ(run.rc, 0) << run.log;
   EXPECT_NE(run.log.find("all " + std::to_string(ranks) + " replicas hold identical weights"), std::string::npos)
       << run.log;
@@ -77,12 +77,12 @@ class CompressedLaunch : public ::testing::TestWithParam<int> {};
 
 TEST_P(CompressedLaunch, Fp16AndBf16TrainLikeFloat32WithHalfTheBytes) {
   const int ranks = GetParam();
-  const Run plain = launch(ranks, "none");
+  const TrainRun plain = launch(ranks, "none");
   ASSERT_EQ(plain.rc, 0) << plain.log;
   ASSERT_NE(plain.log.find("float32"), std::string::npos) << plain.log;
   for (const char* c : {"fp16", "bf16"}) {
     SCOPED_TRACE(c);
-    const Run run = launch(ranks, c);
+    const TrainRun run = launch(ranks, c);
     expect_like_uncompressed(run, plain, ranks);
     EXPECT_NE(run.log.find(std::string(c) + " compressed"), std::string::npos) << run.log;
   }
@@ -92,13 +92,13 @@ INSTANTIATE_TEST_SUITE_P(World, CompressedLaunch, ::testing::Values(2, 3));
 
 TEST(CompressedLaunch, MpirunTrainsWithCompressionToo) {
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
-  const Run plain = launch(2, "none");
+  const TrainRun plain = launch(2, "none");
   ASSERT_EQ(plain.rc, 0) << plain.log;
   const fs::path dir = test::make_temp_dir("compress_mpirun");
   const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
                           "-x MASTER_PORT=" + std::to_string(test::free_port()) + " " + test::app("cudagrad-train") +
                           " " + train_args(dir / "out", "bf16");
-  const Run run = finish(test::start(cmd, dir / "log.txt"), dir);
+  const TrainRun run = finish(test::start(cmd, dir / "log.txt"), dir);
   expect_like_uncompressed(run, plain, 2);
   EXPECT_NE(run.log.find("Open MPI"), std::string::npos) << run.log;
 }

@@ -89,7 +89,7 @@ TEST_P(Compressed, WireSumAddsInRankOrderAndEveryRankGetsTheSameBits) {
   const auto [world, dtype] = GetParam();
   // Sizes below, at and above the world size, uneven chunks; values whose sums round.
   for (int64_t count : {int64_t(1), int64_t(world), int64_t(1000), int64_t(4099)}) {
-    std::vector<std::vector<uint16_t>> inputs(size_t(world)), outputs(size_t(world));
+    std::vector<std::vector<uint16_t>> inputs(static_cast<size_t>(world)), outputs(static_cast<size_t>(world));
     for (int r = 0; r < world; ++r) {
       const std::vector<float> v = test::random_vector<float>(size_t(count), uint64_t(100 + r));
       for (float x : v) inputs[size_t(r)].push_back(round16(dtype, x * float(1 << (r * 3))));  // mixed magnitudes
@@ -138,10 +138,10 @@ std::vector<float> local_gradient(int rank) {
 
 TEST_P(Compressed, DdpGradientsEqualTheHookAppliedToEachRanksGradient) {
   const auto [world, dtype] = GetParam();
-  std::vector<std::vector<float>> local(size_t(world));
+  std::vector<std::vector<float>> local(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) local[size_t(r)] = local_gradient(r);
-  std::vector<std::vector<float>> got(size_t(world));
-  std::vector<std::vector<size_t>> bytes(size_t(world)), plain_bytes(size_t(world));
+  std::vector<std::vector<float>> got(static_cast<size_t>(world));
+  std::vector<std::vector<size_t>> bytes(static_cast<size_t>(world)), plain_bytes(static_cast<size_t>(world));
   run_ranks(world, [&](int rank, ProcessGroup& group) {
     Generator gen{static_cast<uint64_t>(rank)};  // DDP must broadcast rank 0's weights
     nn::MiniResNet model(test::tiny_resnet(), gen);
