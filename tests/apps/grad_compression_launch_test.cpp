@@ -20,16 +20,18 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string train_args(const fs::path& out, const std::string& compression) {
-  return "data.dataset=synthetic data.synthetic_size=384 data.image_size=8 data.batch_size=16 "
-         "model.in_channels=3 model.widths=[4,8] model.blocks=[1,1] train.epochs=2 train.log_interval=4 "
-         "train.device=cpu dist.timeout_s=30 dist.bucket_cap_mb=0.01 dist.grad_compression=" + compression +
+  // Long enough to learn (the evaluation loss falls from about 2.27 to 1.82 on 2 ranks), 9
+  // buckets of sizes not divisible by the world size.
+  return "data.dataset=synthetic data.synthetic_size=768 data.image_size=8 data.batch_size=16 "
+         "model.in_channels=3 model.widths=[8,16] model.blocks=[1,1] train.epochs=4 train.log_interval=8 "
+         "optim.lr=0.1 train.device=cpu dist.timeout_s=30 dist.bucket_cap_mb=0.002 dist.grad_compression=" + compression +
          " output.dir=" + out.string();
 }
 
 struct TrainRun {
   int rc = -1;
   std::string log;
-  double eval_loss = NAN;  // the last evaluation's
+  double first_eval_loss = NAN, eval_loss = NAN;  // the first and the last evaluation's
   long long bytes_per_step = -1;
 };
 
@@ -40,7 +42,9 @@ TrainRun finish(pid_t pid, const fs::path& dir) {
   std::istringstream metrics(test::read_text(dir / "out" / "metrics.jsonl"));
   for (std::string line; std::getline(metrics, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j["kind"] == "eval") r.eval_loss = j["loss"].get<double>();
+    if (j["kind"] != "eval") continue;
+    r.eval_loss = j["loss"].get<double>();
+    if (std::isnan(r.first_eval_loss)) r.first_eval_loss = r.eval_loss;
   }
   std::smatch m;
   if (std::regex_search(r.log, m, std::regex(R"(, (\d+) bytes all-reduced per step)"))) r.bytes_per_step = std::stoll(m[1]);
@@ -56,16 +60,17 @@ TrainRun launch(int ranks, const std::string& compression) {
   return finish(pid, dir);
 }
 
-// The uncompressed loss moves the same few hundredths from run to run layout changes alone would;
-// 16-bit gradients (relative error 2^-11 for fp16, 2^-8 for bf16 per element) over 48 steps
-// stay within 3% of it.
-constexpr double kLossTolerance = 0.03;
+// 16-bit gradients (relative error up to 2^-11 for fp16, 2^-8 for bf16 per element and addition)
+// move the final evaluation loss by about 0.2% here (measured: 1.8263 and 1.8232 against 1.8237 on
+// 2 ranks); 2% of it is the tolerance, a tenth of what training lowers it by.
+constexpr double kLossTolerance = 0.02;
 
 void expect_like_uncompressed(const TrainRun& run, const TrainRun& plain, int ranks) {
   ASSERT_EQ(run.rc, 0) << run.log;
   EXPECT_NE(run.log.find("all " + std::to_string(ranks) + " replicas hold identical weights"), std::string::npos)
       << run.log;
   ASSERT_TRUE(std::isfinite(run.eval_loss)) << run.log;
+  EXPECT_LT(plain.eval_loss, 0.9 * plain.first_eval_loss) << "the reference run did not learn: nothing to compare";
   EXPECT_NEAR(run.eval_loss, plain.eval_loss, kLossTolerance * plain.eval_loss)
       << "compressed " << run.eval_loss << " vs uncompressed " << plain.eval_loss;
   EXPECT_NE(run.eval_loss, plain.eval_loss) << "bit-identical losses: was the compression applied?";
