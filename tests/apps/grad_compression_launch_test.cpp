@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "support/free_port.h"
 #include "support/paths.h"
@@ -33,6 +34,7 @@ struct TrainRun {
   std::string log;
   double first_eval_loss = NAN, eval_loss = NAN;  // the first and the last evaluation's
   long long bytes_per_step = -1;
+  fs::path out;
 };
 
 TrainRun finish(pid_t pid, const fs::path& dir) {
@@ -51,13 +53,24 @@ TrainRun finish(pid_t pid, const fs::path& dir) {
   return r;
 }
 
-TrainRun launch(int ranks, const std::string& compression) {
+TrainRun launch(int ranks, const std::string& compression, const std::string& extra = "") {
   const fs::path dir = test::make_temp_dir("compress_" + compression);
   const pid_t pid = test::start(test::app("cudagrad-launch") + " --standalone --nproc-per-node " +
                                     std::to_string(ranks) + " " + test::app("cudagrad-train") + " " +
-                                    train_args(dir / "out", compression),
+                                    train_args(dir / "out", compression) + " " + extra,
                                 dir / "log.txt");
-  return finish(pid, dir);
+  TrainRun r = finish(pid, dir);
+  r.out = dir / "out";
+  return r;
+}
+
+// The communication events of rank 0's timeline (profile.enabled=true), by name.
+std::vector<std::string> communication_events(const fs::path& out) {
+  std::vector<std::string> names;
+  const auto trace = nlohmann::json::parse(test::read_text(out / "trace_rank0.json"))["traceEvents"];
+  for (const auto& e : trace)
+    if (e["ph"] == "X" && e["cat"] == "communication") names.push_back(e["name"].get<std::string>());
+  return names;
 }
 
 // 16-bit gradients (relative error up to 2^-11 for fp16, 2^-8 for bf16 per element and addition)
@@ -87,9 +100,15 @@ TEST_P(CompressedLaunch, Fp16AndBf16TrainLikeFloat32WithHalfTheBytes) {
   ASSERT_NE(plain.log.find("float32"), std::string::npos) << plain.log;
   for (const char* c : {"fp16", "bf16"}) {
     SCOPED_TRACE(c);
-    const TrainRun run = launch(ranks, c);
+    const TrainRun run = launch(ranks, c, "profile.enabled=true");
     expect_like_uncompressed(run, plain, ranks);
     EXPECT_NE(run.log.find(std::string(c) + " compressed"), std::string::npos) << run.log;
+    // The timeline names each bucket's all-reduce with its 16-bit type and bytes.
+    const std::string type = std::string(c) == "fp16" ? "float16" : "bfloat16";
+    int sixteen_bit = 0;
+    for (const std::string& name : communication_events(run.out))
+      sixteen_bit += std::regex_search(name, std::regex("all_reduce of \\d+ " + type + " values \\(\\d+ bytes\\)"));
+    EXPECT_GT(sixteen_bit, 0) << "no 16-bit all-reduce on the timeline";
   }
 }
 
@@ -129,6 +148,36 @@ TEST(CompressedLaunch, RanksDisagreeingOnCompressionAreRefusedNamingTheKey) {
   EXPECT_NE(log1.find("rank 1 runs a different config than rank 0: key 'dist.grad_compression' differs"),
             std::string::npos)
       << log1;
+}
+
+// cudagrad-bench's last line (JSON) for the tiny model on the modeled 8-rank InfiniBand ring.
+nlohmann::json bench(const std::string& compression) {
+  const fs::path dir = test::make_temp_dir("compress_bench");
+  const std::string cmd = test::app("cudagrad-bench") +
+                          " --warmup 1 --steps 2 data.batch_size=4 data.image_size=8 model.widths=[8,16] "
+                          "model.blocks=[1,1] train.device=cpu dist.backend=modeled dist.modeled_world_size=8 "
+                          "dist.modeled_link=infiniband dist.bucket_cap_mb=0.002 dist.grad_compression=" + compression;
+  EXPECT_EQ(test::wait_for(test::start(cmd, dir / "log.txt"), std::chrono::seconds(120)), 0)
+      << test::read_text(dir / "log.txt");
+  std::istringstream in(test::read_text(dir / "log.txt"));
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return nlohmann::json::parse(last);
+}
+
+// The modeled time uses the 16-bit bytes: the ring's bandwidth term, 2(N-1)/N * bytes / 22 GB/s,
+// halves, its latency term (per bucket) stays. So float32 minus fp16 is exactly fp16's
+// bandwidth term.
+TEST(CompressedLaunch, BenchModelsTheAllReduceOfThe16BitBytes) {
+  const nlohmann::json plain = bench("none"), fp16 = bench("fp16");
+  const double bytes32 = plain["comm_bytes_per_step"].get<double>(), bytes16 = fp16["comm_bytes_per_step"].get<double>();
+  ASSERT_GT(bytes32, 0);
+  EXPECT_EQ(bytes16 * 2, bytes32);
+  EXPECT_EQ(fp16["grad_compression"], "fp16");
+  const double bandwidth16_ms = 2.0 * 7 / 8 * bytes16 / 22e9 * 1e3;
+  EXPECT_NEAR(plain["comm_modeled_total_ms"].get<double>() - fp16["comm_modeled_total_ms"].get<double>(),
+              bandwidth16_ms, 1e-9);
 }
 
 TEST(CompressedLaunch, AnUnknownValueExitsTwoNamingTheKeyAndTheChoices) {
