@@ -9,10 +9,13 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "dist/ddp.h"
 #include "engine/ops.h"
+#include "nn/grad_scaler.h"
+#include "nn/optimizer.h"
 #include "nn/miniresnet.h"
 #include "support/free_port.h"
 #include "support/random_data.h"
@@ -111,7 +114,9 @@ TEST_P(Compressed, WireSumAddsInRankOrderAndEveryRankGetsTheSameBits) {
       for (int r = 0; r < world; ++r)
         ASSERT_EQ(outputs[size_t(r)][size_t(i)], want) << "count " << count << " rank " << r << " element " << i;
     }
-    if (count >= 1000) EXPECT_GT(rounded, 10) << "no sum needed rounding: the check could not tell orders apart";
+    if (count >= 1000) {
+      EXPECT_GT(rounded, 10) << "no sum needed rounding: the check could not tell orders apart";
+    }
   }
 }
 
@@ -190,6 +195,53 @@ INSTANTIATE_TEST_SUITE_P(Wire, Compressed,
                          ::testing::Values(WireCase{2, DType::f16}, WireCase{2, DType::bf16}, WireCase{3, DType::f16},
                                            WireCase{3, DType::bf16}),
                          case_name);
+
+std::vector<uint8_t> state_bytes(const nn::Module& m) {
+  std::vector<uint8_t> out;
+  for (auto& [name, t] : m.state_dict()) {
+    const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
+    out.insert(out.end(), p, p + t.nbytes());
+  }
+  return out;
+}
+
+// Mixed precision with fp16 compression: found_inf is agreed on in float32 as before, so one
+// rank's overflow skips the step everywhere; and a loss scale so large that the scaled gradients
+// pass fp16's 65504 turns them into infinities in the compressed all-reduce (as the hook would),
+// which every rank's scaler sees, so every rank skips and backs off.
+TEST(CompressedDdp, ScalerOverflowAgreementStillSkipsOnEveryRank) {
+  for (double init_scale : {65536.0, 1e9}) {
+    std::vector<int> stepped(2, -1);
+    std::vector<std::string> moved(2);
+    std::vector<double> scale_after(2);
+    run_ranks(2, [&](int rank, ProcessGroup& group) {
+      Generator gen(0);
+      nn::MiniResNet model(test::tiny_resnet(), gen);
+      DdpOptions o;
+      o.grad_compression = GradCompression::fp16;
+      DistributedDataParallel ddp(model, group, o);
+      nn::GradScalerOptions so;
+      so.init_scale = init_scale;
+      nn::GradScaler scaler(so);
+      ddp.attach(scaler);
+      nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
+      scaler.backward(ops::cross_entropy(ddp(test::union_images(rank * kPerRank, kPerRank)),
+                                         test::union_labels(0, kPerRank)));
+      ddp.wait_for_gradients();
+      if (rank == 0 && init_scale < 1e6)  // only rank 0's gradients overflow, after the all-reduce
+        model.named_parameters().front().second.grad().fill_(std::numeric_limits<double>::infinity());
+      const std::vector<uint8_t> before = state_bytes(model);
+      stepped[size_t(rank)] = scaler.step(sgd, model.named_parameters(), 0.1) ? 1 : 0;
+      if (state_bytes(model) != before) moved[size_t(rank)] = "weights changed";
+      scale_after[size_t(rank)] = scaler.scale();
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(stepped[size_t(r)], 0) << "scale " << init_scale << ": rank " << r << " stepped";
+      EXPECT_EQ(moved[size_t(r)], "") << "rank " << r;
+      EXPECT_EQ(scale_after[size_t(r)], init_scale * 0.5) << "rank " << r;
+    }
+  }
+}
 
 // A transport without a 16-bit path (the staged Gloo one, or this stand-in) is refused by name.
 class NoCompressionComm : public GradientComm {

@@ -51,7 +51,9 @@ void expect_compresses_like_the_hook(DType dtype, int world) {
     const uint16_t plain = dtype == DType::f16 ? Half(g[i]).bits : BFloat16(g[i]).bits;
     differ_from_plain_cast += plain != want;
   }
-  if (world > 1) EXPECT_GT(differ_from_plain_cast, 100) << "the division by the world size did not happen";
+  if (world > 1) {
+    EXPECT_GT(differ_from_plain_cast, 100) << "the division by the world size did not happen";
+  }
   ops::decompress_gradients(compressed, bucket);
   const std::vector<float> back = bucket.to_vector<float>();
   for (size_t i = 0; i < g.size(); ++i) {
