@@ -35,8 +35,8 @@ class HostGlooComm : public GradientComm {
   std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream&,
                                               const std::string&) override {
     ops::compress_gradients(bucket, compressed, group_.size());
-    return group_.all_reduce_16bit_async(compressed.raw_data(), compressed.numel(), compressed.dtype(),
-                                         [bucket, compressed]() mutable { ops::decompress_gradients(compressed, bucket); });
+    auto cast_back = [bucket, compressed]() mutable { ops::decompress_gradients(compressed, bucket); };
+    return group_.all_reduce_16bit_async(compressed.raw_data(), compressed.numel(), compressed.dtype(), cast_back);
   }
   std::string why_no_compression() const override { return ""; }
 

@@ -25,7 +25,8 @@ std::string train_args(const fs::path& out, const std::string& compression) {
   // buckets of sizes not divisible by the world size.
   return "data.dataset=synthetic data.synthetic_size=768 data.image_size=8 data.batch_size=16 "
          "model.in_channels=3 model.widths=[8,16] model.blocks=[1,1] train.epochs=4 train.log_interval=8 "
-         "optim.lr=0.1 train.device=cpu dist.timeout_s=30 dist.bucket_cap_mb=0.002 dist.grad_compression=" + compression +
+         "optim.lr=0.1 train.device=cpu dist.timeout_s=30 dist.bucket_cap_mb=0.002 "
+         "dist.grad_compression=" + compression +
          " output.dir=" + out.string();
 }
 
@@ -49,7 +50,8 @@ TrainRun finish(pid_t pid, const fs::path& dir) {
     if (std::isnan(r.first_eval_loss)) r.first_eval_loss = r.eval_loss;
   }
   std::smatch m;
-  if (std::regex_search(r.log, m, std::regex(R"(, (\d+) bytes all-reduced per step)"))) r.bytes_per_step = std::stoll(m[1]);
+  if (std::regex_search(r.log, m, std::regex(R"(, (\d+) bytes all-reduced per step)")))
+    r.bytes_per_step = std::stoll(m[1]);
   return r;
 }
 
@@ -171,7 +173,8 @@ nlohmann::json bench(const std::string& compression) {
 // bandwidth term.
 TEST(CompressedLaunch, BenchModelsTheAllReduceOfThe16BitBytes) {
   const nlohmann::json plain = bench("none"), fp16 = bench("fp16");
-  const double bytes32 = plain["comm_bytes_per_step"].get<double>(), bytes16 = fp16["comm_bytes_per_step"].get<double>();
+  const double bytes32 = plain["comm_bytes_per_step"].get<double>();
+  const double bytes16 = fp16["comm_bytes_per_step"].get<double>();
   ASSERT_GT(bytes32, 0);
   EXPECT_EQ(bytes16 * 2, bytes32);
   EXPECT_EQ(fp16["grad_compression"], "fp16");

@@ -46,7 +46,8 @@ void expect_compresses_like_the_hook(DType dtype, int world) {
   const uint16_t* bits = static_cast<const uint16_t*>(compressed.raw_data());
   int differ_from_plain_cast = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    const uint16_t want = dtype == DType::f16 ? reference_bits<Half>(g[i], world) : reference_bits<BFloat16>(g[i], world);
+    const uint16_t want =
+        dtype == DType::f16 ? reference_bits<Half>(g[i], world) : reference_bits<BFloat16>(g[i], world);
     ASSERT_EQ(bits[i], want) << dtype_name(dtype) << " W=" << world << " element " << i << " = " << g[i];
     const uint16_t plain = dtype == DType::f16 ? Half(g[i]).bits : BFloat16(g[i]).bits;
     differ_from_plain_cast += plain != want;
