@@ -2,11 +2,16 @@
 // own store client, process group and TCP connections): the 16-bit sum over the wire adds in rank
 // order rounding after every addition and leaves every rank the same bits; DDP's reduced
 // gradients equal, bit for bit, a reference that applies PyTorch's fp16/bf16_compress_hook step
-// by step to each rank's own gradients; the bytes reported per step are half of float32's; the
+// by step to each rank's own gradients, and the transport equals PyTorch's own hook functions run
+// by /usr/bin/python3; the bytes reported per step are half of float32's; the
 // transports without a 16-bit path refuse the key by name; the modeled backend times 16-bit bytes.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -18,6 +23,7 @@
 #include "nn/optimizer.h"
 #include "nn/miniresnet.h"
 #include "support/free_port.h"
+#include "support/paths.h"
 #include "support/random_data.h"
 #include "support/tiny_batches.h"
 #include "util/half.h"
@@ -25,6 +31,7 @@
 namespace cg::dist {
 namespace {
 
+namespace fs = std::filesystem;
 constexpr int64_t kPerRank = 6;
 
 void run_ranks(int world, const std::function<void(int, ProcessGroup&)>& body) {
@@ -195,6 +202,53 @@ INSTANTIATE_TEST_SUITE_P(Wire, Compressed,
                          ::testing::Values(WireCase{2, DType::f16}, WireCase{2, DType::bf16}, WireCase{3, DType::f16},
                                            WireCase{3, DType::bf16}),
                          case_name);
+
+// The real thing: PyTorch's own hook functions (tests/golden/compress_hook_reference.py runs them
+// for W ranks, its all-reduce summing in rank order in 16 bits) against the host Gloo transport's
+// compressed all-reduce, bit for bit, on values spanning fp16's subnormals to past its range.
+bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0; }
+
+TEST_P(Compressed, HostGlooMatchesPyTorchsOwnHookBitForBit) {
+  if (!have_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (Debian's python3-torch)";
+  const auto [world, dtype] = GetParam();
+  const int64_t count = 6007;
+  std::vector<float> all;  // rank after rank
+  for (int r = 0; r < world; ++r) {
+    std::vector<float> v = test::random_vector<float>(size_t(count), uint64_t(40 + r));
+    for (size_t i = 0; i < v.size(); ++i) v[i] *= std::pow(10.0f, float(int(i % 13) - 8));  // 1e-8 .. 1e4
+    v[size_t(r)] = 7e4f;  // beyond fp16's range on one rank: inf in fp16, finite in bf16
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  const fs::path dir = test::make_temp_dir("hook_golden");
+  {
+    std::ofstream in(dir / "in.bin", std::ios::binary);
+    in.write(reinterpret_cast<const char*>(all.data()), std::streamsize(all.size() * sizeof(float)));
+  }
+  const std::string script = (test::source_dir() / "tests/golden/compress_hook_reference.py").string();
+  const std::string cmd = "/usr/bin/python3 " + script + (dtype == DType::f16 ? " fp16 " : " bf16 ") + std::to_string(world) + " " +
+                          std::to_string(count) + " " + (dir / "in.bin").string() + " " + (dir / "out.bin").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::vector<float> want(static_cast<size_t>(count));
+  std::ifstream out(dir / "out.bin", std::ios::binary);
+  out.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * sizeof(float)));
+  ASSERT_TRUE(out) << "short output from " << cmd;
+
+  std::vector<std::vector<float>> got(static_cast<size_t>(world));
+  run_ranks(world, [&](int rank, ProcessGroup& group) {
+    auto comm = make_host_gloo_comm(group);
+    const std::vector<float> mine(all.begin() + rank * count, all.begin() + (rank + 1) * count);
+    Tensor bucket = Tensor::from_vector(mine, {count});
+    Tensor compressed = Tensor::empty({count}, dtype);
+    auto work = comm->all_reduce_compressed(bucket, compressed, Stream(), "golden bucket");
+    comm->wait(*work, Stream());
+    got[size_t(rank)] = bucket.to_vector<float>();
+  });
+  for (int r = 0; r < world; ++r)
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_EQ(std::memcmp(&got[size_t(r)][size_t(i)], &want[size_t(i)], 4), 0)
+          << "rank " << r << " element " << i << ": " << got[size_t(r)][size_t(i)] << ", PyTorch's hook gives "
+          << want[size_t(i)];
+}
 
 std::vector<uint8_t> state_bytes(const nn::Module& m) {
   std::vector<uint8_t> out;
