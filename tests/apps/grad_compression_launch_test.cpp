@@ -120,13 +120,16 @@ TEST(CompressedLaunch, MpirunTrainsWithCompressionToo) {
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
   const TrainRun plain = launch(2, "none");
   ASSERT_EQ(plain.rc, 0) << plain.log;
-  const fs::path dir = test::make_temp_dir("compress_mpirun");
-  const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
-                          "-x MASTER_PORT=" + std::to_string(test::free_port()) + " " + test::app("cudagrad-train") +
-                          " " + train_args(dir / "out", "bf16");
-  const TrainRun run = finish(test::start(cmd, dir / "log.txt"), dir);
-  expect_like_uncompressed(run, plain, 2);
-  EXPECT_NE(run.log.find("Open MPI"), std::string::npos) << run.log;
+  for (const char* c : {"fp16", "bf16"}) {
+    SCOPED_TRACE(c);
+    const fs::path dir = test::make_temp_dir(std::string("compress_mpirun_") + c);
+    const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe "
+                            "-np 2 -x MASTER_PORT=" + std::to_string(test::free_port()) + " " +
+                            test::app("cudagrad-train") + " " + train_args(dir / "out", c);
+    const TrainRun run = finish(test::start(cmd, dir / "log.txt"), dir);
+    expect_like_uncompressed(run, plain, 2);
+    EXPECT_NE(run.log.find("Open MPI"), std::string::npos) << run.log;
+  }
 }
 
 // Ranks started by hand (as a scheduler would) with different settings: the config check across
