@@ -183,7 +183,8 @@ class ModeledComm : public GradientComm {
   double modeled_ms(size_t bytes) const override { return ring_all_reduce_ms(bytes, ranks_, link_); }
 
   // The time of the modeled ring for the 16-bit bytes; the data as a one-rank compressed all-reduce
-  // would leave it (each gradient rounded to 16 bits), with the casts' real cost.
+  // would leave it (each gradient rounded to 16 bits; one rank has nothing to divide by, so the
+  // order of division and cast does not arise), with the casts' real cost.
   std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
                                               const std::string& what) override {
     const size_t bytes = compressed.nbytes();

@@ -1,5 +1,6 @@
 // The two halves of PyTorch's fp16_compress_hook / bf16_compress_hook (torch/distributed/
-// algorithms/ddp_comm_hooks/default_hooks.py) around DDP's 16-bit all-reduce, as engine calls so
+// algorithms/ddp_comm_hooks/default_hooks.py), with the division moved before the cast (below),
+// around DDP's 16-bit all-reduce, as engine calls so
 // that dist/ reaches the cast and scale kernels only through the engine. Both enqueue on the
 // current stream of the tensors' device (the host computes at once on the CPU) and never wait.
 // Rounding is to nearest even throughout, identical on the CPU and the GPU.
@@ -8,13 +9,16 @@
 
 namespace cg::ops {
 
-// compressed[i] = round16(round16(bucket[i]) * (1.0f / world_size)), where round16 rounds to
-// compressed's dtype (f16 or bf16) and the product is taken in float32. That is the hook's
-// `buffer.to(dtype).div_(world_size)`: cast first, then divide in 16 bits; PyTorch's CUDA kernel
-// divides by a host scalar as a float32 multiplication by its reciprocal, which is what this does
-// on every device (for a power-of-two world size it is the exact quotient anyway).
-// `bucket` (float32, contiguous) is used as scratch and holds garbage afterwards: DDP overwrites it
-// with decompress_gradients. Both tensors have the same element count and device.
+// compressed[i] = round16(bucket[i] * (1.0f / world_size)), the product taken in float32 and
+// round16 rounding to compressed's dtype (f16 or bf16). Dividing before the cast, as issue 15 asks,
+// so that fp16 overflows only where the average itself passes 65504. PyTorch's stock hook casts
+// first (`buffer.to(dtype).div_(world_size)` in default_hooks.py), so it overflows at W times
+// smaller gradients, and its results differ from these in the last bit of some elements (for a
+// world size that is not a power of two, or in fp16's subnormal range). The division is a float32
+// multiplication by the float32 reciprocal: what PyTorch's CUDA `div` by a scalar does, and
+// the exact quotient for a power-of-two world size.
+// `bucket` (float32, contiguous) is used as scratch and holds bucket / W afterwards: DDP
+// overwrites it with decompress_gradients. Both tensors have the same element count and device.
 void compress_gradients(Tensor& bucket, Tensor& compressed, int world_size);
 // bucket[i] = float(compressed[i]): the hook's `decompress` (an exact widening).
 void decompress_gradients(const Tensor& compressed, Tensor& bucket);

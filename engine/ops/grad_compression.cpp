@@ -28,18 +28,12 @@ void check_pair(const char* op, const Tensor& bucket, const Tensor& compressed) 
 void compress_gradients(Tensor& bucket, Tensor& compressed, int world_size) {
   check_pair("compress_gradients", bucket, compressed);
   CG_CHECK(world_size >= 1, "compress_gradients: world size {}", world_size);
-  const float inverse = 1.0f / float(world_size);
-  compressed.copy_(bucket);  // round16(g)
-  if (world_size == 1) return;
-  if (bucket.device().is_cuda()) {
-    scale_in_place(compressed, inverse);  // the CUDA kernels compute half types in float32 registers
-    return;
-  }
-  // The CPU kernels take float32 only: widen into the bucket (exact), scale there, round again.
-  // The same operations in the same precision as the GPU's one pass, so the same bits.
-  bucket.copy_(compressed);
-  scale_in_place(bucket, inverse);
-  compressed.copy_(bucket);
+  // Divide first, in float32, then round once to 16 bits (issue 15): PyTorch's stock hook rounds
+  // first, which sends every gradient beyond 65504 to infinity in fp16 before the division could
+  // bring it back in range. The same two kernels on every device (the float32 scale, a float32
+  // multiplication by the float32 1/W; then the cast), so the CPU and the GPU give the same bits.
+  if (world_size > 1) scale_in_place(bucket, 1.0f / float(world_size));
+  compressed.copy_(bucket);  // round16(g * (1/W)), to nearest even
 }
 
 void decompress_gradients(const Tensor& compressed, Tensor& bucket) {

@@ -1,12 +1,15 @@
 // dist.grad_compression on real Gloo collectives (ranks as threads of this process, each with its
 // own store client, process group and TCP connections): the 16-bit sum over the wire adds in rank
 // order rounding after every addition and leaves every rank the same bits; DDP's reduced
-// gradients equal, bit for bit, a reference that applies PyTorch's fp16/bf16_compress_hook step
-// by step to each rank's own gradients, and the transport equals PyTorch's own hook functions run
-// by /usr/bin/python3; the bytes reported per step are half of float32's; the
+// gradients equal, bit for bit, a reference that applies the compression (divide by W in float32,
+// then cast, unlike PyTorch's stock hook which casts first) step by step to each rank's own
+// gradients; the transport equals that arithmetic done by PyTorch's own ops in /usr/bin/python3,
+// and differs from PyTorch's stock fp16_compress_hook where it should (an fp16 overflow the hook
+// has and we have not; last bits); the bytes reported per step are half of float32's; the
 // transports without a 16-bit path refuse the key by name; the modeled backend times 16-bit bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -73,13 +76,14 @@ float from16(uint16_t bits) {
 uint16_t round16(DType d, float v) { return d == DType::f16 ? to16<Half>(v) : to16<BFloat16>(v); }
 float widen(DType d, uint16_t b) { return d == DType::f16 ? from16<Half>(b) : from16<BFloat16>(b); }
 
-// The hook, element by element: c_r = round16(round16(g_r) * (1/W)); the wire adds the c_r in
-// rank order, rounding to 16 bits after each addition; the result is widened back to float32.
-float hook_reference(DType d, const std::vector<float>& per_rank) {
+// The compression, element by element: c_r = round16(g_r * (1/W)), divided in float32 before
+// the cast; the wire adds the c_r in rank order, rounding to 16 bits after each addition; the
+// result is widened back to float32.
+float compression_reference(DType d, const std::vector<float>& per_rank) {
   const int world = int(per_rank.size());
   uint16_t sum = 0;
   for (int r = 0; r < world; ++r) {
-    const uint16_t c = round16(d, widen(d, round16(d, per_rank[size_t(r)])) * (1.0f / float(world)));
+    const uint16_t c = round16(d, per_rank[size_t(r)] * (1.0f / float(world)));
     sum = r == 0 ? c : round16(d, widen(d, sum) + widen(d, c));
   }
   return widen(d, sum);
@@ -148,7 +152,7 @@ std::vector<float> local_gradient(int rank) {
   return flat_grads(model);
 }
 
-TEST_P(Compressed, DdpGradientsEqualTheHookAppliedToEachRanksGradient) {
+TEST_P(Compressed, DdpGradientsEqualTheCompressionAppliedToEachRanksGradient) {
   const auto [world, dtype] = GetParam();
   std::vector<std::vector<float>> local(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) local[size_t(r)] = local_gradient(r);
@@ -183,12 +187,12 @@ TEST_P(Compressed, DdpGradientsEqualTheHookAppliedToEachRanksGradient) {
       per_rank.push_back(local[size_t(r)][i]);
       average += local[size_t(r)][i] / double(world);
     }
-    const float want = hook_reference(dtype, per_rank);
+    const float want = compression_reference(dtype, per_rank);
     differs_from_float32 += double(want) != double(float(average));
     for (int r = 0; r < world; ++r) {
       ASSERT_EQ(got[size_t(r)].size(), n);
       ASSERT_EQ(std::memcmp(&got[size_t(r)][i], &want, 4), 0)
-          << "rank " << r << " element " << i << ": " << got[size_t(r)][i] << ", the hook gives " << want;
+          << "rank " << r << " element " << i << ": " << got[size_t(r)][i] << ", the reference gives " << want;
     }
   }
   EXPECT_GT(differs_from_float32, int(n / 4)) << "the gradients look uncompressed";
@@ -203,20 +207,32 @@ INSTANTIATE_TEST_SUITE_P(Wire, Compressed,
                                            WireCase{3, DType::bf16}),
                          case_name);
 
-// The real thing: PyTorch's own hook functions (tests/golden/compress_hook_reference.py runs them
-// for W ranks, its all-reduce summing in rank order in 16 bits) against the host Gloo transport's
-// compressed all-reduce, bit for bit, on values spanning fp16's subnormals to past its range.
+// The real thing in PyTorch (tests/golden/compress_hook_reference.py): the host Gloo transport's
+// compressed all-reduce equals, bit for bit, PyTorch's own ops doing the same arithmetic (float32
+// multiplication by 1/W, `.to(float16 / bfloat16)`, rank-order 16-bit sum, cast back), on values
+// spanning fp16's subnormals to past its range. And against PyTorch's stock fp16/bf16_compress_hook
+// (default_hooks.py), which casts before dividing, the difference is as documented: one rank's
+// 65504 * 1.5 is infinity in the hook's fp16 and finite here; elsewhere a few last bits.
 bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0; }
 
-TEST_P(Compressed, HostGlooMatchesPyTorchsOwnHookBitForBit) {
+std::vector<float> read_floats(const fs::path& file, int64_t count) {
+  std::vector<float> v(static_cast<size_t>(count));
+  std::ifstream in(file, std::ios::binary);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
+  EXPECT_TRUE(in) << "short output in " << file;
+  return v;
+}
+
+TEST_P(Compressed, HostGlooMatchesPyTorchDividingFirstAndDiffersFromItsStockHookAsDocumented) {
   if (!have_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (Debian's python3-torch)";
   const auto [world, dtype] = GetParam();
   const int64_t count = 6007;
+  const float beyond_fp16 = 65504.f * 1.5f;
   std::vector<float> all;  // rank after rank
   for (int r = 0; r < world; ++r) {
     std::vector<float> v = test::random_vector<float>(size_t(count), uint64_t(40 + r));
     for (size_t i = 0; i < v.size(); ++i) v[i] *= std::pow(10.0f, float(int(i % 13) - 8));  // 1e-8 .. 1e4
-    v[size_t(r)] = 7e4f;  // beyond fp16's range on one rank: inf in fp16, finite in bf16
+    v[size_t(r)] = beyond_fp16;  // element r: on rank r only
     all.insert(all.end(), v.begin(), v.end());
   }
   const fs::path dir = test::make_temp_dir("hook_golden");
@@ -225,13 +241,12 @@ TEST_P(Compressed, HostGlooMatchesPyTorchsOwnHookBitForBit) {
     in.write(reinterpret_cast<const char*>(all.data()), std::streamsize(all.size() * sizeof(float)));
   }
   const std::string script = (test::source_dir() / "tests/golden/compress_hook_reference.py").string();
-  const std::string cmd = "/usr/bin/python3 " + script + (dtype == DType::f16 ? " fp16 " : " bf16 ") + std::to_string(world) + " " +
-                          std::to_string(count) + " " + (dir / "in.bin").string() + " " + (dir / "out.bin").string();
+  const std::string cmd = "/usr/bin/python3 " + script + (dtype == DType::f16 ? " fp16 " : " bf16 ") +
+                          std::to_string(world) + " " + std::to_string(count) + " " + (dir / "in.bin").string() + " " +
+                          (dir / "divide_first.bin").string() + " " + (dir / "stock_hook.bin").string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::vector<float> want(static_cast<size_t>(count));
-  std::ifstream out(dir / "out.bin", std::ios::binary);
-  out.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * sizeof(float)));
-  ASSERT_TRUE(out) << "short output from " << cmd;
+  const std::vector<float> want = read_floats(dir / "divide_first.bin", count);
+  const std::vector<float> stock = read_floats(dir / "stock_hook.bin", count);
 
   std::vector<std::vector<float>> got(static_cast<size_t>(world));
   run_ranks(world, [&](int rank, ProcessGroup& group) {
@@ -246,8 +261,30 @@ TEST_P(Compressed, HostGlooMatchesPyTorchsOwnHookBitForBit) {
   for (int r = 0; r < world; ++r)
     for (int64_t i = 0; i < count; ++i)
       ASSERT_EQ(std::memcmp(&got[size_t(r)][size_t(i)], &want[size_t(i)], 4), 0)
-          << "rank " << r << " element " << i << ": " << got[size_t(r)][size_t(i)] << ", PyTorch's hook gives "
-          << want[size_t(i)];
+          << "rank " << r << " element " << i << ": " << got[size_t(r)][size_t(i)]
+          << ", PyTorch dividing first gives " << want[size_t(i)];
+
+  // The stock hook: where one rank holds 65504 * 1.5, fp16 overflows there and not here.
+  for (int r = 0; r < world; ++r) {
+    EXPECT_TRUE(std::isfinite(want[size_t(r)])) << "element " << r;
+    EXPECT_EQ(std::isinf(stock[size_t(r)]), dtype == DType::f16) << "element " << r << ": " << stock[size_t(r)];
+  }
+  // Elsewhere the two agree but for rounding: each rank's term differs by at most about one
+  // 16-bit step, and each of the W - 1 additions (of partial sums up to W terms) may round
+  // differently; bounded by 2W^2 steps of the largest term, plus subnormals. With W = 3 (1/3
+  // inexact) some elements do differ.
+  const float step = dtype == DType::f16 ? 1.0f / 1024 : 1.0f / 128;
+  const float tiny = dtype == DType::f16 ? 6e-8f : 1e-38f;
+  int differ = 0;
+  for (int64_t i = world; i < count; ++i) {
+    float largest = 0;
+    for (int r = 0; r < world; ++r) largest = std::max(largest, std::fabs(all[size_t(r * count + i)]) / float(world));
+    const float bound = 2.0f * float(world * world) * (largest * step + tiny);
+    ASSERT_LE(std::fabs(want[size_t(i)] - stock[size_t(i)]), bound)
+        << "element " << i << ": divide-first " << want[size_t(i)] << ", stock hook " << stock[size_t(i)];
+    differ += want[size_t(i)] != stock[size_t(i)];
+  }
+  if (world == 3) EXPECT_GT(differ, 0) << "dividing first changed no element: was the order really swapped?";
 }
 
 std::vector<uint8_t> state_bytes(const nn::Module& m) {
@@ -260,9 +297,9 @@ std::vector<uint8_t> state_bytes(const nn::Module& m) {
 }
 
 // Mixed precision with fp16 compression: found_inf is agreed on in float32 as before, so one
-// rank's overflow skips the step everywhere; and a loss scale so large that the scaled gradients
-// pass fp16's 65504 turns them into infinities in the compressed all-reduce (as the hook would),
-// which every rank's scaler sees, so every rank skips and backs off.
+// rank's overflow skips the step everywhere; and a loss scale so large that the averaged scaled
+// gradients pass fp16's 65504 turns them into infinities in the compressed all-reduce, which
+// every rank's scaler sees, so every rank skips and backs off.
 TEST(CompressedDdp, ScalerOverflowAgreementStillSkipsOnEveryRank) {
   for (double init_scale : {65536.0, 1e9}) {
     std::vector<int> stepped(2, -1);

@@ -1,7 +1,7 @@
 // DDP's gradient compression steps (engine/grad_compression.h) against a scalar reference written
-// from the hook's definition: compressed = round16(round16(g) * (1.0f / W)), back = float(that).
-// Values picked to hit every rounding case: ties, subnormals, fp16's overflow to infinity (which
-// the hook, casting before dividing, does too), signed zeros, NaN.
+// from their definition: compressed = round16(g * (1.0f / W)), divided in float32 before the
+// cast (unlike PyTorch's stock hook, which casts first), back = float(that). Values picked to hit
+// every rounding case: ties, subnormals, fp16's overflow to infinity, signed zeros, NaN.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,11 +34,10 @@ float value_of(uint16_t bits) {
 
 template <typename T>
 uint16_t reference_bits(float g, int world) {
-  const float rounded = float(T(g));
-  return T(rounded * (1.0f / float(world))).bits;
+  return T(g * (1.0f / float(world))).bits;
 }
 
-void expect_compresses_like_the_hook(DType dtype, int world) {
+void expect_compresses_like_the_reference(DType dtype, int world) {
   const std::vector<float> g = awkward_gradients();
   Tensor bucket = Tensor::from_vector(g, {int64_t(g.size())});
   Tensor compressed = Tensor::empty({int64_t(g.size())}, dtype);
@@ -64,20 +63,27 @@ void expect_compresses_like_the_hook(DType dtype, int world) {
   }
 }
 
-TEST(GradCompression, Fp16MatchesTheHookBitForBit) {
-  for (int world : {1, 2, 3, 8}) expect_compresses_like_the_hook(DType::f16, world);
+TEST(GradCompression, Fp16MatchesTheReferenceBitForBit) {
+  for (int world : {1, 2, 3, 8}) expect_compresses_like_the_reference(DType::f16, world);
 }
 
-TEST(GradCompression, Bf16MatchesTheHookBitForBit) {
-  for (int world : {1, 2, 3, 8}) expect_compresses_like_the_hook(DType::bf16, world);
+TEST(GradCompression, Bf16MatchesTheReferenceBitForBit) {
+  for (int world : {1, 2, 3, 8}) expect_compresses_like_the_reference(DType::bf16, world);
 }
 
-TEST(GradCompression, Fp16OverflowsLikeTheHookWhichCastsBeforeDividing) {
-  Tensor bucket = Tensor::from_vector(std::vector<float>{70000.f, 100000.f}, {2});
-  Tensor compressed = Tensor::empty({2}, DType::f16);
+// Dividing first: on 2 ranks a gradient up to twice fp16's 65504 still fits (PyTorch's stock
+// hook, rounding 98256 to fp16 before halving it, gives infinity); only an average past 65504
+// overflows.
+TEST(GradCompression, Fp16DividesBeforeCastingSoAverageInRangeDoesNotOverflow) {
+  Tensor bucket = Tensor::from_vector(std::vector<float>{65504.f * 1.5f, 100000.f, -131000.f, 140000.f}, {4});
+  Tensor compressed = Tensor::empty({4}, DType::f16);
   ops::compress_gradients(bucket, compressed, 2);
   ops::decompress_gradients(compressed, bucket);
-  for (float v : bucket.to_vector<float>()) EXPECT_TRUE(std::isinf(v)) << v;
+  const std::vector<float> back = bucket.to_vector<float>();
+  EXPECT_EQ(back[0], 49120.f);  // 49128 rounded to fp16's step of 32 there
+  EXPECT_EQ(back[1], 49984.f);  // 50000, a tie, to the even neighbour
+  EXPECT_EQ(back[2], -65504.f);
+  EXPECT_TRUE(std::isinf(back[3])) << back[3];  // 70000: the average itself is out of range
 }
 
 TEST(GradCompression, RefusesMismatchedBuffers) {

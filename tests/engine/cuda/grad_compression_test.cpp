@@ -1,4 +1,4 @@
-// DDP's gradient compression steps on the GPU (the cast kernels and the 16-bit scale on the
+// DDP's gradient compression steps on the GPU (the float32 scale by 1/W, then the cast kernel, on the
 // current stream) give the CPU's bits, for fp16 and bf16 and several world sizes, including a
 // slice at an odd offset (unaligned for the vectorized kernels). Skips without a GPU.
 #include <gtest/gtest.h>
