@@ -44,7 +44,7 @@ class GradientComm {
   virtual void watch_replay(const Stream& compute, const std::string& what) const {}
 
   // dist.grad_compression (dist/grad_compression.h): averages the float32 `bucket` as PyTorch's
-  // fp16/bf16 compress hook, with 16-bit data on the wire. `compressed` (f16 or bf16, the
+  // fp16/bf16 compress hook (but dividing before the cast), with 16-bit data on the wire. `compressed` (f16 or bf16, the
   // bucket's size and device; DDP allocates one per bucket, once) receives the compressed values,
   // is summed over the ranks, and is cast back into `bucket`. Ordered as all_reduce_average; both
   // tensors must stay alive and untouched until the work is waited for.

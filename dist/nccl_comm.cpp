@@ -82,7 +82,7 @@ class NcclComm : public GradientComm {
 
   std::string name() const override { return fmt::format("nccl {}", nccl::version()); }
 
-  // Cast, NCCL's 16-bit sum and cast back, all on the communication stream after the gradients:
+  // Divide and cast, NCCL's 16-bit sum and cast back, all on the communication stream after the gradients:
   // the compute stream neither waits nor runs the casts.
   std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
                                               const std::string& what) override {
