@@ -50,6 +50,9 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
     : model_(model), comm_(std::move(comm)), options_(options), params_(model.named_parameters()) {
   CG_CHECK(!params_.empty(), "DDP: the model has no parameters");
   device_ = params_.front().second.device();
+  if (options_.grad_compression != GradCompression::none && !comm_->why_no_compression().empty())
+    throw UsageError(fmt::format("dist.grad_compression={}: {}", enum_name(options_.grad_compression),
+                                 comm_->why_no_compression()));
   {
     autograd::NoGradGuard no_grad;
     nn::NamedTensors state = model.state_dict();  // replicas start from rank 0's weights and buffers
@@ -106,6 +109,8 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
     Tensor& p = params_[i].second;
     p.set_grad(flat_.view_at(offsets[i], p.shape()));
   }
+  if (options_.grad_compression != GradCompression::none)  // once per layout (twice in a run)
+    for (Bucket& b : buckets_) b.compressed = Tensor::empty({b.count}, wire_dtype(options_.grad_compression), device_);
   param_offset_ = offsets;
   if (options_.zero_sharding) lay_out_parameters(offsets);
 }
@@ -191,12 +196,15 @@ void DistributedDataParallel::on_gradient_ready(size_t param) {
   CG_CHECK(b.pending > 0, "DDP: parameter '{}' got its gradient twice in one backward", params_[param].first);
   if (--b.pending == 0) {
     CG_NVTX_RANGE("DDP all-reduce issue");
-    if (sharding_active_)
-      b.work = comm_->reduce_scatter_average(flat_.data<float>() + b.offset, b.padded, current_stream(device_),
-                                             fmt::format("bucket {}", bucket_of_[param]));
-    else
-      b.work = comm_->all_reduce_average(flat_.data<float>() + b.offset, b.count, current_stream(device_),
-                                         fmt::format("bucket {}", bucket_of_[param]));
+    const std::string what = fmt::format("bucket {}", bucket_of_[param]);
+    if (sharding_active_) {
+      b.work = comm_->reduce_scatter_average(flat_.data<float>() + b.offset, b.padded, current_stream(device_), what);
+    } else if (b.compressed.defined()) {
+      Tensor bucket = flat_.view_at(b.offset, {b.count});
+      b.work = comm_->all_reduce_compressed(bucket, b.compressed, current_stream(device_), what);
+    } else {
+      b.work = comm_->all_reduce_average(flat_.data<float>() + b.offset, b.count, current_stream(device_), what);
+    }
   }
 }
 
@@ -230,6 +238,18 @@ std::vector<int64_t> DistributedDataParallel::bucket_sizes() const {
   std::vector<int64_t> out;
   for (const auto& b : buckets_) out.push_back(b.count);
   return out;
+}
+
+std::vector<size_t> DistributedDataParallel::bucket_bytes_per_step() const {
+  std::vector<size_t> out;
+  for (const auto& b : buckets_) out.push_back(size_t(b.count) * itemsize(wire_dtype(options_.grad_compression)));
+  return out;
+}
+
+size_t DistributedDataParallel::bytes_per_step() const {
+  size_t total = 0;
+  for (size_t bytes : bucket_bytes_per_step()) total += bytes;
+  return total;
 }
 
 std::vector<std::shared_ptr<Work>> DistributedDataParallel::last_all_reduces() const {

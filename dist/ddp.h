@@ -41,6 +41,9 @@ struct DdpOptions {
   // SyncBatchNorm over this DDP's transport for every BatchNorm2d (dist/sync_batchnorm.h); see
   // model.sync_batchnorm in train/train_config.cpp.
   bool sync_batchnorm = false;
+  // dist.grad_compression: buckets all-reduced in 16 bits as PyTorch's fp16/bf16 compress hooks
+  // (dist/grad_compression.h); the scaler's found_inf is never compressed.
+  GradCompression grad_compression = GradCompression::none;
 };
 
 class DistributedDataParallel {
@@ -123,6 +126,12 @@ class DistributedDataParallel {
   // The all-gathers of the last step, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_gathers() const { return gathers_; }
 
+  // Bytes each bucket's all-reduce carries per synced step (its element count times 4, or 2 with
+  // dist.grad_compression), in bucket order, and their total: the payload, not counting the
+  // ring's 2(W-1)/W factor, which is the same with and without compression.
+  std::vector<size_t> bucket_bytes_per_step() const;
+  size_t bytes_per_step() const;
+
  private:
   struct Bucket {
     int64_t offset = 0, count = 0;   // slice of the flat buffer
@@ -130,6 +139,7 @@ class DistributedDataParallel {
     size_t pending = 0;              // gradients not yet final in this backward
     std::shared_ptr<Work> work;
     int64_t padded = 0;              // zero_sharding: count plus the transport's shard padding
+    Tensor compressed;               // dist.grad_compression: the bucket's 16-bit buffer
   };
 
   void build_buckets(const std::vector<size_t>& order);

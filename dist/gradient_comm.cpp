@@ -12,6 +12,7 @@
 #include "dist/serial_worker.h"
 #include "dist/staging_buffers.h"
 #include "engine/device_copy.h"
+#include "engine/grad_compression.h"
 #include "engine/runtime.h"
 #include "util/check.h"
 #include "util/nvtx.h"
@@ -42,6 +43,16 @@ class HostGlooComm : public GradientComm {
   std::shared_ptr<Work> all_gather_shards(float* data, int64_t count, const Stream&, const std::string&) override {
     return group_.all_gather_shards_async(data, count);
   }
+
+  // Compressed on the calling thread (as PyTorch runs the hook), summed and cast back on the
+  // communication thread.
+  std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream&,
+                                              const std::string&) override {
+    ops::compress_gradients(bucket, compressed, group_.size());
+    auto cast_back = [bucket, compressed]() mutable { ops::decompress_gradients(compressed, bucket); };
+    return group_.all_reduce_16bit_async(compressed.raw_data(), compressed.numel(), compressed.dtype(), cast_back);
+  }
+  std::string why_no_compression() const override { return ""; }
 
  private:
   ProcessGroup& group_;
@@ -122,6 +133,10 @@ class StagedGlooComm : public GradientComm {
     summed.get_future().get();
     copy_bytes(data, device_, host.data(), Device::cpu(), bytes);  // returns once host may go
   }
+  std::string why_no_compression() const override {
+    return "the staged Gloo transport (ranks sharing a GPU) has no 16-bit all-reduce yet; give each rank a GPU of "
+           "its own (NCCL), or set dist.grad_compression=none";
+  }
 
  private:
   // A replaced buffer may still be read by a copy back that an earlier job enqueued on copy_:
@@ -200,6 +215,45 @@ class ModeledComm : public GradientComm {
   // gives the statistics this rank has, so the data stays.
   void all_reduce_sum(double*, int64_t, const Stream&, const std::string&) override {}
 
+  // The time of the modeled ring for the 16-bit bytes; the data as a one-rank compressed all-reduce
+  // would leave it (each gradient rounded to 16 bits; one rank has nothing to divide by, so the
+  // order of division and cast does not arise), with the casts' real cost.
+  std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
+                                              const std::string& what) override {
+    const size_t bytes = compressed.nbytes();
+    const double ms = modeled_ms(bytes);
+    const std::string detail = fmt::format("{}, {:.1f} MB {}, modeled {:.3f} ms", what, double(bytes) / 1e6,
+                                           dtype_name(compressed.dtype()), ms);
+    if (stream_) {
+      auto work = stream_->begin(compute);
+      {
+        StreamGuard on_comm(stream_->stream());
+        ops::compress_gradients(bucket, compressed, 1);
+        runtime::spin(stream_->stream(), ms * 1000.0);
+        ops::decompress_gradients(compressed, bucket);
+      }
+      stream_->end(work, "all_reduce", detail);
+      return work;
+    }
+    ops::compress_gradients(bucket, compressed, 1);
+    auto work = std::make_shared<Work>();
+    work->started = std::chrono::steady_clock::now();
+    worker_.post([work, ms, detail, bucket, compressed]() mutable {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+      std::exception_ptr error;
+      try {
+        ops::decompress_gradients(compressed, bucket);
+      } catch (const std::exception&) {
+        error = std::current_exception();
+      }
+      work->finished = std::chrono::steady_clock::now();
+      trace::record("all_reduce (" + detail + ")", "communication", work->started, work->finished);
+      work->finish(error);
+    });
+    return work;
+  }
+  std::string why_no_compression() const override { return ""; }
+
  private:
   // The communication stream (or, on the CPU, a worker thread) kept busy for `ms`.
   std::shared_ptr<Work> busy(const Stream& compute, const std::string& op, const std::string& what, size_t bytes,
@@ -247,6 +301,10 @@ std::shared_ptr<Work> GradientComm::all_gather_shards(float*, int64_t count, con
 
 void GradientComm::all_reduce_sum(double*, int64_t, const Stream&, const std::string& what) {
   CG_FAIL("{}: the {} transport has no float64 sum (SyncBatchNorm)", what, name());
+}
+
+std::shared_ptr<Work> GradientComm::all_reduce_compressed(Tensor&, Tensor&, const Stream&, const std::string&) {
+  throw Error(why_no_compression());
 }
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group) { return std::make_unique<HostGlooComm>(group); }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/grad_compression.h"
 #include "dist/process_group.h"
 #include "engine/tensor.h"
 
@@ -61,6 +62,15 @@ class GradientComm {
   // stream order after the work enqueued on `compute`, which waits for it (NCCL: on the
   // communication stream, no host wait). `what` names it in errors and timelines.
   virtual void all_reduce_sum(double* data, int64_t count, const Stream& compute, const std::string& what);
+  // dist.grad_compression (dist/grad_compression.h): averages the float32 `bucket` as PyTorch's
+  // fp16/bf16 compress hook (but dividing before the cast), with 16-bit data on the wire. `compressed` (f16 or bf16, the
+  // bucket's size and device; DDP allocates one per bucket, once) receives the compressed values,
+  // is summed over the ranks, and is cast back into `bucket`. Ordered as all_reduce_average; both
+  // tensors must stay alive and untouched until the work is waited for.
+  virtual std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
+                                                      const std::string& what);
+  // "" when all_reduce_compressed works on this transport, else why not (for the refusal).
+  virtual std::string why_no_compression() const { return name() + " has no 16-bit all-reduce"; }
 };
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group);

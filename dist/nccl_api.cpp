@@ -81,6 +81,11 @@ void all_reduce_sum_f64(Comm comm, double* data, int64_t count, Stream stream) {
   CG_NCCL_CHECK(ncclAllReduce(data, data, size_t(count), ncclDouble, ncclSum, as_nccl(comm), as_stream(stream)));
 }
 
+void all_reduce_sum_16bit(Comm comm, void* data, int64_t count, bool bfloat16, Stream stream) {
+  CG_NCCL_CHECK(ncclAllReduce(data, data, size_t(count), bfloat16 ? ncclBfloat16 : ncclHalf, ncclSum, as_nccl(comm),
+                              as_stream(stream)));
+}
+
 }  // namespace cg::dist::nccl
 
 #else  // no CUDA in this build
@@ -103,6 +108,7 @@ void abort(Comm) {}
 void destroy(Comm) {}
 int version() { return 0; }
 void all_reduce_sum_f64(Comm, double*, int64_t, Stream) { no_nccl("nccl::all_reduce_sum_f64"); }
+void all_reduce_sum_16bit(Comm, void*, int64_t, bool, Stream) { no_nccl("nccl::all_reduce_sum_16bit"); }
 
 }  // namespace cg::dist::nccl
 #endif

@@ -28,5 +28,8 @@ void destroy(Comm comm);  // does not throw
 int version();            // e.g. 22803; 0 without NCCL
 // In place, on `stream`: the sum over ranks of `count` doubles (SyncBatchNorm's statistics).
 void all_reduce_sum_f64(Comm comm, double* data, int64_t count, Stream stream);
+// In place, on `stream`: the sum of 16-bit floats (ncclHalf, or ncclBfloat16 when `bfloat16`),
+// in 16 bits on the wire (dist.grad_compression).
+void all_reduce_sum_16bit(Comm comm, void* data, int64_t count, bool bfloat16, Stream stream);
 
 }  // namespace cg::dist::nccl

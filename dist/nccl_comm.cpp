@@ -9,6 +9,7 @@
 #include "dist/comm_stream.h"
 #include "dist/gradient_comm.h"
 #include "dist/nccl_api.h"
+#include "engine/grad_compression.h"
 #include "util/check.h"
 
 namespace cg::dist {
@@ -118,6 +119,24 @@ class NcclComm : public GradientComm {
     stream_->end(work, "all_gather", fmt::format("{}, {}", what, megabytes(size_t(count) * sizeof(float))));
     return work;
   }
+  // Divide and cast, NCCL's 16-bit sum and cast back, all on the communication stream after the gradients:
+  // the compute stream neither waits nor runs the casts.
+  std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
+                                              const std::string& what) override {
+    std::lock_guard<std::timed_mutex> lock(issue_mutex_);
+    auto work = stream_->begin(compute);  // throws once communication has failed
+    {
+      StreamGuard on_comm(stream_->stream());
+      ops::compress_gradients(bucket, compressed, world_);
+      nccl::all_reduce_sum_16bit(comm_, compressed.raw_data(), compressed.numel(),
+                                 compressed.dtype() == DType::bf16, stream_->stream().handle());
+      ops::decompress_gradients(compressed, bucket);
+    }
+    stream_->end(work, "all_reduce",
+                 fmt::format("{}, {} {}", what, megabytes(compressed.nbytes()), dtype_name(compressed.dtype())));
+    return work;
+  }
+  std::string why_no_compression() const override { return ""; }
 
  private:
   // On the watchdog's thread. Issuing holds issue_mutex_, so the communicator is never freed

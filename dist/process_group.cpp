@@ -1,7 +1,9 @@
 #include "dist/process_group.h"
 
 #include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -11,6 +13,7 @@
 
 #include "dist/process_group_impl.h"
 #include "util/check.h"
+#include "util/half.h"
 #include "util/trace.h"
 
 namespace cg::dist {
@@ -129,7 +132,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(float* data, int64_t count,
   const uint32_t tag = next_tag_++;
   ++all_reduces_;
   return enqueue(fmt::format("all_reduce of {} floats", count), [this, data, count, op, tag] {
-    trace::Span span(fmt::format("all_reduce {} floats", count), "communication");
+    trace::Span span(fmt::format("all_reduce {} floats ({} bytes)", count, count * 4), "communication");
     if (options_.artificial_delay.count() > 0) std::this_thread::sleep_for(options_.artificial_delay);
     if (world_ > 1) {
       gloo::AllreduceOptions o(impl_->context);
@@ -197,6 +200,63 @@ void ProcessGroup::barrier() {
     o.setTimeout(options_.timeout);
     gloo::barrier(o);
   })->wait();
+}
+
+namespace {
+
+// a + b rounded to the 16-bit type T (Half or BFloat16). The float32 sum of two 16-bit values,
+// rounded again to 16 bits, is the correctly rounded 16-bit sum (24 >= 2 * 11 + 2 bits: the double
+// rounding is harmless), which is what a GPU's 16-bit addition gives.
+template <typename T>
+uint16_t add_16bit(uint16_t a, uint16_t b) {
+  T x, y;
+  x.bits = a;
+  y.bits = b;
+  return T(float(x) + float(y)).bits;
+}
+
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_16bit_async(void* data, int64_t count, DType dtype,
+                                                           std::function<void()> then) {
+  CG_CHECK(dtype == DType::f16 || dtype == DType::bf16, "16-bit all-reduce of {} values", dtype_name(dtype));
+  const uint32_t tag = next_tag_;
+  next_tag_ += 2;  // the all-to-all and the all-gather
+  ++all_reduces_;
+  const std::string what = fmt::format("all_reduce of {} {} values ({} bytes)", count, dtype_name(dtype), count * 2);
+  return enqueue(what, [this, data, count, dtype, tag, what, then = std::move(then)] {
+    trace::Span span(what, "communication");
+    if (options_.artificial_delay.count() > 0) std::this_thread::sleep_for(options_.artificial_delay);
+    if (world_ > 1) sum_16bit_over_ranks(static_cast<uint16_t*>(data), count, dtype, tag);
+    if (then) then();
+  });
+}
+
+void ProcessGroup::sum_16bit_over_ranks(uint16_t* data, int64_t count, DType dtype, uint32_t tag) {
+  const size_t w = size_t(world_);
+  std::vector<int64_t> chunk(w);
+  for (size_t r = 0; r < w; ++r) chunk[r] = (int64_t(r) + 1) * count / world_ - int64_t(r) * count / world_;
+  const int64_t mine = chunk[size_t(rank_)];
+  wire_scratch_.resize(std::max<size_t>(1, size_t(mine) * w));
+  gloo::AlltoallvOptions scatter(impl_->context);
+  scatter.setInput<uint16_t>(data, chunk);
+  scatter.setOutput<uint16_t>(wire_scratch_.data(), std::vector<int64_t>(w, mine));
+  scatter.setTag(tag);
+  scatter.setTimeout(options_.timeout);
+  gloo::alltoallv(scatter);
+  // wire_scratch_ holds W rows of `mine` values, row j from rank j: sum each column into row 0.
+  auto add = dtype == DType::f16 ? &add_16bit<Half> : &add_16bit<BFloat16>;
+  for (int64_t i = 0; i < mine; ++i) {
+    uint16_t sum = wire_scratch_[size_t(i)];
+    for (size_t j = 1; j < w; ++j) sum = add(sum, wire_scratch_[j * size_t(mine) + size_t(i)]);
+    wire_scratch_[size_t(i)] = sum;
+  }
+  gloo::AllgathervOptions gather(impl_->context);
+  gather.setInput<uint16_t>(wire_scratch_.data(), size_t(mine));
+  gather.setOutput<uint16_t>(data, std::vector<size_t>(chunk.begin(), chunk.end()));
+  gather.setTag(tag + 1);
+  gather.setTimeout(options_.timeout);
+  gloo::allgatherv(gather);
 }
 
 }  // namespace cg::dist

@@ -41,7 +41,7 @@ run_tsan() {
   configure_and_build build-tsan "-fsanitize=thread" cudagrad-train cudagrad-launch dist_tcp_store_test \
     dist_watchdog_test dist_ddp_test dist_gradient_comm_test dist_identity_test dist_backend_choice_test \
     data_loader_test engine_caching_allocator_test apps_launch_test train_resume_test data_device_feeder_test \
-    fault_checkpoint_fault_test fault_dist_fault_test fault_data_fault_test dist_zero_test apps_zero_sharding_test
+    fault_checkpoint_fault_test fault_dist_fault_test fault_data_fault_test dist_zero_test apps_zero_sharding_test dist_grad_compression_test
   # OpenMP: libgomp is not built with TSan, so the barrier ending a parallel region is invisible
   # to it, and the master thread reusing its stack after a region is reported as racing with the
   # region's workers (seen: conv2d's parallel loop). OMP_THREAD_LIMIT=1 (which neither CTest's
@@ -56,7 +56,7 @@ run_tsan() {
   # set (over 10 minutes under TSan) for what is an argument-passing test; the launcher's threads
   # are covered by the other Launch tests.
   ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -LE gpu \
-    -R '(TcpStore|CollectiveWatchdog|Ddp|GradientComm|ProcessGroup|DataLoader|Launch|Resume|Fault|CachingAllocator|Identity|BackendChoice|DeviceFeeder|Zero|RingShard)' \
+    -R '(TcpStore|CollectiveWatchdog|Ddp|GradientComm|ProcessGroup|DataLoader|Launch|Resume|Fault|CachingAllocator|Identity|BackendChoice|DeviceFeeder|Zero|RingShard|Compressed)' \
     -E 'Ddp.AllReducesOverlapBackward|Launch.TheReadmeCommandTrainsFashionMnistOnTwoRanks' | tee build-tsan/ctest.log
   grep -E "tests passed" build-tsan/ctest.log | tail -n 1
 }

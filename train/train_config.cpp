@@ -164,6 +164,11 @@ const std::vector<Field>& fields() {
       CG_FIELD(dist.timeout_s, at_least(1), "longest wait in seconds for a peer or a collective"),
       CG_FIELD(dist.modeled_world_size, between(2, 65536), "dist.backend=modeled: ranks in the modeled ring"),
       CG_FIELD(dist.modeled_link, any(), "dist.backend=modeled: nvlink (one node) or infiniband (200 Gb/s per GPU)"),
+      CG_FIELD(dist.grad_compression, any(),
+               "gradient buckets all-reduced in 16 bits, as PyTorch's fp16_compress_hook / bf16_compress_hook but "
+               "divided by the world size before the cast (the stock hook casts first, so fp16 overflows sooner): none, "
+               "fp16 (half the bytes; 11-bit precision, averaged shares to 65504) or bf16 (half the bytes; 8-bit "
+               "precision)"),
       CG_FIELD(output.dir, any(), "where config.yaml, metrics.jsonl and checkpoints go"),
       CG_FIELD(profile.enabled, any(), "write a Chrome-trace timeline"),
   };

@@ -9,6 +9,7 @@
 
 #include "data/dataset_factory.h"
 #include "dist/backend_choice.h"
+#include "dist/grad_compression.h"
 #include "engine/ops.h"
 #include "engine/runtime.h"
 #include "nn/lr_schedule.h"
@@ -111,6 +112,7 @@ struct TrainConfig {
     double timeout_s = 120.0;    // longest wait for a peer or a collective
     int64_t modeled_world_size = 8;  // dist.backend=modeled: the ring being modeled
     ModeledLink modeled_link = ModeledLink::nvlink;
+    dist::GradCompression grad_compression = dist::GradCompression::none;  // 16-bit gradient all-reduce
     bool operator==(const Dist&) const = default;
   } dist;
   struct Output {

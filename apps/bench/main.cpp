@@ -147,13 +147,17 @@ void report(const TrainConfig& c, const Options& o, TrainSession& session, const
   // With the modeled backend: what the all-reduces of one step would take if nothing overlapped.
   double comm_total_ms = 0;
   if (ddp)
-    for (int64_t count : ddp->bucket_sizes()) comm_total_ms += ddp->comm().modeled_ms(size_t(count) * sizeof(float));
+    for (size_t bytes : ddp->bucket_bytes_per_step()) comm_total_ms += ddp->comm().modeled_ms(bytes);
   const std::string device_name = device.is_cuda() ? runtime::describe_device(device.index) : std::string("cpu");
   std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n, world,
               c.amp.enabled ? enum_name(c.amp.dtype) : "off");
   std::printf("| images/s | step ms | forward | backward | exposed comm | optimizer | peak MiB |\n");
   std::printf("| %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", ips, step_ms, median(t.fwd), median(t.bwd),
               median(t.comm), median(t.opt), double(t.peak_bytes) / (1 << 20));
+  if (ddp)
+    std::printf("all-reduced per step: %.2f MB (%s)\n", double(ddp->bytes_per_step()) / 1e6,
+                c.dist.grad_compression == dist::GradCompression::none ? "float32"
+                                                                        : enum_name(c.dist.grad_compression));
   if (comm_total_ms > 0)
     std::printf("modeled all-reduce time per step %.2f ms; exposed %.2f ms = %.0f%%\n", comm_total_ms, median(t.comm),
                 100.0 * median(t.comm) / comm_total_ms);
@@ -166,6 +170,8 @@ void report(const TrainConfig& c, const Options& o, TrainSession& session, const
                    {"forward_ms", median(t.fwd)}, {"backward_ms", median(t.bwd)}, {"comm_exposed_ms", median(t.comm)},
                    {"optimizer_ms", median(t.opt)}, {"peak_mem_bytes", t.peak_bytes}, {"steps", o.steps},
                    {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
+                   {"comm_bytes_per_step", ddp ? ddp->bytes_per_step() : 0},
+                   {"grad_compression", enum_name(c.dist.grad_compression)},
                    {"cuda_graph", o.cuda_graph}};
   std::printf("%s\n", j.dump().c_str());
 }

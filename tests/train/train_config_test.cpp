@@ -140,7 +140,7 @@ TEST(TrainConfig, ResolvedYamlReloadsToAnEqualConfig) {
            "train.max_steps=11", "train.grad_accum_steps=2", "train.seed=0", "train.log_interval=3",
            "train.device=cuda", "train.threads=2", "train.eval_batch_size=17", "amp.enabled=true",
            "amp.dtype=bf16", "checkpoint.dir=ck", "checkpoint.save_every=0", "checkpoint.resume_from=ck/last",
-           "dist.backend=gloo", "dist.bucket_cap_mb=1.5", "dist.timeout_s=9", "output.dir=out",
+           "dist.backend=gloo", "dist.bucket_cap_mb=1.5", "dist.timeout_s=9", "dist.grad_compression=bf16", "output.dir=out",
            "profile.enabled=true"});
   EXPECT_EQ(all.model.init_from, "w: 1.safetensors");
   const TrainConfig again = reload(all);
@@ -229,13 +229,13 @@ TEST(TrainConfig, HelpListsEveryKey) {
       "train.log_interval", "train.device", "train.threads", "train.eval_batch_size", "train.target_accuracy",
       "train.cuda_graph",
       "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "kernels.cpu_conv", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "dist.backend", "dist.bucket_cap_mb",
-      "dist.timeout_s", "dist.modeled_world_size", "dist.modeled_link", "output.dir", "profile.enabled"};
+      "dist.timeout_s", "dist.modeled_world_size", "dist.modeled_link", "dist.grad_compression", "output.dir", "profile.enabled"};
   for (const auto& k : keys) EXPECT_NE(h.find("  " + k + " "), std::string::npos) << k << "\n" << h;
   EXPECT_EQ(size_t(std::count(h.begin(), h.end(), '\n')), keys.size()) << "a key the list above misses:\n" << h;
   expect_mentions(h, {"one of fashion_mnist|cifar10|synthetic", "one of sgd|adamw", "one of fp16|bf16",
                       "one of constant|cosine|warmup_cosine", "one of auto|cpu|cuda", "one of auto|nccl|gloo|modeled",
                       "one of auto|cudnn|native", "one of timed|heuristic", "one of auto|im2col|winograd",
-                      "one of nvlink|infiniband"});
+                      "one of nvlink|infiniband", "one of none|fp16|bf16"});
 }
 
 // SyncBatchNorm combines statistics outside the kernels, which cuDNN's batch norm cannot take.

@@ -80,5 +80,47 @@ TEST(CudaComm, ModeledAllReduceOccupiesTheStreamForTheModeledTime) {
   EXPECT_LT(ms, 200.0f);
 }
 
+// dist.grad_compression on NCCL: the casts on the communication stream and ncclHalf /
+// ncclBfloat16 sums. Over one rank the result is the gradient rounded to 16 bits (divided by 1,
+// summed once), bit for bit; the modeled backend times the 16-bit bytes, half the float32 time.
+TEST(CudaComm, SingleRankNcclCompressedAllReduceRoundsTo16Bits) {
+  NEED_GPU();
+  TcpStoreOptions so;
+  so.port = test::free_port();
+  so.is_server = true;
+  TcpStore store(so);
+  auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
+  ASSERT_EQ(comm->why_no_compression(), "");
+  const std::vector<float> values = test::random_vector<float>(3001, 23);
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    Tensor bucket = Tensor::from_vector(values, {3001}).to(kGpu);
+    Tensor compressed = Tensor::empty({3001}, dtype, kGpu);
+    const Stream s = current_stream(kGpu);
+    auto work = comm->all_reduce_compressed(bucket, compressed, s, "test bucket");
+    comm->wait(*work, s);
+    const std::vector<float> want = Tensor::from_vector(values, {3001}).to(dtype).to(DType::f32).to_vector<float>();
+    EXPECT_EQ(bucket.to_vector<float>(), want) << dtype_name(dtype);
+    EXPECT_NE(want, values);  // the rounding is visible, so the check can fail
+    expect_done_soon(*work);
+  }
+}
+
+TEST(CudaComm, ModeledCompressedAllReduceTakesHalfTheBandwidthTime) {
+  NEED_GPU();
+  Profiling profiling;
+  const Link slow{"slow", 0.1, 0.0};  // 100 MB/s: 1 MB over 2 ranks = 10 ms, 0.5 MB = 5 ms
+  auto comm = make_modeled_comm(2, slow, kGpu);
+  Tensor bucket = Tensor::from_vector(test::random_vector<float>(250000, 24), {250000}).to(kGpu);
+  Tensor compressed = Tensor::empty({250000}, DType::f16, kGpu);
+  const Stream s = current_stream(kGpu);
+  auto work = comm->all_reduce_compressed(bucket, compressed, s, "test bucket");
+  comm->wait(*work, s);
+  expect_done_soon(*work);
+  ASSERT_TRUE(work->device_started.defined());
+  const float ms = Event::elapsed_ms(work->device_started, work->device_done);
+  EXPECT_GE(ms, 4.7f);
+  EXPECT_LT(ms, 9.0f);
+}
+
 }  // namespace
 }  // namespace cg::dist

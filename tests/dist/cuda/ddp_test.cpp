@@ -101,6 +101,68 @@ TEST(CudaDdp, SingleRankNcclKeepsTheGradients) {
   expect_single_rank_unchanged(make_nccl_comm(store, 0, 1, kGpu, 60.0));
 }
 
+// dist.grad_compression over single-rank NCCL: every gradient comes back as the 16-bit value of
+// the plain one (casts on the communication stream, ncclHalf / ncclBfloat16 sum), so each is
+// exactly representable in the 16-bit type, within its rounding of the plain gradient, and some
+// differ from float32.
+TEST(CudaDdp, SingleRankNcclCompressedGradientsAreThe16BitValues) {
+  NEED_GPU();
+  TcpStoreOptions so;
+  so.port = test::free_port();
+  so.is_server = true;
+  TcpStore store(so);
+  for (GradCompression c : {GradCompression::fp16, GradCompression::bf16}) {
+    SCOPED_TRACE(enum_name(c));
+    Generator g1(12), g2(12);
+    nn::MiniResNet plain(tiny(), g1), wrapped(tiny(), g2);
+    plain.to(kGpu);
+    wrapped.to(kGpu);
+    DdpOptions o;
+    o.grad_compression = c;
+    o.bucket_cap_mb = 0.002;  // several buckets
+    DistributedDataParallel ddp(wrapped, make_nccl_comm(store, 0, 1, kGpu, 60.0), o);
+    const Tensor x = images(0, 4).to(kGpu), y = labels(0, 4).to(kGpu);
+    ops::cross_entropy(plain(x), y).backward();
+    ops::cross_entropy(ddp(x), y).backward();
+    ddp.wait_for_gradients();
+    const DType d = wire_dtype(c);
+    const double rtol = d == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
+    int changed = 0;
+    const auto a = plain.named_parameters(), b = wrapped.named_parameters();
+    for (size_t i = 0; i < a.size(); ++i) {
+      const Tensor got = b[i].second.grad().to(Device::cpu());
+      EXPECT_EQ(got.to(d).to(DType::f32).to_vector<float>(), got.to_vector<float>()) << a[i].first << " not 16-bit";
+      const std::vector<float> want = a[i].second.grad().to(Device::cpu()).to_vector<float>();
+      const std::vector<float> got_values = got.to_vector<float>();
+      EXPECT_TRUE(test::all_close(got_values, want, {1e-7, rtol})) << a[i].first;
+      for (size_t k = 0; k < want.size(); ++k) changed += got_values[k] != want[k];
+    }
+    EXPECT_GT(changed, 0) << "no gradient was rounded: compression did not happen";
+  }
+}
+
+// Ranks sharing a GPU (Gloo staged through pinned memory) have no 16-bit path: refused by name.
+TEST(CudaDdp, StagedGlooRefusesCompressionNamingTheKey) {
+  NEED_GPU();
+  TcpStoreOptions so;
+  so.port = test::free_port();
+  so.is_server = true;
+  TcpStore store(so);
+  ProcessGroup group(store, 0, 1, "127.0.0.1", {});
+  Generator gen(12);
+  nn::MiniResNet m(tiny(), gen);
+  m.to(kGpu);
+  DdpOptions o;
+  o.grad_compression = GradCompression::fp16;
+  try {
+    DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), o);
+    ADD_FAILURE() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.grad_compression=fp16: the staged Gloo transport"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CudaDdp, ModeledBackendOccupiesTheStreamAndKeepsTheGradients) {
   NEED_GPU();
   expect_single_rank_unchanged(make_modeled_comm(8, nvlink_link(), kGpu));
