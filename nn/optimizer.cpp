@@ -98,7 +98,9 @@ void Optimizer::load_state_tensors(const std::map<std::string, Tensor>& state, i
 
 void Optimizer::shard(std::map<std::string, Range> ranges) {
   for (const auto& [name, r] : ranges) {
-    auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; });
+    // Named copy: clang before 16 cannot capture a structured binding in a lambda.
+    const std::string& wanted = name;
+    auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == wanted; });
     CG_CHECK(it != params_.end(), "optimizer: shard names '{}', which is not one of its parameters", name);
     CG_CHECK(r.begin >= 0 && r.count > 0 && r.begin + r.count <= it->second.numel(),
              "optimizer: shard [{}, {}) of '{}' ({}) is out of range", r.begin, r.begin + r.count, name,
