@@ -243,7 +243,9 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
                                c.data.batch_size, c.data.synthetic_size, v.origin("data.synthetic_size")));
   if (c.model.sync_batchnorm && c.kernels.batch_norm == ops::GpuImpl::cudnn && c.train.device != DeviceName::cpu)
     config::reject(v, "model.sync_batchnorm",
-                   "needs the batch-norm statistics outside cuDNN; use kernels.batch_norm=native (or auto)");
+                   fmt::format("needs the batch-norm statistics outside cuDNN, and kernels.batch_norm=cudnn ({}) "
+                               "keeps them inside; use kernels.batch_norm=native (or auto)",
+                               v.origin("kernels.batch_norm")));
   check_transport(c, v);
   check_cuda_graph(c, v);
 }
