@@ -310,9 +310,9 @@ class ModeledComm : public GradientComm {
 }  // namespace
 
 std::vector<int64_t> GradientComm::shard_bounds(int64_t) const {
-  throw UsageError(fmt::format("optim.zero_sharding=true: the {} transport has no reduce-scatter and all-gather; use "
-                          "gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
-                          name()));
+  throw UsageError(fmt::format("optim.zero_sharding=true: the {} transport has no reduce-scatter and all-gather; "
+                               "use gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
+                               name()));
 }
 std::shared_ptr<Work> GradientComm::reduce_scatter_average(float*, int64_t count, const Stream&, const std::string&) {
   shard_bounds(count);  // refuses
