@@ -26,7 +26,8 @@ enum class ReduceOp { sum, average };
 
 // Gloo's ring all-reduce of `count` floats over `world` ranks: it splits the buffer into world
 // contiguous blocks (the last ones shorter or empty) and block r ends fully reduced on rank r.
-// Returns world + 1 bounds, block r = [bounds[r], bounds[r + 1]).
+// Returns world + 1 bounds, block r = [bounds[r], bounds[r + 1]). The one partition of a bucket:
+// ZeRO-1's shards on Gloo and the chunks of our 16-bit all-reduce and reduce-scatter are these too.
 std::vector<int64_t> ring_shard_bounds(int64_t count, int world);
 
 // A collective in flight. wait() blocks until it is done and rethrows its error.
