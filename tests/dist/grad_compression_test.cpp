@@ -259,7 +259,9 @@ TEST_P(Compressed, HostGlooMatchesPyTorchDividingFirstAndDiffersFromItsStockHook
         << "element " << i << ": divide-first " << want[size_t(i)] << ", stock hook " << stock[size_t(i)];
     differ += want[size_t(i)] != stock[size_t(i)];
   }
-  if (world == 3) EXPECT_GT(differ, 0) << "dividing first changed no element: was the order really swapped?";
+  if (world == 3) {
+    EXPECT_GT(differ, 0) << "dividing first changed no element: was the order really swapped?";
+  }
 }
 
 std::vector<uint8_t> state_bytes(const nn::Module& m) {
