@@ -109,8 +109,9 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
     Tensor& p = params_[i].second;
     p.set_grad(flat_.view_at(offsets[i], p.shape()));
   }
-  if (options_.grad_compression != GradCompression::none)  // once per layout (twice in a run)
-    for (Bucket& b : buckets_) b.compressed = Tensor::empty({b.count}, wire_dtype(options_.grad_compression), device_);
+  if (options_.grad_compression != GradCompression::none)  // once per layout (twice in a run); padded for ZeRO-1
+    for (Bucket& b : buckets_)
+      b.compressed = Tensor::empty({b.padded}, wire_dtype(options_.grad_compression), device_);
   param_offset_ = offsets;
   if (options_.zero_sharding) lay_out_parameters(offsets);
 }
@@ -197,11 +198,14 @@ void DistributedDataParallel::on_gradient_ready(size_t param) {
   if (--b.pending == 0) {
     CG_NVTX_RANGE("DDP all-reduce issue");
     const std::string what = fmt::format("bucket {}", bucket_of_[param]);
-    if (sharding_active_) {
+    if (sharding_active_ && b.compressed.defined()) {
+      Tensor bucket = flat_.view_at(b.offset, {b.padded});
+      b.work = comm_->reduce_scatter_compressed(bucket, b.compressed, current_stream(device_), what);
+    } else if (sharding_active_) {
       b.work = comm_->reduce_scatter_average(flat_.data<float>() + b.offset, b.padded, current_stream(device_), what);
     } else if (b.compressed.defined()) {
-      Tensor bucket = flat_.view_at(b.offset, {b.count});
-      b.work = comm_->all_reduce_compressed(bucket, b.compressed, current_stream(device_), what);
+      Tensor bucket = flat_.view_at(b.offset, {b.count}), wire = b.compressed.view_at(0, {b.count});
+      b.work = comm_->all_reduce_compressed(bucket, wire, current_stream(device_), what);
     } else {
       b.work = comm_->all_reduce_average(flat_.data<float>() + b.offset, b.count, current_stream(device_), what);
     }
@@ -244,6 +248,13 @@ std::vector<size_t> DistributedDataParallel::bucket_bytes_per_step() const {
   std::vector<size_t> out;
   for (const auto& b : buckets_) out.push_back(size_t(b.count) * itemsize(wire_dtype(options_.grad_compression)));
   return out;
+}
+
+size_t DistributedDataParallel::gather_bytes_per_step() const {
+  if (!options_.zero_sharding) return 0;
+  size_t total = 0;
+  for (const auto& b : buckets_) total += size_t(b.count) * sizeof(float);
+  return total;
 }
 
 size_t DistributedDataParallel::bytes_per_step() const {

@@ -17,7 +17,11 @@
 // from the bucket rebuild that follows it on, a bucket is reduce-scattered the moment it is
 // complete, the attached optimizer keeps state for and updates only this rank's shards, and
 // start_parameter_gather() all-gathers the updated shards bucket by bucket, waited for at the next
-// forward (or wait_for_parameters() before anything else reads the weights).
+// forward (or wait_for_parameters() before anything else reads the weights). With
+// dist.grad_compression the reduce-scatter is the first half of the 16-bit all-reduce
+// (GradientComm::reduce_scatter_compressed: divide, cast, 16-bit sum of this rank's shard, cast
+// back), so sharded compressed training is bit-identical to unsharded compressed DDP; the
+// parameters' all-gather stays float32 (parameters are never compressed, as in PyTorch).
 #pragma once
 #include <map>
 #include <memory>
@@ -126,11 +130,14 @@ class DistributedDataParallel {
   // The all-gathers of the last step, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_gathers() const { return gathers_; }
 
-  // Bytes each bucket's all-reduce carries per synced step (its element count times 4, or 2 with
-  // dist.grad_compression), in bucket order, and their total: the payload, not counting the
-  // ring's 2(W-1)/W factor, which is the same with and without compression.
+  // Bytes each bucket's all-reduce (with zero_sharding: reduce-scatter) of gradients carries per
+  // synced step (its element count times 4, or 2 with dist.grad_compression), in bucket order, and
+  // their total: the payload, not counting the ring's 2(W-1)/W (a reduce-scatter's (W-1)/W)
+  // factor, which is the same with and without compression.
   std::vector<size_t> bucket_bytes_per_step() const;
   size_t bytes_per_step() const;
+  // zero_sharding: the float32 bytes of parameters all-gathered per step (0 without sharding).
+  size_t gather_bytes_per_step() const;
 
  private:
   struct Bucket {
@@ -139,7 +146,7 @@ class DistributedDataParallel {
     size_t pending = 0;              // gradients not yet final in this backward
     std::shared_ptr<Work> work;
     int64_t padded = 0;              // zero_sharding: count plus the transport's shard padding
-    Tensor compressed;               // dist.grad_compression: the bucket's 16-bit buffer
+    Tensor compressed;               // dist.grad_compression: the bucket's 16-bit buffer (padded long)
   };
 
   void build_buckets(const std::vector<size_t>& order);

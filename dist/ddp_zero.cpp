@@ -2,7 +2,8 @@
 // them, the parameters' all-gather after the step, and the optimizer state gathered back whole for
 // checkpoints. Rule: a rank owns shard rank() of every bucket (GradientComm::shard_bounds), so the
 // reduce-scatter leaves exactly the gradients it updates, and the all-gather exactly the
-// parameters the others updated.
+// parameters the others updated. With dist.grad_compression the reduce-scatter is the 16-bit one
+// (dist/ddp.cpp issues it); everything here stays float32.
 #include <algorithm>
 #include <cmath>
 

@@ -52,6 +52,19 @@ class HostGlooComm : public GradientComm {
     auto cast_back = [bucket, compressed]() mutable { ops::decompress_gradients(compressed, bucket); };
     return group_.all_reduce_16bit_async(compressed.raw_data(), compressed.numel(), compressed.dtype(), cast_back);
   }
+  // The same, stopping after the 16-bit reduce-scatter: this rank's shard (ring_shard_bounds, the
+  // chunk the exchange sums here) is cast back.
+  std::shared_ptr<Work> reduce_scatter_compressed(Tensor& bucket, Tensor& compressed, const Stream&,
+                                                  const std::string&) override {
+    ops::compress_gradients(bucket, compressed, group_.size());
+    const std::vector<int64_t> bounds = shard_bounds(bucket.numel());
+    const int64_t lo = bounds[size_t(group_.rank())], n = bounds[size_t(group_.rank()) + 1] - lo;
+    auto cast_back = [shard = bucket.view_at(lo, {n}), wire = compressed.view_at(lo, {n}), n]() mutable {
+      if (n > 0) ops::decompress_gradients(wire, shard);
+    };
+    return group_.reduce_scatter_16bit_async(compressed.raw_data(), compressed.numel(), compressed.dtype(),
+                                             cast_back);
+  }
   std::string why_no_compression() const override { return ""; }
 
  private:
@@ -220,37 +233,13 @@ class ModeledComm : public GradientComm {
   // order of division and cast does not arise), with the casts' real cost.
   std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
                                               const std::string& what) override {
-    const size_t bytes = compressed.nbytes();
-    const double ms = modeled_ms(bytes);
-    const std::string detail = fmt::format("{}, {:.1f} MB {}, modeled {:.3f} ms", what, double(bytes) / 1e6,
-                                           dtype_name(compressed.dtype()), ms);
-    if (stream_) {
-      auto work = stream_->begin(compute);
-      {
-        StreamGuard on_comm(stream_->stream());
-        ops::compress_gradients(bucket, compressed, 1);
-        runtime::spin(stream_->stream(), ms * 1000.0);
-        ops::decompress_gradients(compressed, bucket);
-      }
-      stream_->end(work, "all_reduce", detail);
-      return work;
-    }
-    ops::compress_gradients(bucket, compressed, 1);
-    auto work = std::make_shared<Work>();
-    work->started = std::chrono::steady_clock::now();
-    worker_.post([work, ms, detail, bucket, compressed]() mutable {
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-      std::exception_ptr error;
-      try {
-        ops::decompress_gradients(compressed, bucket);
-      } catch (const std::exception&) {
-        error = std::current_exception();
-      }
-      work->finished = std::chrono::steady_clock::now();
-      trace::record("all_reduce (" + detail + ")", "communication", work->started, work->finished);
-      work->finish(error);
-    });
-    return work;
+    return busy_compressed(bucket, compressed, compute, "all_reduce", what, modeled_ms(compressed.nbytes()));
+  }
+  // ZeRO-1 with compression: the one real rank owns the whole bucket; half a ring of 16-bit bytes.
+  std::shared_ptr<Work> reduce_scatter_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
+                                                  const std::string& what) override {
+    return busy_compressed(bucket, compressed, compute, "reduce_scatter", what,
+                           ring_half_ms(compressed.nbytes(), ranks_, link_));
   }
   std::string why_no_compression() const override { return ""; }
 
@@ -276,6 +265,41 @@ class ModeledComm : public GradientComm {
     return work;
   }
 
+  // busy() around the casts of a one-rank compressed collective: compress, `ms` of modeled
+  // communication, cast back.
+  std::shared_ptr<Work> busy_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
+                                        const std::string& op, const std::string& what, double ms) {
+    const std::string detail = fmt::format("{}, {:.1f} MB {}, modeled {:.3f} ms", what,
+                                           double(compressed.nbytes()) / 1e6, dtype_name(compressed.dtype()), ms);
+    if (stream_) {
+      auto work = stream_->begin(compute);
+      {
+        StreamGuard on_comm(stream_->stream());
+        ops::compress_gradients(bucket, compressed, 1);
+        runtime::spin(stream_->stream(), ms * 1000.0);
+        ops::decompress_gradients(compressed, bucket);
+      }
+      stream_->end(work, op, detail);
+      return work;
+    }
+    ops::compress_gradients(bucket, compressed, 1);
+    auto work = std::make_shared<Work>();
+    work->started = std::chrono::steady_clock::now();
+    worker_.post([work, ms, op, detail, bucket, compressed]() mutable {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+      std::exception_ptr error;
+      try {
+        ops::decompress_gradients(compressed, bucket);
+      } catch (const std::exception&) {
+        error = std::current_exception();
+      }
+      work->finished = std::chrono::steady_clock::now();
+      trace::record(op + " (" + detail + ")", "communication", work->started, work->finished);
+      work->finish(error);
+    });
+    return work;
+  }
+
   int ranks_;
   Link link_;
   Device device_;
@@ -286,9 +310,9 @@ class ModeledComm : public GradientComm {
 }  // namespace
 
 std::vector<int64_t> GradientComm::shard_bounds(int64_t) const {
-  throw Error(fmt::format("optim.zero_sharding=true: the {} transport has no reduce-scatter and all-gather; use "
-                          "gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
-                          name()));
+  throw UsageError(fmt::format("optim.zero_sharding=true: the {} transport has no reduce-scatter and all-gather; "
+                               "use gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
+                               name()));
 }
 std::shared_ptr<Work> GradientComm::reduce_scatter_average(float*, int64_t count, const Stream&, const std::string&) {
   shard_bounds(count);  // refuses
@@ -305,6 +329,12 @@ void GradientComm::all_reduce_sum(double*, int64_t, const Stream&, const std::st
 
 std::shared_ptr<Work> GradientComm::all_reduce_compressed(Tensor&, Tensor&, const Stream&, const std::string&) {
   throw Error(why_no_compression());
+}
+std::shared_ptr<Work> GradientComm::reduce_scatter_compressed(Tensor&, Tensor&, const Stream&, const std::string&) {
+  throw UsageError(fmt::format("optim.zero_sharding=true with dist.grad_compression: the {} transport has no "
+                               "16-bit reduce-scatter; use gloo on the CPU, nccl on GPUs of their own, or the modeled "
+                               "backend",
+                               name()));
 }
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group) { return std::make_unique<HostGlooComm>(group); }

@@ -69,6 +69,13 @@ class GradientComm {
   // tensors must stay alive and untouched until the work is waited for.
   virtual std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
                                                       const std::string& what);
+  // ZeRO-1 with dist.grad_compression: the first half of all_reduce_compressed. `bucket` and
+  // `compressed` are the whole (padded, as shard_bounds says) bucket; the whole bucket is divided
+  // and cast, the 16-bit values are reduce-scattered, and only this rank's shard of `bucket`
+  // receives its cast-back sum, the same bits all_reduce_compressed leaves there (the rest of
+  // `bucket` is scratch). The default refuses, naming the transport.
+  virtual std::shared_ptr<Work> reduce_scatter_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
+                                                          const std::string& what);
   // "" when all_reduce_compressed works on this transport, else why not (for the refusal).
   virtual std::string why_no_compression() const { return name() + " has no 16-bit all-reduce"; }
 };

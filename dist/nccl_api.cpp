@@ -86,6 +86,12 @@ void all_reduce_sum_16bit(Comm comm, void* data, int64_t count, bool bfloat16, S
                               as_stream(stream)));
 }
 
+void reduce_scatter_sum_16bit(Comm comm, void* data, int64_t shard, int rank, bool bfloat16, Stream stream) {
+  uint16_t* values = static_cast<uint16_t*>(data);  // 2-byte elements: the in-place form's receive offset
+  CG_NCCL_CHECK(ncclReduceScatter(values, values + int64_t(rank) * shard, size_t(shard),
+                                  bfloat16 ? ncclBfloat16 : ncclHalf, ncclSum, as_nccl(comm), as_stream(stream)));
+}
+
 }  // namespace cg::dist::nccl
 
 #else  // no CUDA in this build
@@ -109,6 +115,7 @@ void destroy(Comm) {}
 int version() { return 0; }
 void all_reduce_sum_f64(Comm, double*, int64_t, Stream) { no_nccl("nccl::all_reduce_sum_f64"); }
 void all_reduce_sum_16bit(Comm, void*, int64_t, bool, Stream) { no_nccl("nccl::all_reduce_sum_16bit"); }
+void reduce_scatter_sum_16bit(Comm, void*, int64_t, int, bool, Stream) { no_nccl("nccl::reduce_scatter_sum_16bit"); }
 
 }  // namespace cg::dist::nccl
 #endif

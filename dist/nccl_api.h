@@ -31,5 +31,9 @@ void all_reduce_sum_f64(Comm comm, double* data, int64_t count, Stream stream);
 // In place, on `stream`: the sum of 16-bit floats (ncclHalf, or ncclBfloat16 when `bfloat16`),
 // in 16 bits on the wire (dist.grad_compression).
 void all_reduce_sum_16bit(Comm comm, void* data, int64_t count, bool bfloat16, Stream stream);
+// ZeRO-1 with dist.grad_compression, in place on `data` (world_size * shard 16-bit floats), on
+// `stream`: rank r's shard [r * shard, (r + 1) * shard) receives the sum (ncclReduceScatter,
+// ncclHalf or ncclBfloat16, ncclSum).
+void reduce_scatter_sum_16bit(Comm comm, void* data, int64_t shard, int rank, bool bfloat16, Stream stream);
 
 }  // namespace cg::dist::nccl

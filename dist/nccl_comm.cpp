@@ -136,6 +136,30 @@ class NcclComm : public GradientComm {
                  fmt::format("{}, {} {}", what, megabytes(compressed.nbytes()), dtype_name(compressed.dtype())));
     return work;
   }
+  // ZeRO-1 with compression: the padded bucket divided and cast, NCCL's 16-bit reduce-scatter and
+  // this rank's shard cast back, all on the communication stream as above.
+  std::shared_ptr<Work> reduce_scatter_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
+                                                  const std::string& what) override {
+    const int64_t shard = shard_of(bucket.numel());
+    CG_CHECK(compressed.numel() == bucket.numel(), "NCCL 16-bit reduce-scatter: {} 16-bit values for {} floats",
+             compressed.numel(), bucket.numel());
+    std::lock_guard<std::timed_mutex> lock(issue_mutex_);
+    auto work = stream_->begin(compute);  // throws once communication has failed
+    {
+      StreamGuard on_comm(stream_->stream());
+      ops::compress_gradients(bucket, compressed, world_);
+      nccl::reduce_scatter_sum_16bit(comm_, compressed.raw_data(), shard, rank_, compressed.dtype() == DType::bf16,
+                                     stream_->stream().handle());
+      if (shard > 0) {
+        const Tensor mine = compressed.view_at(int64_t(rank_) * shard, {shard});
+        Tensor into = bucket.view_at(int64_t(rank_) * shard, {shard});
+        ops::decompress_gradients(mine, into);
+      }
+    }
+    stream_->end(work, "reduce_scatter",
+                 fmt::format("{}, {} {}", what, megabytes(compressed.nbytes()), dtype_name(compressed.dtype())));
+    return work;
+  }
   std::string why_no_compression() const override { return ""; }
 
  private:

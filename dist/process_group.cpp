@@ -11,6 +11,8 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
+
 #include "dist/process_group_impl.h"
 #include "util/check.h"
 #include "util/half.h"
@@ -219,23 +221,39 @@ uint16_t add_16bit(uint16_t a, uint16_t b) {
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_16bit_async(void* data, int64_t count, DType dtype,
                                                            std::function<void()> then) {
-  CG_CHECK(dtype == DType::f16 || dtype == DType::bf16, "16-bit all-reduce of {} values", dtype_name(dtype));
+  return enqueue_16bit(data, count, dtype, /*gather=*/true, std::move(then));
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_16bit_async(void* data, int64_t count, DType dtype,
+                                                               std::function<void()> then) {
+  return enqueue_16bit(data, count, dtype, /*gather=*/false, std::move(then));
+}
+
+std::shared_ptr<Work> ProcessGroup::enqueue_16bit(void* data, int64_t count, DType dtype, bool gather,
+                                                  std::function<void()> then) {
+  CG_CHECK(dtype == DType::f16 || dtype == DType::bf16, "16-bit {} of {} values",
+           gather ? "all-reduce" : "reduce-scatter", dtype_name(dtype));
   const uint32_t tag = next_tag_;
   next_tag_ += 2;  // the all-to-all and the all-gather
-  ++all_reduces_;
-  const std::string what = fmt::format("all_reduce of {} {} values ({} bytes)", count, dtype_name(dtype), count * 2);
-  return enqueue(what, [this, data, count, dtype, tag, what, then = std::move(then)] {
+  if (gather) ++all_reduces_;
+  // The bytes are this rank's whole 16-bit buffer, as in the float32 names.
+  const std::string what = fmt::format("{} of {} {} values ({} bytes)", gather ? "all_reduce" : "reduce_scatter",
+                                       count, dtype_name(dtype), count * 2);
+  return enqueue(what, [this, data, count, dtype, tag, gather, what, then = std::move(then)] {
     trace::Span span(what, "communication");
     if (options_.artificial_delay.count() > 0) std::this_thread::sleep_for(options_.artificial_delay);
-    if (world_ > 1) sum_16bit_over_ranks(static_cast<uint16_t*>(data), count, dtype, tag);
+    if (world_ > 1) sum_16bit_over_ranks(static_cast<uint16_t*>(data), count, dtype, tag, gather);
     if (then) then();
   });
 }
 
-void ProcessGroup::sum_16bit_over_ranks(uint16_t* data, int64_t count, DType dtype, uint32_t tag) {
+// Chunk r is ring_shard_bounds' block r (the float32 ring's blocks, and so ZeRO-1's shards): which
+// rank adds a chunk changes no bit of the result, and one partition serves every collective.
+void ProcessGroup::sum_16bit_over_ranks(uint16_t* data, int64_t count, DType dtype, uint32_t tag, bool gather) {
   const size_t w = size_t(world_);
+  const std::vector<int64_t> bounds = ring_shard_bounds(count, world_);
   std::vector<int64_t> chunk(w);
-  for (size_t r = 0; r < w; ++r) chunk[r] = (int64_t(r) + 1) * count / world_ - int64_t(r) * count / world_;
+  for (size_t r = 0; r < w; ++r) chunk[r] = bounds[r + 1] - bounds[r];
   const int64_t mine = chunk[size_t(rank_)];
   wire_scratch_.resize(std::max<size_t>(1, size_t(mine) * w));
   gloo::AlltoallvOptions scatter(impl_->context);
@@ -251,12 +269,16 @@ void ProcessGroup::sum_16bit_over_ranks(uint16_t* data, int64_t count, DType dty
     for (size_t j = 1; j < w; ++j) sum = add(sum, wire_scratch_[j * size_t(mine) + size_t(i)]);
     wire_scratch_[size_t(i)] = sum;
   }
-  gloo::AllgathervOptions gather(impl_->context);
-  gather.setInput<uint16_t>(wire_scratch_.data(), size_t(mine));
-  gather.setOutput<uint16_t>(data, std::vector<size_t>(chunk.begin(), chunk.end()));
-  gather.setTag(tag + 1);
-  gather.setTimeout(options_.timeout);
-  gloo::allgatherv(gather);
+  if (!gather) {  // reduce-scatter: this rank's chunk only
+    std::copy(wire_scratch_.begin(), wire_scratch_.begin() + mine, data + bounds[size_t(rank_)]);
+    return;
+  }
+  gloo::AllgathervOptions all(impl_->context);
+  all.setInput<uint16_t>(wire_scratch_.data(), size_t(mine));
+  all.setOutput<uint16_t>(data, std::vector<size_t>(chunk.begin(), chunk.end()));
+  all.setTag(tag + 1);
+  all.setTimeout(options_.timeout);
+  gloo::allgatherv(all);
 }
 
 }  // namespace cg::dist

@@ -26,7 +26,8 @@ enum class ReduceOp { sum, average };
 
 // Gloo's ring all-reduce of `count` floats over `world` ranks: it splits the buffer into world
 // contiguous blocks (the last ones shorter or empty) and block r ends fully reduced on rank r.
-// Returns world + 1 bounds, block r = [bounds[r], bounds[r + 1]).
+// Returns world + 1 bounds, block r = [bounds[r], bounds[r + 1]). The one partition of a bucket:
+// ZeRO-1's shards on Gloo and the chunks of our 16-bit all-reduce and reduce-scatter are these too.
 std::vector<int64_t> ring_shard_bounds(int64_t count, int world);
 
 // A collective in flight. wait() blocks until it is done and rethrows its error.
@@ -93,12 +94,16 @@ class ProcessGroup {
   // ranks with 16-bit data on the wire, then runs `then` (may be empty) on the communication
   // thread. Gloo has no bfloat16 sum, and its float16 ring adds in an order of its own, so the sum
   // is ours, as a reduce-scatter and an all-gather with Gloo moving the bytes: the buffer is cut
-  // into one chunk per rank (chunk r: elements [r*count/W, (r+1)*count/W)); an all-to-all hands
-  // rank r every rank's copy of chunk r; rank r adds them in rank order 0, 1, ..., W-1, rounding to
-  // the 16-bit type (nearest even) after every addition; an all-gather hands every rank every sum.
-  // So every rank ends with the same bits, and each sends 2(W-1)/W * count * 2 bytes, as a ring
-  // all-reduce of 16-bit data would.
+  // into one chunk per rank (chunk r: ring_shard_bounds(count, size()) block r, as the float32
+  // ring and ZeRO-1 cut it); an all-to-all hands rank r every rank's copy of chunk r; rank r adds
+  // them in rank order 0, 1, ..., W-1, rounding to the 16-bit type (nearest even) after every
+  // addition; an all-gather hands every rank every sum. So every rank ends with the same bits, and
+  // each sends 2(W-1)/W * count * 2 bytes, as a ring all-reduce of 16-bit data would.
   std::shared_ptr<Work> all_reduce_16bit_async(void* data, int64_t count, DType dtype, std::function<void()> then);
+  // Its first half (ZeRO-1 with dist.grad_compression): afterwards only chunk rank() of `data`
+  // holds the sum (the same bits the all-reduce gives there), the rest is left as it was;
+  // (W-1)/W * count * 2 bytes sent.
+  std::shared_ptr<Work> reduce_scatter_16bit_async(void* data, int64_t count, DType dtype, std::function<void()> then);
 
  private:
   struct Impl;
@@ -118,7 +123,8 @@ class ProcessGroup {
   uint32_t next_tag_ = 0;
   int64_t all_reduces_ = 0;
   std::thread thread_;
-  void sum_16bit_over_ranks(uint16_t* data, int64_t count, DType dtype, uint32_t tag);
+  std::shared_ptr<Work> enqueue_16bit(void* data, int64_t count, DType dtype, bool gather, std::function<void()> then);
+  void sum_16bit_over_ranks(uint16_t* data, int64_t count, DType dtype, uint32_t tag, bool gather);
   std::vector<uint16_t> wire_scratch_;  // all_reduce_16bit_async's receive buffer (communication thread)
 };
 

@@ -203,6 +203,23 @@ void check_cuda_graph(const TrainConfig& c, const config::Values& v) {
            "set one of them false");
 }
 
+// What the gradient transport the config names cannot do. dist.backend=gloo with CUDA tensors is
+// always Gloo staged through pinned host memory, which has neither 16-bit collectives nor
+// reduce-scatter. (With dist.backend=auto, staging depends on the run, ranks sharing a GPU, so
+// DDP refuses it then, naming the same keys.)
+void check_transport(const TrainConfig& c, const config::Values& v) {
+  if (c.dist.backend != dist::BackendRequest::gloo || c.train.device != DeviceName::cuda) return;
+  const std::string staged = fmt::format("dist.backend=gloo with train.device=cuda ({}, {}) stages gradients through "
+                                         "host memory, which has no ",
+                                         v.origin("dist.backend"), v.origin("train.device"));
+  if (c.optim.zero_sharding)
+    config::reject(v, "optim.zero_sharding",
+                   staged + "reduce-scatter and all-gather; use dist.backend=nccl (or auto) or set it false");
+  if (c.dist.grad_compression != dist::GradCompression::none)
+    config::reject(v, "dist.grad_compression",
+                   staged + "16-bit all-reduce; use dist.backend=nccl (or auto) or set it to none");
+}
+
 // Rules that involve several keys, reported against the key most likely to be the mistake.
 void check_consistency(const TrainConfig& c, const config::Values& v) {
   if (c.model.widths.size() != c.model.blocks.size())  // the message places both keys
@@ -219,9 +236,17 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
     config::reject(v, "data.gpu_resident", "keeps the training set on the GPU; it needs train.device=cuda (or auto)");
   if (c.train.device == DeviceName::cpu && c.dist.backend == dist::BackendRequest::nccl)
     config::reject(v, "dist.backend", "nccl needs GPUs; with train.device=cpu use gloo or auto");
+  // Every rank reads at least one full batch per epoch of at most data.synthetic_size images.
+  if (c.data.dataset == data::DatasetKind::synthetic && c.data.batch_size > c.data.synthetic_size)
+    config::reject(v, "data.batch_size",
+                   fmt::format("{} is larger than data.synthetic_size ({}, {}): not one batch per epoch",
+                               c.data.batch_size, c.data.synthetic_size, v.origin("data.synthetic_size")));
   if (c.model.sync_batchnorm && c.kernels.batch_norm == ops::GpuImpl::cudnn && c.train.device != DeviceName::cpu)
     config::reject(v, "model.sync_batchnorm",
-                   "needs the batch-norm statistics outside cuDNN; use kernels.batch_norm=native (or auto)");
+                   fmt::format("needs the batch-norm statistics outside cuDNN, and kernels.batch_norm=cudnn ({}) "
+                               "keeps them inside; use kernels.batch_norm=native (or auto)",
+                               v.origin("kernels.batch_norm")));
+  check_transport(c, v);
   check_cuda_graph(c, v);
 }
 

@@ -113,15 +113,17 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   options.zero_sharding = c.optim.zero_sharding;
   options.sync_batchnorm = c.model.sync_batchnorm && dc.world_size() > 1;  // one real rank: nothing to sync
   options.grad_compression = c.dist.grad_compression;
-  CG_CHECK(!options.zero_sharding || options.grad_compression == dist::GradCompression::none,
-           "optim.zero_sharding=true with dist.grad_compression={}: a 16-bit reduce-scatter is not built yet; "
-           "set one of them off", enum_name(c.dist.grad_compression));
   auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
-  log::info("DDP: {} gradient buckets over {}, {} bytes all-reduced per step ({})", ddp->num_buckets(),
-            ddp->comm().name(), ddp->bytes_per_step(),
-            c.dist.grad_compression == dist::GradCompression::none
-                ? std::string("float32")
-                : fmt::format("{} compressed", enum_name(c.dist.grad_compression)));
+  const std::string wire = c.dist.grad_compression == dist::GradCompression::none
+                               ? std::string("float32")
+                               : fmt::format("{} compressed", enum_name(c.dist.grad_compression));
+  if (options.zero_sharding)  // from the second step on; the first is all-reduced
+    log::info("DDP: {} gradient buckets over {}, {} bytes reduce-scattered per step ({}), {} bytes of parameters "
+              "all-gathered (float32)",
+              ddp->num_buckets(), ddp->comm().name(), ddp->bytes_per_step(), wire, ddp->gather_bytes_per_step());
+  else
+    log::info("DDP: {} gradient buckets over {}, {} bytes all-reduced per step ({})", ddp->num_buckets(),
+              ddp->comm().name(), ddp->bytes_per_step(), wire);
   if (options.sync_batchnorm)
     log::info("SyncBatchNorm: {} batch-norm layers, statistics over {} ranks", ddp->sync_batchnorm_layers(),
               dc.world_size());

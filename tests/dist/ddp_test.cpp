@@ -7,16 +7,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <limits>
-#include <thread>
 
 #include "dist/ddp.h"
 #include "engine/ops.h"
 #include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
-#include "support/free_port.h"
+#include "support/rank_threads.h"
 #include "support/tiny_batches.h"
 
 namespace cg::dist {
@@ -30,33 +28,6 @@ nn::MiniResNetOptions tiny() { return test::tiny_resnet(); }
 Tensor batch_images(int64_t first, int64_t count) { return union_images(first, count); }
 Tensor batch_labels(int64_t first, int64_t count) { return union_labels(first, count); }
 
-// Runs body(rank, group) on `world` threads, each with its own store client and process group.
-void run_ranks(int world, const std::function<void(int, ProcessGroup&)>& body,
-               std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
-  const int port = test::free_port();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        TcpStoreOptions so;
-        so.port = port;
-        so.is_server = r == 0;
-        so.timeout = std::chrono::seconds(20);
-        TcpStore store(so);
-        ProcessGroupOptions po;
-        po.timeout = std::chrono::seconds(20);
-        po.artificial_delay = delay;
-        ProcessGroup group(store, r, world, "127.0.0.1", po);
-        body(r, group);
-        group.barrier();  // keep rank 0's store up until everyone is done
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
-}
 
 std::vector<float> flat_grads(const nn::Module& m) {
   std::vector<float> out;
@@ -89,7 +60,7 @@ TEST_P(DdpWorld, AveragedGradientsEqualUnionBatchGradients) {
   const std::vector<float> want = flat_grads(ref);
 
   std::vector<std::vector<float>> got(static_cast<size_t>(world));
-  run_ranks(world, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     Generator gen{static_cast<uint64_t>(rank)};  // different init: DDP must broadcast rank 0's
     nn::MiniResNet model(tiny(), gen);
     model.eval();
@@ -113,7 +84,7 @@ TEST_P(DdpWorld, AveragedGradientsEqualUnionBatchGradients) {
 TEST_P(DdpWorld, ReplicasStayBitIdenticalOverTrainingSteps) {
   const int world = GetParam();
   std::vector<std::vector<uint8_t>> states(static_cast<size_t>(world));
-  run_ranks(world, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     Generator gen{static_cast<uint64_t>(rank)};
     nn::MiniResNet model(tiny(), gen);
     DistributedDataParallel ddp(model, group, {0.002, 0.0005, true});
@@ -146,7 +117,7 @@ TEST(Ddp, NoSyncAccumulatesWithoutCommunicating) {
 
   std::vector<std::vector<float>> weights(world);
   std::vector<int64_t> during_accumulation(world);
-  run_ranks(world, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     Generator gen{static_cast<uint64_t>(rank)};
     nn::MiniResNet model(tiny(), gen);
     model.eval();
@@ -192,7 +163,7 @@ TEST(Ddp, AllReducesOverlapBackward) {
   using Clock = std::chrono::steady_clock;
   const auto delay = std::chrono::milliseconds(25);
   double backward_ms = 0, step_ms = 0, comm_ms = 0, first_start_ms = 0, first_finish_ms = 0, backward_end_ms = 0;
-  run_ranks(
+  test::run_rank_threads(
       2,
       [&](int rank, ProcessGroup& group) {
         Generator gen(0);
@@ -236,7 +207,7 @@ TEST(Ddp, AllReducesOverlapBackward) {
         }
         EXPECT_GE(ddp.num_buckets(), 3u);
       },
-      delay);
+      {.comm_delay = {delay}});
   // Overlap shown by order within the one step, not by comparing durations (which a loaded
   // machine stretches unevenly): an all-reduce started, and one completed, while backward ran.
   EXPECT_LT(first_start_ms, backward_end_ms) << "the first all-reduce waited for backward to end";
@@ -247,7 +218,7 @@ TEST(Ddp, AllReducesOverlapBackward) {
 }
 
 TEST(Ddp, UnusedParameterIsNamed) {
-  run_ranks(2, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
     nn::MiniResNet model(tiny(), gen);
     DistributedDataParallel ddp(model, group, {});
@@ -267,7 +238,7 @@ TEST(Ddp, UnusedParameterIsNamed) {
 // Zeroing through the optimizer (or the module) frees the gradients DDP all-reduces: the next
 // forward refuses, naming what to call instead, rather than silently rebuilding every bucket.
 TEST(Ddp, ZeroingThroughTheOptimizerIsAnError) {
-  run_ranks(2, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
     nn::MiniResNet model(tiny(), gen);
     DistributedDataParallel ddp(model, group, {});
@@ -310,7 +281,7 @@ class CountingComm : public GradientComm {
 TEST(Ddp, BuffersArriveInOneCoalescedBroadcastPerForward) {
   std::vector<int64_t> at_start(2), per_forward(2);
   std::vector<std::string> differing(2);
-  run_ranks(2, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
     nn::MiniResNet model(tiny(), gen);
     model.eval();  // forward leaves the statistics alone: after it they must be exactly rank 0's
@@ -335,7 +306,7 @@ TEST(Ddp, BuffersArriveInOneCoalescedBroadcastPerForward) {
 TEST(Ddp, AttachedScalerSkipsOnEveryRankWhenOneOverflows) {
   std::vector<int> stepped(2, -1);
   std::vector<std::string> moved(2);
-  run_ranks(2, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
     nn::MiniResNet model(tiny(), gen);
     DistributedDataParallel ddp(model, group, {});

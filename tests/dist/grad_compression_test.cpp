@@ -6,7 +6,8 @@
 // gradients; the transport equals that arithmetic done by PyTorch's own ops in /usr/bin/python3,
 // and differs from PyTorch's stock fp16_compress_hook where it should (an fp16 overflow the hook
 // has and we have not; last bits); the bytes reported per step are half of float32's; the
-// transports without a 16-bit path refuse the key by name; the modeled backend times 16-bit bytes.
+// transports without a 16-bit path refuse the key by name; the modeled backend times 16-bit bytes,
+// for the all-reduce and for ZeRO-1's reduce-scatter.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,16 +17,14 @@
 #include <filesystem>
 #include <fstream>
 #include <cstring>
-#include <functional>
 #include <limits>
-#include <thread>
 
 #include "dist/ddp.h"
 #include "engine/ops.h"
 #include "nn/grad_scaler.h"
 #include "nn/optimizer.h"
 #include "nn/miniresnet.h"
-#include "support/free_port.h"
+#include "support/rank_threads.h"
 #include "support/paths.h"
 #include "support/random_data.h"
 #include "support/tiny_batches.h"
@@ -37,30 +36,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr int64_t kPerRank = 6;
 
-void run_ranks(int world, const std::function<void(int, ProcessGroup&)>& body) {
-  const int port = test::free_port();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        TcpStoreOptions so;
-        so.port = port;
-        so.is_server = r == 0;
-        so.timeout = std::chrono::seconds(30);
-        TcpStore store(so);
-        ProcessGroupOptions po;
-        po.timeout = std::chrono::seconds(30);
-        ProcessGroup group(store, r, world, "127.0.0.1", po);
-        body(r, group);
-        group.barrier();
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
-}
 
 // The reference's 16-bit arithmetic, from util/half.h's conversions (round to nearest even).
 template <typename T>
@@ -108,7 +83,7 @@ TEST_P(Compressed, WireSumAddsInRankOrderAndEveryRankGetsTheSameBits) {
       const std::vector<float> v = test::random_vector<float>(size_t(count), uint64_t(100 + r));
       for (float x : v) inputs[size_t(r)].push_back(round16(dtype, x * float(1 << (r * 3))));  // mixed magnitudes
     }
-    run_ranks(world, [&](int rank, ProcessGroup& group) {
+    test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
       std::vector<uint16_t> data = inputs[size_t(rank)];
       group.all_reduce_16bit_async(data.data(), count, dtype, {})->wait();
       outputs[size_t(rank)] = data;
@@ -158,7 +133,7 @@ TEST_P(Compressed, DdpGradientsEqualTheCompressionAppliedToEachRanksGradient) {
   for (int r = 0; r < world; ++r) local[size_t(r)] = local_gradient(r);
   std::vector<std::vector<float>> got(static_cast<size_t>(world));
   std::vector<std::vector<size_t>> bytes(static_cast<size_t>(world)), plain_bytes(static_cast<size_t>(world));
-  run_ranks(world, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     Generator gen{static_cast<uint64_t>(rank)};  // DDP must broadcast rank 0's weights
     nn::MiniResNet model(test::tiny_resnet(), gen);
     model.eval();
@@ -249,7 +224,7 @@ TEST_P(Compressed, HostGlooMatchesPyTorchDividingFirstAndDiffersFromItsStockHook
   const std::vector<float> stock = read_floats(dir / "stock_hook.bin", count);
 
   std::vector<std::vector<float>> got(static_cast<size_t>(world));
-  run_ranks(world, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     auto comm = make_host_gloo_comm(group);
     const std::vector<float> mine(all.begin() + rank * count, all.begin() + (rank + 1) * count);
     Tensor bucket = Tensor::from_vector(mine, {count});
@@ -284,7 +259,9 @@ TEST_P(Compressed, HostGlooMatchesPyTorchDividingFirstAndDiffersFromItsStockHook
         << "element " << i << ": divide-first " << want[size_t(i)] << ", stock hook " << stock[size_t(i)];
     differ += want[size_t(i)] != stock[size_t(i)];
   }
-  if (world == 3) EXPECT_GT(differ, 0) << "dividing first changed no element: was the order really swapped?";
+  if (world == 3) {
+    EXPECT_GT(differ, 0) << "dividing first changed no element: was the order really swapped?";
+  }
 }
 
 std::vector<uint8_t> state_bytes(const nn::Module& m) {
@@ -305,7 +282,7 @@ TEST(CompressedDdp, ScalerOverflowAgreementStillSkipsOnEveryRank) {
     std::vector<int> stepped(2, -1);
     std::vector<std::string> moved(2);
     std::vector<double> scale_after(2);
-    run_ranks(2, [&](int rank, ProcessGroup& group) {
+    test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
       Generator gen(0);
       nn::MiniResNet model(test::tiny_resnet(), gen);
       DdpOptions o;
@@ -380,6 +357,25 @@ TEST(CompressedDdp, ModeledBackendTimesThe16BitBytesAndRoundsTheData) {
   EXPECT_LT(ms, 95.0);  // not the 100 ms of float32
   const std::vector<float> got = bucket.to_vector<float>();
   for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(got[i], float(Half(values[i]))) << i;
+}
+
+// ZeRO-1 with compression on the modeled backend: half a ring of the 16-bit bytes, and the one
+// real rank's shard (the whole bucket) rounded to 16 bits as the all-reduce leaves it.
+TEST(CompressedDdp, ModeledBackendTimesTheReduceScatterOfThe16BitBytes) {
+  const Link slow{"slow", 0.001, 0.0};  // 1 MB/s: half a ring of 50 KB over 2 ranks = 25 ms
+  auto comm = make_modeled_comm(2, slow, Device::cpu());
+  const std::vector<float> values = test::random_vector<float>(25000, 4);
+  Tensor bucket = Tensor::from_vector(values, {25000});
+  Tensor compressed = Tensor::empty({25000}, DType::bf16);
+  const auto start = std::chrono::steady_clock::now();
+  auto work = comm->reduce_scatter_compressed(bucket, compressed, Stream(), "test");
+  comm->wait(*work, Stream());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NEAR(ring_half_ms(compressed.nbytes(), 2, slow), 25.0, 1e-9);
+  EXPECT_GE(ms, 24.0);
+  EXPECT_LT(ms, 49.0);  // not the 50 ms of the 16-bit all-reduce
+  const std::vector<float> got = bucket.to_vector<float>();
+  for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(got[i], float(BFloat16(values[i]))) << i;
 }
 
 }  // namespace

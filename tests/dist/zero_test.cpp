@@ -2,51 +2,28 @@
 // the all-reduce's (so its blocks and order of additions are Gloo's ring's), the all-gather puts
 // every shard everywhere, and DDP with zero_sharding trains SGD (momentum, Nesterov, weight decay)
 // and AdamW (weight decay, a changing learning rate), gradient accumulation included, to weights
-// and gathered optimizer state bit-identical to unsharded DDP, holding about 1/world of the state.
+// and gathered optimizer state bit-identical to unsharded DDP, holding about 1/world of the state;
+// with dist.grad_compression (fp16, bf16) the 16-bit reduce-scatter's shards are the 16-bit
+// all-reduce's bit for bit, and sharded compressed training equals unsharded compressed DDP.
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <optional>
 #include <random>
-#include <thread>
 
 #include "dist/ddp.h"
 #include "engine/ops.h"
 #include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
-#include "support/free_port.h"
+#include "support/rank_threads.h"
 #include "support/tiny_batches.h"
+#include "util/half.h"
 
 namespace cg::dist {
 namespace {
 
-void run_ranks(int world, const std::function<void(int, ProcessGroup&)>& body) {
-  const int port = test::free_port();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        TcpStoreOptions so;
-        so.port = port;
-        so.is_server = r == 0;
-        so.timeout = std::chrono::seconds(30);
-        TcpStore store(so);
-        ProcessGroupOptions po;
-        po.timeout = std::chrono::seconds(30);
-        ProcessGroup group(store, r, world, "127.0.0.1", po);
-        body(r, group);
-        group.barrier();
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
-}
 
 // Values of very different magnitudes, so that the order of additions shows in the last bits.
 std::vector<float> random_values(int rank, int64_t count) {
@@ -81,7 +58,7 @@ class ZeroWorld : public ::testing::TestWithParam<int> {};
 TEST_P(ZeroWorld, ReduceScatterShardsAreTheAllReducesBitForBit) {
   const int world = GetParam();
   const std::vector<int64_t> counts{1, 2, 5, 1001, 262144, 600007};
-  run_ranks(world, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     for (int64_t count : counts) {
       std::vector<float> reduced = random_values(rank, count), scattered = reduced;
       group.all_reduce_async(reduced.data(), count, ReduceOp::average)->wait();
@@ -96,7 +73,7 @@ TEST_P(ZeroWorld, ReduceScatterShardsAreTheAllReducesBitForBit) {
 
 TEST_P(ZeroWorld, AllGatherPutsEveryShardEverywhere) {
   const int world = GetParam();
-  run_ranks(world, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     for (int64_t count : {3, 1001, 300001}) {
       const auto b = ring_shard_bounds(count, world);
       std::vector<float> want(static_cast<size_t>(count)), data(static_cast<size_t>(count), -1.f);
@@ -135,15 +112,18 @@ std::unique_ptr<nn::Optimizer> make(Opt which, const nn::Module& model) {
 }
 
 // `steps` optimizer steps of `accum` micro-batches each, the learning rate changing every step.
-std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int accum) {
+// With `compression`, gradients go over the wire in 16 bits (dist.grad_compression).
+std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int accum,
+                             GradCompression compression = GradCompression::none) {
   std::vector<RunResult> out(static_cast<size_t>(world));
-  run_ranks(world, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     Generator gen{static_cast<uint64_t>(rank)};
     nn::MiniResNet model(test::tiny_resnet(), gen);
     DdpOptions o;
     o.bucket_cap_mb = 0.004;  // several buckets, parameters cut across shards
     o.first_bucket_mb = 0.001;
     o.zero_sharding = sharded;
+    o.grad_compression = compression;
     DistributedDataParallel ddp(model, group, o);
     auto opt = make(which, model);
     if (sharded) ddp.attach(*opt);
@@ -188,9 +168,10 @@ void expect_same_state(const nn::NamedTensors& a, const nn::NamedTensors& b, con
   }
 }
 
-void expect_sharded_equals_unsharded(int world, Opt which, int accum) {
-  const auto plain = train(world, which, false, 5, accum);
-  const auto zero = train(world, which, true, 5, accum);
+void expect_sharded_equals_unsharded(int world, Opt which, int accum,
+                                     GradCompression compression = GradCompression::none) {
+  const auto plain = train(world, which, false, 5, accum, compression);
+  const auto zero = train(world, which, true, 5, accum, compression);
   for (int r = 0; r < world; ++r) {
     EXPECT_TRUE(zero[size_t(r)].weights == plain[size_t(r)].weights) << "rank " << r << ": weights differ";
     expect_same_state(zero[size_t(r)].optimizer, plain[size_t(r)].optimizer, "rank " + std::to_string(r));
@@ -212,13 +193,120 @@ TEST_P(ZeroWorld, GradientAccumulationIsBitIdenticalToUnsharded) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ZeroWorld, ::testing::Values(2, 3));
 
+// ---- ZeRO-1 with dist.grad_compression: the reduce-scatter is the first half of the 16-bit
+// all-reduce, so a rank's shard holds the bits the compressed all-reduce gives there.
+
+struct CompressedCase {
+  int world;
+  GradCompression compression;
+};
+void PrintTo(const CompressedCase& c, std::ostream* os) { *os << c.world << " ranks, " << enum_name(c.compression); }
+std::string compressed_case_name(const ::testing::TestParamInfo<CompressedCase>& info) {
+  return fmt::format("{}ranks_{}", info.param.world, enum_name(info.param.compression));
+}
+class ZeroCompressed : public ::testing::TestWithParam<CompressedCase> {};
+
+uint16_t sixteen_bit(DType d, float v) { return d == DType::f16 ? Half(v).bits : BFloat16(v).bits; }
+
+// The 16-bit reduce-scatter leaves on each rank exactly the chunk ZeRO-1 makes it own
+// (ring_shard_bounds) summed to the all-reduce's bits, and the rest of the buffer untouched.
+TEST_P(ZeroCompressed, The16BitReduceScattersShardIsThe16BitAllReducesBitForBit) {
+  const auto [world, compression] = GetParam();
+  const DType dtype = wire_dtype(compression);
+  test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
+    for (int64_t count : {int64_t(1), int64_t(5), int64_t(1001), int64_t(600007)}) {
+      std::vector<uint16_t> input;
+      for (float v : random_values(rank, count)) input.push_back(sixteen_bit(dtype, v));
+      std::vector<uint16_t> reduced = input, scattered = input;
+      group.all_reduce_16bit_async(reduced.data(), count, dtype, {})->wait();
+      group.reduce_scatter_16bit_async(scattered.data(), count, dtype, {})->wait();
+      const auto b = ring_shard_bounds(count, world);
+      for (int64_t i = 0; i < count; ++i) {
+        const bool mine = i >= b[size_t(rank)] && i < b[size_t(rank) + 1];
+        ASSERT_EQ(scattered[size_t(i)], mine ? reduced[size_t(i)] : input[size_t(i)])
+            << "rank " << rank << ", " << count << " values, element " << i << (mine ? " (its shard)" : " (not its)");
+      }
+    }
+  });
+}
+
+std::vector<uint8_t> weights_of(const std::vector<RunResult>& runs) { return runs[0].weights; }
+
+// Sharded and compressed against unsharded and compressed: weights and gathered optimizer state
+// bit-identical on every rank, about 1/world of the state per rank; and unlike uncompressed
+// training (so the compression did happen).
+TEST_P(ZeroCompressed, SgdNesterovMomentumIsBitIdenticalToUnshardedCompressedDdp) {
+  const auto [world, compression] = GetParam();
+  expect_sharded_equals_unsharded(world, Opt::sgd, 1, compression);
+  EXPECT_NE(weights_of(train(world, Opt::sgd, true, 5, 1, compression)),
+            weights_of(train(world, Opt::sgd, true, 5, 1)))
+      << "compressed and float32 sharded training gave the same weights";
+}
+TEST_P(ZeroCompressed, AdamWWithAccumulationIsBitIdenticalToUnshardedCompressedDdp) {
+  const auto [world, compression] = GetParam();
+  expect_sharded_equals_unsharded(world, Opt::adamw, 2, compression);
+}
+
+INSTANTIATE_TEST_SUITE_P(Wire, ZeroCompressed,
+                         ::testing::Values(CompressedCase{2, GradCompression::fp16},
+                                           CompressedCase{2, GradCompression::bf16},
+                                           CompressedCase{3, GradCompression::fp16},
+                                           CompressedCase{3, GradCompression::bf16}),
+                         compressed_case_name);
+
+// A transport with both halves but no 16-bit reduce-scatter refuses the combination by name at
+// the first sharded step (the default of GradientComm::reduce_scatter_compressed).
+TEST(Zero, ATransportWithoutA16BitReduceScatterRefusesNamingItself) {
+  class NoCompressedReduceScatter : public GradientComm {
+   public:
+    std::shared_ptr<Work> all_reduce_average(float*, int64_t, const Stream&, const std::string&) override {
+      return done();
+    }
+    std::shared_ptr<Work> all_reduce_compressed(Tensor&, Tensor&, const Stream&, const std::string&) override {
+      return done();
+    }
+    std::string why_no_compression() const override { return ""; }
+    std::vector<int64_t> shard_bounds(int64_t count) const override { return {0, count}; }
+    void wait(Work& work, const Stream&) override { work.wait(); }
+    void broadcast(Tensor&, const Stream&) override {}
+    std::string name() const override { return "half-built test"; }
+
+   private:
+    static std::shared_ptr<Work> done() {
+      auto w = std::make_shared<Work>();
+      w->finish();
+      return w;
+    }
+  };
+  Generator gen(0);
+  nn::MiniResNet model(test::tiny_resnet(), gen);
+  DdpOptions o;
+  o.zero_sharding = true;
+  o.grad_compression = GradCompression::bf16;
+  DistributedDataParallel ddp(model, std::make_unique<NoCompressedReduceScatter>(), o);
+  nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
+  ddp.attach(sgd);
+  try {
+    for (int step = 0; step < 2; ++step) {  // the first step all-reduces; the second reduce-scatters
+      ops::cross_entropy(ddp(test::union_images(0, 2)), test::union_labels(0, 2)).backward();
+      ddp.wait_for_gradients();
+      ddp.zero_grad();
+    }
+    FAIL() << "a sharded compressed step ran without a 16-bit reduce-scatter";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the half-built test transport has no 16-bit reduce-scatter"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Mixed precision under sharding: an overflow in one rank's shard only (after the reduce-scatter,
 // no other rank holds those sums) still makes every rank skip the step, through the scaler's
 // agreement; the all-gather that follows leaves every replica as it was.
 TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
   std::vector<int> stepped(3, -1);
   std::vector<std::string> moved(3);
-  run_ranks(3, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(3, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
     nn::MiniResNet model(test::tiny_resnet(), gen);
     DdpOptions o;
@@ -287,7 +375,7 @@ TEST(Zero, ATransportWithoutShardCollectivesRefusesNamingItself) {
 }
 
 TEST(Zero, AForwardWithoutAnAttachedOptimizerIsRefused) {
-  run_ranks(2, [&](int rank, ProcessGroup& group) {
+  test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
     nn::MiniResNet model(test::tiny_resnet(), gen);
     DdpOptions o;

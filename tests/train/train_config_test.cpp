@@ -140,7 +140,7 @@ TEST(TrainConfig, ResolvedYamlReloadsToAnEqualConfig) {
            "train.max_steps=11", "train.grad_accum_steps=2", "train.seed=0", "train.log_interval=3",
            "train.device=cuda", "train.threads=2", "train.eval_batch_size=17", "amp.enabled=true",
            "amp.dtype=bf16", "checkpoint.dir=ck", "checkpoint.save_every=0", "checkpoint.resume_from=ck/last",
-           "dist.backend=gloo", "dist.bucket_cap_mb=1.5", "dist.timeout_s=9", "dist.grad_compression=bf16", "output.dir=out",
+           "dist.backend=nccl", "dist.bucket_cap_mb=1.5", "dist.timeout_s=9", "dist.grad_compression=bf16", "output.dir=out",
            "profile.enabled=true"});
   EXPECT_EQ(all.model.init_from, "w: 1.safetensors");
   const TrainConfig again = reload(all);

@@ -1,8 +1,18 @@
 // optim.zero_sharding: a bool, false by default, written into the resolved YAML (which the ranks
-// compare at start-up, so they must agree on it), a bad value refused naming the key, and its help.
+// compare at start-up, so they must agree on it), a bad value refused naming the key, and its help;
+// it combines with dist.grad_compression. And the data-parallel combinations the config alone
+// shows cannot run are refused when it loads, naming both keys, and by cudagrad-train with exit 2
+// before any work: sharding or compression over Gloo staged through host memory
+// (dist.backend=gloo with train.device=cuda), sharding in a CUDA graph, SyncBatchNorm with cuDNN's
+// batch norm, and a synthetic training split smaller than one batch.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include "support/messages.h"
+#include "support/processes.h"
 #include "train/train_config.h"
 #include "util/check.h"
 
@@ -26,6 +36,94 @@ TEST(ZeroShardingConfig, ABadValueNamesTheKeyAndTheHelpExplainsIt) {
     test::expect_mentions(e.what(), {"'optim.zero_sharding'", "sometimes"});
   }
   test::expect_mentions(train_config_help(), {"optim.zero_sharding", "ZeRO-1", "reduce-scattered"});
+}
+
+std::string error_of(const std::vector<std::string>& overrides) {
+  try {
+    load_train_config("", overrides);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// PyTorch runs ZeroRedundancyOptimizer under DDP's fp16/bf16 compress hooks; so do we.
+TEST(ZeroShardingConfig, CombinesWithGradientCompression) {
+  for (const char* c : {"fp16", "bf16"}) {
+    const TrainConfig both = load_train_config("", {"optim.zero_sharding=true", std::string("dist.grad_compression=") + c});
+    EXPECT_TRUE(both.optim.zero_sharding);
+    EXPECT_EQ(enum_name(both.dist.grad_compression), c);
+  }
+}
+
+// Each refused combination: its overrides, the key the error is reported against, what else the
+// message must name, and one change that makes it acceptable.
+struct Refusal {
+  std::vector<std::string> overrides;
+  std::string key;
+  std::vector<std::string> mentions;
+  std::string fix;
+};
+
+std::vector<Refusal> refusals() {
+  return {
+      {{"optim.zero_sharding=true", "dist.backend=gloo", "train.device=cuda"},
+       "optim.zero_sharding",
+       {"dist.backend=gloo", "train.device=cuda", "reduce-scatter"},
+       "dist.backend=nccl"},
+      {{"dist.grad_compression=fp16", "dist.backend=gloo", "train.device=cuda"},
+       "dist.grad_compression",
+       {"dist.backend=gloo", "train.device=cuda", "16-bit all-reduce"},
+       "dist.backend=auto"},
+      {{"optim.zero_sharding=true", "dist.grad_compression=bf16", "dist.backend=gloo", "train.device=cuda"},
+       "optim.zero_sharding",
+       {"dist.backend=gloo", "train.device=cuda"},
+       "dist.backend=nccl"},
+      {{"optim.zero_sharding=true", "train.cuda_graph=true", "train.device=cuda"},
+       "train.cuda_graph",
+       {"optim.zero_sharding=true"},
+       "optim.zero_sharding=false"},
+      {{"model.sync_batchnorm=true", "kernels.batch_norm=cudnn", "train.device=cuda"},
+       "model.sync_batchnorm",
+       {"kernels.batch_norm=cudnn", "kernels.batch_norm=native"},
+       "kernels.batch_norm=native"},
+      {{"data.dataset=synthetic", "data.synthetic_size=48", "data.batch_size=64"},
+       "data.batch_size",
+       {"data.synthetic_size", "48"},
+       "data.batch_size=48"},
+  };
+}
+
+TEST(DistConfig, CombinationsThatCannotRunAreRefusedNamingBothKeys) {
+  for (const Refusal& r : refusals()) {
+    SCOPED_TRACE(r.overrides.front() + " ... " + r.overrides.back());
+    const std::string error = error_of(r.overrides);
+    test::expect_mentions(error, {"command line: config key '" + r.key + "'"});
+    for (const std::string& m : r.mentions) test::expect_mentions(error, {m});
+    std::vector<std::string> fixed = r.overrides;
+    fixed.push_back(r.fix);
+    EXPECT_EQ(error_of(fixed), "") << "still refused with " << r.fix;
+  }
+  // Gloo with CPU tensors has both: not refused.
+  EXPECT_EQ(error_of({"optim.zero_sharding=true", "dist.grad_compression=fp16", "dist.backend=gloo",
+                      "train.device=cpu"}),
+            "");
+}
+
+// cudagrad-train: exit 2 and the message, before any output directory is written.
+TEST(DistConfig, CudagradTrainExitsTwoBeforeAnyWork) {
+  const auto dir = test::make_temp_dir("dist_config_cli");
+  int n = 0;
+  for (const Refusal& r : refusals()) {
+    const std::filesystem::path out = dir / ("out" + std::to_string(n)), log = dir / ("log" + std::to_string(n++) + ".txt");
+    std::string cmd = test::app("cudagrad-train") + " output.dir=" + out.string();
+    for (const std::string& o : r.overrides) cmd += " " + o;
+    const int rc = test::wait_for(test::start(cmd, log), std::chrono::seconds(60));
+    const std::string text = test::read_text(log);
+    EXPECT_EQ(rc, 2) << cmd << "\n" << text;
+    test::expect_mentions(text, {"'" + r.key + "'"});
+    EXPECT_FALSE(std::filesystem::exists(out / "metrics.jsonl")) << cmd << ": it started training";
+  }
 }
 
 }  // namespace

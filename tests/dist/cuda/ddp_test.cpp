@@ -4,14 +4,13 @@
 // without a GPU.
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include "dist/ddp.h"
 #include "engine/ops.h"
 #include "kernels/cuda/device_info.h"
 #include "nn/miniresnet.h"
 #include "support/free_port.h"
 #include "support/need_gpu.h"
+#include "support/rank_threads.h"
 #include "support/tiny_batches.h"
 #include "support/tolerance.h"
 #include "util/trace.h"
@@ -41,36 +40,22 @@ TEST(CudaDdp, TwoRanksOnOneGpuThroughStagedGloo) {
   constexpr int kWorld = 2;
   constexpr int64_t kPerRank = 6;
   const auto want = union_batch_grads(kPerRank, kWorld);
-  const int port = test::free_port();
-  std::vector<std::string> errors(kWorld);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < kWorld; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        TcpStoreOptions so;
-        so.port = port;
-        so.is_server = r == 0;
-        TcpStore store(so);
-        ProcessGroup group(store, r, kWorld, "127.0.0.1", {});
-        Generator gen(11);
-        nn::MiniResNet m(tiny(), gen);
-        m.eval();
-        m.to(kGpu);
-        DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), {});
-        ops::cross_entropy(ddp(images(r * kPerRank, kPerRank).to(kGpu)), labels(r * kPerRank, kPerRank).to(kGpu))
-            .backward();
-        ddp.wait_for_gradients();
-        size_t i = 0;
-        for (auto& [n, p] : m.named_parameters()) {
-          if (!test::all_close(p.grad().to(Device::cpu()).to_vector<float>(), want[i++], {1e-5, 1e-4}))
-            errors[size_t(r)] += n + " ";
-        }
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : ranks) t.join();
-  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+  std::vector<std::string> mismatched(kWorld);
+  test::run_rank_threads(kWorld, [&](int r, ProcessGroup& group) {
+    Generator gen(11);
+    nn::MiniResNet m(tiny(), gen);
+    m.eval();
+    m.to(kGpu);
+    DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), {});
+    ops::cross_entropy(ddp(images(r * kPerRank, kPerRank).to(kGpu)), labels(r * kPerRank, kPerRank).to(kGpu))
+        .backward();
+    ddp.wait_for_gradients();
+    size_t i = 0;
+    for (auto& [n, p] : m.named_parameters())
+      if (!test::all_close(p.grad().to(Device::cpu()).to_vector<float>(), want[i++], {1e-5, 1e-4}))
+        mismatched[size_t(r)] += n + " ";
+  });
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(mismatched[size_t(r)], "") << "rank " << r << ": gradients differ";
 }
 
 // One process: the average over one rank is the identity, so DDP must leave gradients as they are.

@@ -5,13 +5,12 @@
 // and channels-last, with and without the fused residual + ReLU. Skips without a GPU.
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include "dist/gradient_comm.h"
 #include "dist/sync_batchnorm.h"
 #include "nn/layers.h"
 #include "support/free_port.h"
 #include "support/need_gpu.h"
+#include "support/rank_threads.h"
 #include "support/random_data.h"
 #include "support/tolerance.h"
 
@@ -81,27 +80,12 @@ TEST_P(CudaSyncBatchNorm, TwoRanksWithUnequalBatchesThroughStagedGlooEqualTheUni
   const Mode m = GetParam();
   const std::vector<int64_t> sizes{3, 5};
   const auto want = step(m, 8, 0, 8, kGpu, nullptr);
-  const int port = test::free_port();
   std::vector<std::vector<std::vector<float>>> got(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        TcpStoreOptions so;
-        so.port = port;
-        so.is_server = r == 0;
-        TcpStore store(so);
-        ProcessGroup group(store, r, 2, "127.0.0.1", {});
-        auto comm = make_staged_gloo_comm(group, kGpu);
-        got[size_t(r)] = step(m, 8, r == 0 ? 0 : sizes[0], sizes[size_t(r)], kGpu, comm.get());
-        group.barrier();
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : ranks) t.join();
-  ASSERT_EQ(errors, std::vector<std::string>(2)) << errors[0] << errors[1];
+  test::run_rank_threads(2, [&](int r, ProcessGroup& group) {
+    auto comm = make_staged_gloo_comm(group, kGpu);
+    got[size_t(r)] = step(m, 8, r == 0 ? 0 : sizes[0], sizes[size_t(r)], kGpu, comm.get());
+  });
+  if (::testing::Test::HasFailure()) return;
   const size_t per_image = size_t(kC * kH * kW);
   for (size_t out = 0; out < 3; ++out) {  // y, dx, d_residual: the ranks' rows of the union's
     if (want[out].empty()) continue;

@@ -1,7 +1,9 @@
 // ZeRO-1 (DdpOptions::zero_sharding) with CUDA tensors: one rank over real NCCL (its
 // ncclReduceScatter / ncclAllGather on the communication stream, buckets padded to equal shards)
 // and over the modeled backend trains SGD with momentum and AdamW to weights bit-identical to
-// unsharded DDP; Gloo staged through host memory refuses sharding, naming itself. Skips without a GPU.
+// unsharded DDP, also with fp16/bf16 gradient compression (the 16-bit reduce-scatter) against
+// unsharded compressed DDP; Gloo staged through host memory refuses sharding, naming itself.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -25,8 +27,10 @@ std::unique_ptr<nn::Optimizer> make(bool adamw, const nn::Module& m) {
   return std::make_unique<nn::SGD>(m.named_parameters(), nn::SgdOptions{0.05f, 0.9f, 1e-3f, 0.f, true});
 }
 
-// The weights' bytes after 4 steps with `comm` (made fresh per run).
-std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>& comm, bool adamw, bool sharded) {
+// The weights' bytes after 4 steps with `comm` (made fresh per run), gradients compressed to
+// 16 bits with `compression`.
+std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>& comm, bool adamw, bool sharded,
+                           GradCompression compression = GradCompression::none) {
   Generator gen(21);
   nn::MiniResNet m(test::tiny_resnet(), gen);
   m.to(kGpu);
@@ -34,6 +38,7 @@ std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>&
   o.bucket_cap_mb = 0.002;
   o.first_bucket_mb = 0.001;
   o.zero_sharding = sharded;
+  o.grad_compression = compression;
   DistributedDataParallel ddp(m, comm(), o);
   auto opt = make(adamw, m);
   if (sharded) ddp.attach(*opt);
@@ -76,6 +81,26 @@ TEST(CudaZero, ModeledBackendShardedEqualsUnsharded) {
   NEED_GPU();
   auto modeled = [] { return make_modeled_comm(8, nvlink_link(), kGpu); };
   EXPECT_TRUE(train(modeled, true, true) == train(modeled, true, false));
+}
+
+// ZeRO-1 with dist.grad_compression: the divide and cast, ncclReduceScatter in ncclHalf /
+// ncclBfloat16 and the cast back of the rank's (padded) shard on the communication stream give the
+// bits of the compressed all-reduce; and they are not float32's, so the compression ran.
+TEST(CudaZero, SingleRankNcclShardedCompressedEqualsUnshardedCompressed) {
+  NEED_GPU();
+  for (GradCompression c : {GradCompression::fp16, GradCompression::bf16})
+    for (bool adamw : {false, true}) {
+      SCOPED_TRACE(std::string(enum_name(c)) + (adamw ? " AdamW" : " SGD"));
+      const std::vector<uint8_t> sharded = train(single_rank_nccl, adamw, true, c);
+      EXPECT_TRUE(sharded == train(single_rank_nccl, adamw, false, c)) << "sharded weights differ from unsharded";
+      EXPECT_FALSE(sharded == train(single_rank_nccl, adamw, true)) << "the same weights as float32 gradients give";
+    }
+}
+
+TEST(CudaZero, ModeledBackendShardedCompressedEqualsUnshardedCompressed) {
+  NEED_GPU();
+  auto modeled = [] { return make_modeled_comm(8, nvlink_link(), kGpu); };
+  EXPECT_TRUE(train(modeled, true, true, GradCompression::bf16) == train(modeled, true, false, GradCompression::bf16));
 }
 
 TEST(CudaZero, StagedGlooRefusesShardingNamingItself) {
