@@ -81,7 +81,7 @@ for split, count in (("train", 1024), ("t10k", 512)):
             f.write(data[:4] + struct.pack(">" + "I" * dims, *shape))
             f.write(data[4 + 4 * dims:4 + 4 * dims + shape[0] * item])
 PY
-  DATA="$OUT/smoke_data" subset=" SMOKE TEST (not a measurement): 1024 training and 512 test images, 2 epochs;"
+  DATA="$OUT/smoke_data" subset=" SMOKE TEST, not a measurement: 1024 training and 512 test images."
   ours_extra=(train.epochs=2) theirs_extra=(--epochs 2)
 fi
 
