@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by bench/cpu_compare.sh and bench/cpu_time_to_accuracy.sh (sourced, not run): errors with
 # the right exit code, the build and PyTorch checks, and the machine/version line that every saved
 # result carries. The caller sets NAME (its name in messages) and ROOT (the repository) first.

@@ -36,15 +36,15 @@ while (($#)); do
 done
 # The preset fills what the command line left open; the label says whether anything was changed.
 case "$NET" in
-  full) preset=(64,128,256 3 32 64) ;;
-  narrow) preset=(16,32,64 1 28 128) ;;
+  full) preset=("64,128,256" 3 32 64) ;;
+  narrow) preset=("16,32,64" 1 28 128) ;;
   *) usage_die "--net must be full or narrow, got '$NET'" ;;
 esac
 LABEL=$NET
 [[ -n $WIDTHS$IN_CHANNELS$IMAGE_SIZE$BATCH ]] && LABEL=custom
 WIDTHS=${WIDTHS:-${preset[0]}} IN_CHANNELS=${IN_CHANNELS:-${preset[1]}}
 IMAGE_SIZE=${IMAGE_SIZE:-${preset[2]}} BATCH=${BATCH:-${preset[3]}}
-[[ $LABEL == custom && $WIDTHS,$IN_CHANNELS,$IMAGE_SIZE,$BATCH == "${preset[*]// /,}" ]] && LABEL=$NET
+[[ $LABEL == custom && $WIDTHS,$IN_CHANNELS,$IMAGE_SIZE,$BATCH == "$(IFS=,; echo "${preset[*]}")" ]] && LABEL=$NET
 for v in THREADS STEPS BATCH IN_CHANNELS IMAGE_SIZE; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || usage_die "$v must be a positive whole number, got '${!v}'"
 done

@@ -54,7 +54,7 @@ require_torch
 [[ -f $CONFIG ]] || die "$CONFIG is missing"
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
   [[ -f $DATA/$f.gz || -f $DATA/$f ]] \
-    || die "$DATA has no $f[.gz]: install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or pass --data DIR"
+    || die "$DATA has no ${f}[.gz]: install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or pass --data DIR"
 done
 mkdir -p "$OUT" || die "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd)
