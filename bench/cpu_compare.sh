@@ -1,48 +1,60 @@
 #!/usr/bin/env bash
 # CPU training throughput, cudagrad vs PyTorch: the same MiniResNet, batch, synthetic data, recipe
-# and thread count, run one after the other; prints a table of images/s with the ratio and the
-# machine it ran on, and draws it as a bar chart (cpu_compare_out/cpu_compare.png); --save writes
-# the table and the chart to bench/results/ instead. Exits non-zero, saying why,
-# if either side is missing or fails.
-# Usage: bench/cpu_compare.sh [BUILD_DIR] [--threads N] [--steps S] [--warmup W] [--batch-size B]
-#        [--widths 64,128,256] [--in-channels C] [--image-size S] [--save]
+# and thread count, run one after the other; prints a table of images/s (and CPU time per step)
+# with the ratio and the machine it ran on, and draws it as a bar chart
+# (cpu_compare_out/cpu_compare.png); --save writes the table and the chart to bench/results/
+# instead. Exits 2 on a bad command line, 1 (saying why) if either side is missing or fails, or if
+# the two sides built networks of different sizes.
+# Usage: bench/cpu_compare.sh [BUILD_DIR] [--net full|narrow] [--threads N] [--steps S] [--warmup W]
+#        [--batch-size B] [--widths 64,128,256] [--in-channels C] [--image-size S] [--save]
+#   --net full (default): the full MiniResNet, widths 64,128,256, 3x32x32 images, batch 64.
+#   --net narrow: scripts/train.sh's Fashion-MNIST network, widths 16,32,64, 1x28x28, batch 128.
+#   --widths, --in-channels, --image-size, --batch-size override the preset's value.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PYTHON=/usr/bin/python3  # Debian's torch loads only in the system interpreter
+NAME=cpu_compare
+# shellcheck source=bench/compare_common.sh
+source "$ROOT/bench/compare_common.sh"
 
-usage() { sed -n '6,7p' "$0" | sed 's/^# \{0,1\}//'; }
-die() { echo "cpu_compare: error: $*" >&2; exit 1; }
-
-BUILD=build THREADS=$(nproc) STEPS=20 WARMUP=3 BATCH=64 WIDTHS=64,128,256 IN_CHANNELS=3 IMAGE_SIZE=32 SAVE=0
+BUILD=build THREADS=$(nproc) STEPS=20 WARMUP=3 NET=full SAVE=0
+BATCH="" WIDTHS="" IN_CHANNELS="" IMAGE_SIZE=""  # "" = the preset's
 while (($#)); do
   case "$1" in
-    --build) BUILD=${2:?--build needs a directory}; shift 2 ;;
-    --threads) THREADS=${2:?}; shift 2 ;;
-    --steps) STEPS=${2:?}; shift 2 ;;
-    --warmup) WARMUP=${2:?}; shift 2 ;;
-    --batch-size) BATCH=${2:?}; shift 2 ;;
-    --widths) WIDTHS=${2:?}; shift 2 ;;
-    --in-channels) IN_CHANNELS=${2:?}; shift 2 ;;
-    --image-size) IMAGE_SIZE=${2:?}; shift 2 ;;
+    --build|--net|--threads|--steps|--warmup|--batch-size|--widths|--in-channels|--image-size)
+      (($# >= 2)) || usage_die "$1 needs a value"
+      case "$1" in
+        --build) BUILD=$2 ;; --net) NET=$2 ;; --threads) THREADS=$2 ;; --steps) STEPS=$2 ;;
+        --warmup) WARMUP=$2 ;; --batch-size) BATCH=$2 ;; --widths) WIDTHS=$2 ;;
+        --in-channels) IN_CHANNELS=$2 ;; --image-size) IMAGE_SIZE=$2 ;;
+      esac
+      shift 2 ;;
     --save) SAVE=1; shift ;;
     -h|--help) usage; exit 0 ;;
-    -*) usage >&2; die "unknown option $1" ;;
+    -*) usage >&2; usage_die "unknown option $1" ;;
     *) BUILD=$1; shift ;;
   esac
 done
+# The preset fills what the command line left open; the label says whether anything was changed.
+case "$NET" in
+  full) preset=("64,128,256" 3 32 64) ;;
+  narrow) preset=("16,32,64" 1 28 128) ;;
+  *) usage_die "--net must be full or narrow, got '$NET'" ;;
+esac
+LABEL=$NET
+[[ -n $WIDTHS$IN_CHANNELS$IMAGE_SIZE$BATCH ]] && LABEL=custom
+WIDTHS=${WIDTHS:-${preset[0]}} IN_CHANNELS=${IN_CHANNELS:-${preset[1]}}
+IMAGE_SIZE=${IMAGE_SIZE:-${preset[2]}} BATCH=${BATCH:-${preset[3]}}
+[[ $LABEL == custom && $WIDTHS,$IN_CHANNELS,$IMAGE_SIZE,$BATCH == "$(IFS=,; echo "${preset[*]}")" ]] && LABEL=$NET
 for v in THREADS STEPS BATCH IN_CHANNELS IMAGE_SIZE; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive whole number, got '${!v}'"
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || usage_die "$v must be a positive whole number, got '${!v}'"
 done
-[[ $WARMUP =~ ^[0-9]+$ ]] || die "WARMUP must be a whole number, got '$WARMUP'"
-[[ $WIDTHS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "widths must look like 64,128,256, got '$WIDTHS'"
+[[ $WARMUP =~ ^[0-9]+$ ]] || usage_die "WARMUP must be a whole number, got '$WARMUP'"
+[[ $WIDTHS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage_die "widths must look like 64,128,256, got '$WIDTHS'"
 
-# A relative build directory is taken from where the script was called, else from the repository.
-if [[ $BUILD != /* ]]; then
-  if [[ -d $BUILD ]]; then BUILD=$(cd "$BUILD" && pwd); else BUILD="$ROOT/$BUILD"; fi
-fi
+BUILD=$(resolve_build "$BUILD")
 BIN="$BUILD/apps/cudagrad-bench-cpu"
-[[ -x $BIN ]] || die "$BIN not found; build it first (cmake --build $BUILD --target cudagrad-bench-cpu)"
-"$PYTHON" -c "import torch" 2>/dev/null || die "$PYTHON cannot import torch (apt-get install python3-torch)"
+require_binary "$BIN" cudagrad-bench-cpu
+require_torch
 
 args=(--batch-size "$BATCH" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
       --widths "$WIDTHS" --in-channels "$IN_CHANNELS" --image-size "$IMAGE_SIZE")
@@ -65,9 +77,9 @@ ours=$json
 run pytorch "$PYTHON" "$ROOT/bench/pytorch/train_throughput.py" "${args[@]}"
 theirs=$json
 
-commit=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
+machine=$(machine_line "$load_before" "$BIN")
 table=$("$PYTHON" - "$ours" "$theirs" <<PY
-import datetime, json, subprocess, sys
+import json, sys
 try:
     ours, theirs = json.loads(sys.argv[1]), json.loads(sys.argv[2])
     for side in (ours, theirs):
@@ -76,18 +88,20 @@ except (ValueError, KeyError, TypeError) as e:
     sys.exit(f"cpu_compare: error: unreadable result line ({e!r}):\n  {sys.argv[1]}\n  {sys.argv[2]}")
 if ours["threads"] != theirs["threads"] or ours["batch"] != theirs["batch"]:
     sys.exit(f"cpu_compare: error: the two sides ran different settings: {ours} vs {theirs}")
-lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-cpu = next((l.split(":", 1)[1].strip() for l in lscpu if l.startswith("Model name")), "unknown CPU")
-cores = next((l.split(":", 1)[1].strip() for l in lscpu if l.startswith("CPU(s)")), "?")
-print(f"MiniResNet [$WIDTHS], batch {ours['batch']}, ${IN_CHANNELS}x${IMAGE_SIZE}x${IMAGE_SIZE} synthetic, "
-      f"fp32 SGD, {ours['threads']} threads, $STEPS timed steps after $WARMUP warm-up")
-print(f"{datetime.date.today()}; CPU: {cpu} ({cores} logical CPUs, load average before: $load_before); "
-      f"PyTorch {theirs.get('version', '?')}; cudagrad {'$commit'}")
+if ours.get("parameters") != theirs.get("parameters"):
+    sys.exit(f"cpu_compare: error: the two networks differ: cudagrad has {ours.get('parameters')} parameters, "
+             f"PyTorch {theirs.get('parameters')}")
+def cpu(side):  # CPU time per step, all threads: steadier than wall time on a loaded machine
+    return f"{side['cpu_ms_per_step']:.1f}" if "cpu_ms_per_step" in side else "-"
+print(f"MiniResNet [$WIDTHS] ($LABEL, {ours['parameters']:,} parameters), batch {ours['batch']}, "
+      f"${IN_CHANNELS}x${IMAGE_SIZE}x${IMAGE_SIZE} synthetic, fp32 SGD, {ours['threads']} threads, "
+      f"$STEPS timed steps after $WARMUP warm-up")
+print("""$machine""")
 print()
-print("| engine | images/s | median step (ms) |")
-print("| --- | ---: | ---: |")
-print(f"| cudagrad | {ours['images_per_s']:.1f} | {ours['median_step_ms']:.1f} |")
-print(f"| PyTorch | {theirs['images_per_s']:.1f} | {theirs['median_step_ms']:.1f} |")
+print("| engine | images/s | median step (ms) | CPU time per step (ms, all threads) |")
+print("| --- | ---: | ---: | ---: |")
+print(f"| cudagrad | {ours['images_per_s']:.1f} | {ours['median_step_ms']:.1f} | {cpu(ours)} |")
+print(f"| PyTorch | {theirs['images_per_s']:.1f} | {theirs['median_step_ms']:.1f} | {cpu(theirs)} |")
 print()
 print(f"ratio cudagrad / PyTorch (images/s): {ours['images_per_s'] / theirs['images_per_s']:.2f}x")
 PY
@@ -97,8 +111,9 @@ echo "$table"
 # The table and a bar chart of it: with --save in bench/results/, else in cpu_compare_out/.
 if ((SAVE)); then
   mkdir -p "$ROOT/bench/results"
-  # The thread count is in the name so that same-day runs at 1 and 2 threads do not overwrite each other.
-  out="$ROOT/bench/results/cpu_compare_$(date +%Y-%m-%d)_${THREADS}t.md"
+  # The network and thread count are in the name: same-day runs of the presets at 1 and 2 threads
+  # do not overwrite each other.
+  out="$ROOT/bench/results/cpu_compare_$(date +%Y-%m-%d)_${LABEL}_${THREADS}t.md"
   echo "$table" > "$out" || die "cannot write $out"
   echo "saved $out"
   chart=${out%.md}.png

@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
     mo.widths = widths;
     mo.blocks.assign(widths.size(), 2);
     cg::nn::MiniResNet model(mo, gen);
+    int64_t parameters = 0;  // bench/cpu_compare.sh checks that PyTorch built the same network
+    for (auto& [name, t] : model.named_parameters()) parameters += t.numel();
     cg::nn::SgdOptions h;
     h.lr = 0.01f;
     h.momentum = 0.9f;
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
                 int(image_size), threads, cpu_conv.c_str(), ips, median, cpu_ms_per_step);
     nlohmann::json j{{"engine", "cudagrad"}, {"threads", threads}, {"batch", batch},
                      {"images_per_s", ips}, {"median_step_ms", median}, {"cpu_conv", cpu_conv},
-                     {"cpu_ms_per_step", cpu_ms_per_step}};
+                     {"cpu_ms_per_step", cpu_ms_per_step}, {"parameters", parameters}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

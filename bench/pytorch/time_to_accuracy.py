@@ -1,12 +1,16 @@
-"""PyTorch's side of the time-to-accuracy comparison (scripts/gpu_compare.sh, "accuracy" mode): the full
-MiniResNet on Fashion-MNIST with the recipe read from --config (configs/fashion_mnist.yaml: model
-widths and blocks, batch size, epochs, SGD lr/momentum/nesterov/weight decay, the warmup_cosine
-schedule stepped per optimizer step, random crop with padding 4 (black) and horizontal flip when
-data.augment, fp16 or bf16 autocast with GradScaler when amp.enabled), normalization
+"""PyTorch's side of the time-to-accuracy comparisons: scripts/gpu_compare.sh ("accuracy" mode, the
+full MiniResNet with configs/fashion_mnist.yaml) and bench/cpu_time_to_accuracy.sh (the narrow one
+with configs/fashion_mnist_cpu.yaml). The recipe is read from --config: model widths and blocks,
+batch size, epochs, SGD lr/momentum/nesterov/weight decay, the warmup_cosine schedule stepped per
+optimizer step, random crop with padding 4 (black) and horizontal flip when data.augment, fp16 or
+bf16 autocast with GradScaler when amp.enabled (GPU only), train.threads (0 = all cores) as
+torch.set_num_threads, train.max_steps, train.eval_batch_size; normalization
 (x/255 - 0.2860) / 0.3530, the last smaller batch dropped as cudagrad's loader does. Evaluated on
-the test set after every epoch, stopping at the first evaluation at or above --target. The clock
-starts when the process starts (interpreter start-up and imports included), as cudagrad-train's
-does. Prints one JSON line. The data stays on the GPU (like data.gpu_resident).
+the test set after every epoch (and where max_steps stops training mid-epoch, as cudagrad-train
+does), stopping at the first evaluation at or above --target. The clock starts when the process
+starts (interpreter start-up and imports included), as cudagrad-train's does. Prints one line per
+evaluation on stderr, then one JSON line. The data stays on the device (like data.gpu_resident).
+Exits 2 on a bad command line or config, 1 when the data cannot be read.
 Smoke test anywhere: --device cpu --limit 512 --widths 8,16,32 --epochs 1."""
 import argparse
 import gzip
@@ -95,7 +99,8 @@ def load(folder, split, device):
             path = os.path.join(folder, candidate)
             if os.path.exists(path):
                 return path
-        raise SystemExit(f"{folder}: no {name}[.gz] (install dataset-fashion-mnist or pass --data)")
+        sys.exit(f"time_to_accuracy: error: {folder}: no {name}[.gz] (install dataset-fashion-mnist or pass "
+                 f"--data)")
     images = read_idx(find(f"{split}-images-idx3-ubyte"))
     labels = read_idx(find(f"{split}-labels-idx1-ubyte"))
     x = (images.float().div_(255) - MEAN) / STD
@@ -117,33 +122,65 @@ def augment(x, gen):
     return torch.where(flip.view(n, 1, 1, 1), out.flip(3), out)
 
 
+def bounded(kind, low, high=None):
+    """An argparse type: a number of `kind` in [low, high]."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: '{text}'")
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high if high is not None else 'inf'}], "
+                                             f"got {value}")
+        return value
+    return parse
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=os.path.join(here, "..", "..", "configs", "fashion_mnist.yaml"))
     p.add_argument("--data", default=None, help="Fashion-MNIST folder (default: the config's data.path, "
                    "else /usr/share/datasets/fashion-mnist)")
-    p.add_argument("--target", type=float, default=0.93)
+    p.add_argument("--target", type=bounded(float, 0.0, 1.0), default=0.93)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--epochs", type=int, default=None, help="override train.epochs")
+    p.add_argument("--epochs", type=bounded(int, 1), default=None, help="override train.epochs")
     p.add_argument("--widths", default=None, help="override model.widths, e.g. 8,16,32 for a smoke test")
-    p.add_argument("--limit", type=int, default=0, help="use only this many images of each split (smoke test)")
+    p.add_argument("--limit", type=bounded(int, 0), default=0,
+                   help="use only this many images of each split (smoke test)")
+    p.add_argument("--threads", type=bounded(int, 0), default=None,
+                   help="override train.threads: torch.set_num_threads (0 = all cores)")
+    p.add_argument("--max-steps", type=bounded(int, 0), default=None,
+                   help="override train.max_steps: stop after this many optimizer steps (0 = no cap), as "
+                        "cudagrad-train does; the schedule still spans every epoch")
     a = p.parse_args()
+    if not os.path.isfile(a.config):
+        p.error(f"--config {a.config}: no such file")
     r = read_recipe(a.config)
     model_cfg, data, optim, sched = r.get("model", {}), r.get("data", {}), r.get("optim", {}), r.get("sched", {})
     train, amp_cfg = r.get("train", {}), r.get("amp", {})
     if optim.get("name", "sgd") != "sgd" or sched.get("name", "warmup_cosine") != "warmup_cosine":
-        raise SystemExit(f"{a.config}: this script mirrors sgd with warmup_cosine only")
+        p.error(f"{a.config}: this script mirrors sgd with warmup_cosine only")
     folder = a.data or data.get("path") or "/usr/share/datasets/fashion-mnist"
     epochs = a.epochs or int(train.get("epochs", 15))
     batch = int(data.get("batch_size", 256))
+    eval_batch = int(train.get("eval_batch_size", 256))  # cudagrad's default
     lr, min_lr = float(optim.get("lr", 0.1)), float(sched.get("min_lr", 0.0))
     warmup_steps = int(sched.get("warmup_steps", 0))
-    widths = tuple(int(w) for w in a.widths.split(",")) if a.widths else tuple(model_cfg.get("widths", [64, 128, 256]))
+    max_steps = a.max_steps if a.max_steps is not None else int(train.get("max_steps", 0))
+    threads = a.threads if a.threads is not None else int(train.get("threads", 0))
+    try:
+        widths = tuple(int(w) for w in a.widths.split(",")) if a.widths else \
+            tuple(model_cfg.get("widths", [64, 128, 256]))
+    except ValueError:
+        p.error(f"--widths must look like 16,32,64, got '{a.widths}'")
     blocks = tuple(model_cfg.get("blocks", [2] * len(widths)))
+    # Debian's build starts with 1 thread on some machines: always set the count explicitly, so that it
+    # equals cudagrad-train's train.threads.
+    torch.set_num_threads(threads or os.cpu_count() or 1)
     device = torch.device(a.device)
     cuda = device.type == "cuda"
-    use_amp = cuda and bool(amp_cfg.get("enabled", False))  # autocast on the CPU smoke test: no
+    use_amp = cuda and bool(amp_cfg.get("enabled", False))  # autocast on the CPU: no
     amp_dtype = torch.bfloat16 if amp_cfg.get("dtype", "fp16") == "bf16" else torch.float16
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(int(train.get("seed", 42)))
@@ -159,6 +196,8 @@ def main():
                           nesterov=bool(optim.get("nesterov", False)),
                           weight_decay=float(optim.get("weight_decay", 0.0)))
     steps_per_epoch = len(x_train) // batch  # drop_last, as cudagrad's loader
+    if steps_per_epoch == 0:
+        p.error(f"data.batch_size={batch} is larger than the {len(x_train)} training images")
     total = steps_per_epoch * epochs
 
     def lr_at(step):  # nn/lr_schedule.cpp's warmup_cosine
@@ -174,10 +213,16 @@ def main():
     gen = torch.Generator(device=device).manual_seed(42)
     augment_on = bool(data.get("augment", False))
     step = 0
+    train_seconds = 0.0  # the training loops alone, evaluation left out: for images/s
     result = {"bench": "pytorch", "what": "time_to_accuracy", "target": a.target, "reached": False,
-              "torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu"}
+              "torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+              "threads": torch.get_num_threads(), "parameters": sum(q.numel() for q in model.parameters()),
+              "evals": []}
     for epoch in range(epochs):
         model.train()
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
         order = torch.randperm(len(x_train), device=device, generator=gen)
         for b in range(steps_per_epoch):
             idx = order[b * batch:(b + 1) * batch]
@@ -195,18 +240,28 @@ def main():
             scaler.step(opt)
             scaler.update()
             step += 1
+            if max_steps and step >= max_steps:
+                break
+        if cuda:
+            torch.cuda.synchronize()
+        train_seconds += time.perf_counter() - t0
         model.eval()
         correct = 0
         with torch.no_grad(), torch.autocast("cuda", dtype=amp_dtype, enabled=use_amp):
-            for i in range(0, len(x_test), 1000):
-                correct += (model(x_test[i:i + 1000]).argmax(1) == y_test[i:i + 1000]).sum().item()
+            for i in range(0, len(x_test), eval_batch):
+                correct += (model(x_test[i:i + eval_batch]).argmax(1) == y_test[i:i + eval_batch]).sum().item()
         accuracy = correct / len(x_test)
         seconds = time.time() - START
         print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f} at {seconds:.1f} s", file=sys.stderr)
+        result["evals"].append({"epoch": epoch + 1, "step": step, "accuracy": accuracy, "seconds": seconds})
         result.update(epoch=epoch + 1, accuracy=accuracy, seconds=seconds)
         if accuracy >= a.target:
             result["reached"] = True
             break
+        if max_steps and step >= max_steps:
+            break
+    result.update(steps=step, train_images=step * batch, train_seconds=train_seconds,
+                  images_per_s=step * batch / max(train_seconds, 1e-9), cpu_seconds=time.process_time())
     print(json.dumps(result))
 
 

@@ -1,8 +1,9 @@
 """PyTorch CPU training throughput for MiniResNet on synthetic data: the reference that
 bench/cpu_compare.sh sets beside cudagrad-bench-cpu. The recipe must stay identical to that
 program's: fp32, SGD (lr 0.01, momentum 0.9, weight decay 1e-4), cross-entropy, one fixed random
-normal batch with labels (7*i) % 10, two BasicBlocks per stage.
-Prints a human line, then (last) one JSON line. Run with /usr/bin/python3 (Debian's torch)."""
+normal batch with labels (7*i) % 10, two BasicBlocks per stage (bench/cpu_compare.sh checks that
+both report the same parameter count). Prints a human line, then (last) one JSON line.
+Run with /usr/bin/python3 (Debian's torch)."""
 import argparse
 import json
 import os
@@ -52,9 +53,10 @@ def main():
     y = torch.arange(a.batch_size) * 7 % 10
 
     step_s = []
+    cpu_start = time.process_time()  # all threads of the process, as cudagrad-bench-cpu's
     for step in range(a.warmup + a.steps):
         if step == a.warmup:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
@@ -62,14 +64,17 @@ def main():
         if step >= a.warmup:
             step_s.append(time.perf_counter() - t0)
     total_s = time.perf_counter() - start
+    cpu_ms_per_step = (time.process_time() - cpu_start) * 1000 / a.steps
     # images/s over the whole timed window (not 1/median), so pauses between steps count too.
     ips = a.batch_size * a.steps / total_s
     median_ms = statistics.median(step_s) * 1000
     print(f"pytorch {torch.__version__}: MiniResNet widths {list(widths)}, batch {a.batch_size}, "
           f"{a.in_channels}x{a.image_size}x{a.image_size}, {torch.get_num_threads()} threads: "
-          f"{ips:.1f} images/s (median step {median_ms:.1f} ms)")
+          f"{ips:.1f} images/s (median step {median_ms:.1f} ms; {cpu_ms_per_step:.1f} ms of CPU time per step, "
+          f"all threads)")
     print(json.dumps({"engine": "pytorch", "version": torch.__version__, "threads": torch.get_num_threads(),
-                      "batch": a.batch_size, "images_per_s": ips, "median_step_ms": median_ms}))
+                      "batch": a.batch_size, "images_per_s": ips, "median_step_ms": median_ms,
+                      "cpu_ms_per_step": cpu_ms_per_step, "parameters": sum(p.numel() for p in model.parameters())}))
 
 
 if __name__ == "__main__":

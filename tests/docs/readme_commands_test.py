@@ -44,6 +44,10 @@ PLAN = {
     "scripts/plot_metrics.py runs/fashion_mnist_cpu runs/two_ranks -o runs/compare.png": (RUN, "", ["runs/compare.png"]),
     "/usr/bin/python3 bench/pytorch/time_to_accuracy.py --config configs/fashion_mnist_cpu.yaml --device cpu "
     "--target 0.9": (RUN, "--limit 1024 --epochs 1", []),
+    # Measured: the CPU comparisons against PyTorch, at smoke sizes.
+    "bench/cpu_compare.sh": (RUN, "--steps 1 --warmup 0", ["cpu_compare_out/cpu_compare.png"]),
+    "bench/cpu_compare.sh --net narrow": (RUN, "--steps 1 --warmup 0", ["cpu_compare_out/cpu_compare.png"]),
+    "bench/cpu_time_to_accuracy.sh": (RUN, "--smoke", ["cpu_tta_out/cudagrad_run/metrics.jsonl"]),
     # Data parallelism.
     "build/apps/cudagrad-launch --standalone --nproc-per-node 2 build/apps/cudagrad-train --config "
     "configs/fashion_mnist_cpu.yaml": (RUN, "train.max_steps=10", ["runs/fashion_mnist_cpu/metrics.jsonl"]),

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Time to 92% Fashion-MNIST test accuracy on the CPU, cudagrad against PyTorch, side by side:
+# cudagrad-train with configs/fashion_mnist_cpu.yaml (scripts/train.sh's config) and
+# bench/pytorch/time_to_accuracy.py reading the same file (the same network, batch, epochs, SGD,
+# schedule, normalization, no augmentation, last partial batch dropped), with the same thread
+# count, one after the other. Both evaluate after every epoch and stop at the first evaluation at
+# or above the target. Each side's time counts from its process start (its own clock) and is also
+# taken from outside here, with the CPU time. Prints a table (epoch accuracies, time to target or
+# "not reached", training images/s, the ratios, the machine and both versions); --save writes it to
+# bench/results/cpu_time_to_accuracy_<date>_<N>t.md. Logs and the run go to --out.
+# Exits 2 on a bad command line, 1 (saying why) when the build, PyTorch or the data is missing, a
+# side fails, or the two sides built networks of different sizes.
+# Usage: bench/cpu_time_to_accuracy.sh [BUILD_DIR] [--threads N] [--target T] [--data DIR]
+#        [--out DIR] [--smoke] [--save]
+#   --threads N   cudagrad's train.threads and torch.set_num_threads (default: all cores, nproc)
+#   --target T    test accuracy to reach, in (0, 1] (default 0.92)
+#   --data DIR    the Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist)
+#   --out DIR     logs, metrics and the run's files (default cpu_tta_out)
+#   --smoke       a check that the comparison runs, not a measurement: the first 1024 training and
+#                 512 test images (copied to the --out folder's smoke_data/), 2 epochs on both sides
+#   --save        also write the table to bench/results/ (not with --smoke)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+NAME=cpu_time_to_accuracy
+# shellcheck source=bench/compare_common.sh
+source "$ROOT/bench/compare_common.sh"
+
+CONFIG="$ROOT/configs/fashion_mnist_cpu.yaml"
+BUILD=build THREADS=$(nproc) TARGET=0.92 DATA=/usr/share/datasets/fashion-mnist OUT=cpu_tta_out SMOKE=0 SAVE=0
+while (($#)); do
+  case "$1" in
+    --build|--threads|--target|--data|--out)
+      (($# >= 2)) || usage_die "$1 needs a value"
+      case "$1" in
+        --build) BUILD=$2 ;; --threads) THREADS=$2 ;; --target) TARGET=$2 ;; --data) DATA=$2 ;; --out) OUT=$2 ;;
+      esac
+      shift 2 ;;
+    --smoke) SMOKE=1; shift ;;
+    --save) SAVE=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) usage >&2; usage_die "unknown option $1" ;;
+    *) BUILD=$1; shift ;;
+  esac
+done
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || usage_die "--threads must be a positive whole number, got '$THREADS'"
+[[ $TARGET =~ ^(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?)$ ]] || usage_die "--target must be in (0, 1], e.g. 0.92, got '$TARGET'"
+((SMOKE && SAVE)) && usage_die "--save keeps measurements; a --smoke run is not one"
+[[ -n $OUT ]] || usage_die "--out needs a folder"
+
+BUILD=$(resolve_build "$BUILD")
+BIN="$BUILD/apps/cudagrad-train"
+require_binary "$BIN" cudagrad-train
+require_torch
+[[ -f $CONFIG ]] || die "$CONFIG is missing"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  [[ -f $DATA/$f.gz || -f $DATA/$f ]] \
+    || die "$DATA has no ${f}[.gz]: install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or pass --data DIR"
+done
+mkdir -p "$OUT" || die "cannot create $OUT"
+OUT=$(cd "$OUT" && pwd)
+
+ours_extra=() theirs_extra=() subset=""
+if ((SMOKE)); then
+  # The same reader on both sides, on fewer images: IDX files holding the first N of each split.
+  "$PYTHON" - "$DATA" "$OUT/smoke_data" <<'PY' || die "could not write the smoke-test subset of $DATA"
+import gzip, os, struct, sys
+source, dest = sys.argv[1:3]
+os.makedirs(dest, exist_ok=True)
+for split, count in (("train", 1024), ("t10k", 512)):
+    for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
+        name = f"{split}-{kind}"
+        path = os.path.join(source, name + ".gz")
+        data = gzip.open(path).read() if os.path.exists(path) else open(os.path.join(source, name), "rb").read()
+        dims = data[3]
+        shape = list(struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims]))
+        item = 1
+        for d in shape[1:]:
+            item *= d
+        shape[0] = min(count, shape[0])
+        with open(os.path.join(dest, name), "wb") as f:
+            f.write(data[:4] + struct.pack(">" + "I" * dims, *shape))
+            f.write(data[4 + 4 * dims:4 + 4 * dims + shape[0] * item])
+PY
+  DATA="$OUT/smoke_data" subset=" SMOKE TEST, not a measurement: 1024 training and 512 test images."
+  ours_extra=(train.epochs=2) theirs_extra=(--epochs 2)
+fi
+
+# run_timed NAME LOG COMMAND...: runs one side with its output shown (indented) and kept in LOG;
+# leaves "wall user system" seconds, as seen from here, in LOG.time. Stops the script if it fails.
+run_timed() {
+  local name=$1 log=$2 rc
+  shift 2
+  echo "== $name: $*"
+  local TIMEFORMAT='%R %U %S'
+  { time { "$@" 2>&1 | tee "$log" | sed -u 's/^/   /'; }; } 2> "$log.time"
+  rc=$?
+  ((rc == 0)) || die "$name failed (exit $rc); its output is above and in $log"
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+rm -rf "$OUT/cudagrad_run"
+# checkpoint.save_every=0: no checkpoint between epochs (PyTorch's side writes none); the run
+# still writes last.safetensors at the end, after the clock has stopped.
+run_timed cudagrad "$OUT/cudagrad.log" "$BIN" --config "$CONFIG" data.path="$DATA" train.threads="$THREADS" \
+  train.target_accuracy="$TARGET" checkpoint.save_every=0 output.dir="$OUT/cudagrad_run" "${ours_extra[@]}"
+run_timed pytorch "$OUT/pytorch.log" "$PYTHON" "$ROOT/bench/pytorch/time_to_accuracy.py" --config "$CONFIG" \
+  --device cpu --data "$DATA" --target "$TARGET" --threads "$THREADS" "${theirs_extra[@]}"
+
+machine=$(machine_line "$load_before" "$BIN")
+table=$("$PYTHON" - "$OUT" "$TARGET" "$THREADS" "$machine" "$subset" <<'PY'
+import json, re, sys
+out, target, threads, machine, subset = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+
+def fail(why):
+    sys.exit(f"cpu_time_to_accuracy: error: {why}")
+
+def outside(log):  # wall, user, system seconds of the whole process
+    try:
+        wall, user, system = (float(v) for v in open(log + ".time").read().split()[-3:])
+        return wall, user + system
+    except (OSError, ValueError):
+        fail(f"no timing in {log}.time")
+
+# cudagrad: one JSON record per line in metrics.jsonl (train windows, evaluations, target_reached).
+try:
+    records = [json.loads(l) for l in open(f"{out}/cudagrad_run/metrics.jsonl") if l.strip()]
+except (OSError, ValueError) as e:
+    fail(f"cannot read cudagrad's metrics ({e})")
+cfg = open(f"{out}/cudagrad_run/config.yaml").read()
+batch = int(re.search(r"^  batch_size: (\d+)", cfg, re.M).group(1))
+widths = re.search(r"^  widths: (.*)$", cfg, re.M).group(1).strip()
+epochs_cfg = int(re.search(r"^  epochs: (\d+)", cfg, re.M).group(1))
+images = seconds = 0.0
+previous_step = 0
+for r in records:  # a window of (step - previous step) batches at images_per_s
+    if r.get("kind") == "train":
+        n = (r["step"] - previous_step) * batch
+        images, seconds, previous_step = images + n, seconds + n / r["images_per_s"], r["step"]
+reached = next((r for r in records if r.get("event") == "target_reached"), None)
+ours = {"evals": [r["accuracy"] for r in records if r.get("kind") == "eval"],
+        "reached": reached["seconds_since_start"] if reached else None,
+        "images_per_s": images / seconds if seconds else 0.0, "outside": outside(f"{out}/cudagrad.log")}
+found = re.search(r"model: MiniResNet .* (\d+) parameters", open(f"{out}/cudagrad.log").read())
+ours_parameters = int(found.group(1)) if found else None
+
+lines = [l for l in open(f"{out}/pytorch.log") if l.startswith("{")]
+if not lines:
+    fail(f"PyTorch's side printed no JSON result line (see {out}/pytorch.log)")
+t = json.loads(lines[-1])
+theirs = {"evals": [e["accuracy"] for e in t["evals"]], "reached": t["seconds"] if t["reached"] else None,
+          "images_per_s": t["images_per_s"], "outside": outside(f"{out}/pytorch.log")}
+if ours_parameters != t["parameters"]:
+    fail(f"the two networks differ: cudagrad has {ours_parameters} parameters, PyTorch {t['parameters']}")
+if t["threads"] != threads:
+    fail(f"PyTorch ran {t['threads']} threads, cudagrad {threads}")
+if not ours["evals"] or not theirs["evals"]:
+    fail("a side evaluated nothing (see the logs in " + out + ")")
+
+pct = f"{100 * target:g}%"
+print(f"Time to {pct} Fashion-MNIST test accuracy on the CPU, configs/fashion_mnist_cpu.yaml: MiniResNet "
+      f"{widths} ({t['parameters']:,} parameters), batch {batch}, {epochs_cfg} epochs, SGD nesterov, "
+      f"warmup_cosine, no augmentation; {threads} threads each.{subset}")
+print(machine)
+print()
+print(f"| engine | test accuracy after each epoch | time to {pct} from process start (s) | "
+      f"whole process, outside (s) | CPU time, outside (s) | training images/s |")
+print("| --- | --- | ---: | ---: | ---: | ---: |")
+for name, side in (("cudagrad", ours), (f"PyTorch {t['torch']}", theirs)):
+    accs = ", ".join(f"{100 * a:.2f}%" for a in side["evals"])
+    when = f"{side['reached']:.1f}" if side["reached"] is not None else "not reached"
+    print(f"| {name} | {accs} | {when} | {side['outside'][0]:.1f} | {side['outside'][1]:.1f} | "
+          f"{side['images_per_s']:.1f} |")
+print()
+if ours["reached"] is not None and theirs["reached"] is not None:
+    print(f"time to {pct}, PyTorch / cudagrad: {theirs['reached'] / ours['reached']:.2f}x (above 1: cudagrad is faster)")
+else:
+    missing = " and ".join(n for n, s in (("cudagrad", ours), ("PyTorch", theirs)) if s["reached"] is None)
+    print(f"time to {pct}: not compared, {missing} did not reach it")
+print(f"training images/s, cudagrad / PyTorch: {ours['images_per_s'] / theirs['images_per_s']:.2f}x")
+PY
+) || exit 1
+echo
+echo "$table"
+if ((SAVE)); then
+  mkdir -p "$ROOT/bench/results"
+  saved="$ROOT/bench/results/cpu_time_to_accuracy_$(date +%Y-%m-%d)_${THREADS}t.md"
+  echo "$table" > "$saved" || die "cannot write $saved"
+  echo "saved $saved"
+fi

@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""bench/cpu_time_to_accuracy.sh and bench/cpu_compare.sh: bad input is refused clearly, and the
+smoke-sized runs give tables with both engines.
+
+Usage: cpu_bench_scripts_test.py SOURCE_DIR BINARY_DIR   (CTest runs it, label "bench")
+
+First the refusals, which need neither PyTorch nor the data: a bad command line exits 2 naming the
+option, a missing build, a Python without torch or a missing dataset exit 1 saying so. Then, only
+when /usr/bin/python3 imports torch and Debian's Fashion-MNIST is installed (else the test reports
+itself skipped, exit 77, saying which is missing): cpu_time_to_accuracy.sh --smoke twice, with a
+target nobody reaches in 16 steps (both rows "not reached", two epoch accuracies each) and with one
+that anybody reaches (both rows with a time, the ratio line); and cpu_compare.sh --net narrow for
+one step (the narrow network of scripts/train.sh, 174,970 parameters, batch 128, on both sides).
+Timings are not checked: this machine is shared.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIPPED = 77
+FMNIST = "/usr/share/datasets/fashion-mnist"
+failures = []
+
+
+def check(ok, what, output=""):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+        if output:
+            print("---- output (last 30 lines) ----\n" + "\n".join(output.splitlines()[-30:]) + "\n----")
+
+
+def run(args, cwd, env=None, timeout=900):
+    # The scripts take PYTHON from the environment: the interpreter this test checks for torch.
+    env = {**os.environ, "PYTHON": "/usr/bin/python3", **(env or {})}
+    r = subprocess.run(args, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return r.returncode, r.stdout
+
+
+def refused(script, args, code, message, cwd, env=None):
+    rc, out = run([script] + args, cwd, env)
+    check(rc == code and message in out, f"{os.path.basename(script)} {' '.join(args)}: exit {code} "
+          f"saying '{message}' (got exit {rc})", out)
+
+
+def table_rows(output):
+    """{engine: [cells]} of the markdown table rows after the header."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| ") else []
+        if cells and cells[0] not in ("engine", "---"):
+            rows["PyTorch" if cells[0].startswith("PyTorch") else cells[0]] = cells
+    return rows
+
+
+def main():
+    source, binary = (os.path.abspath(p) for p in sys.argv[1:3])
+    tta = os.path.join(source, "bench", "cpu_time_to_accuracy.sh")
+    compare = os.path.join(source, "bench", "cpu_compare.sh")
+    work = tempfile.mkdtemp(prefix="cudagrad_cpu_bench_")
+    empty = os.path.join(work, "empty")
+    os.makedirs(empty)
+
+    for script in (tta, compare):
+        refused(script, ["--threads", "0", binary], 2, "must be a positive whole number", work)
+        refused(script, ["--no-such-option"], 2, "unknown option --no-such-option", work)
+        refused(script, [binary, "--threads"], 2, "--threads needs a value", work)
+        refused(script, [empty], 1, "not found; build it first", work)
+        refused(script, [binary], 1, "cannot import torch", work, {"PYTHON": "/bin/false"})
+    refused(tta, ["--target", "1.5", binary], 2, "--target must be in (0, 1]", work)
+    refused(tta, ["--target", "0", binary], 2, "--target must be in (0, 1]", work)
+    refused(tta, ["--smoke", "--save", binary], 2, "--save keeps measurements", work)
+    refused(compare, ["--net", "wide", binary], 2, "--net must be full or narrow", work)
+    refused(compare, ["--widths", "16,x", binary], 2, "widths must look like", work)
+
+    missing = []
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode != 0:
+        missing.append("/usr/bin/python3 cannot import torch (apt-get install python3-torch)")
+    if not os.path.isdir(FMNIST):
+        missing.append(f"no Fashion-MNIST in {FMNIST} (apt-get install dataset-fashion-mnist)")
+    if not missing:
+        refused(tta, [binary, "--data", empty], 1, f"{empty} has no train-images-idx3-ubyte", work)
+
+        rc, out = run([tta, binary, "--smoke", "--out", os.path.join(work, "never")], work)
+        rows = table_rows(out)
+        check(rc == 0 and set(rows) == {"cudagrad", "PyTorch"}, "smoke run, target 92%: exit 0, a cudagrad and "
+              f"a PyTorch row (got exit {rc}, rows {sorted(rows)})", out)
+        for name, cells in rows.items():
+            accuracies = re.findall(r"\d+\.\d\d%", cells[1])
+            check(len(accuracies) == 2 and cells[2] == "not reached",
+                  f"{name}: two epoch accuracies, 92% not reached after 16 steps (row {cells})", out)
+        check("time to 92%: not compared" in out and "SMOKE TEST" in out and "174,970 parameters" in out,
+              "the summary says why there is no time ratio, that this was a smoke test, and the network", out)
+
+        rc, out = run([tta, binary, "--smoke", "--target", "0.001", "--out", os.path.join(work, "always")], work)
+        rows = table_rows(out)
+        check(rc == 0 and set(rows) == {"cudagrad", "PyTorch"}, f"smoke run, target 0.1%: exit 0, both rows "
+              f"(got exit {rc}, rows {sorted(rows)})", out)
+        for name, cells in rows.items():
+            check(len(re.findall(r"\d+\.\d\d%", cells[1])) == 1 and re.fullmatch(r"\d+\.\d", cells[2]) is not None,
+                  f"{name}: stopped after the first evaluation, with its time (row {cells})", out)
+        check(re.search(r"time to 0\.1%, PyTorch / cudagrad: \d+\.\d\dx", out) is not None,
+              "the time ratio is printed when both reach the target", out)
+
+        rc, out = run([compare, binary, "--net", "narrow", "--steps", "1", "--warmup", "0"], work)
+        rows = table_rows(out)
+        check(rc == 0 and set(rows) == {"cudagrad", "PyTorch"}, f"cpu_compare.sh --net narrow: exit 0, both rows "
+              f"(got exit {rc})", out)
+        check("MiniResNet [16,32,64] (narrow, 174,970 parameters), batch 128, 1x28x28" in out,
+              "--net narrow is scripts/train.sh's network at batch 128, the same size on both sides", out)
+
+    shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    if missing:
+        print("skipped the runs (the refusals passed): " + "; ".join(missing))
+        return SKIPPED
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
