@@ -229,8 +229,9 @@ void Trainer::evaluate(bool epoch_done) {
   const int64_t epoch = epoch_done ? pos_.epoch : pos_.epoch + 1;
   metrics_.write({{"kind", "eval"}, {"epoch", epoch}, {"step", pos_.step}, {"loss", ev.loss},
                   {"accuracy", ev.accuracy}, {"lr", schedule_->lr_at(std::max<int64_t>(pos_.step - 1, 0))},
-                  {"images_per_s", ev.images_per_s}});
-  log::info("eval after epoch {}: test loss {:.4f}, accuracy {:.2f}%", epoch, ev.loss, 100.0 * ev.accuracy);
+                  {"images_per_s", ev.images_per_s}, {"images", ev.images}});
+  log::info("eval after epoch {}: test loss {:.4f}, accuracy {:.2f}% of {} images", epoch, ev.loss,
+            100.0 * ev.accuracy, ev.images);
   if (c_.train.target_accuracy > 0 && ev.accuracy >= c_.train.target_accuracy) {
     // Time to accuracy counts from process start: data loading and start-up included.
     const double seconds = seconds_since(process_start);
