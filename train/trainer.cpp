@@ -23,6 +23,14 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 const char* optimizer_name(const TrainConfig& c) { return enum_name(c.optim.name); }
 
+void make_directory(const fs::path& dir, const char* key) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error(fmt::format("{}: cannot create the folder {}: {}", key, dir.string(),
+                            ec ? ec.message() : std::string("a file of that name is in the way")));
+}
+
 }  // namespace
 
 void install_stop_signal_handlers() {
@@ -40,11 +48,13 @@ Trainer::Trainer(const TrainConfig& config, std::string config_yaml)
   session_.dist().check_same_config(config_yaml_);
   out_dir_ = c_.output.dir;
   ckpt_dir_ = c_.checkpoint.dir.empty() ? out_dir_ / "checkpoints" : fs::path(c_.checkpoint.dir);
+  setup_data();  // first: a config the data refuses leaves no output folder behind
   if (log::is_main_process()) {
-    fs::create_directories(out_dir_);
+    // Both folders now, so that a path that cannot be one fails before any work, naming its key.
+    make_directory(out_dir_, "output.dir");
+    make_directory(ckpt_dir_, c_.checkpoint.dir.empty() ? "output.dir" : "checkpoint.dir");
     write_file_atomically((out_dir_ / "config.yaml").string(), config_yaml_);
   }
-  setup_data();
   nn::ScheduleOptions so;
   so.kind = c_.sched.name;
   so.base_lr = c_.optim.lr;
@@ -80,8 +90,13 @@ void Trainer::setup_data() {
   loader_options_.rank = dc.rank();  // augmentation differs per rank: seed, rank, epoch and sample
   loader_ = std::make_unique<data::DataLoader>(*train_set_, *sampler_, loader_options_);
   batches_per_epoch_ = loader_->batches_per_epoch();
-  CG_CHECK(batches_per_epoch_ > 0, "data.batch_size={} is larger than the {} training images", c_.data.batch_size,
-           train_set_->size());
+  // A config that does not fit the data (exit 2): an epoch drops its last incomplete batch, so
+  // with fewer images than one batch it would have none.
+  if (batches_per_epoch_ == 0)
+    throw UsageError(fmt::format("data.batch_size={} is larger than the {} training images {}; lower it",
+                                 c_.data.batch_size, sampler_->num_samples(),
+                                 dc.world_size() == 1 ? std::string("of the data set")
+                                                      : fmt::format("each of the {} ranks reads", dc.world_size())));
 }
 
 TrainResult Trainer::run() {

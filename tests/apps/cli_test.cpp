@@ -76,6 +76,48 @@ TEST(TrainCli, UnreadableConfigAndMissingDataAreClear) {
   EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos) << r.output;
 }
 
+// A tiny synthetic run (64 training images) writing into `out`.
+std::string tiny_run(const std::filesystem::path& out) {
+  return "data.dataset=synthetic data.synthetic_size=64 data.image_size=8 model.in_channels=3 model.widths=[4] "
+         "model.blocks=[1] train.max_steps=1 train.device=cpu output.dir=" + out.string();
+}
+
+TEST(TrainCli, AnEmptyConfigFileExitsTwoNamingIt) {
+  const auto path = test::make_temp_dir("cli_empty") / "empty.yaml";
+  std::ofstream(path) << "\n";
+  const ProgramRun r = run_train("--config " + path.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("config file " + path.string() + " is empty"), std::string::npos) << r.output;
+}
+
+// drop_last leaves no batch at all: a config that does not fit the data, refused before any
+// output is written.
+TEST(TrainCli, ABatchLargerThanTheTrainingSetExitsTwoWritingNothing) {
+  const auto out = test::make_temp_dir("cli_batch") / "out";
+  const ProgramRun r = run_train(tiny_run(out) + " data.batch_size=100");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("data.batch_size=100 is larger than the 64 training images"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("check failed"), std::string::npos) << "an internal check, not a user's message\n"
+                                                               << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "a refused run left " << out;
+}
+
+// A file where a folder must go fails at start-up naming the key, not after an epoch of training.
+TEST(TrainCli, AnOutputOrCheckpointFolderThatIsAFileFailsBeforeTraining) {
+  const auto dir = test::make_temp_dir("cli_dirs");
+  const auto file = dir / "a_file";
+  std::ofstream(file) << "x";
+  for (const std::string key : {"output.dir", "checkpoint.dir"}) {
+    const auto out = dir / ("out_" + key);
+    const std::string args = key == "output.dir" ? tiny_run(file) : tiny_run(out) + " checkpoint.dir=" + file.string();
+    const ProgramRun r = run_train(args);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(key + ": cannot create the folder " + file.string()), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("step 1"), std::string::npos) << "trained before failing\n" << r.output;
+  }
+}
+
 TEST(TrainCli, SettingsThatNeedTheGpuAreRefusedWithoutOne) {
   if (kernels::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is visible: these settings are valid here";
   for (const char* setting : {"amp.enabled=true", "dist.backend=nccl", "train.device=cuda"}) {

@@ -112,6 +112,24 @@ TEST(Launch, ItsOwnErrorsExitTwoAndNameTheCause) {
   std::tie(rc, log) = launch("--nnodes 2 --node-rank 2 printf x", "launch_noderank");
   EXPECT_EQ(rc, 2) << log;
   EXPECT_NE(log.find("--node-rank"), std::string::npos) << log;
+  std::tie(rc, log) = launch("--nproc-per-node 0 printf x", "launch_zero");
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("--nproc-per-node: must be at least 1, got 0"), std::string::npos) << log;
+  // A program that cannot run is one error before any rank starts, not one per rank.
+  for (const std::string& program : {std::string("no_such_program_xyz"), std::string("/nonexistent/prog"),
+                                     test::source_dir().string(), (test::source_dir() / "README.md").string()}) {
+    std::tie(rc, log) = launch("--standalone --nproc-per-node 2 " + program + " --flag", "launch_badprog");
+    EXPECT_EQ(rc, 2) << program << "\n" << log;
+    EXPECT_EQ(count_lines_with(log, "cudagrad-launch: error: cannot run " + program + ": "), 1) << log;
+    EXPECT_EQ(log.find("[rank "), std::string::npos) << "a rank was started\n" << log;
+  }
+  std::tie(rc, log) = launch("--standalone --nproc-per-node 2 cudagrad-train", "launch_notonpath");
+  EXPECT_EQ(rc, 2) << log;
+  EXPECT_NE(log.find("give its path: build/apps/cudagrad-train"), std::string::npos) << log;
+  // The program's own failure: the launcher fails, naming the rank and the program's exit code.
+  std::tie(rc, log) = launch("--standalone --nproc-per-node 2 sh -c 'exit 3'", "launch_exit3");
+  EXPECT_NE(rc, 0) << log;
+  EXPECT_NE(log.find("failed first (exit code 3)"), std::string::npos) << log;
   std::tie(rc, log) = launch("--help", "launch_help");
   EXPECT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("--nproc-per-node"), std::string::npos) << log;
