@@ -117,8 +117,9 @@ void Trainer::resume() {
   if (!from.empty()) {
     session_.dist().barrier();  // the file is complete before anyone reads it
     pos_ = nn::load_checkpoint(from, session_.model(), session_.optimizer());
-    CG_CHECK(pos_.optimizer == optimizer_name(c_), "checkpoint {} was written by optimizer '{}', config says '{}'",
-             from, pos_.optimizer, optimizer_name(c_));
+    if (pos_.optimizer != optimizer_name(c_))
+      throw Error(fmt::format("checkpoint {} was written by optimizer '{}', config says optim.name={}", from,
+                              pos_.optimizer, optimizer_name(c_)));
     if (!pos_.rng_state.empty()) session_.generator().set_state(pos_.rng_state);
     pos_.config_yaml = config_yaml_;
     resumed_ = pos_;

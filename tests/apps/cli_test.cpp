@@ -118,6 +118,39 @@ TEST(TrainCli, AnOutputOrCheckpointFolderThatIsAFileFailsBeforeTraining) {
   }
 }
 
+// PyTorch scripts take `--epochs 3`; the error names the key=value meant.
+TEST(TrainCli, AnOptionForAConfigKeyNamesTheKey) {
+  ProgramRun r = run_train("--epochs 3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown option --epochs: config keys are set as key=value, here train.epochs=3"),
+            std::string::npos) << r.output;
+  r = run_train("--batch-size=64");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("here data.batch_size=64"), std::string::npos) << r.output;
+  r = run_train("--no-such-thing");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown option --no-such-thing"), std::string::npos) << r.output;
+}
+
+// Resuming a checkpoint of another model or optimizer: one sentence naming the cause, without an
+// internal check's condition and source line.
+TEST(TrainCli, ACheckpointOfAnotherModelOrOptimizerIsRefusedInPlainWords) {
+  const auto dir = test::make_temp_dir("cli_other_ckpt");
+  ProgramRun r = run_train(tiny_run(dir / "first"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string resume = " checkpoint.resume_from=" + (dir / "first" / "checkpoints" / "last.safetensors").string();
+  r = run_train(tiny_run(dir / "wider") + resume + " model.widths=[8]");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("state dict key 'conv1.weight': shape [4, 3, 3, 3] does not match the model's [8, 3, 3, 3]"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("check failed"), std::string::npos) << r.output;
+  r = run_train(tiny_run(dir / "adamw") + resume + " optim.name=adamw");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("was written by optimizer 'sgd', config says optim.name=adamw"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("check failed"), std::string::npos) << r.output;
+}
+
 TEST(TrainCli, SettingsThatNeedTheGpuAreRefusedWithoutOne) {
   if (kernels::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is visible: these settings are valid here";
   for (const char* setting : {"amp.enabled=true", "dist.backend=nccl", "train.device=cuda"}) {
