@@ -10,12 +10,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "graphed_vs_eager.h"
 #include "train/graphed_step.h"
 #include "train/training_parts.h"
 #include "engine/autograd/grad_mode.h"
@@ -28,7 +28,7 @@
 namespace cg::train {
 namespace {
 
-constexpr int64_t kBatch = 32, kSide = 16;
+using test::expect_same_losses;
 
 // A small MiniResNet with its optimizer and step, on its own compute stream (made current).
 struct Trainee {
@@ -56,18 +56,7 @@ struct Trainee {
   std::unique_ptr<TrainStep> step;
 };
 
-std::vector<data::DeviceBatch> batches(Device device, int count) {
-  Generator gen(7);
-  std::vector<data::DeviceBatch> out;
-  for (int i = 0; i < count; ++i) {
-    Tensor images = Tensor::empty({kBatch, 3, kSide, kSide});
-    normal_(images, gen, 0.0, 1.0);
-    std::vector<int64_t> labels(static_cast<size_t>(kBatch));
-    for (int64_t j = 0; j < kBatch; ++j) labels[size_t(j)] = (j * 3 + i) % 10;
-    out.push_back({images.to(device), Tensor::from_vector(labels, {kBatch}).to(device), kBatch});
-  }
-  return out;
-}
+std::vector<data::DeviceBatch> batches(Device device, int count) { return test::step_batches(device, count, 3); }
 
 double lr_at(int s) { return 0.05 / (1.0 + 0.3 * s); }  // a new value every step
 
@@ -112,10 +101,7 @@ Trajectory train(const std::vector<std::string>& extra, bool graphed, int steps)
 void expect_graph_matches_eager(const std::vector<std::string>& extra) {
   const int steps = 9;  // 3 eager, the capture, 5 more replays
   const Trajectory eager = train(extra, false, steps), graphed = train(extra, true, steps);
-  ASSERT_EQ(eager.losses.size(), graphed.losses.size());
-  for (size_t s = 0; s < eager.losses.size(); ++s)
-    EXPECT_EQ(std::memcmp(&eager.losses[s], &graphed.losses[s], sizeof(float)), 0)
-        << "step " << s << ": eager " << eager.losses[s] << ", graphed " << graphed.losses[s];
+  expect_same_losses(eager.losses, graphed.losses);
   ASSERT_EQ(eager.state.size(), graphed.state.size());
   for (size_t i = 0; i < eager.state.size(); ++i) EXPECT_EQ(eager.state[i], graphed.state[i]) << "state tensor " << i;
 }
