@@ -4,13 +4,11 @@
 // batch each end with the one process's weights and running statistics (the union of their
 // batches is its batch); padding the shards as training does would count one image twice.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <filesystem>
-#include <sstream>
 #include <string>
 
+#include "support/metrics_file.h"
 #include "support/paths.h"
 #include "support/processes.h"
 
@@ -38,14 +36,11 @@ Eval run(const std::string& launcher, int batch_size, const std::string& tag) {
   const int rc = test::wait_for(test::start(cmd, dir / "log.txt"), std::chrono::seconds(240));
   e.log = test::read_text(dir / "log.txt");
   EXPECT_EQ(rc, 0) << e.log;
-  std::istringstream metrics(test::read_text(dir / "out" / "metrics.jsonl"));
-  for (std::string line; std::getline(metrics, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["kind"] != "eval") continue;
-    e.loss = j["loss"].get<double>();
-    e.accuracy = j["accuracy"].get<double>();
-    e.images = j["images"].get<int64_t>();
-  }
+  const auto evals = test::metrics_records(dir / "out", "eval");
+  if (evals.empty()) return e;
+  e.loss = evals.back()["loss"].get<double>();
+  e.accuracy = evals.back()["accuracy"].get<double>();
+  e.images = evals.back()["images"].get<int64_t>();
   return e;
 }
 

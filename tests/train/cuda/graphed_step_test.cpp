@@ -23,6 +23,7 @@
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
 #include "support/gpu_ops.h"
+#include "support/metrics_file.h"
 #include "support/paths.h"
 
 namespace cg::train {
@@ -185,15 +186,7 @@ ProgramRun run_train(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
 }
 
-std::vector<nlohmann::json> records(const std::filesystem::path& out, const std::string& kind) {
-  std::vector<nlohmann::json> r;
-  std::ifstream in(out / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.value("kind", "") == kind) r.push_back(j);
-  }
-  return r;
-}
+using test::metrics_records;
 
 const std::string kProgram =
     " data.dataset=synthetic data.synthetic_size=2048 data.image_size=16 data.batch_size=64 model.in_channels=3"
@@ -208,14 +201,14 @@ TEST(GraphedTraining, SameLossesAsEagerAndItsCheckpointResumes) {
   r = run_train(kProgram + " train.cuda_graph=true output.dir=" + graphed.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("captured as a CUDA graph"), std::string::npos) << r.output;
-  const auto a = records(eager, "train"), b = records(graphed, "train");
+  const auto a = metrics_records(eager, "train"), b = metrics_records(graphed, "train");
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << a[i]["step"];
     EXPECT_EQ(a[i]["lr"].get<double>(), b[i]["lr"].get<double>());
   }
-  const auto eval_a = records(eager, "eval"), eval_b = records(graphed, "eval");
+  const auto eval_a = metrics_records(eager, "eval"), eval_b = metrics_records(graphed, "eval");
   ASSERT_EQ(eval_b.size(), 2u) << r.output;
   EXPECT_EQ(eval_a.back()["accuracy"].get<double>(), eval_b.back()["accuracy"].get<double>());
   // A new process resumes from the graphed run's epoch-1 checkpoint and captures anew.
@@ -223,7 +216,7 @@ TEST(GraphedTraining, SameLossesAsEagerAndItsCheckpointResumes) {
   r = run_train(kProgram + " train.cuda_graph=true output.dir=" + resumed.string() +
                 " checkpoint.resume_from=" + (graphed / "checkpoints" / "epoch_1.safetensors").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto eval_c = records(resumed, "eval");
+  const auto eval_c = metrics_records(resumed, "eval");
   ASSERT_FALSE(eval_c.empty()) << r.output;
   EXPECT_NEAR(eval_c.back()["accuracy"].get<double>(), eval_b.back()["accuracy"].get<double>(), 0.02) << r.output;
 }
@@ -235,7 +228,7 @@ TEST(GraphedTraining, CapturesTheModeledBackendWithFp16) {
                                       " dist.modeled_world_size=8 train.epochs=1 output.dir=" + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("modeled ring of 8"), std::string::npos) << r.output;
-  const auto train = records(out, "train");
+  const auto train = metrics_records(out, "train");
   ASSERT_FALSE(train.empty());
   EXPECT_LT(train.back()["loss"].get<double>(), train.front()["loss"].get<double>()) << r.output;
 }
