@@ -37,13 +37,13 @@ int main(int argc, char** argv) {
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<int64_t> widths{64, 128, 256};
   std::string cpu_conv = "auto";
-  app.add_option("--batch-size", batch, "images per step")->check(cg::cli::at_least(1));
-  app.add_option("--steps", steps, "timed steps")->check(cg::cli::at_least(1));
-  app.add_option("--warmup", warmup, "untimed steps first")->check(cg::cli::at_least(0));
-  app.add_option("--threads", threads, "OpenMP threads")->check(cg::cli::at_least(1));
+  app.add_option("--batch-size", batch, "images per step")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "OpenMP threads")->check(CLI::PositiveNumber);
   app.add_option("--widths", widths, "stage widths, e.g. 64,128,256")->delimiter(',');
-  app.add_option("--in-channels", in_channels, "image channels")->check(cg::cli::at_least(1));
-  app.add_option("--image-size", image_size, "image side")->check(cg::cli::at_least(1));
+  app.add_option("--in-channels", in_channels, "image channels")->check(CLI::PositiveNumber);
+  app.add_option("--image-size", image_size, "image side")->check(CLI::PositiveNumber);
   app.add_option("--cpu-conv", cpu_conv, "CPU convolution, as kernels.cpu_conv: auto, im2col or winograd")
       ->check(CLI::IsMember({"auto", "im2col", "winograd"}));
   if (const int rc = cg::cli::parse(app, argc, argv); rc >= 0) return rc;
