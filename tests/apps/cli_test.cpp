@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/device_info.h"
 #include "support/paths.h"
+#include "support/processes.h"
 
 namespace cg {
 namespace {
@@ -90,16 +91,23 @@ TEST(TrainCli, AnEmptyConfigFileExitsTwoNamingIt) {
   EXPECT_NE(r.output.find("config file " + path.string() + " is empty"), std::string::npos) << r.output;
 }
 
-// drop_last leaves no batch at all: a config that does not fit the data, refused before any
-// output is written.
-TEST(TrainCli, ABatchLargerThanTheTrainingSetExitsTwoWritingNothing) {
-  const auto out = test::make_temp_dir("cli_batch") / "out";
-  const ProgramRun r = run_train(tiny_run(out) + " data.batch_size=100");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("data.batch_size=100 is larger than the 64 training images"), std::string::npos)
-      << r.output;
-  EXPECT_EQ(r.output.find("check failed"), std::string::npos) << "an internal check, not a user's message\n"
-                                                               << r.output;
+// drop_last leaves a rank no batch at all: a config that does not fit the data, refused before
+// any output is written. Two ranks of 32 of the 64 images each with batches of 40 (one process
+// with a batch larger than the synthetic set is refused earlier, by the config's own rules).
+TEST(TrainCli, ABatchLargerThanARanksShareExitsTwoWritingNothing) {
+  const auto dir = test::make_temp_dir("cli_batch");
+  const auto out = dir / "out";
+  const std::string cmd = (test::binary_dir() / "apps" / "cudagrad-launch").string() +
+                          " --standalone --nproc-per-node 2 " +
+                          (test::binary_dir() / "apps" / "cudagrad-train").string() + " " + tiny_run(out) +
+                          " data.batch_size=40 dist.timeout_s=30 > " + (dir / "log.txt").string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  const std::string log = test::read_text(dir / "log.txt");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << log;
+  EXPECT_NE(log.find("error: data.batch_size=40 is larger than the 32 training images each of the 2 ranks reads"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("failed first (exit code 2)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("check failed"), std::string::npos) << "an internal check, not a user's message\n" << log;
   EXPECT_FALSE(std::filesystem::exists(out)) << "a refused run left " << out;
 }
 
