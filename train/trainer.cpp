@@ -48,6 +48,10 @@ Trainer::Trainer(const TrainConfig& config, std::string config_yaml)
   session_.dist().check_same_config(config_yaml_);
   out_dir_ = c_.output.dir;
   ckpt_dir_ = c_.checkpoint.dir.empty() ? out_dir_ / "checkpoints" : fs::path(c_.checkpoint.dir);
+  // Before the data is read (seconds for a real data set): a checkpoint that is not there.
+  if (const std::string& from = c_.checkpoint.resume_from; !from.empty() && !fs::is_regular_file(from))
+    throw Error(fmt::format("checkpoint.resume_from={}: {}", from,
+                            fs::is_directory(from) ? "a folder, not a checkpoint file" : "no such file"));
   setup_data();  // first: a config the data refuses leaves no output folder behind
   if (log::is_main_process()) {
     // Both folders now, so that a path that cannot be one fails before any work, naming its key.
