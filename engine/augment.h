@@ -6,17 +6,11 @@
 #include <cstdint>
 
 #include "engine/tensor.h"
+#include "util/counter_rng.h"
 
 namespace cg::ops {
 
-struct GatherAugmentOptions {
-  bool augment = false;  // off: a plain gather
-  int crop_padding = 4;  // 0: no crop
-  bool horizontal_flip = true;
-  uint64_t seed = 0;
-  int rank = 0;
-  int64_t epoch = 0;
-};
+using GatherAugmentOptions = rng::BatchAugment;  // the kernel's own settings (util/counter_rng.h)
 
 // order: int64 [rows'] of dataset rows, of which [first, first + n) are gathered; images
 // float32 [rows, c, h, w], labels int64 [rows], black float32 [c] (the padding's value per

@@ -58,8 +58,9 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& values, bool s
       if (strict) throw Error(fmt::format("state dict is missing key '{}'", name));
       continue;
     }
-    CG_CHECK(it->second.shape() == t.shape(), "state dict key '{}': shape {} does not match the model's {}",
-             name, shape_str(it->second.shape()), shape_str(t.shape()));
+    if (it->second.shape() != t.shape())
+      throw Error(fmt::format("state dict key '{}': shape {} does not match the model's {}", name,
+                              shape_str(it->second.shape()), shape_str(t.shape())));
     Tensor dst = t;
     dst.copy_(it->second);
     used.insert(name);

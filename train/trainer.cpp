@@ -23,6 +23,14 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 const char* optimizer_name(const TrainConfig& c) { return enum_name(c.optim.name); }
 
+void make_directory(const fs::path& dir, const char* key) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error(fmt::format("{}: cannot create the folder {}: {}", key, dir.string(),
+                            ec ? ec.message() : std::string("a file of that name is in the way")));
+}
+
 }  // namespace
 
 void install_stop_signal_handlers() {
@@ -40,11 +48,17 @@ Trainer::Trainer(const TrainConfig& config, std::string config_yaml)
   session_.dist().check_same_config(config_yaml_);
   out_dir_ = c_.output.dir;
   ckpt_dir_ = c_.checkpoint.dir.empty() ? out_dir_ / "checkpoints" : fs::path(c_.checkpoint.dir);
+  // Before the data is read (seconds for a real data set): a checkpoint that is not there.
+  if (const std::string& from = c_.checkpoint.resume_from; !from.empty() && !fs::is_regular_file(from))
+    throw Error(fmt::format("checkpoint.resume_from={}: {}", from,
+                            fs::is_directory(from) ? "a folder, not a checkpoint file" : "no such file"));
+  setup_data();  // first: a config the data refuses leaves no output folder behind
   if (log::is_main_process()) {
-    fs::create_directories(out_dir_);
+    // Both folders now, so that a path that cannot be one fails before any work, naming its key.
+    make_directory(out_dir_, "output.dir");
+    make_directory(ckpt_dir_, c_.checkpoint.dir.empty() ? "output.dir" : "checkpoint.dir");
     write_file_atomically((out_dir_ / "config.yaml").string(), config_yaml_);
   }
-  setup_data();
   nn::ScheduleOptions so;
   so.kind = c_.sched.name;
   so.base_lr = c_.optim.lr;
@@ -80,8 +94,13 @@ void Trainer::setup_data() {
   loader_options_.rank = dc.rank();  // augmentation differs per rank: seed, rank, epoch and sample
   loader_ = std::make_unique<data::DataLoader>(*train_set_, *sampler_, loader_options_);
   batches_per_epoch_ = loader_->batches_per_epoch();
-  CG_CHECK(batches_per_epoch_ > 0, "data.batch_size={} is larger than the {} training images", c_.data.batch_size,
-           train_set_->size());
+  // A config that does not fit the data (exit 2): an epoch drops its last incomplete batch, so
+  // with fewer images than one batch it would have none.
+  if (batches_per_epoch_ == 0)
+    throw UsageError(fmt::format("data.batch_size={} is larger than the {} training images {}; lower it",
+                                 c_.data.batch_size, sampler_->num_samples(),
+                                 dc.world_size() == 1 ? std::string("of the data set")
+                                                      : fmt::format("each of the {} ranks reads", dc.world_size())));
 }
 
 TrainResult Trainer::run() {
@@ -102,8 +121,9 @@ void Trainer::resume() {
   if (!from.empty()) {
     session_.dist().barrier();  // the file is complete before anyone reads it
     pos_ = nn::load_checkpoint(from, session_.model(), session_.optimizer());
-    CG_CHECK(pos_.optimizer == optimizer_name(c_), "checkpoint {} was written by optimizer '{}', config says '{}'",
-             from, pos_.optimizer, optimizer_name(c_));
+    if (pos_.optimizer != optimizer_name(c_))
+      throw Error(fmt::format("checkpoint {} was written by optimizer '{}', config says optim.name={}", from,
+                              pos_.optimizer, optimizer_name(c_)));
     if (!pos_.rng_state.empty()) session_.generator().set_state(pos_.rng_state);
     pos_.config_yaml = config_yaml_;
     resumed_ = pos_;
@@ -229,8 +249,9 @@ void Trainer::evaluate(bool epoch_done) {
   const int64_t epoch = epoch_done ? pos_.epoch : pos_.epoch + 1;
   metrics_.write({{"kind", "eval"}, {"epoch", epoch}, {"step", pos_.step}, {"loss", ev.loss},
                   {"accuracy", ev.accuracy}, {"lr", schedule_->lr_at(std::max<int64_t>(pos_.step - 1, 0))},
-                  {"images_per_s", ev.images_per_s}});
-  log::info("eval after epoch {}: test loss {:.4f}, accuracy {:.2f}%", epoch, ev.loss, 100.0 * ev.accuracy);
+                  {"images_per_s", ev.images_per_s}, {"images", ev.images}});
+  log::info("eval after epoch {}: test loss {:.4f}, accuracy {:.2f}% of {} images", epoch, ev.loss,
+            100.0 * ev.accuracy, ev.images);
   if (c_.train.target_accuracy > 0 && ev.accuracy >= c_.train.target_accuracy) {
     // Time to accuracy counts from process start: data loading and start-up included.
     const double seconds = seconds_since(process_start);

@@ -78,7 +78,7 @@ EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const 
   autocast::Scope autocast({.enabled = c.amp.enabled, .dtype = c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16});
   model.eval();
   data::DistributedSampler sampler(test_set.size(), dc.rank(), dc.world_size(),
-                                   {.shuffle = false, .seed = 0, .drop_last = false});
+                                   {.shuffle = false, .seed = 0, .drop_last = false, .pad = false});
   data::LoaderOptions lo;
   lo.batch_size = c.train.eval_batch_size;
   lo.num_workers = int(c.data.num_workers);
@@ -100,6 +100,7 @@ EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const 
   EvalResult r;
   r.loss = sums[0] / std::max(sums[2], 1.0);
   r.accuracy = sums[1] / std::max(sums[2], 1.0);
+  r.images = int64_t(sums[2]);
   r.images_per_s = sums[2] / std::max(seconds_since(start), 1e-9);
   return r;
 }

@@ -41,9 +41,11 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
 
 struct EvalResult {
   double loss = 0, accuracy = 0, images_per_s = 0;
+  int64_t images = 0;  // evaluated over all ranks: the test set's size
 };
 // Each rank evaluates its shard of the test set in eval mode (on a GPU under the same autocast as
-// training); the sums are added over ranks.
+// training); the sums are added over ranks. The shards are not padded (unlike training's), so
+// every test image counts once, whatever the number of ranks.
 EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc,
                     Device device);
 

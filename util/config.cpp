@@ -206,13 +206,18 @@ void apply_file(const Schema& schema, const std::string& path, Values& out) {
   if (const size_t nul = text.find('\0'); nul != std::string::npos)
     throw UsageError(fmt::format("{}:{}: a NUL byte is not allowed in YAML text (is this a config file?)", path,
                                  1 + std::count(text.begin(), text.begin() + std::ptrdiff_t(nul), '\n')));
+  // Nothing but white space is a file emptied or not yet written, not a choice: the defaults are
+  // had by leaving --config out (a file of comments only still means "no changes").
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw UsageError(fmt::format("config file {} is empty; leave out the config file to train with the defaults",
+                                 path));
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw UsageError(fmt::format("{}: not valid YAML: {}", location(path, e.mark), e.msg));
   }
-  if (root.IsNull()) return;  // an empty file: nothing to change
+  if (root.IsNull()) return;  // comments only: nothing to change
   if (!root.IsMap())
     throw UsageError(fmt::format("{}: a config file must hold a map of keys at the top level, got '{}'",
                                  location(path, root.Mark()), written(root)));

@@ -50,6 +50,17 @@ class CounterRng {
   uint64_t state_ = kHashStart;
 };
 
+// A batch's augmentation as the GPU-resident feeder asks for it, from the engine's
+// ops::gather_augment down to its kernel: the switches, and the (seed, rank, epoch) of the key.
+struct BatchAugment {
+  bool augment = false;  // off: a plain gather
+  int crop_padding = 4;  // 0: no crop
+  bool horizontal_flip = true;
+  uint64_t seed = 0;
+  int rank = 0;
+  int64_t epoch = 0;
+};
+
 // The augmentation's choices for one sample (data/augment.h applies them).
 struct AugmentDraw {
   int shift_y = 0, shift_x = 0;  // the crop window's offset from centre, in [-padding, padding]

@@ -41,8 +41,8 @@ int parse(int argc, char** argv, Options& o) {
                "Config keys are overridden as key=value, as for cudagrad-train."};
   cli::configure(app, "cudagrad-bench");
   app.add_option("--config", o.config_path, "YAML config file (keys not in it keep their defaults)");
-  app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
-  app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "untimed steps first")->check(cg::cli::at_least(0));
+  app.add_option("--steps", o.steps, "timed steps")->check(cg::cli::at_least(1));
   app.add_flag("--cuda-graph", o.cuda_graph, "capture the step once as a CUDA graph during the warm-up, then replay it");
   app.add_option("overrides", o.overrides, "config overrides, key=value");
   app.footer("Config keys:\n" + train_config_help());

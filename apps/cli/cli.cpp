@@ -18,6 +18,16 @@ void configure(CLI::App& app, const std::string& program) {
   app.get_formatter()->column_width(30);
 }
 
+CLI::Validator at_least(long long low) {
+  return CLI::Validator(
+      [low](std::string& text) -> std::string {
+        long long value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "expected an integer, got '" + text + "'";
+        return value >= low ? "" : "must be at least " + std::to_string(low) + ", got " + text;
+      },
+      ">= " + std::to_string(low));
+}
+
 namespace {
 
 // CLI11 reports --help and --version as "errors" with a success code; those print on stdout.

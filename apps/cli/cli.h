@@ -20,6 +20,10 @@ void configure(CLI::App& app, const std::string& program);
 int parse(CLI::App& app, int argc, const char* const* argv);
 int parse(CLI::App& app, std::vector<std::string> args);  // args without the program name
 
+// A check for an integer option: "must be at least 1, got 0" (CLI11's PositiveNumber prints a range
+// up to the largest double instead).
+CLI::Validator at_least(long long low);
+
 // For errors found after parsing (e.g. two options that cannot go together): the same message
 // form and exit code as a parse error.
 int usage_error(const CLI::App& app, const std::string& what);

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -86,6 +88,34 @@ Child spawn(int rank, int local_rank, int local_world, int world, const std::str
   }
   close(pipefd[1]);
   return Child{rank, pid, pipefd[0], true, 0};
+}
+
+// Why `program` cannot be started as execvp would look it up ("" when it can): caught before any
+// rank is spawned, so a mistyped program is one command-line error instead of one per rank.
+std::string why_not_runnable(const std::string& program) {
+  auto check = [](const std::string& path) -> std::string {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return "no such file";
+    if (S_ISDIR(st.st_mode)) return path + " is a directory";
+    if (access(path.c_str(), X_OK) != 0) return path + " is not executable";
+    return "";
+  };
+  if (program.find('/') != std::string::npos) return check(program);
+  const char* path_env = std::getenv("PATH");
+  std::string dirs = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  std::string first_refusal;
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";  // an empty entry is the cwd
+    const std::string why = check(dir + "/" + program);
+    if (why.empty()) return "";
+    if (first_refusal.empty() && why != "no such file") first_refusal = why;
+    start = end + 1;
+  }
+  if (!first_refusal.empty()) return first_refusal;
+  // Our own programs are not installed on PATH: point at where the build puts them.
+  return program.rfind("cudagrad-", 0) == 0 ? "not found on PATH (give its path: build/apps/" + program + ")"
+                                            : "not found on PATH";
 }
 
 std::string describe(int status) {
@@ -220,15 +250,15 @@ int main(int argc, char** argv) {
   int nproc = 1, nnodes = 1, node_rank = 0, port = 29500, max_restarts = 0, grace_s = 10;
   std::string addr = "127.0.0.1", program;
   bool standalone = false;
-  app.add_option("--nproc-per-node,--nproc_per_node", nproc, "processes on this node")->check(CLI::PositiveNumber);
-  app.add_option("--nnodes", nnodes, "nodes in the job")->check(CLI::PositiveNumber);
-  app.add_option("--node-rank,--node_rank", node_rank, "this node's index")->check(CLI::NonNegativeNumber);
+  app.add_option("--nproc-per-node,--nproc_per_node", nproc, "processes on this node")->check(cg::cli::at_least(1));
+  app.add_option("--nnodes", nnodes, "nodes in the job")->check(cg::cli::at_least(1));
+  app.add_option("--node-rank,--node_rank", node_rank, "this node's index")->check(cg::cli::at_least(0));
   app.add_option("--master-addr,--master_addr", addr, "address of rank 0's node");
   app.add_option("--master-port,--master_port", port, "rendezvous port on rank 0's node")->check(CLI::Range(1, 65535));
   app.add_flag("--standalone", standalone, "single node on a free local port");
   app.add_option("--max-restarts,--max_restarts", max_restarts, "restarts of the whole group after a failure")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--grace-seconds", grace_s, "after SIGTERM, how long before SIGKILL")->check(CLI::PositiveNumber);
+      ->check(cg::cli::at_least(0));
+  app.add_option("--grace-seconds", grace_s, "after SIGTERM, how long before SIGKILL")->check(cg::cli::at_least(1));
   app.add_option("PROGRAM", program, "the program to run, then its arguments ([--] PROGRAM [ARGS...])")->required();
   app.footer("example: cudagrad-launch --standalone --nproc-per-node 2 build/apps/cudagrad-train --config "
              "configs/fashion_mnist_cpu.yaml train.epochs=1");
@@ -240,6 +270,8 @@ int main(int argc, char** argv) {
   if (node_rank >= nnodes)
     return cg::cli::usage_error(app, "--node-rank " + std::to_string(node_rank) + " needs --nnodes > " +
                                          std::to_string(node_rank));
+  if (const std::string why = why_not_runnable(args.command.front()); !why.empty())
+    return cg::cli::usage_error(app, "cannot run " + args.command.front() + ": " + why);
   if (standalone) {
     if (nnodes > 1) return cg::cli::usage_error(app, "--standalone is one node; it cannot go with --nnodes > 1");
     addr = "127.0.0.1";

@@ -1,7 +1,10 @@
 // cudagrad-train [--config FILE] [key=value ...]: trains MiniResNet as the config says.
 // Exit codes: 0 done, 1 runtime error (data, checkpoint, I/O), 2 bad config or command line
 // (nothing was started), 130 stopped by a signal after writing a checkpoint.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,39 @@ struct CommandLine {
   bool print_config = false;
 };
 
+// The config key whose last part is `name` ("epochs" -> "train.epochs"), "" when none or several.
+std::string key_named(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  std::istringstream help(cg::train::train_config_help());
+  std::string found;
+  for (std::string line; std::getline(help, line);) {
+    std::istringstream words(line);
+    std::string key;
+    words >> key;
+    const size_t dot = key.rfind('.');
+    if (dot == std::string::npos || key.substr(dot + 1) != name) continue;
+    if (!found.empty()) return "";
+    found = key;
+  }
+  return found;
+}
+
+// A PyTorch script's habit, `--epochs 3`, where this program takes `train.epochs=3`: an option of
+// ours it is not, so say which key it likely meant ("" when `arg` is no such case).
+std::string option_meant_as_key(const std::string& arg, const char* next) {
+  if (arg.rfind("--", 0) != 0 || arg.size() <= 2) return "";
+  const size_t eq = arg.find('=');
+  const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+  if (name == "config" || name == "print-config" || name == "help" || name == "help-all" || name == "version")
+    return "";
+  const std::string key = key_named(name);
+  const std::string value = eq != std::string::npos                                   ? arg.substr(eq + 1)
+                            : next && next[0] != '-' && !std::strchr(next, '=') ? next
+                                                                                    : "...";
+  return "unknown option " + arg + ": config keys are set as key=value" +
+         (key.empty() ? std::string(" (--help lists them)") : ", here " + key + "=" + value);
+}
+
 // CLI11 with the shared convention (apps/cli): returns -1 to go on, else the exit code.
 int parse(int argc, char** argv, CommandLine& cl) {
   CLI::App app{"Trains MiniResNet as the config says. Any config key can be overridden as key=value\n"
@@ -29,6 +65,9 @@ int parse(int argc, char** argv, CommandLine& cl) {
   app.add_flag("--print-config", cl.print_config, "print the resolved config as YAML and exit (trains nothing)");
   app.add_option("overrides", cl.overrides, "config overrides, key=value");
   app.footer("Config keys:\n" + cg::train::train_config_help());
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
+    if (const std::string hint = option_meant_as_key(argv[i], i + 1 < argc ? argv[i + 1] : nullptr); !hint.empty())
+      return cg::cli::usage_error(app, hint);
   return cg::cli::parse(app, argc, argv);
 }
 

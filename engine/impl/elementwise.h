@@ -14,7 +14,6 @@ struct ElementwiseProblem {
   int64_t n = 0;
   Device device;
   DType dtype;
-  ops::Layout layout = ops::Layout::nchw;  // unused: elementwise ops ignore the layout
 };
 
 class ElementwiseImpl {

@@ -14,7 +14,6 @@ struct LinearProblem {
   int64_t m = 1, k = 1, n = 1;  // x [m, k], weight [n, k] -> y [m, n]
   Device device;
   DType dtype;
-  ops::Layout layout = ops::Layout::nchw;  // unused: matrices have one layout
 };
 
 class LinearImpl {

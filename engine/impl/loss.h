@@ -14,7 +14,6 @@ struct LossProblem {
   int64_t n = 1, classes = 1;
   Device device;
   DType dtype;  // of the logits
-  ops::Layout layout = ops::Layout::nchw;  // unused
 };
 
 class LossImpl {

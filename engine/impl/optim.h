@@ -17,7 +17,6 @@ namespace cg::impl {
 struct OptimProblem {
   Device device;
   DType dtype = DType::f32;
-  ops::Layout layout = ops::Layout::nchw;  // unused: these ops ignore the layout
 };
 
 // Scalars an update reads where it runs (each may be undefined): found_inf, a float32 that

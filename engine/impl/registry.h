@@ -72,8 +72,8 @@ class Registry {
     entries_.push_back(std::move(entry));
   }
 
-  // The implementation for `problem` (its `device`, `dtype` and `layout` say where and what it
-  // runs) under `choice`; `layer` names the layer and its shapes for the refusal.
+  // The implementation for `problem` (its `device`, `dtype` and, for the families that have one,
+  // `layout` say where and what it runs) under `choice`; `layer` names the layer and its shapes for the refusal.
   template <typename Problem>
   std::shared_ptr<const Interface> pick(const Problem& problem, Choice choice, const std::string& layer) const {
     return pick(problem, choice, [&] { return layer; });
@@ -93,8 +93,12 @@ class Registry {
       else if (!best || e.priority > best->priority) best = &e;
     }
     if (best) return best->impl;
-    const std::string what = fmt::format("{} ({} {})", describe(), dtype_name(problem.dtype),
-                                         problem.layout == Layout::nhwc ? "channels-last" : "NCHW");
+    // Layout only where the family has one (convolution, batch norm, pooling): an optimizer update
+    // or a loss has none to name.
+    std::string what = fmt::format("{} ({}", describe(), dtype_name(problem.dtype));
+    if constexpr (requires { problem.layout; })
+      what += problem.layout == Layout::nhwc ? " channels-last" : " NCHW";
+    what += ")";
     if (named && !refusals.empty())
       CG_FAIL("{}: kernels.{}={} {}", what, family_, choice_name(choice), fmt::join(refusals, "; "));
     if (named)

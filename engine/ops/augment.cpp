@@ -26,15 +26,8 @@ void gather_augment(const Tensor& order, int64_t first, int64_t n, const Tensor&
   for (const Tensor* t :
        {&order, &labels, &black, static_cast<const Tensor*>(&out_images), static_cast<const Tensor*>(&out_labels)})
     CG_CHECK(t->device() == device, "gather_augment: {} is not on {}", t->str(), device.str());
-  kernels::cuda::GatherAugment o;
-  o.augment = options.augment;
-  o.crop_padding = options.crop_padding;
-  o.horizontal_flip = options.horizontal_flip;
-  o.seed = options.seed;
-  o.rank = options.rank;
-  o.epoch = options.epoch;
   kernels::cuda::gather_augment(n, order.data<int64_t>() + first, images.data<float>(), labels.data<int64_t>(), int(c),
-                                int(h), int(w), black.data<float>(), o, out_images.data<float>(),
+                                int(h), int(w), black.data<float>(), options, out_images.data<float>(),
                                 out_labels.data<int64_t>(), current_stream(device).handle());
 }
 

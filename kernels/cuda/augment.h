@@ -6,17 +6,11 @@
 #include <cstdint>
 
 #include "kernels/cuda/memory.h"
+#include "util/counter_rng.h"
 
 namespace cg::kernels::cuda {
 
-struct GatherAugment {
-  bool augment = false;     // off: a plain gather
-  int crop_padding = 4;     // 0: no crop
-  bool horizontal_flip = true;
-  uint64_t seed = 0;
-  int rank = 0;
-  int64_t epoch = 0;
-};
+using GatherAugment = rng::BatchAugment;  // shared with the engine's ops::gather_augment
 
 // indices [n] (device int64, dataset rows), images [rows, c, h, w] float32, labels [rows] int64,
 // black [c] float32 -> out_images [n, c, h, w], out_labels [n].

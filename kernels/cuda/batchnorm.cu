@@ -117,6 +117,24 @@ __global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int 
   if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = make_double2(sum, sq);
 }
 
+// Channel c's saved statistics, running averages (unbiased variance, as PyTorch) and folded
+// affine from its mean and biased variance over m values: the end both statistics kernels share.
+__device__ inline void finish_channel_stats(int64_t c, double mean, double var, double m, const float* gamma,
+                                            const float* beta, float eps, float momentum, float* running_mean,
+                                            float* running_var, float* save_mean, float* save_invstd,
+                                            float2* affine) {
+  const float invstd = float(1.0 / sqrt(var + double(eps)));
+  save_mean[c] = float(mean);
+  save_invstd[c] = invstd;
+  if (running_mean) running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * float(mean);
+  if (running_var) {
+    const double unbiased = m > 1 ? var * m / (m - 1) : var;
+    running_var[c] = (1.f - momentum) * running_var[c] + momentum * float(unbiased);
+  }
+  const float scale = gamma[c] * invstd;
+  affine[c] = make_float2(scale, beta[c] - float(mean) * scale);
+}
+
 // Statistics of channel c from its partials (in slice order), the running averages, and the
 // folded affine (scale, shift) the normalize pass applies: y = x * scale + shift.
 template <typename T>
@@ -134,16 +152,8 @@ __global__ void stats_finalize_kernel(BatchNormShape s, const T* x, int slices, 
   }
   const double mean_d = sum / m, var = fmax(sq / m - mean_d * mean_d, 0.0);  // biased: normalization
   const double mean = double(stats_shift(s, x, c)) + mean_d;
-  const float invstd = float(1.0 / sqrt(var + double(eps)));
-  save_mean[c] = float(mean);
-  save_invstd[c] = invstd;
-  if (running_mean) running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * float(mean);
-  if (running_var) {
-    const double unbiased = m > 1 ? var * m / (m - 1) : var;
-    running_var[c] = (1.f - momentum) * running_var[c] + momentum * float(unbiased);
-  }
-  const float scale = gamma[c] * invstd;
-  affine[c] = make_float2(scale, beta[c] - float(mean) * scale);
+  finish_channel_stats(c, mean, var, m, gamma, beta, eps, momentum, running_mean, running_var, save_mean, save_invstd,
+                       affine);
 }
 
 // Eval: the affine from the running statistics, as the CPU reference folds it.
@@ -272,16 +282,8 @@ __global__ void stats_from_moments_kernel(int64_t channels, const double* moment
   if (c >= channels) return;
   const double m = fmax(moments[2 * channels], 1.0);
   const double mean = moments[c] / m, var = fmax(moments[channels + c] / m - mean * mean, 0.0);
-  const float invstd = float(1.0 / sqrt(var + double(eps)));
-  save_mean[c] = float(mean);
-  save_invstd[c] = invstd;
-  if (running_mean) running_mean[c] = (1.f - momentum) * running_mean[c] + momentum * float(mean);
-  if (running_var) {
-    const double unbiased = m > 1 ? var * m / (m - 1) : var;
-    running_var[c] = (1.f - momentum) * running_var[c] + momentum * float(unbiased);
-  }
-  const float scale = gamma[c] * invstd;
-  affine[c] = make_float2(scale, beta[c] - float(mean) * scale);
+  finish_channel_stats(c, mean, var, m, gamma, beta, eps, momentum, running_mean, running_var, save_mean, save_invstd,
+                       affine);
 }
 
 // This replica's dbeta, dgamma and sums = (sum g, sum g * xhat) per channel.

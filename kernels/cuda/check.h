@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdio>
 #include <string>
 
@@ -40,3 +41,21 @@ void cuda_after_launch(const char* kernel, const char* file, int line);
   } while (0)
 
 #define CG_CUDA_AFTER_LAUNCH(kernel) ::cg::kernels::cuda::cuda_after_launch(kernel, __FILE__, __LINE__)
+
+namespace cg::kernels::cuda {
+
+// The calling thread's slot for a library handle (cuDNN's, cuBLAS's) on the current device,
+// null until the caller creates one. One per thread and device: a handle is bound to one stream
+// at a time, so threads issuing work concurrently (ranks as threads in tests) must not share
+// one. Handles live until exit, like the allocators.
+template <typename Handle>
+Handle& thread_handle_slot(const char* library) {
+  constexpr int kMaxDevices = 16;
+  thread_local std::array<Handle, kMaxDevices> handles{};
+  int device = 0;
+  CG_CUDA_CHECK(cudaGetDevice(&device));
+  CG_CHECK(device >= 0 && device < kMaxDevices, "{}: device {} out of range", library, device);
+  return handles[size_t(device)];
+}
+
+}  // namespace cg::kernels::cuda

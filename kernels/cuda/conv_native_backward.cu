@@ -37,10 +37,10 @@ struct BackwardDataProblem {
     k_end = d.co * taps.count();
     const int plane = d.h * d.w, m = m0 + int(threadIdx.x) % kBM;
     m_ok = m < d.n * plane;
-    const int mm = m_ok ? m : 0, image = mm / plane, pixel = mm - image * plane, iy = pixel / d.w;
-    dy_image = int64_t(image) * d.co * d.oh * d.ow;
-    ty0 = iy + d.pad;
-    tx0 = pixel - iy * d.w + d.pad;
+    const PlanePixel p = locate_pixel(m, m_ok, plane, d.w);
+    dy_image = int64_t(p.image) * d.co * d.oh * d.ow;
+    ty0 = p.y + d.pad;
+    tx0 = p.x + d.pad;
   }
   __device__ void load_a(int k0, T (&r)[S::kAPerThread]) const {
     const T* img = dy + dy_image;
@@ -73,15 +73,7 @@ struct BackwardDataProblem {
     }
   }
   __device__ void epilogue(const float* cs) const {
-    if (!m_ok) return;
-    const int plane = d.h * d.w, m_local = int(threadIdx.x) % kBM, m = m0 + m_local;
-    const int image = m / plane;
-    T* out = dx + int64_t(image) * d.ci * plane + (m - image * plane);
-    for (int i = 0; i < kEpiloguePerThread; ++i) {
-      const int n_local = int(threadIdx.x) / kBM + i * kEpilogueNStep, c = n0 + n_local;
-      if (c >= d.ci) break;
-      out[int64_t(c) * plane] = from_f32<T>(cs[n_local * kLdC + m_local]);
-    }
+    if (m_ok) store_nchw_tile(cs, m0, n0, d.ci, d.h * d.w, static_cast<const T*>(nullptr), dx);
   }
 };
 
@@ -107,37 +99,24 @@ struct BackwardFilterProblem {
     k_end = min(depth, k_begin + k_per_slice);
   }
   // This thread's depth index k = (image, output pixel) of a K step, shared by its A and B loads.
-  struct Pixel {
-    bool ok;
-    int image, pixel, oy, ox;
-  };
-  __device__ Pixel pixel_of(int k0) const {
-    const int k = k0 + int(threadIdx.x) % S::kBK, plane = d.oh * d.ow;
-    Pixel p;
-    p.ok = k < k_end;
-    const int kk = p.ok ? k : 0;
-    p.image = kk / plane;
-    p.pixel = kk - p.image * plane;
-    p.oy = p.pixel / d.ow;
-    p.ox = p.pixel - p.oy * d.ow;
-    return p;
+  __device__ PlanePixel pixel_of(int k0) const {
+    const int k = k0 + int(threadIdx.x) % S::kBK;
+    return locate_pixel(k, k < k_end, d.oh * d.ow, d.ow);
   }
   __device__ void load_a(int k0, T (&r)[S::kAPerThread]) const {  // x window, rows j = (c, ky, kx)
-    const Pixel p = pixel_of(k0);
+    const PlanePixel p = pixel_of(k0);
     const T* img = x + int64_t(p.image) * d.ci * d.h * d.w;
-    const int iy0 = p.oy * d.stride - d.pad, ix0 = p.ox * d.stride - d.pad, rows = d.ci * taps.count();
+    const int iy0 = p.y * d.stride - d.pad, ix0 = p.x * d.stride - d.pad, rows = d.ci * taps.count();
 #pragma unroll
     for (int i = 0; i < S::kAPerThread; ++i) {
       const int j = m0 + int(threadIdx.x) / S::kBK + i * S::kRowsPerPass;
       int c, ky, kx;
       taps.split(j, c, ky, kx);
-      const int iy = iy0 + ky, ix = ix0 + kx;
-      const bool ok = p.ok && j < rows && unsigned(iy) < unsigned(d.h) && unsigned(ix) < unsigned(d.w);
-      r[i] = ok ? img[(c * d.h + iy) * d.w + ix] : zero<T>();
+      r[i] = image_at(img, d, p.ok && j < rows, c, iy0 + ky, ix0 + kx);
     }
   }
   __device__ void load_b(int k0, T (&r)[S::kBPerThread]) const {  // dy, columns o
-    const Pixel p = pixel_of(k0);
+    const PlanePixel p = pixel_of(k0);
     const int plane = d.oh * d.ow;
     const T* g = dy + int64_t(p.image) * d.co * plane + p.pixel;
 #pragma unroll

@@ -34,10 +34,10 @@ struct ForwardProblem {
     k_end = d.ci * taps.count();
     const int plane = d.oh * d.ow, m = m0 + int(threadIdx.x) % kBM;
     m_ok = m < d.n * plane;
-    const int mm = m_ok ? m : 0, image = mm / plane, pixel = mm - image * plane, oy = pixel / d.ow;
-    x_image = int64_t(image) * d.ci * d.h * d.w;
-    iy0 = oy * d.stride - d.pad;
-    ix0 = (pixel - oy * d.ow) * d.stride - d.pad;
+    const PlanePixel p = locate_pixel(m, m_ok, plane, d.ow);
+    x_image = int64_t(p.image) * d.ci * d.h * d.w;
+    iy0 = p.y * d.stride - d.pad;
+    ix0 = p.x * d.stride - d.pad;
   }
   __device__ void load_a(int k0, T (&r)[S::kAPerThread]) const {
     const T* img = x + x_image;
@@ -46,9 +46,7 @@ struct ForwardProblem {
       const int k = k0 + int(threadIdx.x) / kBM + i * S::kKRowsPerPass;
       int c, ky, kx;
       taps.split(k, c, ky, kx);
-      const int iy = iy0 + ky, ix = ix0 + kx;
-      const bool ok = m_ok && k < k_end && unsigned(iy) < unsigned(d.h) && unsigned(ix) < unsigned(d.w);
-      r[i] = ok ? img[(c * d.h + iy) * d.w + ix] : zero<T>();
+      r[i] = image_at(img, d, m_ok && k < k_end, c, iy0 + ky, ix0 + kx);
     }
   }
   __device__ void load_b(int k0, T (&r)[S::kBPerThread]) const {
@@ -60,15 +58,7 @@ struct ForwardProblem {
     }
   }
   __device__ void epilogue(const float* cs) const {
-    if (!m_ok) return;
-    const int plane = d.oh * d.ow, m_local = int(threadIdx.x) % kBM, m = m0 + m_local;
-    const int image = m / plane;
-    T* out = y + int64_t(image) * d.co * plane + (m - image * plane);
-    for (int i = 0; i < kEpiloguePerThread; ++i) {
-      const int n_local = int(threadIdx.x) / kBM + i * kEpilogueNStep, n = n0 + n_local;
-      if (n >= d.co) break;
-      out[int64_t(n) * plane] = from_f32<T>(cs[n_local * kLdC + m_local] + (bias ? to_f32(bias[n]) : 0.f));
-    }
+    if (m_ok) store_nchw_tile(cs, m0, n0, d.co, d.oh * d.ow, bias, y);
   }
 };
 

@@ -71,6 +71,46 @@ struct Taps {
 template <typename T>
 __device__ __forceinline__ T zero() { return from_f32<T>(0.f); }
 
+// Where a GEMM index over pixels, idx = (image, y, x) with planes `width` wide, lies; `inside`
+// says whether it is a real pixel (an index past the end maps to the first, never read).
+struct PlanePixel {
+  bool ok;
+  int image, pixel, y, x;
+};
+__device__ __forceinline__ PlanePixel locate_pixel(int idx, bool inside, int plane, int width) {
+  PlanePixel p;
+  p.ok = inside;
+  const int i = inside ? idx : 0;
+  p.image = i / plane;
+  p.pixel = i - p.image * plane;
+  p.y = p.pixel / width;
+  p.x = p.pixel - p.y * width;
+  return p;
+}
+
+// Element (c, iy, ix) of the NCHW image at `img` (d.ci x d.h x d.w), zero in the padding around
+// it and when !ok: an input window's tap.
+template <typename T>
+__device__ __forceinline__ T image_at(const T* img, const Dims& d, bool ok, int c, int iy, int ix) {
+  return ok && unsigned(iy) < unsigned(d.h) && unsigned(ix) < unsigned(d.w) ? img[(c * d.h + iy) * d.w + ix] : zero<T>();
+}
+
+// Drains this thread's share of a C tile (layout above) whose rows m = (image, pixel) are pixels
+// and whose columns n are channels into the NCHW tensor `out` of `channels` x `plane`, adding
+// bias[n] when a bias is given. The caller skips rows past the last pixel.
+template <typename T>
+__device__ void store_nchw_tile(const float* cs, int m0, int n0, int channels, int plane, const T* bias, T* out) {
+  const int m_local = int(threadIdx.x) % kBM, m = m0 + m_local, image = m / plane;
+  T* dst = out + int64_t(image) * channels * plane + (m - image * plane);
+  for (int i = 0; i < kEpiloguePerThread; ++i) {
+    const int n_local = int(threadIdx.x) / kBM + i * kEpilogueNStep, n = n0 + n_local;
+    if (n >= channels) break;
+    float v = cs[n_local * kLdC + m_local];
+    if (bias) v += to_f32(bias[n]);
+    dst[int64_t(n) * plane] = from_f32<T>(v);
+  }
+}
+
 // Tensor-core math for the half types: warp (wm, wn) owns rows wm*32.. and columns wn*32.. as
 // 2x2 fragments.
 template <typename T, bool kARowMajor>

@@ -1,21 +1,11 @@
 #include "kernels/cuda/cudnn_common.h"
 
-#include <array>
-
 #include "kernels/cuda/cudnn.h"
 
 namespace cg::kernels::cuda::cudnn {
 
 cudnnHandle_t handle(Stream stream) {
-  // One handle per thread and device: a handle is bound to one stream at a time, so threads that
-  // issue work concurrently (ranks as threads in tests, say) must not share one. Handles live
-  // until exit, like the allocators.
-  constexpr int kMaxDevices = 16;
-  thread_local std::array<cudnnHandle_t, kMaxDevices> handles{};
-  int device = 0;
-  CG_CUDA_CHECK(cudaGetDevice(&device));
-  CG_CHECK(device >= 0 && device < kMaxDevices, "cuDNN: device {} out of range", device);
-  cudnnHandle_t& h = handles[size_t(device)];
+  cudnnHandle_t& h = thread_handle_slot<cudnnHandle_t>("cuDNN");
   if (!h) CG_CUDNN_CHECK(cudnnCreate(&h));
   CG_CUDNN_CHECK(cudnnSetStream(h, static_cast<cudaStream_t>(stream)));
   return h;

@@ -6,8 +6,6 @@
 // All products accumulate in float32 (CUBLAS_COMPUTE_32F; pedantic for float32, so no TF32).
 #include <cublas_v2.h>
 
-#include <array>
-
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/linear.h"
 
@@ -21,14 +19,9 @@
 namespace cg::kernels::cuda {
 namespace {
 
-// One handle per thread and device (a handle is bound to one stream at a time), kept until exit.
+// This thread's handle on the current device (kernels/cuda/check.h says why per thread).
 cublasHandle_t handle(Stream stream) {
-  constexpr int kMaxDevices = 16;
-  thread_local std::array<cublasHandle_t, kMaxDevices> handles{};
-  int device = 0;
-  CG_CUDA_CHECK(cudaGetDevice(&device));
-  CG_CHECK(device >= 0 && device < kMaxDevices, "cuBLAS: device {} out of range", device);
-  cublasHandle_t& h = handles[size_t(device)];
+  cublasHandle_t& h = thread_handle_slot<cublasHandle_t>("cuBLAS");
   if (!h) CG_CUBLAS_CHECK(cublasCreate(&h));
   CG_CUBLAS_CHECK(cublasSetStream(h, as_cuda(stream)));
   return h;

@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/device_info.h"
 #include "support/paths.h"
+#include "support/processes.h"
 
 namespace cg {
 namespace {
@@ -74,6 +75,102 @@ TEST(TrainCli, UnreadableConfigAndMissingDataAreClear) {
                 out.string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos) << r.output;
+}
+
+// A tiny synthetic run (64 training images) writing into `out`.
+std::string tiny_run(const std::filesystem::path& out) {
+  return "data.dataset=synthetic data.synthetic_size=64 data.image_size=8 model.in_channels=3 model.widths=[4] "
+         "model.blocks=[1] train.max_steps=1 train.device=cpu output.dir=" + out.string();
+}
+
+TEST(TrainCli, AnEmptyConfigFileExitsTwoNamingIt) {
+  const auto path = test::make_temp_dir("cli_empty") / "empty.yaml";
+  std::ofstream(path) << "\n";
+  const ProgramRun r = run_train("--config " + path.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("config file " + path.string() + " is empty"), std::string::npos) << r.output;
+}
+
+// drop_last leaves a rank no batch at all: a config that does not fit the data, refused before
+// any output is written. Two ranks of 32 of the 64 images each with batches of 40 (one process
+// with a batch larger than the synthetic set is refused earlier, by the config's own rules).
+TEST(TrainCli, ABatchLargerThanARanksShareExitsTwoWritingNothing) {
+  const auto dir = test::make_temp_dir("cli_batch");
+  const auto out = dir / "out";
+  const std::string cmd = (test::binary_dir() / "apps" / "cudagrad-launch").string() +
+                          " --standalone --nproc-per-node 2 " +
+                          (test::binary_dir() / "apps" / "cudagrad-train").string() + " " + tiny_run(out) +
+                          " data.batch_size=40 dist.timeout_s=30 > " + (dir / "log.txt").string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  const std::string log = test::read_text(dir / "log.txt");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << log;
+  EXPECT_NE(log.find("error: data.batch_size=40 is larger than the 32 training images each of the 2 ranks reads"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("failed first (exit code 2)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("check failed"), std::string::npos) << "an internal check, not a user's message\n" << log;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "a refused run left " << out;
+}
+
+// A file where a folder must go fails at start-up naming the key, not after an epoch of training.
+TEST(TrainCli, AnOutputOrCheckpointFolderThatIsAFileFailsBeforeTraining) {
+  const auto dir = test::make_temp_dir("cli_dirs");
+  const auto file = dir / "a_file";
+  std::ofstream(file) << "x";
+  for (const std::string key : {"output.dir", "checkpoint.dir"}) {
+    const auto out = dir / ("out_" + key);
+    const std::string args = key == "output.dir" ? tiny_run(file) : tiny_run(out) + " checkpoint.dir=" + file.string();
+    const ProgramRun r = run_train(args);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(key + ": cannot create the folder " + file.string()), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("step 1"), std::string::npos) << "trained before failing\n" << r.output;
+  }
+}
+
+// PyTorch scripts take `--epochs 3`; the error names the key=value meant.
+TEST(TrainCli, AnOptionForAConfigKeyNamesTheKey) {
+  ProgramRun r = run_train("--epochs 3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown option --epochs: config keys are set as key=value, here train.epochs=3"),
+            std::string::npos) << r.output;
+  r = run_train("--batch-size=64");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("here data.batch_size=64"), std::string::npos) << r.output;
+  r = run_train("--no-such-thing");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown option --no-such-thing"), std::string::npos) << r.output;
+}
+
+// A checkpoint to resume that is missing or a folder: named before the data is read or any
+// output written.
+TEST(TrainCli, AMissingCheckpointToResumeFailsBeforeAnyWork) {
+  const auto dir = test::make_temp_dir("cli_resume_missing");
+  for (const auto& [from, why] : {std::pair{dir / "nope.safetensors", std::string("no such file")},
+                                  std::pair{dir, std::string("a folder, not a checkpoint file")}}) {
+    const ProgramRun r = run_train(tiny_run(dir / "out") + " checkpoint.resume_from=" + from.string());
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("checkpoint.resume_from=" + from.string() + ": " + why), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("data: "), std::string::npos) << "the data was read first\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "out")) << r.output;
+  }
+}
+
+// Resuming a checkpoint of another model or optimizer: one sentence naming the cause, without an
+// internal check's condition and source line.
+TEST(TrainCli, ACheckpointOfAnotherModelOrOptimizerIsRefusedInPlainWords) {
+  const auto dir = test::make_temp_dir("cli_other_ckpt");
+  ProgramRun r = run_train(tiny_run(dir / "first"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string resume = " checkpoint.resume_from=" + (dir / "first" / "checkpoints" / "last.safetensors").string();
+  r = run_train(tiny_run(dir / "wider") + resume + " model.widths=[8]");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("state dict key 'conv1.weight': shape [4, 3, 3, 3] does not match the model's [8, 3, 3, 3]"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("check failed"), std::string::npos) << r.output;
+  r = run_train(tiny_run(dir / "adamw") + resume + " optim.name=adamw");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("was written by optimizer 'sgd', config says optim.name=adamw"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("check failed"), std::string::npos) << r.output;
 }
 
 TEST(TrainCli, SettingsThatNeedTheGpuAreRefusedWithoutOne) {

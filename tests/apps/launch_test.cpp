@@ -100,22 +100,37 @@ TEST(Launch, PassesTheProgramsArgumentsThroughExactly) {
 }
 
 TEST(Launch, ItsOwnErrorsExitTwoAndNameTheCause) {
-  auto [rc, log] = launch("--nproc-per-node 2", "launch_noprog");
-  EXPECT_EQ(rc, 2) << log;
-  EXPECT_NE(log.find("PROGRAM"), std::string::npos) << log;
-  std::tie(rc, log) = launch("--nproc-per-node two printf x", "launch_badnum");
-  EXPECT_EQ(rc, 2) << log;
-  EXPECT_NE(log.find("--nproc-per-node"), std::string::npos) << log;
-  std::tie(rc, log) = launch("--bogus 1 printf x", "launch_unknown");
-  EXPECT_EQ(rc, 2) << log;
-  EXPECT_NE(log.find("--bogus"), std::string::npos) << log;
-  std::tie(rc, log) = launch("--nnodes 2 --node-rank 2 printf x", "launch_noderank");
-  EXPECT_EQ(rc, 2) << log;
-  EXPECT_NE(log.find("--node-rank"), std::string::npos) << log;
-  std::tie(rc, log) = launch("--help", "launch_help");
-  EXPECT_EQ(rc, 0) << log;
-  EXPECT_NE(log.find("--nproc-per-node"), std::string::npos) << log;
-  std::tie(rc, log) = launch("--version", "launch_version");
+  struct Case {
+    std::string args, expected;  // launcher arguments; what the output must hold
+    int rc;
+  };
+  const std::string src = test::source_dir().string(), readme = (test::source_dir() / "README.md").string();
+  const Case cases[] = {
+      {"--nproc-per-node 2", "PROGRAM", 2},
+      {"--nproc-per-node two printf x", "--nproc-per-node", 2},
+      {"--bogus 1 printf x", "--bogus", 2},
+      {"--nnodes 2 --node-rank 2 printf x", "--node-rank", 2},
+      {"--nproc-per-node 0 printf x", "--nproc-per-node: must be at least 1, got 0", 2},
+      // A program that cannot run is one error before any rank starts, not one per rank.
+      {"--standalone --nproc-per-node 2 no_such_program_xyz --flag", "cannot run no_such_program_xyz: not found", 2},
+      {"--standalone --nproc-per-node 2 /nonexistent/prog", "cannot run /nonexistent/prog: no such file", 2},
+      {"--standalone --nproc-per-node 2 " + src, "cannot run " + src + ": " + src + " is a directory", 2},
+      {"--standalone --nproc-per-node 2 " + readme, "cannot run " + readme + ": " + readme + " is not executable", 2},
+      {"--standalone --nproc-per-node 2 cudagrad-train", "give its path: build/apps/cudagrad-train", 2},
+      // The program's own failure: the launcher fails, naming the rank and the program's exit code.
+      {"--standalone --nproc-per-node 2 sh -c 'exit 3'", "rank 0 failed first (exit code 3)", 1},
+      {"--help", "--nproc-per-node", 0},
+  };
+  for (const Case& c : cases) {
+    const auto [rc, log] = launch(c.args, "launch_errors");
+    EXPECT_EQ(rc, c.rc) << c.args << "\n" << log;
+    EXPECT_NE(log.find(c.expected), std::string::npos) << c.args << "\n" << log;
+    if (c.rc == 2 && c.args.rfind("--standalone", 0) == 0) {  // a program that cannot run
+      EXPECT_EQ(count_lines_with(log, "cudagrad-launch: error: cannot run"), 1) << log;
+      EXPECT_EQ(log.find("[rank "), std::string::npos) << "a rank was started\n" << log;
+    }
+  }
+  const auto [rc, log] = launch("--version", "launch_version");
   EXPECT_EQ(rc, 0) << log;
   EXPECT_EQ(log.rfind("cudagrad ", 0), 0u) << log;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/free_port.h"
+#include "support/metrics_file.h"
 #include "support/paths.h"
 #include "support/processes.h"
 
@@ -43,12 +44,8 @@ TrainRun run(const std::string& cmd, const fs::path& dir) {
   const int rc = test::wait_for(test::start(cmd, dir / "log.txt"), std::chrono::seconds(240));
   r.log = test::read_text(dir / "log.txt");
   EXPECT_EQ(rc, 0) << r.log;
-  std::istringstream metrics(test::read_text(dir / "out" / "metrics.jsonl"));
-  for (std::string line; std::getline(metrics, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["kind"] == "train") r.train_losses.push_back(j["loss"].get<double>());
-    if (j["kind"] == "eval") r.test_loss = j["loss"].get<double>();
-  }
+  for (const auto& j : test::metrics_records(dir / "out", "train")) r.train_losses.push_back(j["loss"].get<double>());
+  for (const auto& j : test::metrics_records(dir / "out", "eval")) r.test_loss = j["loss"].get<double>();
   return r;
 }
 

@@ -101,6 +101,30 @@ TEST(DistributedSampler, OrderIsAFunctionOfSeedPlusEpoch) {
   EXPECT_EQ(plain.indices(), e0);
 }
 
+// Evaluation's split: no padding, so the ranks together hold every index exactly once.
+TEST(DistributedSampler, UnpaddedRanksHoldEveryIndexOnce) {
+  for (int64_t n : {0, 1, 2, 10, 53, 103}) {
+    for (int world : {1, 2, 3, 5}) {
+      std::vector<int64_t> seen;
+      for (int r = 0; r < world; ++r) {
+        DistributedSampler s(n, r, world, {.shuffle = true, .seed = 3, .drop_last = false, .pad = false});
+        const auto mine = s.indices();
+        EXPECT_EQ(int64_t(mine.size()), s.num_samples()) << n << " over " << world << ", rank " << r;
+        EXPECT_EQ(int64_t(mine.size()), n / world + (r < n % world)) << n << " over " << world << ", rank " << r;
+        seen.insert(seen.end(), mine.begin(), mine.end());
+      }
+      std::sort(seen.begin(), seen.end());
+      std::vector<int64_t> all(size_t(n), 0);
+      std::iota(all.begin(), all.end(), int64_t(0));
+      EXPECT_EQ(seen, all) << n << " over " << world;
+    }
+  }
+  // 10 over 3 without shuffling: the padded split less its two repeats.
+  EXPECT_EQ(DistributedSampler(10, 1, 3, {.shuffle = false, .seed = 0, .drop_last = false, .pad = false}).indices(),
+            (std::vector<int64_t>{1, 4, 7}));
+  EXPECT_THROW(DistributedSampler(10, 0, 3, {.shuffle = false, .seed = 0, .drop_last = true, .pad = false}), Error);
+}
+
 TEST(DistributedSampler, RejectsBadRanks) {
   EXPECT_THROW(DistributedSampler(10, 3, 3, {.shuffle = false, .seed = 0, .drop_last = false}), Error);
   EXPECT_THROW(DistributedSampler(10, 0, 0, {.shuffle = false, .seed = 0, .drop_last = false}), Error);

@@ -61,7 +61,18 @@ TEST(Config, DefaultsWhenNothingIsGiven) {
   EXPECT_EQ(v.string("b.mode"), "fast");
   EXPECT_EQ(v.integer("c.deep.level"), 0);
   EXPECT_EQ(v.origin("a.count"), "default");
-  EXPECT_EQ(load(schema(), write(""), {}).values, v.values);  // an empty file changes nothing
+  EXPECT_EQ(load(schema(), write("# all defaults\n"), {}).values, v.values);  // comments only change nothing
+  // An empty file is refused (exit 2 in the programs): an emptied file, not a choice of defaults.
+  for (const std::string text : {"", " \n\n"}) {
+    const std::string path = write(text);
+    try {
+      load(schema(), path, {});
+      ADD_FAILURE() << "an empty config file was taken";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), "config file " + path + " is empty; leave out the config file to train with "
+                                       "the defaults");
+    }
+  }
 }
 
 TEST(Config, FileThenOverridesParsedAsYaml) {

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/device_info.h"
 #include "support/free_port.h"
+#include "support/metrics_file.h"
 #include "support/need_gpu.h"
 #include "support/paths.h"
 
@@ -42,16 +43,7 @@ const std::string kSmall =
     " data.dataset=synthetic data.synthetic_size=2048 data.image_size=16 data.batch_size=64 model.in_channels=3"
     " model.widths=[16,32] model.blocks=[1,1] optim.lr=0.05 train.device=cuda train.log_interval=8";
 
-std::vector<nlohmann::json> evals(const fs::path& out) {
-  std::vector<nlohmann::json> e;
-  std::ifstream in(out / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.value("kind", "") == "eval") e.push_back(j);
-  }
-  return e;
-}
+std::vector<nlohmann::json> evals(const fs::path& out) { return test::metrics_records(out, "eval"); }
 
 TEST(GpuTrain, Fp16ResidentDataLearnsAndResumes) {
   NEED_GPU();

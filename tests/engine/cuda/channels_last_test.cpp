@@ -11,6 +11,7 @@
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
+#include "gpu_conv_cases.h"
 #include "support/gpu_ops.h"
 #include "support/gpu_params.h"
 
@@ -25,46 +26,21 @@ using test::kGpu;
 // Zero-mean normal values with standard deviation sd.
 Tensor randn(const Shape& s, uint64_t seed, double sd = 1.0) { return test::randn(s, seed, 0.0, sd); }
 
-const test::Tolerance kF32{5e-4, 5e-4};  // float sums in another order than the CPU's
+const test::Tolerance kF32 = test::kGpuF32;
 
-struct ConvCase {
-  Shape x, w;  // x in NHWC
-  int64_t stride, pad;
-};
-const ConvCase kConvCases[] = {{{4, 28, 28, 1}, {16, 1, 3, 3}, 1, 1},   // Fashion-MNIST stem
-                               {{4, 16, 16, 16}, {32, 16, 3, 3}, 2, 1},  // first conv of a stage
-                               {{4, 16, 16, 16}, {32, 16, 1, 1}, 2, 0},  // downsample
-                               {{3, 7, 5, 13}, {5, 13, 3, 3}, 1, 1}};    // odd sizes
+const test::ConvCase kConvCases[] = {{{4, 28, 28, 1}, {16, 1, 3, 3}, 1, 1},   // Fashion-MNIST stem (x NHWC)
+                                     {{4, 16, 16, 16}, {32, 16, 3, 3}, 2, 1},  // first conv of a stage
+                                     {{4, 16, 16, 16}, {32, 16, 1, 1}, 2, 0},  // downsample
+                                     {{3, 7, 5, 13}, {5, 13, 3, 3}, 1, 1}};    // odd sizes
 
 // One case per implementation choice x compute dtype (GpuChannelsLastConv.MatchesTheCpu/
-// cudnn_float16): float32 as it comes; float16 and bfloat16 under autocast, where the half KRSC
-// weight is made in one pass and its gradient comes back float32 KCRS.
-class GpuChannelsLastConv : public ::testing::TestWithParam<std::tuple<ops::GpuImpl, DType>> {
- protected:
-  void SetUp() override { ops::set_gpu_kernels({std::get<0>(GetParam()), ops::GpuImpl::automatic}); }
-  void TearDown() override { ops::set_gpu_kernels({}); }
-};
+// cudnn_float16), with the NCHW cases' budgets (tests/engine/cuda/ops_test.cpp); under autocast
+// the half KRSC weight is made in one pass and its gradient comes back float32 KCRS.
+class GpuChannelsLastConv : public test::GpuConvChoice {};
 
 TEST_P(GpuChannelsLastConv, MatchesTheCpu) {
   NEED_GPU();
-  const DType dtype = std::get<1>(GetParam());
-  if (dtype == DType::f32) {
-    for (const ConvCase& c : kConvCases)
-      expect_gpu_matches_cpu(
-          [&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad, Layout::nhwc}); },
-          {randn(c.x, 1), randn(c.w, 2, 0.2), randn({c.w[0]}, 3)}, kF32);
-    return;
-  }
-  // The same budgets as the NCHW autocast cases (tests/engine/cuda/ops_test.cpp): weight
-  // gradients sum ~1000 products of half-rounded values.
-  const test::Tolerance tol = dtype == DType::f16 ? test::Tolerance{5e-2, 2e-2} : test::Tolerance{4e-1, 6e-2};
-  for (const ConvCase& c : kConvCases)
-    expect_gpu_matches_cpu(
-        [&](const auto& t) {
-          autocast::Scope scope({.dtype = dtype});
-          return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, Layout::nhwc});
-        },
-        {randn(c.x, 4), randn(c.w, 5, 0.2)}, tol, dtype);
+  test::expect_conv_cases_match_cpu(kConvCases, Layout::nhwc, std::get<1>(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuChannelsLastConv,

@@ -12,6 +12,7 @@
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
+#include "gpu_conv_cases.h"
 #include "support/gpu_ops.h"
 #include "support/gpu_params.h"
 
@@ -23,44 +24,20 @@ using test::host_f32;
 using test::kGpu;
 using test::randn;
 
-const test::Tolerance kF32{5e-4, 5e-4};  // float sums in another order than the CPU's
+const test::Tolerance kF32 = test::kGpuF32;
 
-struct ConvCase {
-  Shape x, w;
-  int64_t stride, pad;
-};
-const ConvCase kConvCases[] = {{{4, 3, 32, 32}, {16, 3, 3, 3}, 1, 1},   // stem
-                               {{4, 16, 16, 16}, {32, 16, 3, 3}, 2, 1},  // first conv of a stage
-                               {{4, 16, 16, 16}, {32, 16, 1, 1}, 2, 0},  // downsample
-                               {{3, 13, 7, 5}, {5, 13, 3, 3}, 1, 1}};    // odd sizes
+const test::ConvCase kConvCases[] = {{{4, 3, 32, 32}, {16, 3, 3, 3}, 1, 1},   // stem
+                                     {{4, 16, 16, 16}, {32, 16, 3, 3}, 2, 1},  // first conv of a stage
+                                     {{4, 16, 16, 16}, {32, 16, 1, 1}, 2, 0},  // downsample
+                                     {{3, 13, 7, 5}, {5, 13, 3, 3}, 1, 1}};    // odd sizes
 
 // One case per implementation x compute dtype (GpuConv.MatchesTheCpu/native_bfloat16): float32
 // as it comes, float16 and bfloat16 under autocast (float32 parameters and gradients).
-class GpuConv : public ::testing::TestWithParam<std::tuple<ops::GpuImpl, DType>> {
- protected:
-  void SetUp() override { ops::set_gpu_kernels({std::get<0>(GetParam()), ops::GpuImpl::automatic}); }
-  void TearDown() override { ops::set_gpu_kernels({}); }
-};
+class GpuConv : public test::GpuConvChoice {};
 
 TEST_P(GpuConv, MatchesTheCpu) {
   NEED_GPU();
-  const DType dtype = std::get<1>(GetParam());
-  if (dtype == DType::f32) {
-    for (const ConvCase& c : kConvCases)
-      expect_gpu_matches_cpu([&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad}); },
-                             {randn(c.x, 1), randn(c.w, 2, 0.0, 0.2), randn({c.w[0]}, 3)}, kF32);
-    return;
-  }
-  // Gradients of the weights sum ~1000 products of half-rounded values: about sqrt(1000) times
-  // the type's rounding error in absolute terms.
-  const test::Tolerance tol = dtype == DType::f16 ? test::Tolerance{5e-2, 2e-2} : test::Tolerance{4e-1, 6e-2};
-  for (const ConvCase& c : kConvCases)
-    expect_gpu_matches_cpu(
-        [&](const auto& t) {
-          autocast::Scope scope({.dtype = dtype});
-          return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad});
-        },
-        {randn(c.x, 4), randn(c.w, 5, 0.0, 0.2)}, tol, dtype);
+  test::expect_conv_cases_match_cpu(kConvCases, ops::Layout::nchw, std::get<1>(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuConv,

@@ -6,10 +6,10 @@
 // process has nothing to communicate), so the parts are assembled here. Skips without a GPU.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <memory>
 #include <vector>
 
+#include "graphed_vs_eager.h"
 #include "train/graphed_step.h"
 #include "train/training_parts.h"
 #include "dist/ddp.h"
@@ -21,20 +21,9 @@
 namespace cg::train {
 namespace {
 
-constexpr int64_t kBatch = 32, kSide = 16;
+using test::expect_same_losses;
 
-std::vector<data::DeviceBatch> batches(Device device, int count) {
-  Generator gen(7);
-  std::vector<data::DeviceBatch> out;
-  for (int i = 0; i < count; ++i) {
-    Tensor images = Tensor::empty({kBatch, 3, kSide, kSide});
-    normal_(images, gen, 0.0, 1.0);
-    std::vector<int64_t> labels(static_cast<size_t>(kBatch));
-    for (int64_t j = 0; j < kBatch; ++j) labels[size_t(j)] = (j * 7 + i) % 10;
-    out.push_back({images.to(device), Tensor::from_vector(labels, {kBatch}).to(device), kBatch});
-  }
-  return out;
-}
+std::vector<data::DeviceBatch> batches(Device device, int count) { return test::step_batches(device, count, 7); }
 
 struct Run {
   std::vector<float> losses;
@@ -88,10 +77,7 @@ void expect_graphed_equals_eager(const std::vector<std::string>& extra) {
   const Run eager = train(false, steps, extra), graphed = train(true, steps, extra);
   EXPECT_NE(graphed.transport.find("nccl"), std::string::npos) << graphed.transport;
   EXPECT_EQ(graphed.replays, steps - GraphedTrainStep::kEagerSteps);
-  ASSERT_EQ(eager.losses.size(), graphed.losses.size());
-  for (size_t s = 0; s < eager.losses.size(); ++s)
-    EXPECT_EQ(std::memcmp(&eager.losses[s], &graphed.losses[s], sizeof(float)), 0)
-        << "step " << s << ": eager " << eager.losses[s] << ", graphed " << graphed.losses[s];
+  expect_same_losses(eager.losses, graphed.losses);
   ASSERT_EQ(eager.weights.size(), graphed.weights.size());
   for (size_t i = 0; i < eager.weights.size(); ++i) EXPECT_EQ(eager.weights[i], graphed.weights[i]) << "parameter " << i;
 }

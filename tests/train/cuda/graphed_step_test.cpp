@@ -10,12 +10,12 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "graphed_vs_eager.h"
 #include "train/graphed_step.h"
 #include "train/training_parts.h"
 #include "engine/autograd/grad_mode.h"
@@ -23,12 +23,13 @@
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
 #include "support/gpu_ops.h"
+#include "support/metrics_file.h"
 #include "support/paths.h"
 
 namespace cg::train {
 namespace {
 
-constexpr int64_t kBatch = 32, kSide = 16;
+using test::expect_same_losses;
 
 // A small MiniResNet with its optimizer and step, on its own compute stream (made current).
 struct Trainee {
@@ -56,18 +57,7 @@ struct Trainee {
   std::unique_ptr<TrainStep> step;
 };
 
-std::vector<data::DeviceBatch> batches(Device device, int count) {
-  Generator gen(7);
-  std::vector<data::DeviceBatch> out;
-  for (int i = 0; i < count; ++i) {
-    Tensor images = Tensor::empty({kBatch, 3, kSide, kSide});
-    normal_(images, gen, 0.0, 1.0);
-    std::vector<int64_t> labels(static_cast<size_t>(kBatch));
-    for (int64_t j = 0; j < kBatch; ++j) labels[size_t(j)] = (j * 3 + i) % 10;
-    out.push_back({images.to(device), Tensor::from_vector(labels, {kBatch}).to(device), kBatch});
-  }
-  return out;
-}
+std::vector<data::DeviceBatch> batches(Device device, int count) { return test::step_batches(device, count, 3); }
 
 double lr_at(int s) { return 0.05 / (1.0 + 0.3 * s); }  // a new value every step
 
@@ -112,10 +102,7 @@ Trajectory train(const std::vector<std::string>& extra, bool graphed, int steps)
 void expect_graph_matches_eager(const std::vector<std::string>& extra) {
   const int steps = 9;  // 3 eager, the capture, 5 more replays
   const Trajectory eager = train(extra, false, steps), graphed = train(extra, true, steps);
-  ASSERT_EQ(eager.losses.size(), graphed.losses.size());
-  for (size_t s = 0; s < eager.losses.size(); ++s)
-    EXPECT_EQ(std::memcmp(&eager.losses[s], &graphed.losses[s], sizeof(float)), 0)
-        << "step " << s << ": eager " << eager.losses[s] << ", graphed " << graphed.losses[s];
+  expect_same_losses(eager.losses, graphed.losses);
   ASSERT_EQ(eager.state.size(), graphed.state.size());
   for (size_t i = 0; i < eager.state.size(); ++i) EXPECT_EQ(eager.state[i], graphed.state[i]) << "state tensor " << i;
 }
@@ -199,15 +186,7 @@ ProgramRun run_train(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
 }
 
-std::vector<nlohmann::json> records(const std::filesystem::path& out, const std::string& kind) {
-  std::vector<nlohmann::json> r;
-  std::ifstream in(out / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.value("kind", "") == kind) r.push_back(j);
-  }
-  return r;
-}
+using test::metrics_records;
 
 const std::string kProgram =
     " data.dataset=synthetic data.synthetic_size=2048 data.image_size=16 data.batch_size=64 model.in_channels=3"
@@ -222,14 +201,14 @@ TEST(GraphedTraining, SameLossesAsEagerAndItsCheckpointResumes) {
   r = run_train(kProgram + " train.cuda_graph=true output.dir=" + graphed.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("captured as a CUDA graph"), std::string::npos) << r.output;
-  const auto a = records(eager, "train"), b = records(graphed, "train");
+  const auto a = metrics_records(eager, "train"), b = metrics_records(graphed, "train");
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << a[i]["step"];
     EXPECT_EQ(a[i]["lr"].get<double>(), b[i]["lr"].get<double>());
   }
-  const auto eval_a = records(eager, "eval"), eval_b = records(graphed, "eval");
+  const auto eval_a = metrics_records(eager, "eval"), eval_b = metrics_records(graphed, "eval");
   ASSERT_EQ(eval_b.size(), 2u) << r.output;
   EXPECT_EQ(eval_a.back()["accuracy"].get<double>(), eval_b.back()["accuracy"].get<double>());
   // A new process resumes from the graphed run's epoch-1 checkpoint and captures anew.
@@ -237,7 +216,7 @@ TEST(GraphedTraining, SameLossesAsEagerAndItsCheckpointResumes) {
   r = run_train(kProgram + " train.cuda_graph=true output.dir=" + resumed.string() +
                 " checkpoint.resume_from=" + (graphed / "checkpoints" / "epoch_1.safetensors").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto eval_c = records(resumed, "eval");
+  const auto eval_c = metrics_records(resumed, "eval");
   ASSERT_FALSE(eval_c.empty()) << r.output;
   EXPECT_NEAR(eval_c.back()["accuracy"].get<double>(), eval_b.back()["accuracy"].get<double>(), 0.02) << r.output;
 }
@@ -249,7 +228,7 @@ TEST(GraphedTraining, CapturesTheModeledBackendWithFp16) {
                                       " dist.modeled_world_size=8 train.epochs=1 output.dir=" + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("modeled ring of 8"), std::string::npos) << r.output;
-  const auto train = records(out, "train");
+  const auto train = metrics_records(out, "train");
   ASSERT_FALSE(train.empty());
   EXPECT_LT(train.back()["loss"].get<double>(), train.front()["loss"].get<double>()) << r.output;
 }

@@ -1,0 +1,50 @@
+// What the GPU convolution tests of both layouts share (ops_test: NCHW, channels_last_test: NHWC):
+// a fixture per (kernels.conv choice, compute dtype) and the check of ops::conv2d on the GPU
+// against the CPU over a table of layer shapes, with one tolerance rule for each dtype.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <span>
+#include <tuple>
+
+#include "engine/autocast.h"
+#include "engine/ops.h"
+#include "support/gpu_ops.h"
+
+namespace cg::test {
+
+inline const Tolerance kGpuF32{5e-4, 5e-4};  // float sums in another order than the CPU's
+
+struct ConvCase {
+  Shape x, w;  // x in the layout under test
+  int64_t stride, pad;
+};
+
+// Sets kernels.conv to the case's choice for the test, and back to automatic after it.
+class GpuConvChoice : public ::testing::TestWithParam<std::tuple<ops::GpuImpl, DType>> {
+ protected:
+  void SetUp() override { ops::set_gpu_kernels({std::get<0>(GetParam()), ops::GpuImpl::automatic}); }
+  void TearDown() override { ops::set_gpu_kernels({}); }
+};
+
+// float32 as it comes, with a bias; float16 and bfloat16 under autocast (float32 parameters and
+// gradients). Weight gradients sum ~1000 products of half-rounded values: about sqrt(1000) times
+// the type's rounding error in absolute terms.
+inline void expect_conv_cases_match_cpu(std::span<const ConvCase> cases, ops::Layout layout, DType dtype) {
+  if (dtype == DType::f32) {
+    for (const ConvCase& c : cases)
+      expect_gpu_matches_cpu([&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad, layout}); },
+                             {randn(c.x, 1), randn(c.w, 2, 0.0, 0.2), randn({c.w[0]}, 3)}, kGpuF32);
+    return;
+  }
+  const Tolerance tol = dtype == DType::f16 ? Tolerance{5e-2, 2e-2} : Tolerance{4e-1, 6e-2};
+  for (const ConvCase& c : cases)
+    expect_gpu_matches_cpu(
+        [&](const auto& t) {
+          autocast::Scope scope({.dtype = dtype});
+          return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, layout});
+        },
+        {randn(c.x, 4), randn(c.w, 5, 0.0, 0.2)}, tol, dtype);
+}
+
+}  // namespace cg::test
