@@ -5,7 +5,8 @@
 // machine still gives usable per-core figures; run it with OMP_NUM_THREADS=1 and taskset for a
 // single core). The 3x3 stride-1 layers run both im2col and Winograd, alternating run by run, so
 // the two share the same machine state. bench/pytorch/conv_layers.py prints the im2col table's
-// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs].
+// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs] [full|narrow] (narrow: the
+// 16/32/64-channel Fashion-MNIST network's layers instead of the full MiniResNet's).
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -39,6 +40,19 @@ const Layer kLayers[] = {
     {"layer3.0.conv1 128->256 3x3 s2 @16", 128, 16, 256, 3, 2, 1, 1},
     {"layer3.0.down 128->256 1x1 s2 @16", 128, 16, 256, 1, 2, 0, 1},
     {"layer3 256->256 3x3 s1 @8", 256, 8, 256, 3, 1, 1, 3},
+};
+
+// The narrow network that scripts/train.sh trains on the CPU (configs/fashion_mnist_cpu.yaml:
+// widths 16/32/64, 1x28x28 images; batch 128 there).
+const Layer kNarrowLayers[] = {
+    {"stem 1->16 3x3 s1 @28", 1, 28, 16, 3, 1, 1, 1},
+    {"layer1 16->16 3x3 s1 @28", 16, 28, 16, 3, 1, 1, 4},
+    {"layer2.0.conv1 16->32 3x3 s2 @28", 16, 28, 32, 3, 2, 1, 1},
+    {"layer2.0.down 16->32 1x1 s2 @28", 16, 28, 32, 1, 2, 0, 1},
+    {"layer2 32->32 3x3 s1 @14", 32, 14, 32, 3, 1, 1, 3},
+    {"layer3.0.conv1 32->64 3x3 s2 @14", 32, 14, 64, 3, 2, 1, 1},
+    {"layer3.0.down 32->64 1x1 s2 @14", 32, 14, 64, 1, 2, 0, 1},
+    {"layer3 64->64 3x3 s1 @7", 64, 7, 64, 3, 1, 1, 3},
 };
 
 double cpu_ms() {
@@ -97,13 +111,21 @@ int main(int argc, char** argv) {
   namespace k = cg::kernels::cpu;
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 64;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 7, warmup = 2;
+  const std::string network = argc > 3 ? argv[3] : "full";
+  if (network != "full" && network != "narrow") {
+    fmt::print(stderr, "cpu_conv_bench: unknown network '{}' (full or narrow)\n", network);
+    return 2;
+  }
+  const std::vector<Layer> layers = network == "full"
+                                        ? std::vector<Layer>(std::begin(kLayers), std::end(kLayers))
+                                        : std::vector<Layer>(std::begin(kNarrowLayers), std::end(kNarrowLayers));
   fmt::print("cudagrad CPU conv kernels, fp32, threads {}, batch {}; CPU ms (all threads' CPU time)\n",
              omp_get_max_threads(), batch);
   fmt::print("FMA peak of one core (measured): {:.1f} GFLOP/s\n", fma_peak_gflops());
   fmt::print("{:38s} {:>5s} {:>8s} {:>6s} {:>12s} {:>6s} {:>14s} {:>6s}\n", "layer", "algo", "fwd ms", "GF/s",
              "bwd-data ms", "GF/s", "bwd-filter ms", "GF/s");
   double step_ms[2] = {0, 0}, step_gflop = 0;
-  for (const Layer& l : kLayers) {
+  for (const Layer& l : layers) {
     const Conv2dShape s{batch, l.c_in, l.size, l.size, l.c_out, l.kernel, l.kernel, l.stride, l.pad};
     const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
     const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
