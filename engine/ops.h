@@ -34,11 +34,16 @@ GpuKernels gpu_kernels();
 // for every layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3
 // stride-1 layers with at least 32 input and output channels (4x fewer multiplications; not
 // bit-identical to im2col, error bounded in tests/kernels/winograd_test.cpp), im2col for the
-// rest. automatic: winograd (measured faster, bench/NOTES.md). Both are deterministic across
-// thread counts. Process-wide.
-enum class CpuConv { automatic, im2col, winograd };
+// rest. direct: the direct 3x3 convolution (kernels/cpu/conv_direct.h) for every float32 3x3
+// stride-1 padding-1 layer (not bit-identical to im2col either), im2col for the rest. automatic:
+// per layer, whichever measured fastest (bench/NOTES.md): direct below 32 channels, Winograd from
+// 32 in and out, im2col for the rest. All are deterministic across thread counts. Process-wide.
+enum class CpuConv { automatic, im2col, winograd, direct };
 inline EnumNames<CpuConv> enum_names(CpuConv) {
-  return {{CpuConv::automatic, "auto"}, {CpuConv::im2col, "im2col"}, {CpuConv::winograd, "winograd"}};
+  return {{CpuConv::automatic, "auto"},
+          {CpuConv::im2col, "im2col"},
+          {CpuConv::winograd, "winograd"},
+          {CpuConv::direct, "direct"}};
 }
 void set_cpu_conv(CpuConv algorithm);
 CpuConv cpu_conv();

@@ -1,0 +1,68 @@
+// The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 stride-1 padding-1
+// layers. Under kernels.cpu_conv=auto it takes the shapes where it measured fastest (the
+// few-channel layers below Winograd's 32 channels: the narrow network's stem and 16-channel
+// layers; bench/NOTES.md), ahead of Winograd and the im2col reference; kernels.cpu_conv=direct
+// runs it on every layer it supports; im2col and winograd turn it off.
+#include "engine/impl/conv.h"
+#include "engine/ops/dispatch.h"
+#include "kernels/cpu/conv_direct.h"
+
+namespace cg::impl {
+namespace {
+
+// auto's rule, from per-layer A/B timings (cpu_conv_bench, 1 core): the direct kernel beats
+// im2col and Winograd on layers with fewer than 32 channels in or out (where Winograd does not
+// run); from 32 channels in and out Winograd is as fast or faster overall.
+constexpr int64_t kWinogradChannels = 32;
+
+class CpuDirectConv : public ConvImpl {
+ public:
+  std::string why_unsupported(const ConvProblem& p) const override {
+    const ops::CpuConv choice = ops::cpu_conv();
+    if (choice == ops::CpuConv::im2col || choice == ops::CpuConv::winograd)
+      return "is off (kernels.cpu_conv is not auto or direct)";
+    if (p.layout != ops::Layout::nchw) return "has no channels-last convolution";
+    if (p.dtype != DType::f32) return "runs float32 only";
+    if (!kernels::cpu::direct_conv_supports(p.shape)) return "runs 3x3 stride-1 padding-1 layers only";
+    if (choice == ops::CpuConv::automatic && p.shape.c_in >= kWinogradChannels &&
+        p.shape.c_out >= kWinogradChannels)
+      return "leaves layers of 32+ channels in and out to Winograd under kernels.cpu_conv=auto";
+    return "";
+  }
+
+  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                 ConvSaved& saved) const override {
+    const kernels::Conv2dShape& s = p.shape;
+    ops::detail::check_same("conv2d", x, w);
+    Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype(), x.device());
+    kernels::cpu::direct_conv2d_forward(s, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
+                                        y.data<float>());
+    saved = {x.detach(), w.detach(), w.dtype()};
+    return y;
+  }
+
+  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
+                     bool has_bias) const override {
+    const Tensor &x = saved.x, &w = saved.w;
+    ConvGrads g;
+    if (need_dx) {
+      g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      kernels::cpu::direct_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
+    }
+    if (need_w) {
+      g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+      if (has_bias) g.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
+      kernels::cpu::direct_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
+                                                  g.db.defined() ? g.db.data<float>() : nullptr);
+    }
+    return g;
+  }
+};
+
+}  // namespace
+
+void register_conv_cpu_direct(ConvRegistry& r) {
+  r.add_builtin({"cpu direct", DeviceType::cpu, Choice::automatic, 2, std::make_shared<CpuDirectConv>()});
+}
+
+}  // namespace cg::impl
