@@ -36,8 +36,8 @@ GpuKernels gpu_kernels();
 // bit-identical to im2col, error bounded in tests/kernels/winograd_test.cpp), im2col for the
 // rest. direct: the direct 3x3 convolution (kernels/cpu/conv_direct.h) for every float32 3x3
 // stride-1 padding-1 layer (not bit-identical to im2col either), im2col for the rest. automatic:
-// per layer, whichever measured fastest (bench/NOTES.md): direct below 32 channels, Winograd from
-// 32 in and out, im2col for the rest. All are deterministic across thread counts. Process-wide.
+// per layer, whichever measured fastest (bench/NOTES.md): direct below 32 channels and for 32
+// channels at 14x14 or more, Winograd for the other layers of 32+ channels, im2col for the rest. All are deterministic across thread counts. Process-wide.
 enum class CpuConv { automatic, im2col, winograd, direct };
 inline EnumNames<CpuConv> enum_names(CpuConv) {
   return {{CpuConv::automatic, "auto"},

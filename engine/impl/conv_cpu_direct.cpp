@@ -1,7 +1,7 @@
 // The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 stride-1 padding-1
 // layers. Under kernels.cpu_conv=auto it takes the shapes where it measured fastest (the
-// few-channel layers below Winograd's 32 channels: the narrow network's stem and 16-channel
-// layers; bench/NOTES.md), ahead of Winograd and the im2col reference; kernels.cpu_conv=direct
+// narrow network's stem, 16- and 32-channel layers; bench/NOTES.md), ahead of Winograd and the
+// im2col reference; kernels.cpu_conv=direct
 // runs it on every layer it supports; im2col and winograd turn it off.
 #include "engine/impl/conv.h"
 #include "engine/ops/dispatch.h"
@@ -10,10 +10,14 @@
 namespace cg::impl {
 namespace {
 
-// auto's rule, from per-layer A/B timings (cpu_conv_bench, 1 core): the direct kernel beats
-// im2col and Winograd on layers with fewer than 32 channels in or out (where Winograd does not
-// run); from 32 channels in and out Winograd is as fast or faster overall.
-constexpr int64_t kWinogradChannels = 32;
+// auto's rule, from per-layer A/B timings (cpu_conv_bench, 1 core, bench/NOTES.md): the direct
+// kernel beats im2col on every layer below 32 channels in or out (where Winograd does not run),
+// and beats Winograd on 32-channel layers at 14x14 (1.3x) but not at 64 channels (64 @ 7x7:
+// Winograd 1.6x faster; 64 @ 32x32: 1.5x).
+bool direct_is_fastest(const kernels::Conv2dShape& s) {
+  if (s.c_in < 32 || s.c_out < 32) return true;
+  return s.c_in < 64 && s.c_out < 64 && s.h >= 14 && s.w >= 14;
+}
 
 class CpuDirectConv : public ConvImpl {
  public:
@@ -24,9 +28,8 @@ class CpuDirectConv : public ConvImpl {
     if (p.layout != ops::Layout::nchw) return "has no channels-last convolution";
     if (p.dtype != DType::f32) return "runs float32 only";
     if (!kernels::cpu::direct_conv_supports(p.shape)) return "runs 3x3 stride-1 padding-1 layers only";
-    if (choice == ops::CpuConv::automatic && p.shape.c_in >= kWinogradChannels &&
-        p.shape.c_out >= kWinogradChannels)
-      return "leaves layers of 32+ channels in and out to Winograd under kernels.cpu_conv=auto";
+    if (choice == ops::CpuConv::automatic && !direct_is_fastest(p.shape))
+      return "leaves layers of 64+ channels (or 32+ below 14x14) to Winograd under kernels.cpu_conv=auto";
     return "";
   }
 

@@ -52,12 +52,32 @@ float* scratch(int slot, size_t n) {
 }
 
 // dst[c] (c < channels, each g.plane floats) = src's [h][w] plane c with a zero border: pixel
-// (y, x) at (y + 1) * wp + x + 1, zeros everywhere else.
+// (y, x) at (y + 1) * wp + x + 1, zeros everywhere else. Each float is written once.
 void pad_planes(const float* src, int64_t channels, const Geometry& g, float* dst) {
-  std::fill(dst, dst + channels * g.plane, 0.f);
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t y = 0; y < g.h; ++y)
-      std::memcpy(dst + c * g.plane + (y + 1) * g.wp + 1, src + (c * g.h + y) * g.w, sizeof(float) * size_t(g.w));
+  for (int64_t c = 0; c < channels; ++c) {
+    float* p = dst + c * g.plane;
+    std::fill(p, p + g.wp + 1, 0.f);  // the top border row and the first row's left border
+    for (int64_t y = 0; y < g.h; ++y) {
+      float* row = p + (y + 1) * g.wp + 1;
+      std::memcpy(row, src + (c * g.h + y) * g.w, sizeof(float) * size_t(g.w));
+      row[g.w] = row[g.w + 1] = 0.f;  // this row's right border, the next row's left border
+    }
+    std::fill(p + (g.h + 1) * g.wp + 1, p + g.plane, 0.f);  // the bottom border row and the slack
+  }
+}
+
+// dst[c] (c < channels, each `count` floats) = src's [h][w] plane c in rows wp long: pixel (y, x)
+// at y * wp + x, zeros in the two columns past w and after the last row.
+void widen_rows(const float* src, int64_t channels, const Geometry& g, int64_t count, float* dst) {
+  for (int64_t c = 0; c < channels; ++c) {
+    float* p = dst + c * count;
+    for (int64_t y = 0; y < g.h; ++y) {
+      float* row = p + y * g.wp;
+      std::memcpy(row, src + (c * g.h + y) * g.w, sizeof(float) * size_t(g.w));
+      row[g.w] = row[g.w + 1] = 0.f;
+    }
+    std::fill(p + g.h * g.wp, p + count, 0.f);
+  }
 }
 
 // out[r][j] = sum over c < channels, t < 9 of wt[(c * 9 + t) * kRows + r] * in[c * plane + off[t] + j]
@@ -160,7 +180,10 @@ inline void filter_tile(const float* __restrict dy, int64_t dy_stride, const flo
     for (int r = 0; r < R; ++r) d[r] = load(dy + r * dy_stride + q);
 #pragma GCC unroll 9
     for (int t = 0; t < kTaps; ++t) {
-      const V xv = load(x + q + off[t]);
+      V xv = load(x + q + off[t]);
+      // Keep the load in a register: GCC otherwise folds it into each of the R multiply-adds,
+      // loading the same (mostly cache-line-splitting) vector R times, which made this load-bound.
+      asm("" : "+v"(xv));
 #pragma GCC unroll 3
       for (int r = 0; r < R; ++r) a[r][t] += d[r] * xv;
     }
@@ -206,11 +229,7 @@ void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const f
     V* slot_acc = acc + slot * vectors;
     for (int64_t i = slot * per_slot; i < std::min(s.n, (slot + 1) * per_slot); ++i) {
       pad_planes(x + i * s.c_in * hw, s.c_in, g, planes);
-      std::fill(grads, grads + s.c_out * count, 0.f);
-      for (int64_t o = 0; o < s.c_out; ++o)
-        for (int64_t y = 0; y < s.h; ++y)
-          std::memcpy(grads + o * count + y * g.wp, dy + ((i * s.c_out + o) * s.h + y) * s.w,
-                      sizeof(float) * size_t(s.w));
+      widen_rows(dy + i * s.c_out * hw, s.c_out, g, count, grads);
       for (int64_t o = 0; o < s.c_out; o += kFilterRows) {
         const int64_t rows = std::min<int64_t>(kFilterRows, s.c_out - o);
         for (int64_t c = 0; c < s.c_in; ++c) {
@@ -219,9 +238,10 @@ void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const f
           const float* xc = planes + c * g.plane;
           if (rows == kFilterRows) {
             filter_tile<kFilterRows>(d, count, xc, g.off, count, a, s.c_in * kTaps);
+          } else if (rows == 2) {
+            filter_tile<2>(d, count, xc, g.off, count, a, s.c_in * kTaps);
           } else {
-            for (int64_t r = 0; r < rows; ++r)
-              filter_tile<1>(d + r * count, count, xc, g.off, count, a + r * s.c_in * kTaps, s.c_in * kTaps);
+            filter_tile<1>(d, count, xc, g.off, count, a, s.c_in * kTaps);
           }
         }
       }

@@ -1,7 +1,7 @@
 // kernels.cpu_conv through ops::conv2d: auto and winograd run Winograd on float32 3x3 stride-1
 // layers of 32+ channels (close to im2col, but not bit-identical to it); auto and direct run the
-// direct convolution on 3x3 stride-1 padding-1 layers below 32 channels, direct also on wider
-// ones; im2col runs everywhere else, and everywhere under im2col (the bit-exact reference).
+// direct convolution on 3x3 stride-1 padding-1 layers below 32 channels (and 32-channel ones
+// of 14x14+), direct also on wider ones; im2col runs everywhere else, and everywhere under im2col (the bit-exact reference).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,7 +92,7 @@ TEST(CpuConvChoice, DirectRunsFewChannel3x3Layers) {
 }
 
 TEST(CpuConvChoice, DirectByNameRunsWideLayersToo) {
-  // 32 channels: auto leaves it to Winograd, direct takes it.
+  // 32 channels at 8x8: auto leaves it to Winograd, direct takes it.
   const std::vector<int64_t> xs{2, 32, 8, 8}, ws{32, 32, 3, 3};
   const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
   const Result winograd = run(ops::CpuConv::winograd, xs, ws, 1);
