@@ -34,10 +34,11 @@ GpuKernels gpu_kernels();
 // for every layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3
 // stride-1 layers with at least 32 input and output channels (4x fewer multiplications; not
 // bit-identical to im2col, error bounded in tests/kernels/winograd_test.cpp), im2col for the
-// rest. direct: the direct 3x3 convolution (kernels/cpu/conv_direct.h) for every float32 3x3
-// stride-1 padding-1 layer (not bit-identical to im2col either), im2col for the rest. automatic:
-// per layer, whichever measured fastest (bench/NOTES.md): direct below 32 channels and for 32
-// channels at 14x14 or more, Winograd for the other layers of 32+ channels, im2col for the rest. All are deterministic across thread counts. Process-wide.
+// rest. direct: the direct convolution (kernels/cpu/conv_direct.h) for every float32 3x3
+// padding-1 and 1x1 layer of stride 1 or 2 (not bit-identical to im2col either), im2col for the
+// rest. automatic: per layer, whichever measured fastest (bench/NOTES.md): direct for 3x3 stride-1
+// layers below 32 channels, 32-channel ones at 14x14+ and 3x3 stride-2 ones below 32 input
+// channels, Winograd for the other 3x3 stride-1 layers of 32+ channels, im2col for the rest. All are deterministic across thread counts. Process-wide.
 enum class CpuConv { automatic, im2col, winograd, direct };
 inline EnumNames<CpuConv> enum_names(CpuConv) {
   return {{CpuConv::automatic, "auto"},
