@@ -1,13 +1,13 @@
 // The direct 3x3 convolution (kernels/cpu/conv_direct.h) against the float64 im2col kernels
 // (themselves checked against the definition by conv2d_test): forward, backward-data and
-// backward-filter over the narrow and full MiniResNet's 3x3 stride-1 layers and odd sizes, plus
-// thread-count determinism. Not bit-identical to im2col (the sums run in another order), so the
+// backward-filter over the narrow and full MiniResNet's 3x3 layers (stride 1 and 2), its 1x1
+// downsamples and odd sizes, plus thread-count determinism. Not bit-identical to im2col (the sums run in another order), so the
 // error is bounded relative to the size of the sums, as winograd_test.cpp does: |got - ref| <=
 // kDirectTolerance * scale, scale the largest sum of |terms| of the result tensor. The direct
-// kernel sums in plain float32 like im2col does; measured (2026-11-23): forward 0.6-1.8e-7 of the
-// scale (im2col the same), backward-filter up to about 4e-7 over 16-lane partial sums;
-// kDirectTolerance = 2e-6 leaves 5x headroom over that, and ToleranceCatchesASmallError shows a
-// filter off by 1e-4 fails it.
+// kernel sums in plain float32 like im2col does; measured (2026-11-23, the cases below): forward
+// 0.4-1.7e-7 of the scale (im2col the same: same order of sums), backward-data up to 1.8e-7
+// (im2col 1.2e-7), backward-filter up to 0.7e-7 (im2col 1.6e-7); kDirectTolerance = 2e-6 leaves
+// 10x headroom, and ToleranceCatchesASmallError shows a filter off by 1e-4 of the scale fails it.
 #include <gtest/gtest.h>
 #include <omp.h>
 
