@@ -68,6 +68,13 @@ float* scratch(int slot, size_t n) {
   return b.data();
 }
 
+// dst[0, n) = src[0, n): rows of a few dozen floats, too short for a memcpy call to pay off.
+inline void copy_floats(const float* __restrict src, int64_t n, float* __restrict dst) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(dst + i, load(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
 // dst[c] (c < channels, each g.plane floats) = the phase planes of src's [h][w] plane c. Each
 // float is written once.
 void pad_planes(const float* src, int64_t channels, const Geometry& g, float* dst) {
@@ -89,7 +96,7 @@ void pad_planes(const float* src, int64_t channels, const Geometry& g, float* ds
           row[0] = 0.f;
           const float* in = image + iy * g.w + b - st;  // in[st * s] is pixel column st * (s - 1) + b
           if (st == 1) {
-            for (int64_t s = s_lo; s < s_hi; ++s) row[s] = in[s];
+            copy_floats(in + s_lo, s_hi - s_lo, row + s_lo);
           } else {
             for (int64_t s = s_lo; s < s_hi; ++s) row[s] = in[st * s];
           }
@@ -107,8 +114,7 @@ void widen_rows(const float* src, int64_t channels, const Geometry& g, int64_t c
     float* p = dst + c * count;
     for (int64_t y = 0; y < g.out_h; ++y) {
       float* row = p + y * g.wp;
-      const float* in = src + (c * g.out_h + y) * g.out_w;
-      for (int64_t x = 0; x < g.out_w; ++x) row[x] = in[x];
+      copy_floats(src + (c * g.out_h + y) * g.out_w, g.out_w, row);
       std::fill(row + g.out_w, row + g.wp, 0.f);
     }
     std::fill(p + g.out_h * g.wp, p + count, 0.f);
