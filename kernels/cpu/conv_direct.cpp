@@ -7,6 +7,8 @@
 // at 14x14 stride 1).
 #include "kernels/cpu/conv_direct.h"
 
+#include "kernels/cpu/parallel.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -276,13 +278,17 @@ void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const f
   const int64_t count = round_up(g.out_h * g.wp, kLanes);  // positions holding gradient
   const int64_t slots = std::min(kFilterSlots, s.n), per_slot = (s.n + slots - 1) / slots;
   const int64_t vectors = s.c_out * s.c_in * taps;
-  std::vector<float> acc_lanes(size_t(slots * vectors * kLanes), 0.f);
+  // The accumulators (megabytes for 32 channels) live on in the calling thread between calls, so
+  // steady-state training neither allocates nor page-faults them; each slot zeroes its own.
+  thread_local std::vector<float> acc_lanes;
+  if (acc_lanes.size() < size_t(slots * vectors * kLanes)) acc_lanes.resize(size_t(slots * vectors * kLanes));
   V* acc = reinterpret_cast<V*>(acc_lanes.data());
 #pragma omp parallel for schedule(static) if (slots > 1)
   for (int64_t slot = 0; slot < slots; ++slot) {
     float* planes = scratch(0, size_t(s.c_in * g.plane));
     float* grads = scratch(1, size_t(s.c_out * count));  // dy in rows wp long, zeros past each row's w
     V* slot_acc = acc + slot * vectors;
+    std::fill(slot_acc, slot_acc + vectors, V{});
     for (int64_t i = slot * per_slot; i < std::min(s.n, (slot + 1) * per_slot); ++i) {
       pad_planes(x + i * s.c_in * hw, s.c_in, g, planes);
       widen_rows(dy + i * s.c_out * out_hw, s.c_out, g, count, grads);
@@ -307,13 +313,15 @@ void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const f
       }
     }
   }
-  for (int64_t e = 0; e < vectors; ++e) {
-    V sum = acc[e];
-    for (int64_t slot = 1; slot < slots; ++slot) sum += acc[slot * vectors + e];
-    float total = 0.f;
-    for (int l = 0; l < kLanes; ++l) total += sum[l];
-    dw[e] = total;
-  }
+  parallel_for(vectors, 1024, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      V sum = acc[e];
+      for (int64_t slot = 1; slot < slots; ++slot) sum += acc[slot * vectors + e];
+      float total = 0.f;
+      for (int l = 0; l < kLanes; ++l) total += sum[l];
+      dw[e] = total;
+    }
+  });
   if (db) {
     for (int64_t o = 0; o < s.c_out; ++o) {
       float total = 0.f;
