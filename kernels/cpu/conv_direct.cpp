@@ -64,7 +64,7 @@ Geometry geometry(const Conv2dShape& s) {
 
 // Per-thread scratch, reused across calls so steady-state training allocates nothing here.
 float* scratch(int slot, size_t n) {
-  thread_local std::vector<float> buffers[3];
+  thread_local std::vector<float> buffers[2];
   auto& b = buffers[slot];
   if (b.size() < n) b.resize(n);
   return b.data();
@@ -96,11 +96,11 @@ void pad_planes(const float* src, int64_t channels, const Geometry& g, float* ds
             continue;
           }
           row[0] = 0.f;
-          const float* in = image + iy * g.w + b - st;  // in[st * s] is pixel column st * (s - 1) + b
+          const float* in = image + iy * g.w + b;  // in[st * (s - 1)] is the pixel of column s
           if (st == 1) {
-            copy_floats(in + s_lo, s_hi - s_lo, row + s_lo);
+            copy_floats(in, s_hi - s_lo, row + s_lo);
           } else {
-            for (int64_t s = s_lo; s < s_hi; ++s) row[s] = in[st * s];
+            for (int64_t s = s_lo; s < s_hi; ++s) row[s] = in[st * (s - 1)];
           }
           std::fill(row + s_hi, row + g.wp, 0.f);
         }
