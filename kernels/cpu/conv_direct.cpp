@@ -174,11 +174,12 @@ void store_tile(const float* tile, int rows, int64_t q0, const Geometry& g, floa
 
 // out[n, c_out, out_h, out_w] = the convolution of in[n, c_in, h, w] (geometry g) with the packed
 // filters wt ([ceil(c_out / 8)][c_in][taps][8], zero rows past c_out), plus bias. One image per
-// unit of parallel work.
+// unit of parallel work, handed out dynamically: an image's result does not depend on the thread
+// that computes it, and a thread descheduled by another process no longer holds up a fixed half.
 void run_forward(int64_t n, int64_t c_in, int64_t c_out, const Geometry& g, const float* in, const float* wt,
                  const float* bias, float* out) {
   const int64_t tiles = (c_out + kRows - 1) / kRows, out_hw = g.out_h * g.out_w;
-#pragma omp parallel for schedule(static) if (n > 1)
+#pragma omp parallel for schedule(dynamic, 2) if (n > 1)
   for (int64_t i = 0; i < n; ++i) {
     float* planes = scratch(0, size_t(c_in * g.plane));
     pad_planes(in + i * c_in * g.h * g.w, c_in, g, planes);
@@ -283,7 +284,7 @@ void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const f
   thread_local std::vector<float> acc_lanes;
   if (acc_lanes.size() < size_t(slots * vectors * kLanes)) acc_lanes.resize(size_t(slots * vectors * kLanes));
   V* acc = reinterpret_cast<V*>(acc_lanes.data());
-#pragma omp parallel for schedule(static) if (slots > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (slots > 1)  // a slot's sums do not depend on its thread
   for (int64_t slot = 0; slot < slots; ++slot) {
     float* planes = scratch(0, size_t(s.c_in * g.plane));
     float* grads = scratch(1, size_t(s.c_out * count));  // dy in rows wp long, zeros past each row's w
