@@ -3,20 +3,23 @@
 // ms and GFLOP/s (the direct convolution's FLOPs), plus the total for one training step's
 // convolutions; and the core's FMA peak, measured. Times are the process's CPU time (so a loaded
 // machine still gives usable per-core figures; run it with OMP_NUM_THREADS=1 and taskset for a
-// single core). The 3x3 stride-1 layers run both im2col and Winograd, alternating run by run, so
-// the two share the same machine state. bench/pytorch/conv_layers.py prints the im2col table's
-// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs].
+// single core). The 3x3 stride-1 layers run im2col, Winograd and the direct kernel, alternating run
+// by run, so they share the same machine state. bench/pytorch/conv_layers.py prints the im2col table's
+// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs] [full|narrow] (narrow: the
+// 16/32/64-channel Fashion-MNIST network's layers instead of the full MiniResNet's).
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <ctime>
+#include <functional>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/winograd.h"
 
 namespace {
@@ -41,28 +44,42 @@ const Layer kLayers[] = {
     {"layer3 256->256 3x3 s1 @8", 256, 8, 256, 3, 1, 1, 3},
 };
 
+// The narrow network that scripts/train.sh trains on the CPU (configs/fashion_mnist_cpu.yaml:
+// widths 16/32/64, 1x28x28 images; batch 128 there).
+const Layer kNarrowLayers[] = {
+    {"stem 1->16 3x3 s1 @28", 1, 28, 16, 3, 1, 1, 1},
+    {"layer1 16->16 3x3 s1 @28", 16, 28, 16, 3, 1, 1, 4},
+    {"layer2.0.conv1 16->32 3x3 s2 @28", 16, 28, 32, 3, 2, 1, 1},
+    {"layer2.0.down 16->32 1x1 s2 @28", 16, 28, 32, 1, 2, 0, 1},
+    {"layer2 32->32 3x3 s1 @14", 32, 14, 32, 3, 1, 1, 3},
+    {"layer3.0.conv1 32->64 3x3 s2 @14", 32, 14, 64, 3, 2, 1, 1},
+    {"layer3.0.down 32->64 1x1 s2 @14", 32, 14, 64, 1, 2, 0, 1},
+    {"layer3 64->64 3x3 s1 @7", 64, 7, 64, 3, 1, 1, 3},
+};
+
 double cpu_ms() {
   timespec t;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
 }
 
-// Median CPU ms of fn_a and of fn_b, run alternately (a, b, a, b, ...) after warm-up.
-template <typename A, typename B>
-std::pair<double, double> median_ms_ab(int warmup, int runs, A&& fn_a, B&& fn_b) {
-  for (int i = 0; i < warmup; ++i) fn_a(), fn_b();
-  std::vector<double> ta, tb;
-  for (int i = 0; i < runs; ++i) {
-    double t0 = cpu_ms();
-    fn_a();
-    ta.push_back(cpu_ms() - t0);
-    t0 = cpu_ms();
-    fn_b();
-    tb.push_back(cpu_ms() - t0);
+// Median CPU ms of each function, run in turn (f0, f1, f2, f0, f1, ...) after warm-up.
+std::vector<double> median_ms(int warmup, int runs, const std::vector<std::function<void()>>& fns) {
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& f : fns) f();
+  std::vector<std::vector<double>> t(fns.size());
+  for (int i = 0; i < runs; ++i)
+    for (size_t k = 0; k < fns.size(); ++k) {
+      const double t0 = cpu_ms();
+      fns[k]();
+      t[k].push_back(cpu_ms() - t0);
+    }
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
   }
-  std::sort(ta.begin(), ta.end());
-  std::sort(tb.begin(), tb.end());
-  return {ta[ta.size() / 2], tb[tb.size() / 2]};
+  return med;
 }
 
 // GFLOP/s of one core running independent fused multiply-adds on 64-byte vectors (12 chains,
@@ -97,42 +114,75 @@ int main(int argc, char** argv) {
   namespace k = cg::kernels::cpu;
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 64;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 7, warmup = 2;
+  const std::string network = argc > 3 ? argv[3] : "full";
+  if (network != "full" && network != "narrow") {
+    fmt::print(stderr, "cpu_conv_bench: unknown network '{}' (full or narrow)\n", network);
+    return 2;
+  }
+  const std::vector<Layer> layers = network == "full"
+                                        ? std::vector<Layer>(std::begin(kLayers), std::end(kLayers))
+                                        : std::vector<Layer>(std::begin(kNarrowLayers), std::end(kNarrowLayers));
   fmt::print("cudagrad CPU conv kernels, fp32, threads {}, batch {}; CPU ms (all threads' CPU time)\n",
              omp_get_max_threads(), batch);
   fmt::print("FMA peak of one core (measured): {:.1f} GFLOP/s\n", fma_peak_gflops());
   fmt::print("{:38s} {:>5s} {:>8s} {:>6s} {:>12s} {:>6s} {:>14s} {:>6s}\n", "layer", "algo", "fwd ms", "GF/s",
              "bwd-data ms", "GF/s", "bwd-filter ms", "GF/s");
-  double step_ms[2] = {0, 0}, step_gflop = 0;
-  for (const Layer& l : kLayers) {
+  // Step totals: im2col everywhere; Winograd where it applies; direct where it applies; and
+  // the fastest of the three per layer and phase.
+  const char* kAlgos[] = {"i2c", "wino", "direct"};
+  double step_ms[4] = {0, 0, 0, 0}, step_gflop = 0;
+  for (const Layer& l : layers) {
     const Conv2dShape s{batch, l.c_in, l.size, l.size, l.c_out, l.kernel, l.kernel, l.stride, l.pad};
     const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
     const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
     const auto x = random_vector(xn, 1), w = random_vector(wn, 2), dy = random_vector(yn, 3);
     std::vector<float> y(yn), dx(xn), dw(wn);
     const double gflop = 2.0 * double(yn) * double(s.c_in * s.kh * s.kw) / 1e9;
-    // Winograd where it applies; else im2col twice (so both columns of the step total have it).
-    const bool wino = k::winograd_supports(s);
-    auto f_a = [&] { k::conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data()); };
-    auto f_b = [&] { wino ? k::winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data()) : f_a(); };
-    auto d_a = [&] { k::conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data()); };
-    auto d_b = [&] { wino ? k::winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data()) : d_a(); };
-    auto g_a = [&] { k::conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr); };
-    auto g_b = [&] { wino ? k::winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr) : g_a(); };
-    const auto f = median_ms_ab(warmup, runs, f_a, f_b);
-    const auto d = median_ms_ab(warmup, runs, d_a, d_b);
-    const auto g = median_ms_ab(warmup, runs, g_a, g_b);
+    const bool has[3] = {true, k::winograd_supports(s), k::direct_conv_supports(s)};
+    std::vector<std::function<void()>> fwd, data, filter;
+    std::vector<int> algos;
+    for (int a = 0; a < 3; ++a) {
+      if (!has[a]) continue;
+      algos.push_back(a);
+      fwd.push_back([&, a] {
+        if (a == 0) k::conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data());
+        if (a == 1) k::winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
+        if (a == 2) k::direct_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
+      });
+      data.push_back([&, a] {
+        if (a == 0) k::conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
+        if (a == 1) k::winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+        if (a == 2 && k::direct_conv_supports_backward_data(s)) k::direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+        if (a == 2 && !k::direct_conv_supports_backward_data(s)) k::conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
+      });
+      filter.push_back([&, a] {
+        if (a == 0) k::conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);
+        if (a == 1) k::winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr);
+        if (a == 2) k::direct_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr);
+      });
+    }
+    const auto f = median_ms(warmup, runs, fwd), d = median_ms(warmup, runs, data), g = median_ms(warmup, runs, filter);
     const bool stem = std::string(l.name).starts_with("stem");  // the stem's input needs no gradient
-    const double fs[2] = {f.first, f.second}, ds[2] = {d.first, d.second}, gs[2] = {g.first, g.second};
-    for (int a = 0; a < (wino ? 2 : 1); ++a)
-      fmt::print("{:38s} {:>5s} {:8.2f} {:6.0f} {:12.2f} {:6.0f} {:14.2f} {:6.0f}  x{}\n", a ? "" : l.name,
-                 a ? "wino" : "i2c", fs[a], gflop / fs[a] * 1e3, ds[a], gflop / ds[a] * 1e3, gs[a],
-                 gflop / gs[a] * 1e3, l.count);
-    for (int a = 0; a < 2; ++a) step_ms[a] += l.count * (fs[a] + gs[a] + (stem ? 0 : ds[a]));
+    double best_f = 1e30, best_d = 1e30, best_g = 1e30;
+    for (size_t i = 0; i < algos.size(); ++i) {
+      fmt::print("{:38s} {:>6s} {:8.2f} {:6.0f} {:12.2f} {:6.0f} {:14.2f} {:6.0f}  x{}\n", i ? "" : l.name,
+                 kAlgos[algos[i]], f[i], gflop / f[i] * 1e3, d[i], gflop / d[i] * 1e3, g[i], gflop / g[i] * 1e3,
+                 l.count);
+      best_f = std::min(best_f, f[i]), best_d = std::min(best_d, d[i]), best_g = std::min(best_g, g[i]);
+    }
+    for (int a = 0; a < 3; ++a) {
+      size_t i = 0;  // the algorithm's column, or im2col's where it does not apply
+      for (size_t j = 0; j < algos.size(); ++j)
+        if (algos[j] == a) i = j;
+      step_ms[a] += l.count * (f[i] + g[i] + (stem ? 0 : d[i]));
+    }
+    step_ms[3] += l.count * (best_f + best_g + (stem ? 0 : best_d));
     step_gflop += l.count * gflop * (stem ? 2 : 3);
   }
   fmt::print("one training step's convolutions, im2col: {:.1f} ms, {:.1f} GFLOP, {:.0f} GFLOP/s\n", step_ms[0],
              step_gflop, step_gflop / step_ms[0] * 1e3);
-  fmt::print("one training step's convolutions, Winograd for 3x3 stride 1: {:.1f} ms ({:.2f}x)\n", step_ms[1],
-             step_ms[0] / step_ms[1]);
+  fmt::print("  Winograd where it applies: {:.1f} ms ({:.2f}x)\n", step_ms[1], step_ms[0] / step_ms[1]);
+  fmt::print("  direct where it applies:   {:.1f} ms ({:.2f}x)\n", step_ms[2], step_ms[0] / step_ms[2]);
+  fmt::print("  fastest per layer, phase:  {:.1f} ms ({:.2f}x)\n", step_ms[3], step_ms[0] / step_ms[3]);
   return 0;
 }

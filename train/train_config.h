@@ -97,7 +97,7 @@ struct TrainConfig {
     ops::GpuImpl conv = ops::GpuImpl::automatic;        // auto: cuDNN
     ops::GpuImpl batch_norm = ops::GpuImpl::automatic;  // auto: the hand-written kernels
     runtime::ConvAlgoSearch cudnn_algo_search = runtime::ConvAlgoSearch::timed;
-    ops::CpuConv cpu_conv = ops::CpuConv::automatic;   // auto: Winograd where it applies
+    ops::CpuConv cpu_conv = ops::CpuConv::automatic;   // auto: direct or Winograd by shape
     bool operator==(const Kernels&) const = default;
   } kernels;
   struct Checkpoint {

@@ -44,14 +44,15 @@ int main(int argc, char** argv) {
   app.add_option("--widths", widths, "stage widths, e.g. 64,128,256")->delimiter(',');
   app.add_option("--in-channels", in_channels, "image channels")->check(CLI::PositiveNumber);
   app.add_option("--image-size", image_size, "image side")->check(CLI::PositiveNumber);
-  app.add_option("--cpu-conv", cpu_conv, "CPU convolution, as kernels.cpu_conv: auto, im2col or winograd")
-      ->check(CLI::IsMember({"auto", "im2col", "winograd"}));
+  app.add_option("--cpu-conv", cpu_conv, "CPU convolution, as kernels.cpu_conv: auto, im2col, winograd or direct")
+      ->check(CLI::IsMember({"auto", "im2col", "winograd", "direct"}));
   if (const int rc = cg::cli::parse(app, argc, argv); rc >= 0) return rc;
 
   try {
     omp_set_num_threads(threads);
     cg::ops::set_cpu_conv(cpu_conv == "im2col"     ? cg::ops::CpuConv::im2col
                           : cpu_conv == "winograd" ? cg::ops::CpuConv::winograd
+                          : cpu_conv == "direct"   ? cg::ops::CpuConv::direct
                                                    : cg::ops::CpuConv::automatic);
     cg::Generator gen(0);
     cg::nn::MiniResNetOptions mo;

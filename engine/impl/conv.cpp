@@ -8,6 +8,7 @@ ConvRegistry& conv_registry() {
     register_conv_cpu(*r);
     register_conv_cpu_channels_last(*r);
     register_conv_cpu_winograd(*r);
+    register_conv_cpu_direct(*r);
     register_conv_native(*r);
     register_conv_cudnn(*r);
     return r;

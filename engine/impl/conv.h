@@ -1,7 +1,8 @@
 // The convolution family: the interface every conv2d implementation offers, and its registry.
 // Built in: the CPU reference (NCHW), the CPU Winograd for 3x3 stride-1 float32 NCHW layers
-// (ahead of the reference unless kernels.cpu_conv=im2col), the CPU channels-last convolution (the
-// registry's NCHW one between two layout changes), the hand-written GPU implicit GEMM (NCHW) and
+// (ahead of the reference unless kernels.cpu_conv=im2col or direct), the CPU direct convolution
+// (ahead of both on few-channel layers unless kernels.cpu_conv=im2col or winograd), the CPU
+// channels-last convolution (the registry's NCHW one between two layout changes), the hand-written GPU implicit GEMM (NCHW) and
 // cuDNN (NCHW and channels-last). ops::conv2d picks one per call and its backward node keeps it.
 #pragma once
 #include <memory>
@@ -60,6 +61,7 @@ ConvRegistry& conv_registry();
 // One line each in conv_registry(): the built-in implementations' registrations.
 void register_conv_cpu(ConvRegistry& r);
 void register_conv_cpu_winograd(ConvRegistry& r);
+void register_conv_cpu_direct(ConvRegistry& r);
 void register_conv_cpu_channels_last(ConvRegistry& r);
 void register_conv_native(ConvRegistry& r);
 void register_conv_cudnn(ConvRegistry& r);

@@ -1,6 +1,6 @@
 // The CPU Winograd convolution (kernels/cpu/winograd.h): NCHW float32 3x3 stride-1 layers with
 // at least 32 channels in and out. Registered ahead of the im2col reference (conv_cpu.cpp), so the
-// registry takes it wherever it applies, unless kernels.cpu_conv=im2col turns it off. Also home of
+// registry takes it wherever it applies, unless kernels.cpu_conv=im2col or direct turns it off. Also home of
 // the process-wide kernels.cpu_conv setting (engine/ops.h).
 #include <atomic>
 
@@ -29,7 +29,8 @@ constexpr int64_t kMinChannels = 32;
 class CpuWinogradConv : public ConvImpl {
  public:
   std::string why_unsupported(const ConvProblem& p) const override {
-    if (ops::cpu_conv() == ops::CpuConv::im2col) return "is off (kernels.cpu_conv=im2col)";
+    if (ops::cpu_conv() == ops::CpuConv::im2col || ops::cpu_conv() == ops::CpuConv::direct)
+      return "is off (kernels.cpu_conv is not auto or winograd)";
     if (p.layout != ops::Layout::nchw) return "has no channels-last convolution";
     if (p.dtype != DType::f32) return "runs float32 only";
     if (!kernels::cpu::winograd_supports(p.shape)) return "runs 3x3 stride-1 layers only";

@@ -1,6 +1,7 @@
 // kernels.cpu_conv through ops::conv2d: auto and winograd run Winograd on float32 3x3 stride-1
-// layers of 32+ channels (close to im2col, but not bit-identical to it), and im2col everywhere
-// else; im2col runs im2col everywhere (the bit-exact reference).
+// layers of 32+ channels (close to im2col, but not bit-identical to it); auto and direct run the
+// direct convolution on 3x3 layers below 32 channels (and 32-channel stride-1 ones of 14x14+),
+// direct on every 3x3 and 1x1 layer of stride 1 or 2; im2col runs everywhere else, and everywhere under im2col (the bit-exact reference).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,6 +74,58 @@ TEST(CpuConvChoice, Im2colRunsTheRest) {
     EXPECT_TRUE(bit_identical(winograd.dx, im2col.dx));
     EXPECT_TRUE(bit_identical(winograd.dw, im2col.dw));
   }
+}
+
+TEST(CpuConvChoice, DirectRunsFewChannel3x3Layers) {
+  const std::vector<int64_t> xs{3, 16, 10, 10}, ws{16, 16, 3, 3};
+  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
+  const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
+  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
+  EXPECT_TRUE(bit_identical(automatic.y, direct.y));
+  EXPECT_TRUE(bit_identical(automatic.dx, direct.dx));
+  EXPECT_TRUE(bit_identical(automatic.dw, direct.dw));
+  // A different algorithm (its filter gradient sums in 16 lanes), within its error.
+  EXPECT_FALSE(bit_identical(direct.dw, im2col.dw));
+  EXPECT_LT(relative_difference(direct.y, im2col.y), 1e-5);
+  EXPECT_LT(relative_difference(direct.dx, im2col.dx), 1e-5);
+  EXPECT_LT(relative_difference(direct.dw, im2col.dw), 1e-5);
+}
+
+TEST(CpuConvChoice, AutoRunsDirectOnFewChannelStrideTwoLayers) {
+  // 16 -> 32 channels, stride 2: direct forward and filter gradient, im2col's data gradient.
+  const std::vector<int64_t> xs{2, 16, 12, 12}, ws{32, 16, 3, 3};
+  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 2);
+  const Result direct = run(ops::CpuConv::direct, xs, ws, 2);
+  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 2);
+  EXPECT_TRUE(bit_identical(automatic.dw, direct.dw));
+  EXPECT_TRUE(bit_identical(automatic.dx, im2col.dx));
+  EXPECT_FALSE(bit_identical(direct.dw, im2col.dw));
+  EXPECT_LT(relative_difference(direct.y, im2col.y), 1e-5);
+  EXPECT_LT(relative_difference(direct.dw, im2col.dw), 1e-5);
+  // 32 input channels: auto leaves it to im2col.
+  const std::vector<int64_t> wide_xs{2, 32, 12, 12}, wide_ws{32, 32, 3, 3};
+  const Result wide_auto = run(ops::CpuConv::automatic, wide_xs, wide_ws, 2);
+  const Result wide_im2col = run(ops::CpuConv::im2col, wide_xs, wide_ws, 2);
+  EXPECT_TRUE(bit_identical(wide_auto.dw, wide_im2col.dw));
+  EXPECT_TRUE(bit_identical(wide_auto.y, wide_im2col.y));
+}
+
+TEST(CpuConvChoice, DirectByNameRunsWideLayersToo) {
+  // 32 channels at 8x8: auto leaves it to Winograd, direct takes it.
+  const std::vector<int64_t> xs{2, 32, 8, 8}, ws{32, 32, 3, 3};
+  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
+  const Result winograd = run(ops::CpuConv::winograd, xs, ws, 1);
+  const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
+  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
+  EXPECT_TRUE(bit_identical(automatic.dw, winograd.dw));
+  EXPECT_FALSE(bit_identical(direct.dw, winograd.dw));
+  EXPECT_FALSE(bit_identical(direct.dw, im2col.dw));
+  EXPECT_LT(relative_difference(direct.dw, im2col.dw), 1e-5);
+  // A stride-3 layer stays on im2col under direct.
+  const Result strided_direct = run(ops::CpuConv::direct, xs, ws, 3);
+  const Result strided_im2col = run(ops::CpuConv::im2col, xs, ws, 3);
+  EXPECT_TRUE(bit_identical(strided_direct.y, strided_im2col.y));
+  EXPECT_TRUE(bit_identical(strided_direct.dw, strided_im2col.dw));
 }
 
 }  // namespace

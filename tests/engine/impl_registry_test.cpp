@@ -107,8 +107,11 @@ TEST(ImplRegistry, ChannelsLastCpuTensorsGetTheChannelsLastConvolutionAroundTheN
   auto& registry = impl::conv_registry();
   p.layout = ops::Layout::nhwc;
   EXPECT_EQ(registry.name_of(registry.pick(p, impl::Choice::automatic, p.layer).get()), "cpu channels-last");
-  p.layout = ops::Layout::nchw;
+  p.layout = ops::Layout::nchw;  // a 2-channel 3x3 float32 layer: auto's direct convolution
+  EXPECT_EQ(registry.name_of(registry.pick(p, impl::Choice::automatic, p.layer).get()), "cpu direct");
+  p.dtype = DType::f64;
   EXPECT_EQ(registry.name_of(registry.pick(p, impl::Choice::automatic, p.layer).get()), "cpu reference");
+  p.dtype = DType::f32;
 
   // Inside, it runs the NCHW convolution the registry holds (here a fake), forward and backward.
   fake_forwards = fake_backwards = 0;

@@ -1,0 +1,82 @@
+// The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
+// layers of stride 1 or 2 (backward-data of stride 2 through im2col's). Under kernels.cpu_conv=auto
+// it takes the shapes where it measured fastest (the narrow network's stem, 16- and 32-channel
+// 3x3 layers and its first stride-2 layer; bench/NOTES.md), ahead of Winograd and the im2col
+// reference; kernels.cpu_conv=direct runs it on every layer it supports; im2col and winograd
+// turn it off.
+#include "engine/impl/conv.h"
+#include "engine/ops/dispatch.h"
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv_direct.h"
+
+namespace cg::impl {
+namespace {
+
+// auto's rule, from per-layer A/B timings (cpu_conv_bench, 1 core, bench/NOTES.md). 3x3 stride 1:
+// the direct kernel beats im2col on every layer below 32 channels in or out (where Winograd does
+// not run), and beats Winograd on 32-channel layers at 14x14 (1.3x) but not at 64 channels (64 @
+// 7x7: Winograd 1.6x faster; 64 @ 32x32: 1.5x). 3x3 stride 2: 1.15x im2col from 16 channels at
+// 28x28, 0.75x from 32 at 14x14. 1x1: im2col is 2-3x faster (the direct 1x1 reads its input
+// planes once per tap with nothing to reuse).
+bool direct_is_fastest(const kernels::Conv2dShape& s) {
+  if (s.kh != 3) return false;
+  if (s.stride == 2) return s.c_in < 32;
+  if (s.c_in < 32 || s.c_out < 32) return true;
+  return s.c_in < 64 && s.c_out < 64 && s.h >= 14 && s.w >= 14;
+}
+
+class CpuDirectConv : public ConvImpl {
+ public:
+  std::string why_unsupported(const ConvProblem& p) const override {
+    const ops::CpuConv choice = ops::cpu_conv();
+    if (choice == ops::CpuConv::im2col || choice == ops::CpuConv::winograd)
+      return "is off (kernels.cpu_conv is not auto or direct)";
+    if (p.layout != ops::Layout::nchw) return "has no channels-last convolution";
+    if (p.dtype != DType::f32) return "runs float32 only";
+    if (!kernels::cpu::direct_conv_supports(p.shape))
+      return "runs 3x3 padding-1 and 1x1 padding-0 layers of stride 1 or 2 only";
+    if (choice == ops::CpuConv::automatic && !direct_is_fastest(p.shape))
+      return "leaves this shape to Winograd or im2col under kernels.cpu_conv=auto (measured faster)";
+    return "";
+  }
+
+  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                 ConvSaved& saved) const override {
+    const kernels::Conv2dShape& s = p.shape;
+    ops::detail::check_same("conv2d", x, w);
+    Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype(), x.device());
+    kernels::cpu::direct_conv2d_forward(s, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
+                                        y.data<float>());
+    saved = {x.detach(), w.detach(), w.dtype()};
+    return y;
+  }
+
+  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
+                     bool has_bias) const override {
+    const Tensor &x = saved.x, &w = saved.w;
+    ConvGrads g;
+    if (need_dx) {
+      g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+      if (kernels::cpu::direct_conv_supports_backward_data(p.shape)) {
+        kernels::cpu::direct_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
+      } else {  // stride 2: im2col's col2im (a strided direct backward-data is not written)
+        kernels::cpu::conv2d_backward_data<float>(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
+      }
+    }
+    if (need_w) {
+      g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+      if (has_bias) g.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
+      kernels::cpu::direct_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
+                                                  g.db.defined() ? g.db.data<float>() : nullptr);
+    }
+    return g;
+  }
+};
+
+}  // namespace
+
+void register_conv_cpu_direct(ConvRegistry& r) {
+  r.add_builtin({"cpu direct", DeviceType::cpu, Choice::automatic, 2, std::make_shared<CpuDirectConv>()});
+}
+
+}  // namespace cg::impl

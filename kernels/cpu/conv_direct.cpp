@@ -1,0 +1,338 @@
+// The direct convolution behind conv_direct.h. Work per image: copy its channels into
+// zero-bordered planes, then register tiles read the planes in place at the taps' offsets.
+// Stride 2 splits each channel into its four phases (even/odd rows x even/odd columns), each a
+// plane of its own, so every tap is again a plain offset into one of them. Output positions whose
+// column falls past the output row (the planes' rows are a little longer), or past the last row,
+// are computed and thrown away: the price of reading straight from the planes (7% at 28x28, 14%
+// at 14x14 stride 1).
+#include "kernels/cpu/conv_direct.h"
+
+#include "kernels/cpu/parallel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace cg::kernels::cpu {
+namespace {
+
+// 16 floats, one AVX-512 register (GCC/Clang vector extension); aligned(4): loads may be unaligned.
+using V __attribute__((vector_size(64), aligned(4), may_alias)) = float;
+constexpr int kLanes = 16;
+constexpr int kMaxTaps = 9;
+constexpr int kRows = 8;                // output channels per forward tile (one broadcast each)
+constexpr int kVecs = 3;                // vectors of positions per forward tile: 8 x 3 accumulators
+constexpr int kCols = kVecs * kLanes;   // 48 positions per forward tile
+constexpr int kFilterRows = 3;          // output channels per backward-filter tile: 3 x 9 accumulators
+constexpr int64_t kFilterSlots = 8;     // backward-filter's fixed units of parallel work
+
+inline V load(const float* p) { return *reinterpret_cast<const V*>(p); }
+inline void store(float* p, V v) { *reinterpret_cast<V*>(p) = v; }
+int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Where things sit in the planes of one image. Phase (a, b) of a channel (a, b < stride) is the
+// plane P[r][s] = x[stride * (r - 1) + a][stride * (s - 1) + b] (zero outside the image), rows
+// `wp` long; output position q = y * wp + x (x < out_w) reads tap t at q + off[t] of its channel.
+struct Geometry {
+  int64_t h, w, out_h, out_w, stride;
+  int64_t wp;          // row length of the planes (>= out_w): the output's row pitch too
+  int64_t rows;        // rows of a phase plane that valid outputs read
+  int64_t positions;   // output positions computed per image: out_h * wp rounded up to a tile
+  int64_t phase_plane; // floats per phase plane, slack included (every computed load stays inside)
+  int64_t plane;       // floats per channel: stride * stride phase planes
+  int taps;
+  int64_t off[kMaxTaps];
+};
+
+Geometry geometry(const Conv2dShape& s) {
+  Geometry g{s.h, s.w, s.out_h(), s.out_w(), s.stride, 0, 0, 0, 0, 0, int(s.kh * s.kw), {}};
+  // Input row stride * y + k - pad = stride * (r - 1) + a: the tap reads row r = y + 1 + floor((k - pad) / stride).
+  auto step = [&](int64_t k) { return 1 + floor_div(k - s.pad, s.stride); };
+  auto phase = [&](int64_t k) { return k - s.pad - s.stride * floor_div(k - s.pad, s.stride); };
+  const int64_t max_dr = step(s.kh - 1), max_ds = step(s.kw - 1);
+  g.wp = g.out_w + max_ds;
+  g.rows = g.out_h + max_dr;
+  g.positions = round_up(g.out_h * g.wp, kCols);
+  g.phase_plane = round_up(std::max(g.rows * g.wp, g.positions + max_dr * g.wp + max_ds) + kLanes, kLanes);
+  g.plane = s.stride * s.stride * g.phase_plane;
+  for (int64_t ky = 0; ky < s.kh; ++ky)
+    for (int64_t kx = 0; kx < s.kw; ++kx)
+      g.off[ky * s.kw + kx] = (phase(ky) * s.stride + phase(kx)) * g.phase_plane + step(ky) * g.wp + step(kx);
+  return g;
+}
+
+// Per-thread scratch, reused across calls so steady-state training allocates nothing here.
+float* scratch(int slot, size_t n) {
+  thread_local std::vector<float> buffers[2];
+  auto& b = buffers[slot];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
+// dst[0, n) = src[0, n): rows of a few dozen floats, too short for a memcpy call to pay off.
+inline void copy_floats(const float* __restrict src, int64_t n, float* __restrict dst) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(dst + i, load(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+// dst[c] (c < channels, each g.plane floats) = the phase planes of src's [h][w] plane c. Each
+// float is written once.
+void pad_planes(const float* src, int64_t channels, const Geometry& g, float* dst) {
+  const int64_t st = g.stride;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* image = src + c * g.h * g.w;
+    for (int64_t a = 0; a < st; ++a)
+      for (int64_t b = 0; b < st; ++b) {
+        float* p = dst + c * g.plane + (a * st + b) * g.phase_plane;
+        // The columns s whose pixel st * (s - 1) + b lies inside [0, w): [s_lo, s_hi).
+        const int64_t s_lo = 1, s_hi = std::min(g.wp, 1 + (g.w - b + st - 1) / st);
+        for (int64_t r = 0; r < g.rows; ++r) {
+          float* row = p + r * g.wp;
+          const int64_t iy = st * (r - 1) + a;
+          if (iy < 0 || iy >= g.h || s_hi <= s_lo) {
+            std::fill(row, row + g.wp, 0.f);
+            continue;
+          }
+          row[0] = 0.f;
+          const float* in = image + iy * g.w + b;  // in[st * (s - 1)] is the pixel of column s
+          if (st == 1) {
+            copy_floats(in, s_hi - s_lo, row + s_lo);
+          } else {
+            for (int64_t s = s_lo; s < s_hi; ++s) row[s] = in[st * (s - 1)];
+          }
+          std::fill(row + s_hi, row + g.wp, 0.f);
+        }
+        std::fill(p + g.rows * g.wp, p + g.phase_plane, 0.f);
+      }
+  }
+}
+
+// dst[c] (c < channels, each `count` floats) = src's [out_h][out_w] plane c in rows wp long:
+// pixel (y, x) at y * wp + x, zeros in the columns past out_w and after the last row.
+void widen_rows(const float* src, int64_t channels, const Geometry& g, int64_t count, float* dst) {
+  for (int64_t c = 0; c < channels; ++c) {
+    float* p = dst + c * count;
+    for (int64_t y = 0; y < g.out_h; ++y) {
+      float* row = p + y * g.wp;
+      copy_floats(src + (c * g.out_h + y) * g.out_w, g.out_w, row);
+      std::fill(row + g.out_w, row + g.wp, 0.f);
+    }
+    std::fill(p + g.out_h * g.wp, p + count, 0.f);
+  }
+}
+
+// out[r][j] = sum over c < channels, t < Taps of wt[(c * Taps + t) * kRows + r] * in[c * plane + off[t] + j]
+// for r < kRows, j < kCols; `in` points at the tile's first output position.
+template <int Taps>
+inline void forward_tile(const float* __restrict wt, int64_t channels, const float* __restrict in, int64_t plane,
+                         const int64_t* off, float* __restrict out) {
+  V acc[kRows][kVecs];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < kVecs; ++v) acc[r][v] = V{};
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* base = in + c * plane;
+    const float* wc = wt + c * Taps * kRows;
+#pragma GCC unroll 9
+    for (int t = 0; t < Taps; ++t) {
+      const float* src = base + off[t];
+      V b[kVecs];
+#pragma GCC unroll 3
+      for (int v = 0; v < kVecs; ++v) b[v] = load(src + v * kLanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < kRows; ++r) {
+        const V a = wc[t * kRows + r] - V{};  // a broadcast (x - 0 is exactly x)
+#pragma GCC unroll 3
+        for (int v = 0; v < kVecs; ++v) acc[r][v] += a * b[v];
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < kVecs; ++v) store(out + r * kCols + v * kLanes, acc[r][v]);
+}
+
+// Copies the valid positions of a forward tile (rows < `rows`, positions q0 .. q0 + kCols) into
+// the NCHW output planes of one image, adding the bias.
+void store_tile(const float* tile, int rows, int64_t q0, const Geometry& g, float* out, const float* bias) {
+  const int64_t hw = g.out_h * g.out_w;
+  const int64_t y_end = std::min(g.out_h, (q0 + kCols + g.wp - 1) / g.wp);
+  for (int r = 0; r < rows; ++r) {
+    const float b = bias ? bias[r] : 0.f;
+    for (int64_t y = q0 / g.wp; y < y_end; ++y) {
+      const int64_t lo = std::max<int64_t>(0, q0 - y * g.wp), hi = std::min(g.out_w, q0 + kCols - y * g.wp);
+      const float* src = tile + r * kCols + y * g.wp - q0;
+      float* dst = out + r * hw + y * g.out_w;
+      for (int64_t x = lo; x < hi; ++x) dst[x] = src[x] + b;
+    }
+  }
+}
+
+// out[n, c_out, out_h, out_w] = the convolution of in[n, c_in, h, w] (geometry g) with the packed
+// filters wt ([ceil(c_out / 8)][c_in][taps][8], zero rows past c_out), plus bias. One image per
+// unit of parallel work, handed out dynamically: an image's result does not depend on the thread
+// that computes it, and a thread descheduled by another process no longer holds up a fixed half.
+void run_forward(int64_t n, int64_t c_in, int64_t c_out, const Geometry& g, const float* in, const float* wt,
+                 const float* bias, float* out) {
+  const int64_t tiles = (c_out + kRows - 1) / kRows, out_hw = g.out_h * g.out_w;
+#pragma omp parallel for schedule(dynamic, 2) if (n > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    float* planes = scratch(0, size_t(c_in * g.plane));
+    pad_planes(in + i * c_in * g.h * g.w, c_in, g, planes);
+    alignas(64) float tile[kRows * kCols];
+    float* out_image = out + i * c_out * out_hw;
+    for (int64_t q0 = 0; q0 < g.positions; q0 += kCols)
+      for (int64_t ct = 0; ct < tiles; ++ct) {
+        const float* wct = wt + ct * c_in * g.taps * kRows;
+        if (g.taps == 9) {
+          forward_tile<9>(wct, c_in, planes + q0, g.plane, g.off, tile);
+        } else {
+          forward_tile<1>(wct, c_in, planes + q0, g.plane, g.off, tile);
+        }
+        const int rows = int(std::min<int64_t>(kRows, c_out - ct * kRows));
+        store_tile(tile, rows, q0, g, out_image + ct * kRows * out_hw, bias ? bias + ct * kRows : nullptr);
+      }
+  }
+}
+
+// Packs filters for run_forward: wt[tile][c][t][r] = filter(tile * 8 + r, c, t), zero past `outs`.
+// filter(o, c, t) reads w[o][c][t] (forward) or, for backward-data, w[c][o][8 - t] (rotated,
+// input and output channels swapped).
+template <typename Filter>
+std::vector<float> pack_filters(int64_t outs, int64_t ins, int taps, Filter filter) {
+  const int64_t tiles = (outs + kRows - 1) / kRows;
+  std::vector<float> wt(size_t(tiles * ins * taps * kRows), 0.f);
+  for (int64_t o = 0; o < outs; ++o)
+    for (int64_t c = 0; c < ins; ++c)
+      for (int t = 0; t < taps; ++t)
+        wt[size_t(((o / kRows * ins + c) * taps + t) * kRows + o % kRows)] = filter(o, c, t);
+  return wt;
+}
+
+// acc[r][t] += sum over positions q < count of dy[r][q] * x[q + off[t]] (t < Taps), lane by lane, for R rows
+// of dy `dy_stride` apart; acc rows are `acc_stride` vectors apart.
+template <int R, int Taps>
+inline void filter_tile(const float* __restrict dy, int64_t dy_stride, const float* __restrict x, const int64_t* off,
+                        int64_t count, V* acc, int64_t acc_stride) {
+  V a[R][Taps];
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 9
+    for (int t = 0; t < Taps; ++t) a[r][t] = acc[r * acc_stride + t];
+  for (int64_t q = 0; q < count; q += kLanes) {
+    V d[R];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) d[r] = load(dy + r * dy_stride + q);
+#pragma GCC unroll 9
+    for (int t = 0; t < Taps; ++t) {
+      V xv = load(x + q + off[t]);
+      // Keep the load in a register: GCC otherwise folds it into each of the R multiply-adds,
+      // loading the same (mostly cache-line-splitting) vector R times, which made this load-bound.
+      asm("" : "+v"(xv));
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) a[r][t] += d[r] * xv;
+    }
+  }
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 9
+    for (int t = 0; t < Taps; ++t) acc[r * acc_stride + t] = a[r][t];
+}
+
+}  // namespace
+
+bool direct_conv_supports(const Conv2dShape& s) {
+  if (s.kh != s.kw || (s.stride != 1 && s.stride != 2)) return false;
+  return (s.kh == 3 && s.pad == 1) || (s.kh == 1 && s.pad == 0);
+}
+
+bool direct_conv_supports_backward_data(const Conv2dShape& s) { return direct_conv_supports(s) && s.stride == 1; }
+
+void direct_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
+  const Geometry g = geometry(s);
+  const std::vector<float> wt =
+      pack_filters(s.c_out, s.c_in, g.taps, [&](int64_t o, int64_t c, int t) { return w[(o * s.c_in + c) * g.taps + t]; });
+  run_forward(s.n, s.c_in, s.c_out, g, x, wt.data(), bias, y);
+}
+
+// Stride 1: a forward convolution of dy (same size as x, same padding) with the filters rotated.
+void direct_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
+  const Conv2dShape swapped{s.n, s.c_out, s.h, s.w, s.c_in, s.kh, s.kw, 1, s.pad};
+  const Geometry g = geometry(swapped);
+  const int taps = g.taps;
+  const std::vector<float> wt = pack_filters(
+      s.c_in, s.c_out, taps, [&](int64_t o, int64_t c, int t) { return w[(c * s.c_in + o) * taps + (taps - 1 - t)]; });
+  run_forward(s.n, s.c_out, s.c_in, g, dy, wt.data(), nullptr, dx);
+}
+
+// Each slot of images sums its products lane by lane into its own vector accumulators
+// ([c_out][c_in][taps] vectors); the slots' accumulators are then added in slot order and each
+// vector's 16 lanes in lane order.
+void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
+  const Geometry g = geometry(s);
+  const int taps = g.taps;
+  const int64_t hw = s.h * s.w, out_hw = g.out_h * g.out_w;
+  const int64_t count = round_up(g.out_h * g.wp, kLanes);  // positions holding gradient
+  const int64_t slots = std::min(kFilterSlots, s.n), per_slot = (s.n + slots - 1) / slots;
+  const int64_t vectors = s.c_out * s.c_in * taps;
+  // The accumulators (megabytes for 32 channels) live on in the calling thread between calls, so
+  // steady-state training neither allocates nor page-faults them; each slot zeroes its own.
+  thread_local std::vector<float> acc_lanes;
+  if (acc_lanes.size() < size_t(slots * vectors * kLanes)) acc_lanes.resize(size_t(slots * vectors * kLanes));
+  V* acc = reinterpret_cast<V*>(acc_lanes.data());
+#pragma omp parallel for schedule(dynamic, 1) if (slots > 1)  // a slot's sums do not depend on its thread
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    float* planes = scratch(0, size_t(s.c_in * g.plane));
+    float* grads = scratch(1, size_t(s.c_out * count));  // dy in rows wp long, zeros past each row's w
+    V* slot_acc = acc + slot * vectors;
+    std::fill(slot_acc, slot_acc + vectors, V{});
+    for (int64_t i = slot * per_slot; i < std::min(s.n, (slot + 1) * per_slot); ++i) {
+      pad_planes(x + i * s.c_in * hw, s.c_in, g, planes);
+      widen_rows(dy + i * s.c_out * out_hw, s.c_out, g, count, grads);
+      for (int64_t o = 0; o < s.c_out; o += kFilterRows) {
+        const int64_t rows = std::min<int64_t>(kFilterRows, s.c_out - o);
+        for (int64_t c = 0; c < s.c_in; ++c) {
+          V* a = slot_acc + (o * s.c_in + c) * taps;
+          const float* d = grads + o * count;
+          const float* xc = planes + c * g.plane;
+          const int64_t as = s.c_in * taps;
+          if (taps == 1) {
+            // One tap: one accumulator per row, so take up to 3 rows at a time like the others.
+            for (int64_t r = 0; r < rows; ++r) filter_tile<1, 1>(d + r * count, count, xc, g.off, count, a + r * as, as);
+          } else if (rows == kFilterRows) {
+            filter_tile<kFilterRows, 9>(d, count, xc, g.off, count, a, as);
+          } else if (rows == 2) {
+            filter_tile<2, 9>(d, count, xc, g.off, count, a, as);
+          } else {
+            filter_tile<1, 9>(d, count, xc, g.off, count, a, as);
+          }
+        }
+      }
+    }
+  }
+  parallel_for(vectors, 1024, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      V sum = acc[e];
+      for (int64_t slot = 1; slot < slots; ++slot) sum += acc[slot * vectors + e];
+      float total = 0.f;
+      for (int l = 0; l < kLanes; ++l) total += sum[l];
+      dw[e] = total;
+    }
+  });
+  if (db) {
+    for (int64_t o = 0; o < s.c_out; ++o) {
+      float total = 0.f;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const float* d = dy + (i * s.c_out + o) * out_hw;
+        for (int64_t p = 0; p < out_hw; ++p) total += d[p];
+      }
+      db[o] = total;
+    }
+  }
+}
+
+}  // namespace cg::kernels::cpu

@@ -1,0 +1,196 @@
+// The direct 3x3 convolution (kernels/cpu/conv_direct.h) against the float64 im2col kernels
+// (themselves checked against the definition by conv2d_test): forward, backward-data and
+// backward-filter over the narrow and full MiniResNet's 3x3 layers (stride 1 and 2), its 1x1
+// downsamples and odd sizes, plus thread-count determinism. Not bit-identical to im2col (the sums run in another order), so the
+// error is bounded relative to the size of the sums, as winograd_test.cpp does: |got - ref| <=
+// kDirectTolerance * scale, scale the largest sum of |terms| of the result tensor. The direct
+// kernel sums in plain float32 like im2col does; measured (2026-11-23, the cases below): forward
+// 0.4-1.7e-7 of the scale (im2col the same: same order of sums), backward-data up to 1.8e-7
+// (im2col 1.2e-7), backward-filter up to 0.7e-7 (im2col 1.6e-7); kDirectTolerance = 2e-6 leaves
+// 10x headroom, and ToleranceCatchesASmallError shows a filter off by 1e-4 of the scale fails it.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu/conv_direct.h"
+#include "support/random_data.h"
+
+namespace cg::kernels::cpu {
+namespace {
+
+using test::random_vector;
+
+constexpr double kDirectTolerance = 2e-6;
+
+struct Case {
+  const char* name;
+  Conv2dShape s;
+  bool bias;
+};
+
+const Case kCases[] = {
+    {"stem_fmnist", {3, 1, 28, 28, 16, 3, 3, 1, 1}, false},
+    {"layer1_fmnist", {2, 16, 28, 28, 16, 3, 3, 1, 1}, true},
+    {"layer2_fmnist", {2, 32, 14, 14, 32, 3, 3, 1, 1}, false},
+    {"layer3_fmnist", {3, 64, 7, 7, 64, 3, 3, 1, 1}, false},
+    {"stem_cifar", {2, 3, 32, 32, 64, 3, 3, 1, 1}, true},
+    // slots of 2 images with a short last one; channel counts that are not multiples of the
+    // tiles (8 output channels forward, 3 backward-filter)
+    {"odd_channels_many_images", {19, 5, 9, 7, 13, 3, 3, 1, 1}, true},
+    {"tiny_plane", {3, 2, 1, 2, 7, 3, 3, 1, 1}, false},
+    {"single_channel", {2, 1, 6, 6, 1, 3, 3, 1, 1}, false},
+    {"wide_row", {1, 4, 3, 61, 9, 3, 3, 1, 1}, true},
+    // stride 2 (four phase planes per channel) and 1x1 layers: forward and backward-filter
+    {"layer2_0_conv1_fmnist", {2, 16, 28, 28, 32, 3, 3, 2, 1}, false},
+    {"layer3_0_conv1_fmnist", {3, 32, 14, 14, 64, 3, 3, 2, 1}, true},
+    {"layer2_0_down_fmnist", {2, 16, 28, 28, 32, 1, 1, 2, 0}, false},
+    {"layer3_0_down_fmnist", {2, 32, 14, 14, 64, 1, 1, 2, 0}, true},
+    {"strided_odd_sizes", {19, 5, 9, 7, 13, 3, 3, 2, 1}, true},
+    {"strided_tiny_plane", {2, 3, 2, 1, 4, 3, 3, 2, 1}, false},
+    {"pointwise_strided_odd", {3, 5, 9, 7, 11, 1, 1, 2, 0}, true},
+    {"pointwise", {2, 6, 5, 5, 7, 1, 1, 1, 0}, false},
+};
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> absolute(const std::vector<double>& v) {
+  std::vector<double> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a[i] = std::abs(v[i]);
+  return a;
+}
+double max_of(const std::vector<double>& v) {
+  double m = 0;
+  for (double e : v) m = std::max(m, e);
+  return m;
+}
+
+// max |got - ref| / scale.
+double relative_error(const std::vector<float>& got, const std::vector<double>& ref, double scale) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - ref[i]);
+    worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+  }
+  return worst / scale;
+}
+
+std::vector<float> nan_filled(size_t n) { return std::vector<float>(n, NAN); }
+
+TEST(DirectConv, Supports3x3Pad1And1x1Pad0OfStrideOneOrTwo) {
+  EXPECT_TRUE(direct_conv_supports({1, 1, 8, 8, 1, 3, 3, 1, 1}));
+  EXPECT_TRUE(direct_conv_supports({1, 1, 8, 8, 1, 3, 3, 2, 1}));
+  EXPECT_TRUE(direct_conv_supports({1, 1, 8, 8, 1, 1, 1, 1, 0}));
+  EXPECT_TRUE(direct_conv_supports({1, 1, 8, 8, 1, 1, 1, 2, 0}));
+  EXPECT_FALSE(direct_conv_supports({1, 1, 8, 8, 1, 3, 3, 1, 0}));
+  EXPECT_FALSE(direct_conv_supports({1, 1, 8, 8, 1, 3, 3, 3, 1}));
+  EXPECT_FALSE(direct_conv_supports({1, 1, 8, 8, 1, 1, 1, 1, 1}));
+  EXPECT_FALSE(direct_conv_supports({1, 1, 8, 8, 1, 5, 5, 1, 2}));
+  EXPECT_FALSE(direct_conv_supports({1, 1, 8, 8, 1, 3, 1, 1, 1}));
+  EXPECT_TRUE(direct_conv_supports_backward_data({1, 1, 8, 8, 1, 3, 3, 1, 1}));
+  EXPECT_TRUE(direct_conv_supports_backward_data({1, 1, 8, 8, 1, 1, 1, 1, 0}));
+  EXPECT_FALSE(direct_conv_supports_backward_data({1, 1, 8, 8, 1, 3, 3, 2, 1}));
+  EXPECT_FALSE(direct_conv_supports_backward_data({1, 1, 8, 8, 1, 1, 1, 2, 0}));
+}
+
+TEST(DirectConv, MatchesIm2colWithinTolerance) {
+  for (const Case& c : kCases) {
+    const Conv2dShape& s = c.s;
+    ASSERT_TRUE(direct_conv_supports(s)) << c.name;
+    const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
+    const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w()), bn = size_t(s.c_out);
+    const auto x = random_vector<float>(xn, 11), w = random_vector<float>(wn, 12);
+    const auto b = random_vector<float>(bn, 13), dy = random_vector<float>(yn, 14);
+    const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+    const float* bias = c.bias ? b.data() : nullptr;
+
+    // References, and the scales: the same convolutions of |x|, |w|, |dy|.
+    std::vector<double> ry(yn), rdx(xn), rdw(wn), rdb(bn), sy(yn), sdx(xn), sdw(wn);
+    conv2d_forward<double>(s, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, ry.data());
+    conv2d_backward_data<double>(s, dyd.data(), wd.data(), rdx.data());
+    conv2d_backward_filter<double>(s, xd.data(), dyd.data(), rdw.data(), rdb.data());
+    const auto ax = absolute(xd), aw = absolute(wd), ady = absolute(dyd);
+    conv2d_forward<double>(s, ax.data(), aw.data(), nullptr, sy.data());
+    conv2d_backward_data<double>(s, ady.data(), aw.data(), sdx.data());
+    conv2d_backward_filter<double>(s, ax.data(), ady.data(), sdw.data(), nullptr);
+
+    // Outputs poisoned with NaN: every element must be written.
+    auto y = nan_filled(yn), dx = nan_filled(xn), dw = nan_filled(wn), db = nan_filled(bn);
+    direct_conv2d_forward(s, x.data(), w.data(), bias, y.data());
+    const bool data = direct_conv_supports_backward_data(s);
+    if (data) direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+    direct_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), c.bias ? db.data() : nullptr);
+    const double ey = relative_error(y, ry, max_of(sy) + (c.bias ? max_of(absolute(bd)) : 0.0));
+    const double edx = data ? relative_error(dx, rdx, max_of(sdx)) : 0.0, edw = relative_error(dw, rdw, max_of(sdw));
+    EXPECT_LE(ey, kDirectTolerance) << c.name << " forward";
+    EXPECT_LE(edx, kDirectTolerance) << c.name << " backward data";
+    EXPECT_LE(edw, kDirectTolerance) << c.name << " backward filter";
+    if (c.bias) {
+      // The bias gradient is the plain sum of dy, exactly as the im2col kernel computes it.
+      std::vector<float> im2col_dw(wn), im2col_db(bn);
+      conv2d_backward_filter<float>(s, x.data(), dy.data(), im2col_dw.data(), im2col_db.data());
+      EXPECT_EQ(0, std::memcmp(db.data(), im2col_db.data(), bn * sizeof(float))) << c.name << " bias gradient";
+    }
+    // For the record: float32 im2col's errors on the same scales.
+    std::vector<float> iy(yn), idx(xn), idw(wn);
+    conv2d_forward<float>(s, x.data(), w.data(), bias, iy.data());
+    conv2d_backward_data<float>(s, dy.data(), w.data(), idx.data());
+    conv2d_backward_filter<float>(s, x.data(), dy.data(), idw.data(), nullptr);
+    fprintf(stderr,
+            "%-26s error / scale, direct (im2col): forward %.2e (%.2e), backward-data %.2e (%.2e), "
+            "backward-filter %.2e (%.2e)\n",
+            c.name, ey, relative_error(iy, ry, max_of(sy) + (c.bias ? max_of(absolute(bd)) : 0.0)), edx,
+            relative_error(idx, rdx, max_of(sdx)), edw, relative_error(idw, rdw, max_of(sdw)));
+  }
+}
+
+// The tolerance is not so loose that a wrong kernel passes: a filter with one element changed by
+// 1e-4 of the output's scale fails it, in forward and in backward-data.
+TEST(DirectConv, ToleranceCatchesASmallError) {
+  const Conv2dShape s{2, 16, 12, 12, 8, 3, 3, 1, 1};
+  const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
+  const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
+  const auto x = random_vector<float>(xn, 21), dy = random_vector<float>(yn, 23);
+  auto w = random_vector<float>(wn, 22);
+  std::vector<double> ry(yn), sy(yn), rdx(xn), sdx(xn);
+  const auto xd = to_double(x), wd = to_double(w), dyd = to_double(dy);
+  const auto ax = absolute(xd), aw = absolute(wd), ady = absolute(dyd);
+  conv2d_forward<double>(s, xd.data(), wd.data(), nullptr, ry.data());
+  conv2d_forward<double>(s, ax.data(), aw.data(), nullptr, sy.data());
+  conv2d_backward_data<double>(s, dyd.data(), wd.data(), rdx.data());
+  conv2d_backward_data<double>(s, ady.data(), aw.data(), sdx.data());
+  w[5] += 1e-4f * float(std::max(max_of(sy), max_of(sdx)));
+  std::vector<float> y(yn), dx(xn);
+  direct_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
+  direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+  EXPECT_GT(relative_error(y, ry, max_of(sy)), kDirectTolerance);
+  EXPECT_GT(relative_error(dx, rdx, max_of(sdx)), kDirectTolerance);
+}
+
+// Results must not depend on the thread count (resume is bit-exact only then).
+TEST(DirectConv, BitIdenticalForOneTwoAndThreeThreads) {
+  for (const Conv2dShape& s : {Conv2dShape{37, 16, 10, 9, 20, 3, 3, 1, 1}, Conv2dShape{37, 16, 10, 9, 20, 3, 3, 2, 1}}) {
+  const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
+  const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
+  const auto x = random_vector<float>(xn, 5), w = random_vector<float>(wn, 6), dy = random_vector<float>(yn, 7);
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<float> y(yn), dx(xn), dw(wn), db(size_t(s.c_out));
+    direct_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
+    if (direct_conv_supports_backward_data(s)) direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+    direct_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), db.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), dw.begin(), dw.end());
+    y.insert(y.end(), db.begin(), db.end());
+    return y;
+  };
+  const auto one = run(1), two = run(2), three = run(3);
+  omp_set_num_threads(2);
+  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float)));
+  }
+}
+
+}  // namespace
+}  // namespace cg::kernels::cpu
