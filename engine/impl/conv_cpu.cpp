@@ -1,5 +1,6 @@
 // The CPU reference convolution (kernels/cpu/conv2d.h): NCHW, float32 and float64.
 #include "engine/impl/conv.h"
+#include "engine/impl/conv_cpu_tensors.h"
 #include "engine/ops/dispatch.h"
 #include "kernels/cpu/conv2d.h"
 
@@ -17,24 +18,18 @@ class CpuConv : public ConvImpl {
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
                  ConvSaved& saved) const override {
     const kernels::Conv2dShape& s = p.shape;
-    ops::detail::check_same("conv2d", x, w);
-    Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype(), x.device());
+    Tensor y = new_conv_output(p, x, w);
     ops::detail::dispatch_floating("conv2d", x, [&]<typename T>() {
       kernels::cpu::conv2d_forward<T>(s, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr, y.data<T>());
     });
-    saved = {x.detach(), w.detach(), w.dtype()};
+    saved = conv_saved(x, w);
     return y;
   }
 
   ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
                      bool has_bias) const override {
     const Tensor &x = saved.x, &w = saved.w;
-    ConvGrads g;
-    if (need_dx) g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-    if (need_w) {
-      g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-      if (has_bias) g.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
-    }
+    ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
     ops::detail::dispatch_floating("conv2d backward", dy, [&]<typename T>() {
       if (need_dx) kernels::cpu::conv2d_backward_data<T>(p.shape, dy.data<T>(), w.data<T>(), g.dx.data<T>());
       if (need_w)

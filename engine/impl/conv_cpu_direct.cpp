@@ -5,7 +5,7 @@
 // reference; kernels.cpu_conv=direct runs it on every layer it supports; im2col and winograd
 // turn it off.
 #include "engine/impl/conv.h"
-#include "engine/ops/dispatch.h"
+#include "engine/impl/conv_cpu_tensors.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/conv_direct.h"
 
@@ -43,32 +43,27 @@ class CpuDirectConv : public ConvImpl {
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
                  ConvSaved& saved) const override {
     const kernels::Conv2dShape& s = p.shape;
-    ops::detail::check_same("conv2d", x, w);
-    Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype(), x.device());
+    Tensor y = new_conv_output(p, x, w);
     kernels::cpu::direct_conv2d_forward(s, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
                                         y.data<float>());
-    saved = {x.detach(), w.detach(), w.dtype()};
+    saved = conv_saved(x, w);
     return y;
   }
 
   ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
                      bool has_bias) const override {
     const Tensor &x = saved.x, &w = saved.w;
-    ConvGrads g;
+    ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
     if (need_dx) {
-      g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
       if (kernels::cpu::direct_conv_supports_backward_data(p.shape)) {
         kernels::cpu::direct_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
       } else {  // stride 2: im2col's col2im (a strided direct backward-data is not written)
         kernels::cpu::conv2d_backward_data<float>(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
       }
     }
-    if (need_w) {
-      g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-      if (has_bias) g.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
+    if (need_w)
       kernels::cpu::direct_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
                                                   g.db.defined() ? g.db.data<float>() : nullptr);
-    }
     return g;
   }
 };

@@ -5,7 +5,7 @@
 #include <atomic>
 
 #include "engine/impl/conv.h"
-#include "engine/ops/dispatch.h"
+#include "engine/impl/conv_cpu_tensors.h"
 #include "kernels/cpu/winograd.h"
 
 namespace cg::ops {
@@ -42,28 +42,22 @@ class CpuWinogradConv : public ConvImpl {
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
                  ConvSaved& saved) const override {
     const kernels::Conv2dShape& s = p.shape;
-    ops::detail::check_same("conv2d", x, w);
-    Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype(), x.device());
+    Tensor y = new_conv_output(p, x, w);
     kernels::cpu::winograd_conv2d_forward(s, x.data<float>(), w.data<float>(),
                                           b.defined() ? b.data<float>() : nullptr, y.data<float>());
-    saved = {x.detach(), w.detach(), w.dtype()};
+    saved = conv_saved(x, w);
     return y;
   }
 
   ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
                      bool has_bias) const override {
     const Tensor &x = saved.x, &w = saved.w;
-    ConvGrads g;
-    if (need_dx) {
-      g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
+    if (need_dx)
       kernels::cpu::winograd_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
-    }
-    if (need_w) {
-      g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-      if (has_bias) g.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
+    if (need_w)
       kernels::cpu::winograd_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
                                                     g.db.defined() ? g.db.data<float>() : nullptr);
-    }
     return g;
   }
 };

@@ -1,0 +1,34 @@
+// What every CPU NCHW convolution does around its kernels, whichever algorithm it runs (the
+// im2col reference, Winograd, direct): the output it writes, what forward keeps for backward, and
+// the gradients backward writes. Each implementation then differs only in the kernels it calls.
+#pragma once
+#include "engine/impl/conv.h"
+#include "engine/ops/dispatch.h"
+
+namespace cg::impl {
+
+// y of x conv w, uninitialized (the kernels write every element), after checking x and w agree.
+inline Tensor new_conv_output(const ConvProblem& p, const Tensor& x, const Tensor& w) {
+  const kernels::Conv2dShape& s = p.shape;
+  ops::detail::check_same("conv2d", x, w);
+  return Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, x.dtype(), x.device());
+}
+
+// On the CPU the compute dtype is the parameter's, so the saved weight needs no cast back.
+inline ConvSaved conv_saved(const Tensor& x, const Tensor& w) { return {x.detach(), w.detach(), w.dtype()}; }
+
+// dx, dw and db as asked for, uninitialized; db only with dw (the bias gradient comes out of the
+// backward-filter pass).
+inline ConvGrads new_conv_grads(const ConvProblem& p, const ConvSaved& saved, bool need_dx, bool need_w,
+                                bool has_bias) {
+  const Tensor &x = saved.x, &w = saved.w;
+  ConvGrads g;
+  if (need_dx) g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (need_w) {
+    g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+    if (has_bias) g.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
+  }
+  return g;
+}
+
+}  // namespace cg::impl
