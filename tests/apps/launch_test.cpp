@@ -118,7 +118,9 @@ TEST(Launch, ItsOwnErrorsExitTwoAndNameTheCause) {
       {"--standalone --nproc-per-node 2 " + readme, "cannot run " + readme + ": " + readme + " is not executable", 2},
       {"--standalone --nproc-per-node 2 cudagrad-train", "give its path: build/apps/cudagrad-train", 2},
       // The program's own failure: the launcher fails, naming the rank and the program's exit code.
-      {"--standalone --nproc-per-node 2 sh -c 'exit 3'", "rank 0 failed first (exit code 3)", 1},
+      // Only rank 0 fails (rank 1 waits to be stopped), so which rank failed first is not a race.
+      {"--standalone --nproc-per-node 2 sh -c 'if [ \"$RANK\" = 0 ]; then exit 3; fi; sleep 30'",
+       "rank 0 failed first (exit code 3)", 1},
       {"--help", "--nproc-per-node", 0},
   };
   for (const Case& c : cases) {
