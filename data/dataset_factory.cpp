@@ -16,6 +16,8 @@ std::string default_data_path(DatasetKind kind) {
   return "";
 }
 
+int native_channels(DatasetKind kind) { return kind == DatasetKind::fashion_mnist ? 1 : 3; }
+
 std::unique_ptr<Dataset> make_dataset(const DatasetOptions& o) {
   CG_CHECK(o.image_size >= 0, "image_size {} must be >= 0 (0: native)", o.image_size);
   const std::string path = o.path.empty() ? default_data_path(o.kind) : o.path;

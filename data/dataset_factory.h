@@ -33,5 +33,7 @@ std::unique_ptr<Dataset> make_dataset(const DatasetOptions& options);
 // Where each dataset is looked for when no path is given: Fashion-MNIST where Debian's
 // dataset-fashion-mnist package installs it, CIFAR-10 beside it; "" for synthetic.
 std::string default_data_path(DatasetKind kind);
+// The images' channel count: 1 for Fashion-MNIST, 3 for CIFAR-10 and (by default) synthetic.
+int native_channels(DatasetKind kind);
 
 }  // namespace cg::data

@@ -104,7 +104,8 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> table{
       CG_FIELD(model.widths, stages(), "channels of each stage"),
       CG_FIELD(model.blocks, stages(), "BasicBlocks per stage, one entry per width"),
-      CG_FIELD(model.in_channels, at_least(1), "image channels (1 for Fashion-MNIST)"),
+      CG_FIELD(model.in_channels, at_least(0),
+               "image channels; 0 = the dataset's (1 for Fashion-MNIST, 3 for CIFAR-10 and synthetic)"),
       CG_FIELD(model.num_classes, at_least(2), "output classes"),
       CG_FIELD(model.init_from, any(), "safetensors weights to start from (\"\" = random init)"),
       CG_FIELD(model.channels_last, any(), "NHWC activations (GPU: cuDNN reads them without transposes); same weights"),
@@ -296,6 +297,9 @@ TrainConfig load_train_config(const std::string& yaml_path, const std::vector<st
   const config::Values v = config::load(schema(), yaml_path, overrides);
   TrainConfig c;
   for (const Field& f : fields()) f.read(c, v.at(f.spec.name));
+  // Resolved here, so that every reader (and --print-config, and the saved config.yaml) sees the
+  // number the model is built with.
+  if (c.model.in_channels == 0) c.model.in_channels = data::native_channels(c.data.dataset);
   check_consistency(c, v);
   const std::vector<std::string> notes = unused_variant_keys(c, v);
   if (warnings) *warnings = notes;

@@ -40,7 +40,7 @@ struct TrainConfig {
   struct Model {  // MiniResNet
     std::vector<int64_t> widths{64, 128, 256};  // channels of each stage
     std::vector<int64_t> blocks{2, 2, 2};       // BasicBlocks per stage (as many as widths)
-    int64_t in_channels = 3;
+    int64_t in_channels = 0;  // 0 = the dataset's: 1 for Fashion-MNIST, 3 for CIFAR-10 and synthetic
     int64_t num_classes = 10;
     std::string init_from;  // safetensors weights to start from; "" = random init
     bool channels_last = false;  // NHWC activations (GPU: cuDNN tensor-core convolutions); same weights

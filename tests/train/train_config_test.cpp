@@ -45,7 +45,7 @@ TEST(TrainConfig, CpuConfigIsTheSmallFashionMnistRun) {
   EXPECT_EQ(c.model.in_channels, 1);
   EXPECT_EQ(c.data.dataset, data::DatasetKind::fashion_mnist);
   EXPECT_TRUE(c.data.batch_size == 64 || c.data.batch_size == 128) << c.data.batch_size;
-  EXPECT_EQ(c.data.num_workers, 2);
+  EXPECT_EQ(c.data.num_workers, 0);  // loader threads would compete with the 2 compute threads
   EXPECT_EQ(c.train.epochs, 3);
   EXPECT_EQ(c.train.device, DeviceName::cpu);
   EXPECT_EQ(c.optim.name, OptimizerName::sgd);
@@ -71,12 +71,27 @@ TEST(TrainConfig, GpuConfigIsTheFullMiniResNetWithAmp) {
   EXPECT_EQ(c.output.dir, "runs/fashion_mnist");
 }
 
+TEST(TrainConfig, InChannelsFollowTheDataset) {
+  EXPECT_EQ(load_train_config("", {}).model.in_channels, 1);
+  EXPECT_EQ(load_train_config("", {"data.dataset=cifar10"}).model.in_channels, 3);
+  EXPECT_EQ(load_train_config("", {"data.dataset=synthetic"}).model.in_channels, 3);
+  EXPECT_EQ(load_train_config("", {"model.in_channels=0", "data.dataset=cifar10"}).model.in_channels, 3);
+  // An explicit count is kept (the trainer then checks it against the images it reads).
+  EXPECT_EQ(load_train_config("", {"data.dataset=synthetic", "model.in_channels=2"}).model.in_channels, 2);
+  // The resolved count is what --print-config shows and config.yaml keeps.
+  EXPECT_NE(to_yaml(load_train_config("", {})).find("in_channels: 1"), std::string::npos);
+}
+
 TEST(TrainConfig, DefaultsAreTheDocumentedOnes) {
   const TrainConfig c = load_train_config("", {});
-  EXPECT_EQ(c, TrainConfig{});  // the header's initializers are the defaults
-  // The seed article's TrainingConfig.
+  // The header's initializers are the defaults, once model.in_channels (0) is resolved to the
+  // default dataset's (Fashion-MNIST: 1), so that the defaults alone train.
+  TrainConfig expected;
+  EXPECT_EQ(expected.model.in_channels, 0);
+  expected.model.in_channels = 1;
+  EXPECT_EQ(c, expected);
+  // The seed article's TrainingConfig (its in_channels is 3, for CIFAR-10: see InChannelsFollowTheDataset).
   EXPECT_EQ(c.model.num_classes, 10);
-  EXPECT_EQ(c.model.in_channels, 3);
   EXPECT_EQ(c.data.batch_size, 64);
   EXPECT_EQ(c.data.num_workers, 4);
   EXPECT_EQ(c.train.epochs, 10);
