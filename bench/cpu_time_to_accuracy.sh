@@ -11,11 +11,13 @@
 # Exits 2 on a bad command line, 1 (saying why) when the build, PyTorch or the data is missing, a
 # side fails, or the two sides built networks of different sizes.
 # Usage: bench/cpu_time_to_accuracy.sh [BUILD_DIR] [--threads N] [--target T] [--data DIR]
-#        [--out DIR] [--smoke] [--save]
+#        [--out DIR] [--rounds R] [--smoke] [--save]
 #   --threads N   cudagrad's train.threads and torch.set_num_threads (default: all cores, nproc)
 #   --target T    test accuracy to reach, in (0, 1] (default 0.92)
 #   --data DIR    the Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist)
 #   --out DIR     logs, metrics and the run's files (default cpu_tta_out)
+#   --rounds R    run the pair R times, alternating (default 1): a row per engine and round, and
+#                 the median of the rounds' ratios (a shared machine's load drifts over minutes)
 #   --smoke       a check that the comparison runs, not a measurement: the first 1024 training and
 #                 512 test images (copied to the --out folder's smoke_data/), 2 epochs on both sides
 #   --save        also write the table to bench/results/ (not with --smoke)
@@ -26,13 +28,14 @@ NAME=cpu_time_to_accuracy
 source "$ROOT/bench/compare_common.sh"
 
 CONFIG="$ROOT/configs/fashion_mnist_cpu.yaml"
-BUILD=build THREADS=$(nproc) TARGET=0.92 DATA=/usr/share/datasets/fashion-mnist OUT=cpu_tta_out SMOKE=0 SAVE=0
+BUILD=build THREADS=$(nproc) TARGET=0.92 DATA=/usr/share/datasets/fashion-mnist OUT=cpu_tta_out ROUNDS=1 SMOKE=0 SAVE=0
 while (($#)); do
   case "$1" in
-    --build|--threads|--target|--data|--out)
+    --build|--threads|--target|--data|--out|--rounds)
       (($# >= 2)) || usage_die "$1 needs a value"
       case "$1" in
         --build) BUILD=$2 ;; --threads) THREADS=$2 ;; --target) TARGET=$2 ;; --data) DATA=$2 ;; --out) OUT=$2 ;;
+        --rounds) ROUNDS=$2 ;;
       esac
       shift 2 ;;
     --smoke) SMOKE=1; shift ;;
@@ -43,6 +46,7 @@ while (($#)); do
   esac
 done
 [[ $THREADS =~ ^[1-9][0-9]*$ ]] || usage_die "--threads must be a positive whole number, got '$THREADS'"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || usage_die "--rounds must be a positive whole number, got '$ROUNDS'"
 [[ $TARGET =~ ^(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?)$ ]] || usage_die "--target must be in (0, 1], e.g. 0.92, got '$TARGET'"
 ((SMOKE && SAVE)) && usage_die "--save keeps measurements; a --smoke run is not one"
 [[ -n $OUT ]] || usage_die "--out needs a folder"
@@ -98,18 +102,25 @@ run_timed() {
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-rm -rf "$OUT/cudagrad_run"
-# checkpoint.save_every=0: no checkpoint between epochs (PyTorch's side writes none); the run
-# still writes last.safetensors at the end, after the clock has stopped.
-run_timed cudagrad "$OUT/cudagrad.log" "$BIN" --config "$CONFIG" data.path="$DATA" train.threads="$THREADS" \
-  train.target_accuracy="$TARGET" checkpoint.save_every=0 output.dir="$OUT/cudagrad_run" "${ours_extra[@]}"
-run_timed pytorch "$OUT/pytorch.log" "$PYTHON" "$ROOT/bench/pytorch/time_to_accuracy.py" --config "$CONFIG" \
-  --device cpu --data "$DATA" --target "$TARGET" --threads "$THREADS" "${theirs_extra[@]}"
+# Round 1 writes cudagrad_run/, cudagrad.log and pytorch.log; round k > 1 the same names with _r<k>.
+for ((round = 1; round <= ROUNDS; ++round)); do
+  tag=""
+  ((round > 1)) && tag="_r$round"
+  ((ROUNDS > 1)) && echo "== round $round of $ROUNDS"
+  rm -rf "$OUT/cudagrad_run$tag"
+  # checkpoint.save_every=0: no checkpoint between epochs (PyTorch's side writes none); the run
+  # still writes last.safetensors at the end, after the clock has stopped.
+  run_timed cudagrad "$OUT/cudagrad$tag.log" "$BIN" --config "$CONFIG" data.path="$DATA" train.threads="$THREADS" \
+    train.target_accuracy="$TARGET" checkpoint.save_every=0 output.dir="$OUT/cudagrad_run$tag" "${ours_extra[@]}"
+  run_timed pytorch "$OUT/pytorch$tag.log" "$PYTHON" "$ROOT/bench/pytorch/time_to_accuracy.py" --config "$CONFIG" \
+    --device cpu --data "$DATA" --target "$TARGET" --threads "$THREADS" "${theirs_extra[@]}"
+done
 
 machine=$(machine_line "$load_before" "$BIN")
-table=$("$PYTHON" - "$OUT" "$TARGET" "$THREADS" "$machine" "$subset" <<'PY'
-import json, re, sys
+table=$("$PYTHON" - "$OUT" "$TARGET" "$THREADS" "$machine" "$subset" "$ROUNDS" <<'PY'
+import json, re, statistics, sys
 out, target, threads, machine, subset = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+rounds = int(sys.argv[6])
 
 def fail(why):
     sys.exit(f"cpu_time_to_accuracy: error: {why}")
@@ -121,62 +132,83 @@ def outside(log):  # wall, user, system seconds of the whole process
     except (OSError, ValueError):
         fail(f"no timing in {log}.time")
 
-# cudagrad: one JSON record per line in metrics.jsonl (train windows, evaluations, target_reached).
-try:
-    records = [json.loads(l) for l in open(f"{out}/cudagrad_run/metrics.jsonl") if l.strip()]
-except (OSError, ValueError) as e:
-    fail(f"cannot read cudagrad's metrics ({e})")
-cfg = open(f"{out}/cudagrad_run/config.yaml").read()
-batch = int(re.search(r"^  batch_size: (\d+)", cfg, re.M).group(1))
-widths = re.search(r"^  widths: (.*)$", cfg, re.M).group(1).strip()
-epochs_cfg = int(re.search(r"^  epochs: (\d+)", cfg, re.M).group(1))
-images = seconds = 0.0
-previous_step = 0
-for r in records:  # a window of (step - previous step) batches at images_per_s
-    if r.get("kind") == "train":
-        n = (r["step"] - previous_step) * batch
-        images, seconds, previous_step = images + n, seconds + n / r["images_per_s"], r["step"]
-reached = next((r for r in records if r.get("event") == "target_reached"), None)
-ours = {"evals": [r["accuracy"] for r in records if r.get("kind") == "eval"],
-        "reached": reached["seconds_since_start"] if reached else None,
-        "images_per_s": images / seconds if seconds else 0.0, "outside": outside(f"{out}/cudagrad.log")}
-found = re.search(r"model: MiniResNet .* (\d+) parameters", open(f"{out}/cudagrad.log").read())
-ours_parameters = int(found.group(1)) if found else None
+def ours_round(tag):
+    """cudagrad's side of one round: metrics.jsonl (train windows, evaluations, target_reached)."""
+    run = f"{out}/cudagrad_run{tag}"
+    try:
+        records = [json.loads(l) for l in open(f"{run}/metrics.jsonl") if l.strip()]
+    except (OSError, ValueError) as e:
+        fail(f"cannot read cudagrad's metrics ({e})")
+    cfg = open(f"{run}/config.yaml").read()
+    batch = int(re.search(r"^  batch_size: (\d+)", cfg, re.M).group(1))
+    images = seconds = 0.0
+    previous_step = 0
+    for r in records:  # a window of (step - previous step) batches at images_per_s
+        if r.get("kind") == "train":
+            n = (r["step"] - previous_step) * batch
+            images, seconds, previous_step = images + n, seconds + n / r["images_per_s"], r["step"]
+    reached = next((r for r in records if r.get("event") == "target_reached"), None)
+    found = re.search(r"model: MiniResNet .* (\d+) parameters", open(f"{out}/cudagrad{tag}.log").read())
+    return {"evals": [r["accuracy"] for r in records if r.get("kind") == "eval"],
+            "reached": reached["seconds_since_start"] if reached else None,
+            "images_per_s": images / seconds if seconds else 0.0, "outside": outside(f"{out}/cudagrad{tag}.log"),
+            "parameters": int(found.group(1)) if found else None, "cfg": cfg, "batch": batch}
 
-lines = [l for l in open(f"{out}/pytorch.log") if l.startswith("{")]
-if not lines:
-    fail(f"PyTorch's side printed no JSON result line (see {out}/pytorch.log)")
-t = json.loads(lines[-1])
-theirs = {"evals": [e["accuracy"] for e in t["evals"]], "reached": t["seconds"] if t["reached"] else None,
-          "images_per_s": t["images_per_s"], "outside": outside(f"{out}/pytorch.log")}
-if ours_parameters != t["parameters"]:
-    fail(f"the two networks differ: cudagrad has {ours_parameters} parameters, PyTorch {t['parameters']}")
-if t["threads"] != threads:
-    fail(f"PyTorch ran {t['threads']} threads, cudagrad {threads}")
-if not ours["evals"] or not theirs["evals"]:
-    fail("a side evaluated nothing (see the logs in " + out + ")")
 
+def theirs_round(tag):
+    lines = [l for l in open(f"{out}/pytorch{tag}.log") if l.startswith("{")]
+    if not lines:
+        fail(f"PyTorch's side printed no JSON result line (see {out}/pytorch{tag}.log)")
+    t = json.loads(lines[-1])
+    return {"evals": [e["accuracy"] for e in t["evals"]], "reached": t["seconds"] if t["reached"] else None,
+            "images_per_s": t["images_per_s"], "outside": outside(f"{out}/pytorch{tag}.log"), "json": t}
+
+
+pairs = []
+for k in range(1, rounds + 1):
+    tag = f"_r{k}" if k > 1 else ""
+    ours, theirs = ours_round(tag), theirs_round(tag)
+    t = theirs["json"]
+    if ours["parameters"] != t["parameters"]:
+        fail(f"the two networks differ: cudagrad has {ours['parameters']} parameters, PyTorch {t['parameters']}")
+    if t["threads"] != threads:
+        fail(f"PyTorch ran {t['threads']} threads, cudagrad {threads}")
+    if not ours["evals"] or not theirs["evals"]:
+        fail("a side evaluated nothing (see the logs in " + out + ")")
+    pairs.append((ours, theirs))
+
+first, t = pairs[0][0], pairs[0][1]["json"]
+widths = re.search(r"^  widths: (.*)$", first["cfg"], re.M).group(1).strip()
+epochs_cfg = int(re.search(r"^  epochs: (\d+)", first["cfg"], re.M).group(1))
 pct = f"{100 * target:g}%"
 print(f"Time to {pct} Fashion-MNIST test accuracy on the CPU, configs/fashion_mnist_cpu.yaml: MiniResNet "
-      f"{widths} ({t['parameters']:,} parameters), batch {batch}, {epochs_cfg} epochs, SGD nesterov, "
-      f"warmup_cosine, no augmentation; {threads} threads each.{subset}")
+      f"{widths} ({t['parameters']:,} parameters), batch {first['batch']}, {epochs_cfg} epochs, SGD nesterov, "
+      f"warmup_cosine, no augmentation; {threads} threads each"
+      f"{f', {rounds} rounds, the two sides alternating' if rounds > 1 else ''}.{subset}")
 print(machine)
 print()
 print(f"| engine | test accuracy after each epoch | time to {pct} from process start (s) | "
       f"whole process, outside (s) | CPU time, outside (s) | training images/s |")
 print("| --- | --- | ---: | ---: | ---: | ---: |")
-for name, side in (("cudagrad", ours), (f"PyTorch {t['torch']}", theirs)):
-    accs = ", ".join(f"{100 * a:.2f}%" for a in side["evals"])
-    when = f"{side['reached']:.1f}" if side["reached"] is not None else "not reached"
-    print(f"| {name} | {accs} | {when} | {side['outside'][0]:.1f} | {side['outside'][1]:.1f} | "
-          f"{side['images_per_s']:.1f} |")
+for k, (ours, theirs) in enumerate(pairs, 1):
+    suffix = f", round {k}" if rounds > 1 else ""
+    for name, side in (("cudagrad", ours), (f"PyTorch {t['torch']}", theirs)):
+        accs = ", ".join(f"{100 * a:.2f}%" for a in side["evals"])
+        when = f"{side['reached']:.1f}" if side["reached"] is not None else "not reached"
+        print(f"| {name}{suffix} | {accs} | {when} | {side['outside'][0]:.1f} | {side['outside'][1]:.1f} | "
+              f"{side['images_per_s']:.1f} |")
 print()
-if ours["reached"] is not None and theirs["reached"] is not None:
-    print(f"time to {pct}, PyTorch / cudagrad: {theirs['reached'] / ours['reached']:.2f}x (above 1: cudagrad is faster)")
+time_ratios = [th["reached"] / o["reached"] for o, th in pairs if o["reached"] is not None and th["reached"] is not None]
+speed_ratios = [o["images_per_s"] / th["images_per_s"] for o, th in pairs]
+each = lambda ratios: f" (median of the rounds' {', '.join(f'{r:.2f}x' for r in ratios)})" if rounds > 1 else ""
+if len(time_ratios) == rounds:
+    print(f"time to {pct}, PyTorch / cudagrad: {statistics.median(time_ratios):.2f}x{each(time_ratios)} "
+          "(above 1: cudagrad is faster)")
 else:
-    missing = " and ".join(n for n, s in (("cudagrad", ours), ("PyTorch", theirs)) if s["reached"] is None)
-    print(f"time to {pct}: not compared, {missing} did not reach it")
-print(f"training images/s, cudagrad / PyTorch: {ours['images_per_s'] / theirs['images_per_s']:.2f}x")
+    missing = sorted({n for o, th in pairs for n, s in (("cudagrad", o), ("PyTorch", th)) if s["reached"] is None})
+    print(f"time to {pct}: not compared, {' and '.join(missing)} did not reach it"
+          f"{' in every round' if rounds > 1 else ''}")
+print(f"training images/s, cudagrad / PyTorch: {statistics.median(speed_ratios):.2f}x{each(speed_ratios)}")
 PY
 ) || exit 1
 echo

@@ -60,6 +60,11 @@ int64_t images_per_chunk(int64_t tiles, int64_t n, Chunking chunking) {
 struct Plan {
   int64_t n, c_in, h, w, c_out, pad;
   int64_t oh, ow, th, tw, tiles, per, chunks;
+  // How the transformed input v holds element e: [c_in][columns] (row-major, one plane's tiles
+  // written at a time), or for small planes and whole groups of 16 channels, [columns][c_in]
+  // (channels innermost: input_transform_lanes stores a vector of 16 channels per tile and
+  // element; the GEMMs read it through a transposed view, same sums in the same order).
+  bool channels_inner;
   Plan(int64_t n_, int64_t c_in_, int64_t h_, int64_t w_, int64_t c_out_, int64_t pad_, Chunking chunking)
       : n(n_), c_in(c_in_), h(h_), w(w_), c_out(c_out_), pad(pad_) {
     oh = h + 2 * pad - 2;
@@ -69,11 +74,18 @@ struct Plan {
     tiles = th * tw;
     per = images_per_chunk(tiles, n, chunking);
     chunks = (n + per - 1) / per;
+    channels_inner = tiles <= kLanesMaxTiles && c_in % kLanes == 0;
+  }
+  // Element e's v (from v + e * element_stride(c_in, cols)) as the GEMM operand [c_in][cols].
+  MatrixView<float> v_operand(const float* v, int64_t cols) const {
+    return channels_inner ? transposed<float>(v, c_in) : row_major<float>(v, cols);
   }
   int64_t max_columns() const { return per * tiles; }
   // Floats of a buffer holding 36 matrices of `rows` x max_columns().
   int64_t buffer_size(int64_t rows) const { return kElements * element_stride(rows, max_columns()); }
 };
+
+MatrixView<float> transpose(MatrixView<float> m) { return {m.data, m.col_stride, m.row_stride}; }
 
 // Scratch kept on the calling thread between calls, so steady-state training allocates nothing.
 float* buffer(int slot, int64_t n) {
@@ -109,15 +121,23 @@ void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated
   }
 }
 
-// v (element-major, stride element_stride(c_in, cols)) = the input transforms of images
-// [first, first + count) of x.
+// v (element-major, stride element_stride(c_in, cols), each element laid out as p.channels_inner
+// says) = the input transforms of images [first, first + count) of x.
 void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t count, float* v) {
   const int64_t cols = count * p.tiles, stride = element_stride(p.c_in, cols);
   const RowScratch rows = row_scratch(p.tw);
-  for (int64_t i = 0; i < count; ++i)
+  const int64_t plane = p.h * p.w;
+  for (int64_t i = 0; i < count; ++i) {
+    const float* image = x + (first + i) * p.c_in * plane;
+    if (p.channels_inner) {
+      for (int64_t c = 0; c < p.c_in; c += kLanes)
+        input_transform_lanes(image + c * plane, plane, p.h, p.w, p.pad, p.th, p.tw, v + i * p.tiles * p.c_in + c,
+                              stride, 1, p.c_in);
+      continue;
+    }
     for (int64_t c = 0; c < p.c_in; ++c)
-      input_transform(x + ((first + i) * p.c_in + c) * p.h * p.w, p.h, p.w, p.pad, p.th, p.tw,
-                      v + c * cols + i * p.tiles, stride, rows);
+      input_transform(image + c * plane, p.h, p.w, p.pad, p.th, p.tw, v + c * cols + i * p.tiles, stride, rows);
+  }
 }
 
 // y = conv(x, filters transformed into u, [c_out][c_in] per element) + bias.
@@ -131,8 +151,8 @@ void run(const Plan& p, const float* x, const float* u, const float* bias, float
     float* m = buffer(2, p.buffer_size(p.c_out));
     transform_inputs(p, x, first, count, v);
     for (int e = 0; e < kElements; ++e)
-      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * us, p.c_in), row_major<float>(v + e * vs, cols),
-                  m + e * ms, cols, GemmMode::overwrite);
+      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * us, p.c_in), p.v_operand(v + e * vs, cols), m + e * ms,
+                  cols, GemmMode::overwrite);
     const RowScratch rows = row_scratch(p.tw);
     for (int64_t i = 0; i < count; ++i)
       for (int64_t k = 0; k < p.c_out; ++k)
@@ -181,7 +201,7 @@ void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const
           grad_output_transform(dy + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, p.th, p.tw,
                                 z + k * cols + i * p.tiles, zs, rows);
       for (int e = 0; e < kElements; ++e)
-        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * zs, cols), transposed<float>(v + e * vs, cols),
+        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * zs, cols), transpose(p.v_operand(v + e * vs, cols)),
                     du + slot * slot_size + e * us, p.c_in, ch == begin ? GemmMode::overwrite : GemmMode::accumulate);
     }
   }

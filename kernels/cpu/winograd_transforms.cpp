@@ -1,6 +1,6 @@
 // F(4x4, 3x3) transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural
-// Networks", 2015), applied as 1-D passes: each pass below is one matrix on one axis.
-//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+// Networks", 2015), applied as 1-D passes: each pass below is one matrix on one axis. The input
+// transform (B^T) is in winograd_input_transform.cpp.
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 //   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 -1 4 -4 0; 0 1 -1 8 -8 1]
 #include "kernels/cpu/winograd_transforms.h"
@@ -11,15 +11,6 @@
 namespace cg::kernels::cpu::winograd {
 namespace {
 
-// d (6) -> B^T d (6)
-inline void bt(const float d[6], float o[6]) {
-  o[0] = 4.f * d[0] - 5.f * d[2] + d[4];
-  o[1] = -4.f * d[1] - 4.f * d[2] + d[3] + d[4];
-  o[2] = 4.f * d[1] - 4.f * d[2] - d[3] + d[4];
-  o[3] = -2.f * d[1] - d[2] + 2.f * d[3] + d[4];
-  o[4] = 2.f * d[1] - d[2] - 2.f * d[3] + d[4];
-  o[5] = 4.f * d[1] - 5.f * d[3] + d[5];
-}
 // m (6) -> A^T m (4)
 inline void at(const float m[6], float o[4]) {
   const float p12 = m[1] + m[2], m12 = m[1] - m[2], p34 = m[3] + m[4], m34 = m[3] - m[4];
@@ -56,52 +47,6 @@ inline void gt(const float u[6], float o[3]) {
 }
 
 }  // namespace
-
-// Rows are kept "deinterleaved" by tile: phase k of a row holds its values 4l + k for tiles
-// l = 0, 1, ..., so each step below is a loop across the tiles of a tile row over contiguous
-// arrays (vector loads and stores), and the 36 element streams are written a vector at a time.
-void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int64_t th, int64_t tw,
-                     float* out, int64_t e_stride, RowScratch scratch) {
-  const int64_t L = tw + 1, width = kTile * L, W = scratch.width;  // tile l reads phases at l and l + 1
-  float* __restrict row = scratch.data;                  // one padded input row
-  float* __restrict q = scratch.data + W;                // [6 rows][4 phases][L]
-  float* __restrict t = scratch.data + W + 24 * L;       // B^T down the columns: [6][4][L]
-  const int64_t lead = std::min(pad, width), copied = std::clamp<int64_t>(width - lead, 0, w);
-  for (int64_t ty = 0; ty < th; ++ty) {
-    for (int i = 0; i < kInput; ++i) {
-      const int64_t iy = ty * kTile - pad + i;
-      if (iy < 0 || iy >= h) {
-        std::fill(q + i * 4 * L, q + (i + 1) * 4 * L, 0.f);
-        continue;
-      }
-      std::fill(row, row + lead, 0.f);
-      std::memcpy(row + lead, plane + iy * w, sizeof(float) * size_t(copied));
-      std::fill(row + lead + copied, row + width, 0.f);
-      for (int k = 0; k < kTile; ++k)
-        for (int64_t l = 0; l < L; ++l) q[(i * 4 + k) * L + l] = row[kTile * l + k];
-    }
-    for (int64_t x = 0; x < 4 * L; ++x) {
-      const float d[6] = {q[x], q[4 * L + x], q[8 * L + x], q[12 * L + x], q[16 * L + x], q[20 * L + x]};
-      float o[6];
-      bt(d, o);
-      for (int r = 0; r < 6; ++r) t[r * 4 * L + x] = o[r];
-    }
-    for (int r = 0; r < kInput; ++r) {
-      const float* __restrict p0 = t + r * 4 * L;
-      const float *__restrict p1 = p0 + L, *__restrict p2 = p0 + 2 * L, *__restrict p3 = p0 + 3 * L;
-      float* dst = out + r * kInput * e_stride + ty * tw;
-      float *__restrict d0 = dst, *__restrict d1 = dst + e_stride, *__restrict d2 = dst + 2 * e_stride;
-      float *__restrict d3 = dst + 3 * e_stride, *__restrict d4 = dst + 4 * e_stride, *__restrict d5 = dst + 5 * e_stride;
-#pragma GCC ivdep
-      for (int64_t l = 0; l < tw; ++l) {
-        const float d[6] = {p0[l], p1[l], p2[l], p3[l], p0[l + 1], p1[l + 1]};
-        float o[6];
-        bt(d, o);
-        d0[l] = o[0], d1[l] = o[1], d2[l] = o[2], d3[l] = o[3], d4[l] = o[4], d5[l] = o[5];
-      }
-    }
-  }
-}
 
 void output_transform(const float* m, int64_t e_stride, int64_t th, int64_t tw, float bias, float* plane,
                       int64_t oh, int64_t ow, RowScratch scratch) {

@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/winograd.h"
+#include "kernels/cpu/winograd_transforms.h"
 #include "support/random_data.h"
 
 namespace cg::kernels::cpu {
@@ -48,6 +49,12 @@ const Case kCases[] = {
     {"pad2", {1, 2, 6, 7, 3, 3, 3, 1, 2}, true},
     {"tiny_plane", {3, 5, 3, 2, 7, 3, 3, 1, 1}, false},
     {"single_channel", {2, 1, 6, 6, 1, 3, 3, 1, 1}, false},
+    // Small planes (up to 16 tiles) in whole groups of 16 channels take the 16-plane input
+    // transform (channels innermost); 17 or 20 channels stay one plane at a time.
+    {"small_plane_20ch", {2, 20, 7, 7, 18, 3, 3, 1, 1}, true},
+    {"small_plane_16ch_pad0", {2, 16, 11, 10, 16, 3, 3, 1, 0}, false},
+    {"small_plane_17ch_pad2", {2, 17, 6, 7, 16, 3, 3, 1, 2}, false},
+    {"small_plane_32ch_pad2", {2, 32, 6, 7, 16, 3, 3, 1, 2}, true},
 };
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
@@ -144,6 +151,38 @@ TEST(WinogradConv, ToleranceCatchesASmallError) {
   std::vector<float> y(yn);
   winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
   EXPECT_GT(relative_error(y, ry, max_of(sy)), kWinogradTolerance);
+}
+
+// The 16-plane input transform is the one-plane transform, bit for bit (the same passes in the
+// same order), for every plane size it takes (up to kLanesMaxTiles tiles, paddings 0 to 2) and in
+// both layouts: each lane's tiles together, and the lanes together (channels innermost).
+TEST(WinogradTransforms, SixteenPlanesAtOnceEqualOneAtATime) {
+  using namespace winograd;
+  struct Plane { int64_t h, w, pad; };
+  for (const Plane pl : {Plane{7, 7, 1}, Plane{8, 8, 1}, Plane{14, 14, 1}, Plane{16, 16, 1}, Plane{11, 10, 0},
+                         Plane{6, 7, 2}, Plane{3, 2, 1}, Plane{5, 9, 2}}) {
+    const int64_t th = tiles_along(pl.h + 2 * pl.pad - 2), tw = tiles_along(pl.w + 2 * pl.pad - 2), tiles = th * tw;
+    ASSERT_LE(tiles, kLanesMaxTiles);
+    const auto planes = random_vector<float>(size_t(kLanes * pl.h * pl.w), 11);
+    std::vector<float> scratch(size_t(4 * tw + 4 + 15 + 48 * (tw + 1) + 16));
+    const RowScratch rows{scratch.data(), (4 * tw + 4 + 15) / 16 * 16};
+    for (const bool lanes_inner : {false, true}) {
+      // Gaps between lanes, tiles and elements: nothing may be written there.
+      const int64_t lane_stride = lanes_inner ? 1 : tiles + 3, tile_stride = lanes_inner ? kLanes + 2 : 1;
+      const int64_t e_stride = lanes_inner ? tiles * tile_stride + 5 : kLanes * lane_stride + 5;
+      std::vector<float> one(size_t(kElements * e_stride), -7.f), lanes = one, by_plane(size_t(kElements * tiles));
+      for (int j = 0; j < kLanes; ++j) {
+        input_transform(planes.data() + j * pl.h * pl.w, pl.h, pl.w, pl.pad, th, tw, by_plane.data(), tiles, rows);
+        for (int e = 0; e < kElements; ++e)
+          for (int64_t t = 0; t < tiles; ++t)
+            one[size_t(e * e_stride + j * lane_stride + t * tile_stride)] = by_plane[size_t(e * tiles + t)];
+      }
+      input_transform_lanes(planes.data(), pl.h * pl.w, pl.h, pl.w, pl.pad, th, tw, lanes.data(), e_stride,
+                            lane_stride, tile_stride);
+      EXPECT_EQ(0, std::memcmp(one.data(), lanes.data(), one.size() * sizeof(float)))
+          << pl.h << "x" << pl.w << " pad " << pl.pad << (lanes_inner ? ", lanes innermost" : ", tiles innermost");
+    }
+  }
 }
 
 // Results must not depend on the thread count (resume is bit-exact only then).

@@ -8,8 +8,9 @@ First the refusals, which need neither PyTorch nor the data: a bad command line 
 option, a missing build, a Python without torch or a missing dataset exit 1 saying so. Then, only
 when /usr/bin/python3 imports torch and Debian's Fashion-MNIST is installed (else the test reports
 itself skipped, exit 77, saying which is missing): cpu_time_to_accuracy.sh --smoke twice, with a
-target nobody reaches in 16 steps (both rows "not reached", two epoch accuracies each) and with one
-that anybody reaches (both rows with a time, the ratio line); and cpu_compare.sh --net narrow for
+target nobody reaches in 32 steps (both rows "not reached", two epoch accuracies each) and with one
+that anybody reaches (both rows with a time, the ratio line), that one again for 2 rounds (a row
+per engine and round, the median ratio); and cpu_compare.sh --net narrow for
 one step (the narrow network of scripts/train.sh, 174,970 parameters, batch 128, on both sides).
 Timings are not checked: this machine is shared.
 """
@@ -74,6 +75,7 @@ def main():
     refused(tta, ["--target", "1.5", binary], 2, "--target must be in (0, 1]", work)
     refused(tta, ["--target", "0", binary], 2, "--target must be in (0, 1]", work)
     refused(tta, ["--smoke", "--save", binary], 2, "--save keeps measurements", work)
+    refused(tta, ["--rounds", "0", binary], 2, "--rounds must be a positive whole number", work)
     refused(compare, ["--net", "wide", binary], 2, "--net must be full or narrow", work)
     refused(compare, ["--widths", "16,x", binary], 2, "widths must look like", work)
 
@@ -92,7 +94,7 @@ def main():
         for name, cells in rows.items():
             accuracies = re.findall(r"\d+\.\d\d%", cells[1])
             check(len(accuracies) == 2 and cells[2] == "not reached",
-                  f"{name}: two epoch accuracies, 92% not reached after 16 steps (row {cells})", out)
+                  f"{name}: two epoch accuracies, 92% not reached after 32 steps (row {cells})", out)
         check("time to 92%: not compared" in out and "SMOKE TEST" in out and "174,970 parameters" in out,
               "the summary says why there is no time ratio, that this was a smoke test, and the network", out)
 
@@ -105,6 +107,15 @@ def main():
                   f"{name}: stopped after the first evaluation, with its time (row {cells})", out)
         check(re.search(r"time to 0\.1%, PyTorch / cudagrad: \d+\.\d\dx", out) is not None,
               "the time ratio is printed when both reach the target", out)
+
+        rc, out = run([tta, binary, "--smoke", "--target", "0.001", "--rounds", "2", "--out",
+                       os.path.join(work, "rounds")], work)
+        rows = table_rows(out)
+        check(rc == 0 and set(rows) == {"cudagrad, round 1", "PyTorch", "cudagrad, round 2"}
+              and sum(line.startswith("| PyTorch") for line in out.splitlines()) == 2,
+              f"--rounds 2: a row per engine and round (got exit {rc}, rows {sorted(rows)})", out)
+        check(re.search(r"time to 0\.1%, PyTorch / cudagrad: \d+\.\d\dx \(median of the rounds' \d+\.\d\dx, "
+                        r"\d+\.\d\dx\)", out) is not None, "--rounds 2: the median of the two rounds' time ratios", out)
 
         rc, out = run([compare, binary, "--net", "narrow", "--steps", "1", "--warmup", "0"], work)
         rows = table_rows(out)

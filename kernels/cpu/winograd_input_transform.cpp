@@ -1,0 +1,125 @@
+// The input half of the F(4x4, 3x3) transforms (kernels/cpu/winograd_transforms.h): V = B^T d B
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+// one plane at a time (vectorized across the tiles of a tile row) or 16 planes at a time (one
+// vector lane per plane). Compiled with -ffp-contract=off (CMakeLists.txt), so that both forms
+// round every multiply and add alike and give the same bits.
+#include "kernels/cpu/winograd_transforms.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace cg::kernels::cpu::winograd {
+namespace {
+
+// 16 floats, one AVX-512 register (GCC/Clang vector extension): one lane per plane. LanesAt: the
+// same at any float address (unaligned stores into the GEMM operand).
+using Lanes = float __attribute__((vector_size(64)));
+using LanesAt __attribute__((vector_size(64), aligned(4), may_alias)) = float;
+
+// d (6) -> B^T d (6), for one value (float) or 16 planes' (Lanes)
+template <class T>
+inline void bt(const T d[6], T o[6]) {
+  o[0] = 4.f * d[0] - 5.f * d[2] + d[4];
+  o[1] = -4.f * d[1] - 4.f * d[2] + d[3] + d[4];
+  o[2] = 4.f * d[1] - 4.f * d[2] - d[3] + d[4];
+  o[3] = -2.f * d[1] - d[2] + 2.f * d[3] + d[4];
+  o[4] = 2.f * d[1] - d[2] - 2.f * d[3] + d[4];
+  o[5] = 4.f * d[1] - 5.f * d[3] + d[5];
+}
+}  // namespace
+
+// Rows are kept "deinterleaved" by tile: phase k of a row holds its values 4l + k for tiles
+// l = 0, 1, ..., so each step below is a loop across the tiles of a tile row over contiguous
+// arrays (vector loads and stores), and the 36 element streams are written a vector at a time.
+void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int64_t th, int64_t tw,
+                     float* out, int64_t e_stride, RowScratch scratch) {
+  const int64_t L = tw + 1, width = kTile * L, W = scratch.width;  // tile l reads phases at l and l + 1
+  float* __restrict row = scratch.data;                  // one padded input row
+  float* __restrict q = scratch.data + W;                // [6 rows][4 phases][L]
+  float* __restrict t = scratch.data + W + 24 * L;       // B^T down the columns: [6][4][L]
+  const int64_t lead = std::min(pad, width), copied = std::clamp<int64_t>(width - lead, 0, w);
+  for (int64_t ty = 0; ty < th; ++ty) {
+    for (int i = 0; i < kInput; ++i) {
+      const int64_t iy = ty * kTile - pad + i;
+      if (iy < 0 || iy >= h) {
+        std::fill(q + i * 4 * L, q + (i + 1) * 4 * L, 0.f);
+        continue;
+      }
+      std::fill(row, row + lead, 0.f);
+      std::memcpy(row + lead, plane + iy * w, sizeof(float) * size_t(copied));
+      std::fill(row + lead + copied, row + width, 0.f);
+      for (int k = 0; k < kTile; ++k)
+        for (int64_t l = 0; l < L; ++l) q[(i * 4 + k) * L + l] = row[kTile * l + k];
+    }
+    for (int64_t x = 0; x < 4 * L; ++x) {
+      const float d[6] = {q[x], q[4 * L + x], q[8 * L + x], q[12 * L + x], q[16 * L + x], q[20 * L + x]};
+      float o[6];
+      bt(d, o);
+      for (int r = 0; r < 6; ++r) t[r * 4 * L + x] = o[r];
+    }
+    for (int r = 0; r < kInput; ++r) {
+      const float* __restrict p0 = t + r * 4 * L;
+      const float *__restrict p1 = p0 + L, *__restrict p2 = p0 + 2 * L, *__restrict p3 = p0 + 3 * L;
+      float* dst = out + r * kInput * e_stride + ty * tw;
+      float *__restrict d0 = dst, *__restrict d1 = dst + e_stride, *__restrict d2 = dst + 2 * e_stride;
+      float *__restrict d3 = dst + 3 * e_stride, *__restrict d4 = dst + 4 * e_stride, *__restrict d5 = dst + 5 * e_stride;
+#pragma GCC ivdep
+      for (int64_t l = 0; l < tw; ++l) {
+        const float d[6] = {p0[l], p1[l], p2[l], p3[l], p0[l + 1], p1[l + 1]};
+        float o[6];
+        bt(d, o);
+        d0[l] = o[0], d1[l] = o[1], d2[l] = o[2], d3[l] = o[3], d4[l] = o[4], d5[l] = o[5];
+      }
+    }
+  }
+}
+
+void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h, int64_t w, int64_t pad,
+                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t lane_stride,
+                           int64_t tile_stride) {
+  const int64_t ph = kTile * th + 2, pw = kTile * tw + 2, tiles = th * tw;  // what the tiles read
+  thread_local std::vector<Lanes> padded, by_element;
+  padded.assign(size_t(ph * pw), Lanes{});  // [ph][pw]: the planes with their zero border
+  for (int64_t y = 0; y < h && y + pad < ph; ++y)
+    for (int64_t x = 0; x < w && x + pad < pw; ++x) {
+      Lanes& dst = padded[size_t((y + pad) * pw + x + pad)];
+      const float* src = planes + y * w + x;
+      for (int j = 0; j < kLanes; ++j) dst[j] = src[j * plane_stride];
+    }
+  // Lanes next to each other in out (lane_stride 1): one vector store per element and tile. Else
+  // the tiles go through by_element ([element][tile]) and out a lane at a time.
+  const bool contiguous = lane_stride == 1;
+  if (!contiguous) by_element.resize(size_t(kElements * tiles));
+  // The same passes as input_transform, in the same order: down the columns, then along the rows.
+  for (int64_t ty = 0; ty < th; ++ty)
+    for (int64_t tx = 0; tx < tw; ++tx) {
+      const Lanes* corner = padded.data() + kTile * ty * pw + kTile * tx;
+      const int64_t t = ty * tw + tx;
+      Lanes col[kInput][kInput];
+      for (int x = 0; x < kInput; ++x) {
+        Lanes d[kInput], o[kInput];
+        for (int i = 0; i < kInput; ++i) d[i] = corner[i * pw + x];
+        bt(d, o);
+        for (int r = 0; r < kInput; ++r) col[r][x] = o[r];
+      }
+      for (int r = 0; r < kInput; ++r) {
+        Lanes o[kInput];
+        bt(col[r], o);
+        for (int k = 0; k < kInput; ++k) {
+          const int e = r * kInput + k;
+          if (contiguous) *reinterpret_cast<LanesAt*>(out + e * e_stride + t * tile_stride) = o[k];
+          else by_element[size_t(e * tiles + t)] = o[k];
+        }
+      }
+    }
+  if (contiguous) return;
+  for (int e = 0; e < kElements; ++e)
+    for (int j = 0; j < kLanes; ++j) {
+      float* __restrict dst = out + e * e_stride + j * lane_stride;
+      const Lanes* src = by_element.data() + e * tiles;
+      for (int64_t t = 0; t < tiles; ++t) dst[t * tile_stride] = src[t][j];
+    }
+}
+
+}  // namespace cg::kernels::cpu::winograd
