@@ -154,13 +154,20 @@ void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, 
                               const T* save_mean, const T* save_invstd, T* dx, T* dgamma,
                               T* dbeta, const T* relu_y, T* d_residual) {
   const double m = double(s.n * s.hw);
-  dy = grad_into_sum(s, dy, relu_y, d_residual, dx);
+  // With a ReLU, each plane is masked (into d_residual, else dx: see mask_by_relu) just before its
+  // sums read it, while it is in the cache, instead of in a pass of its own over the whole tensor.
+  T* masked = relu_y ? (d_residual ? d_residual : dx) : nullptr;
+  if (!relu_y) dy = grad_into_sum(s, dy, relu_y, d_residual, dx);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
+    const T* grad = masked ? masked : dy;
     for (int64_t c = cb; c < ce; ++c) {
       const double mean = double(save_mean[c]), invstd = double(save_invstd[c]);
       double sum_dy = 0, sum_dy_xhat = 0;
       for (int64_t i = 0; i < s.n; ++i) {
-        const T* g = dy + (i * s.c + c) * s.hw;
+        const int64_t at = (i * s.c + c) * s.hw;
+        if (masked)
+          for (int64_t j = 0; j < s.hw; ++j) masked[at + j] = relu_y[at + j] > T(0) ? dy[at + j] : T(0);
+        const T* g = grad + at;
         sum_dy += lane_sum(g, s.hw);
         sum_dy_xhat += lane_dot_dev(g, x + (i * s.c + c) * s.hw, T(mean), s.hw);
       }
@@ -172,7 +179,7 @@ void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, 
       const T mean_dy = T(sum_dy / m), proj = T(sum_dy_xhat / m * invstd);
       const T mu = T(mean);
       for (int64_t i = 0; i < s.n; ++i) {
-        const T* g = dy + (i * s.c + c) * s.hw;
+        const T* g = grad + (i * s.c + c) * s.hw;
         const T* p = x + (i * s.c + c) * s.hw;
         T* q = dx + (i * s.c + c) * s.hw;
         for (int64_t j = 0; j < s.hw; ++j) q[j] = k * (g[j] - mean_dy - (p[j] - mu) * proj);
