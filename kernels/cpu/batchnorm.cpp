@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kernels/cpu/parallel.h"
 
@@ -80,24 +81,6 @@ void apply_affine(const BatchNormShape& s, const T* x, int64_t c, T scale, T shi
   }
 }
 
-// out = dy where relu_y > 0, else 0 (the ReLU's backward, done before the batch norm's). `out`
-// is d_residual when there is one, else dx: every element of dx is rewritten later from its own
-// masked value only, so sharing the buffer is safe. Runs over all channels, in parallel.
-template <typename T>
-const T* mask_by_relu(const BatchNormShape& s, const T* dy, const T* relu_y, T* out) {
-  const int64_t n = s.n * s.c * s.hw;
-  parallel_for(n, kElementwiseGrain, [=](int64_t b, int64_t e) {
-    const T* g = dy;
-    const T* y = relu_y;
-    T* o = out;
-    for (int64_t i = b; i < e; ++i) {
-      const T gi = g[i];
-      o[i] = y[i] > T(0) ? gi : T(0);
-    }
-  });
-  return out;
-}
-
 }  // namespace
 
 template <typename T>
@@ -140,13 +123,46 @@ void batchnorm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma,
   });
 }
 
-// The gradient reaching the normalization: dy masked by the ReLU into d_residual (or dx), or dy
-// itself copied to d_residual when there is no ReLU.
+// Where the gradient reaching the normalization lives: dy, or with a ReLU (its backward done
+// before the batch norm's) dy masked by relu_y > 0, held in d_residual when there is one, else in
+// dx (every element of dx is rewritten later from its own masked value only, so sharing the
+// buffer is safe).
 template <typename T>
-const T* grad_into_sum(const BatchNormShape& s, const T* dy, const T* relu_y, T* d_residual, T* dx) {
-  if (relu_y) return mask_by_relu(s, dy, relu_y, d_residual ? d_residual : dx);
-  if (d_residual) std::copy(dy, dy + s.n * s.c * s.hw, d_residual);
-  return dy;
+const T* grad_reaching_norm(const T* dy, const T* relu_y, const T* d_residual, const T* dx) {
+  if (!relu_y) return dy;
+  return d_residual ? d_residual : dx;
+}
+
+// Without a ReLU the residual's gradient is dy itself: a copy into d_residual when there is one.
+template <typename T>
+void copy_to_residual(const BatchNormShape& s, const T* dy, const T* relu_y, T* d_residual) {
+  if (!relu_y && d_residual) std::copy(dy, dy + s.n * s.c * s.hw, d_residual);
+}
+
+// Plane `at` (its offset) of the gradient reaching the normalization. With a ReLU the plane is
+// masked into its place (grad_reaching_norm) here, just before its first reader, while it is in
+// the cache, instead of in a pass of its own over the whole tensor.
+template <typename T>
+const T* grad_plane(int64_t at, int64_t hw, const T* dy, const T* relu_y, T* d_residual, T* dx) {
+  if (!relu_y) return dy + at;
+  T* out = (d_residual ? d_residual : dx) + at;
+  for (int64_t j = 0; j < hw; ++j) out[j] = relu_y[at + j] > T(0) ? dy[at + j] : T(0);
+  return out;
+}
+
+// Over channel c: sum(g) and sum(g * (x - mean)) of the gradient reaching the normalization,
+// masking it into place plane by plane (grad_plane).
+template <typename T>
+std::pair<double, double> channel_grad_sums(const BatchNormShape& s, int64_t c, const T* dy, const T* x, T mean,
+                                            const T* relu_y, T* d_residual, T* dx) {
+  double sum_g = 0, sum_gx = 0;
+  for (int64_t i = 0; i < s.n; ++i) {
+    const int64_t at = (i * s.c + c) * s.hw;
+    const T* g = grad_plane(at, s.hw, dy, relu_y, d_residual, dx);
+    sum_g += lane_sum(g, s.hw);
+    sum_gx += lane_dot_dev(g, x + at, mean, s.hw);
+  }
+  return {sum_g, sum_gx};
 }
 
 template <typename T>
@@ -154,23 +170,12 @@ void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, 
                               const T* save_mean, const T* save_invstd, T* dx, T* dgamma,
                               T* dbeta, const T* relu_y, T* d_residual) {
   const double m = double(s.n * s.hw);
-  // With a ReLU, each plane is masked (into d_residual, else dx: see mask_by_relu) just before its
-  // sums read it, while it is in the cache, instead of in a pass of its own over the whole tensor.
-  T* masked = relu_y ? (d_residual ? d_residual : dx) : nullptr;
-  if (!relu_y) dy = grad_into_sum(s, dy, relu_y, d_residual, dx);
+  copy_to_residual(s, dy, relu_y, d_residual);
+  const T* grad = grad_reaching_norm<T>(dy, relu_y, d_residual, dx);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
-    const T* grad = masked ? masked : dy;
     for (int64_t c = cb; c < ce; ++c) {
       const double mean = double(save_mean[c]), invstd = double(save_invstd[c]);
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t i = 0; i < s.n; ++i) {
-        const int64_t at = (i * s.c + c) * s.hw;
-        if (masked)
-          for (int64_t j = 0; j < s.hw; ++j) masked[at + j] = relu_y[at + j] > T(0) ? dy[at + j] : T(0);
-        const T* g = grad + at;
-        sum_dy += lane_sum(g, s.hw);
-        sum_dy_xhat += lane_dot_dev(g, x + (i * s.c + c) * s.hw, T(mean), s.hw);
-      }
+      auto [sum_dy, sum_dy_xhat] = channel_grad_sums(s, c, dy, x, T(mean), relu_y, d_residual, dx);
       sum_dy_xhat *= invstd;
       dbeta[c] = T(sum_dy);
       dgamma[c] = T(sum_dy_xhat);
@@ -192,14 +197,14 @@ template <typename T>
 void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                              const T* running_mean, const T* running_var, T eps, T* dx,
                              T* dgamma, T* dbeta, const T* relu_y, T* d_residual) {
-  dy = grad_into_sum(s, dy, relu_y, d_residual, dx);
+  copy_to_residual(s, dy, relu_y, d_residual);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const T invstd = T(1) / std::sqrt(running_var[c] + eps);
       const T k = gamma[c] * invstd;
       double sum_dy = 0, sum_dy_xhat = 0;
       for (int64_t i = 0; i < s.n; ++i) {
-        const T* g = dy + (i * s.c + c) * s.hw;
+        const T* g = grad_plane((i * s.c + c) * s.hw, s.hw, dy, relu_y, d_residual, dx);
         const T* p = x + (i * s.c + c) * s.hw;
         T* q = dx + (i * s.c + c) * s.hw;
         for (int64_t j = 0; j < s.hw; ++j) {
@@ -259,27 +264,14 @@ void batchnorm_forward_with_moments(const BatchNormShape& s, const T* x, const T
   });
 }
 
-// Where the gradient reaching the normalization lives once grad_into_sum has run.
-template <typename T>
-const T* grad_reaching_norm(const T* dy, const T* relu_y, const T* d_residual, const T* dx) {
-  if (!relu_y) return dy;
-  return d_residual ? d_residual : dx;
-}
-
 template <typename T>
 void batchnorm_local_grad_sums(const BatchNormShape& s, const T* dy, const T* x, const T* save_mean,
                                const T* save_invstd, T* dgamma, T* dbeta, double* sums, T* dx, const T* relu_y,
                                T* d_residual) {
-  const T* g_all = grad_into_sum(s, dy, relu_y, d_residual, dx);
+  copy_to_residual(s, dy, relu_y, d_residual);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      const T mu = save_mean[c];
-      double sum_g = 0, sum_gx = 0;
-      for (int64_t i = 0; i < s.n; ++i) {
-        const T* g = g_all + (i * s.c + c) * s.hw;
-        sum_g += lane_sum(g, s.hw);
-        sum_gx += lane_dot_dev(g, x + (i * s.c + c) * s.hw, mu, s.hw);
-      }
+      auto [sum_g, sum_gx] = channel_grad_sums(s, c, dy, x, save_mean[c], relu_y, d_residual, dx);
       sum_gx *= double(save_invstd[c]);
       dbeta[c] = T(sum_g);
       dgamma[c] = T(sum_gx);

@@ -19,6 +19,8 @@ template <typename T>
 MatrixView<T> row_major(const T* data, int64_t ld) { return {data, ld, 1}; }
 template <typename T>
 MatrixView<T> transposed(const T* data, int64_t ld) { return {data, 1, ld}; }
+template <typename T>
+MatrixView<T> transposed(MatrixView<T> m) { return {m.data, m.col_stride, m.row_stride}; }
 
 enum class GemmMode { overwrite, accumulate };
 

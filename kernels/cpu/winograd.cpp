@@ -85,8 +85,6 @@ struct Plan {
   int64_t buffer_size(int64_t rows) const { return kElements * element_stride(rows, max_columns()); }
 };
 
-MatrixView<float> transpose(MatrixView<float> m) { return {m.data, m.col_stride, m.row_stride}; }
-
 // Scratch kept on the calling thread between calls, so steady-state training allocates nothing.
 float* buffer(int slot, int64_t n) {
   thread_local std::vector<float> buffers[3];
@@ -132,7 +130,7 @@ void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t coun
     if (p.channels_inner) {
       for (int64_t c = 0; c < p.c_in; c += kLanes)
         input_transform_lanes(image + c * plane, plane, p.h, p.w, p.pad, p.th, p.tw, v + i * p.tiles * p.c_in + c,
-                              stride, 1, p.c_in);
+                              stride, p.c_in);
       continue;
     }
     for (int64_t c = 0; c < p.c_in; ++c)
@@ -201,7 +199,7 @@ void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const
           grad_output_transform(dy + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, p.th, p.tw,
                                 z + k * cols + i * p.tiles, zs, rows);
       for (int e = 0; e < kElements; ++e)
-        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * zs, cols), transpose(p.v_operand(v + e * vs, cols)),
+        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * zs, cols), transposed(p.v_operand(v + e * vs, cols)),
                     du + slot * slot_size + e * us, p.c_in, ch == begin ? GemmMode::overwrite : GemmMode::accumulate);
     }
   }

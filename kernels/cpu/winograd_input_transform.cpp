@@ -76,10 +76,9 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
 }
 
 void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h, int64_t w, int64_t pad,
-                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t lane_stride,
-                           int64_t tile_stride) {
-  const int64_t ph = kTile * th + 2, pw = kTile * tw + 2, tiles = th * tw;  // what the tiles read
-  thread_local std::vector<Lanes> padded, by_element;
+                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride) {
+  const int64_t ph = kTile * th + 2, pw = kTile * tw + 2;  // what the tiles read
+  thread_local std::vector<Lanes> padded;
   padded.assign(size_t(ph * pw), Lanes{});  // [ph][pw]: the planes with their zero border
   for (int64_t y = 0; y < h && y + pad < ph; ++y)
     for (int64_t x = 0; x < w && x + pad < pw; ++x) {
@@ -87,15 +86,11 @@ void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h,
       const float* src = planes + y * w + x;
       for (int j = 0; j < kLanes; ++j) dst[j] = src[j * plane_stride];
     }
-  // Lanes next to each other in out (lane_stride 1): one vector store per element and tile. Else
-  // the tiles go through by_element ([element][tile]) and out a lane at a time.
-  const bool contiguous = lane_stride == 1;
-  if (!contiguous) by_element.resize(size_t(kElements * tiles));
   // The same passes as input_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {
       const Lanes* corner = padded.data() + kTile * ty * pw + kTile * tx;
-      const int64_t t = ty * tw + tx;
+      float* tile = out + (ty * tw + tx) * tile_stride;
       Lanes col[kInput][kInput];
       for (int x = 0; x < kInput; ++x) {
         Lanes d[kInput], o[kInput];
@@ -106,19 +101,8 @@ void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h,
       for (int r = 0; r < kInput; ++r) {
         Lanes o[kInput];
         bt(col[r], o);
-        for (int k = 0; k < kInput; ++k) {
-          const int e = r * kInput + k;
-          if (contiguous) *reinterpret_cast<LanesAt*>(out + e * e_stride + t * tile_stride) = o[k];
-          else by_element[size_t(e * tiles + t)] = o[k];
-        }
+        for (int k = 0; k < kInput; ++k) *reinterpret_cast<LanesAt*>(tile + (r * kInput + k) * e_stride) = o[k];
       }
-    }
-  if (contiguous) return;
-  for (int e = 0; e < kElements; ++e)
-    for (int j = 0; j < kLanes; ++j) {
-      float* __restrict dst = out + e * e_stride + j * lane_stride;
-      const Lanes* src = by_element.data() + e * tiles;
-      for (int64_t t = 0; t < tiles; ++t) dst[t * tile_stride] = src[t][j];
     }
 }
 

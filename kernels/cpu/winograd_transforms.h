@@ -30,15 +30,13 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
 
 // input_transform of kLanes planes at once, planes + j * plane_stride for j < kLanes (an image's
 // consecutive channels), one vector lane per plane: for small planes, whose tile rows are too
-// short for input_transform's loops to vectorize (7x7: 2 tiles a row). Element e of tile t of
-// lane j goes to out[e * e_stride + j * lane_stride + t * tile_stride]; with lane_stride 1 (the
-// channels innermost) each element of a tile is one vector store. Planes of at most
-// kLanesMaxTiles tiles.
+// short for input_transform's loops to vectorize (7x7: 2 tiles a row). The lanes stay together:
+// element e of tile t of lane j goes to out[e * e_stride + t * tile_stride + j], one vector store
+// per element and tile. Planes of at most kLanesMaxTiles tiles.
 constexpr int kLanes = 16;
 constexpr int64_t kLanesMaxTiles = 16;
 void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h, int64_t w, int64_t pad,
-                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t lane_stride,
-                           int64_t tile_stride);
+                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride);
 
 // Output transform y = A^T m A + bias of every tile, written to plane [oh][ow] (the part of each
 // 4x4 tile inside it).
