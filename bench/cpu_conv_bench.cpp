@@ -3,10 +3,10 @@
 // ms and GFLOP/s (the direct convolution's FLOPs), plus the total for one training step's
 // convolutions; and the core's FMA peak, measured. Times are the process's CPU time (so a loaded
 // machine still gives usable per-core figures; run it with OMP_NUM_THREADS=1 and taskset for a
-// single core). The 3x3 stride-1 layers run im2col, Winograd and the direct kernel, alternating run
+// single core), or with `wall` elapsed time: the figure to set beside PyTorch's on several threads. The 3x3 stride-1 layers run im2col, Winograd and the direct kernel, alternating run
 // by run, so they share the same machine state. bench/pytorch/conv_layers.py prints the im2col table's
-// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs] [full|narrow] (narrow: the
-// 16/32/64-channel Fashion-MNIST network's layers instead of the full MiniResNet's).
+// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs] [full|narrow] [cpu|wall] (narrow:
+// the 16/32/64-channel Fashion-MNIST network's layers instead of the full MiniResNet's).
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -57,22 +57,25 @@ const Layer kNarrowLayers[] = {
     {"layer3 64->64 3x3 s1 @7", 64, 7, 64, 3, 1, 1, 3},
 };
 
-double cpu_ms() {
+clockid_t timing_clock = CLOCK_PROCESS_CPUTIME_ID;  // or CLOCK_MONOTONIC: `wall`
+
+double clock_ms(clockid_t clock) {
   timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  clock_gettime(clock, &t);
   return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
 }
+double cpu_ms() { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
 
-// Median CPU ms of each function, run in turn (f0, f1, f2, f0, f1, ...) after warm-up.
+// Median ms (timing_clock) of each function, run in turn (f0, f1, f2, f0, f1, ...) after warm-up.
 std::vector<double> median_ms(int warmup, int runs, const std::vector<std::function<void()>>& fns) {
   for (int i = 0; i < warmup; ++i)
     for (const auto& f : fns) f();
   std::vector<std::vector<double>> t(fns.size());
   for (int i = 0; i < runs; ++i)
     for (size_t k = 0; k < fns.size(); ++k) {
-      const double t0 = cpu_ms();
+      const double t0 = clock_ms(timing_clock);
       fns[k]();
-      t[k].push_back(cpu_ms() - t0);
+      t[k].push_back(clock_ms(timing_clock) - t0);
     }
   std::vector<double> med;
   for (auto& v : t) {
@@ -115,15 +118,21 @@ int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 64;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 7, warmup = 2;
   const std::string network = argc > 3 ? argv[3] : "full";
+  const std::string clock = argc > 4 ? argv[4] : "cpu";
   if (network != "full" && network != "narrow") {
     fmt::print(stderr, "cpu_conv_bench: unknown network '{}' (full or narrow)\n", network);
     return 2;
   }
+  if (clock != "cpu" && clock != "wall") {
+    fmt::print(stderr, "cpu_conv_bench: unknown clock '{}' (cpu or wall)\n", clock);
+    return 2;
+  }
+  if (clock == "wall") timing_clock = CLOCK_MONOTONIC;
   const std::vector<Layer> layers = network == "full"
                                         ? std::vector<Layer>(std::begin(kLayers), std::end(kLayers))
                                         : std::vector<Layer>(std::begin(kNarrowLayers), std::end(kNarrowLayers));
-  fmt::print("cudagrad CPU conv kernels, fp32, threads {}, batch {}; CPU ms (all threads' CPU time)\n",
-             omp_get_max_threads(), batch);
+  fmt::print("cudagrad CPU conv kernels, fp32, threads {}, batch {}; {}\n", omp_get_max_threads(), batch,
+             clock == "wall" ? "elapsed ms" : "CPU ms (all threads' CPU time)");
   fmt::print("FMA peak of one core (measured): {:.1f} GFLOP/s\n", fma_peak_gflops());
   fmt::print("{:38s} {:>5s} {:>8s} {:>6s} {:>12s} {:>6s} {:>14s} {:>6s}\n", "layer", "algo", "fwd ms", "GF/s",
              "bwd-data ms", "GF/s", "bwd-filter ms", "GF/s");

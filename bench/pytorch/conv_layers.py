@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""PyTorch's time per MiniResNet convolution layer (batch 64, 32x32 input), the counterpart of
+"""PyTorch's time per MiniResNet convolution layer (batch 64, 32x32 input; --net narrow: the
+Fashion-MNIST network of configs/fashion_mnist_cpu.yaml), the counterpart of
 bench/cpu_conv_bench.cpp: forward, backward-data and backward-filter timed separately (median of
 several runs after warm-up), same shapes and the same GFLOP accounting, so the two compare line
-by line. Run with /usr/bin/python3 (Debian's torch 1.13): `conv_layers.py [--threads 2]`."""
+by line. Run with /usr/bin/python3 (Debian's torch 1.13): `conv_layers.py [--threads 2] [--net narrow]`."""
 import argparse
 import statistics
 import time
@@ -19,6 +20,17 @@ LAYERS = [
     ("layer3.0.conv1 128->256 3x3 s2 @16", 128, 16, 256, 3, 2, 1, 1),
     ("layer3.0.down 128->256 1x1 s2 @16", 128, 16, 256, 1, 2, 0, 1),
     ("layer3 256->256 3x3 s1 @8", 256, 8, 256, 3, 1, 1, 3),
+]
+# The narrow network (widths 16/32/64, 1x28x28), as kNarrowLayers in cpu_conv_bench.cpp.
+NARROW_LAYERS = [
+    ("stem 1->16 3x3 s1 @28", 1, 28, 16, 3, 1, 1, 1),
+    ("layer1 16->16 3x3 s1 @28", 16, 28, 16, 3, 1, 1, 4),
+    ("layer2.0.conv1 16->32 3x3 s2 @28", 16, 28, 32, 3, 2, 1, 1),
+    ("layer2.0.down 16->32 1x1 s2 @28", 16, 28, 32, 1, 2, 0, 1),
+    ("layer2 32->32 3x3 s1 @14", 32, 14, 32, 3, 1, 1, 3),
+    ("layer3.0.conv1 32->64 3x3 s2 @14", 32, 14, 64, 3, 2, 1, 1),
+    ("layer3.0.down 32->64 1x1 s2 @14", 32, 14, 64, 1, 2, 0, 1),
+    ("layer3 64->64 3x3 s1 @7", 64, 7, 64, 3, 1, 1, 3),
 ]
 
 
@@ -39,6 +51,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--net", choices=["full", "narrow"], default="full")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -46,7 +59,7 @@ def main():
     print(f"{'layer':38s} {'fwd ms':>8s} {'GF/s':>6s} {'bwd-data ms':>12s} {'GF/s':>6s} "
           f"{'bwd-filter ms':>14s} {'GF/s':>6s}")
     step_ms = step_gflop = 0.0
-    for name, cin, size, cout, k, stride, pad, count in LAYERS:
+    for name, cin, size, cout, k, stride, pad, count in (NARROW_LAYERS if args.net == "narrow" else LAYERS):
         x = torch.randn(args.batch, cin, size, size)
         w = torch.randn(cout, cin, k, k)
         y = torch.nn.functional.conv2d(x, w, None, stride, pad)
