@@ -9,8 +9,6 @@
 // positions than outputs at 28x28, 14% at 14x14.
 #include "kernels/cpu/conv_direct.h"
 
-#include "kernels/cpu/parallel.h"
-
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -248,16 +246,16 @@ std::vector<float> pack_filters(int64_t outs, int64_t ins, int taps, Filter filt
   return wt;
 }
 
-// acc[r][t] += sum over positions q < count of dy[r][q] * x[q + off[t]] (t < Taps), lane by lane, for R rows
-// of dy `dy_stride` apart; acc rows are `acc_stride` vectors apart.
+// acc[r][t] (+)= sum over positions q < count of dy[r][q] * x[q + off[t]] (t < Taps), lane by lane, for R rows
+// of dy `dy_stride` apart; acc rows are `acc_stride` vectors apart. `first`: acc starts at zero.
 template <int R, int Taps>
 inline void filter_tile(const float* __restrict dy, int64_t dy_stride, const float* __restrict x, const int64_t* off,
-                        int64_t count, V* acc, int64_t acc_stride) {
+                        int64_t count, V* acc, int64_t acc_stride, bool first) {
   V a[R][Taps];
 #pragma GCC unroll 3
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 9
-    for (int t = 0; t < Taps; ++t) a[r][t] = acc[r * acc_stride + t];
+    for (int t = 0; t < Taps; ++t) a[r][t] = first ? V{} : acc[r * acc_stride + t];
   for (int64_t q = 0; q < count; q += kLanes) {
     V d[R];
 #pragma GCC unroll 3
@@ -304,60 +302,66 @@ void direct_conv2d_backward_data(const Conv2dShape& s, const float* dy, const fl
   run_forward(s.n, s.c_out, s.c_in, g, dy, wt.data(), nullptr, dx);
 }
 
-// Each slot of images sums its products lane by lane into its own vector accumulators
-// ([c_out][c_in][taps] vectors); the slots' accumulators are then added in slot order and each
-// vector's 16 lanes in lane order.
+// Each slot of images sums its products lane by lane into vector accumulators ([c_out][c_in][taps]
+// vectors, in its thread's cache), then adds each vector's 16 lanes in lane order into its own row of
+// sums; the slots' rows are added in slot order.
 void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
   const Geometry g = geometry(s);
   const int taps = g.taps;
   const int64_t hw = s.h * s.w, out_hw = g.out_h * g.out_w;
   const int64_t count = round_up(g.out_h * g.wp, kLanes);  // positions holding gradient
-  const int64_t slots = std::min(kFilterSlots, s.n), per_slot = (s.n + slots - 1) / slots;
+  const int64_t per_slot = (s.n + kFilterSlots - 1) / kFilterSlots, slots = (s.n + per_slot - 1) / per_slot;
   const int64_t vectors = s.c_out * s.c_in * taps;
-  // The accumulators (megabytes for 32 channels) live on in the calling thread between calls, so
-  // steady-state training neither allocates nor page-faults them; each slot zeroes its own.
-  thread_local std::vector<float> acc_lanes;
-  if (acc_lanes.size() < size_t(slots * vectors * kLanes)) acc_lanes.resize(size_t(slots * vectors * kLanes));
-  V* acc = reinterpret_cast<V*>(acc_lanes.data());
+  // One row of sums per slot: 16 times smaller than the vector accumulators, so adding the slots
+  // (written by different cores) moves little between caches.
+  std::vector<float> slot_sums(size_t(slots * vectors));
 #pragma omp parallel for schedule(dynamic, 1) if (slots > 1)  // a slot's sums do not depend on its thread
   for (int64_t slot = 0; slot < slots; ++slot) {
     float* planes = scratch(0, size_t(s.c_in * g.plane));
     float* grads = scratch(1, size_t(s.c_out * count));  // dy in rows wp long, zeros past each row's w
-    V* slot_acc = acc + slot * vectors;
-    std::fill(slot_acc, slot_acc + vectors, V{});
-    for (int64_t i = slot * per_slot; i < std::min(s.n, (slot + 1) * per_slot); ++i) {
+    // The accumulators (up to megabytes) live on in each thread between calls, so steady-state
+    // training neither allocates nor page-faults them; a slot's first image overwrites them.
+    thread_local std::vector<float> acc_lanes;
+    if (acc_lanes.size() < size_t(vectors * kLanes)) acc_lanes.resize(size_t(vectors * kLanes));
+    V* acc = reinterpret_cast<V*>(acc_lanes.data());
+    const int64_t begin = slot * per_slot, end = std::min(s.n, (slot + 1) * per_slot);
+    for (int64_t i = begin; i < end; ++i) {
       pad_planes(x + i * s.c_in * hw, s.c_in, g, planes);
       widen_rows(dy + i * s.c_out * out_hw, s.c_out, g, count, grads);
+      const bool first = i == begin;
       for (int64_t o = 0; o < s.c_out; o += kFilterRows) {
         const int64_t rows = std::min<int64_t>(kFilterRows, s.c_out - o);
         for (int64_t c = 0; c < s.c_in; ++c) {
-          V* a = slot_acc + (o * s.c_in + c) * taps;
+          V* a = acc + (o * s.c_in + c) * taps;
           const float* d = grads + o * count;
           const float* xc = planes + c * g.plane;
           const int64_t as = s.c_in * taps;
           if (taps == 1) {
             // One tap: one accumulator per row, so take up to 3 rows at a time like the others.
-            for (int64_t r = 0; r < rows; ++r) filter_tile<1, 1>(d + r * count, count, xc, g.off, count, a + r * as, as);
+            for (int64_t r = 0; r < rows; ++r)
+              filter_tile<1, 1>(d + r * count, count, xc, g.off, count, a + r * as, as, first);
           } else if (rows == kFilterRows) {
-            filter_tile<kFilterRows, 9>(d, count, xc, g.off, count, a, as);
+            filter_tile<kFilterRows, 9>(d, count, xc, g.off, count, a, as, first);
           } else if (rows == 2) {
-            filter_tile<2, 9>(d, count, xc, g.off, count, a, as);
+            filter_tile<2, 9>(d, count, xc, g.off, count, a, as, first);
           } else {
-            filter_tile<1, 9>(d, count, xc, g.off, count, a, as);
+            filter_tile<1, 9>(d, count, xc, g.off, count, a, as, first);
           }
         }
       }
     }
-  }
-  parallel_for(vectors, 1024, [&](int64_t begin, int64_t end) {
-    for (int64_t e = begin; e < end; ++e) {
-      V sum = acc[e];
-      for (int64_t slot = 1; slot < slots; ++slot) sum += acc[slot * vectors + e];
+    float* sums = slot_sums.data() + slot * vectors;
+    for (int64_t e = 0; e < vectors; ++e) {
       float total = 0.f;
-      for (int l = 0; l < kLanes; ++l) total += sum[l];
-      dw[e] = total;
+      for (int l = 0; l < kLanes; ++l) total += acc[e][l];
+      sums[e] = total;
     }
-  });
+  }
+  for (int64_t e = 0; e < vectors; ++e) {
+    float total = slot_sums[size_t(e)];
+    for (int64_t slot = 1; slot < slots; ++slot) total += slot_sums[size_t(slot * vectors + e)];
+    dw[e] = total;
+  }
   if (db) {
     for (int64_t o = 0; o < s.c_out; ++o) {
       float total = 0.f;
