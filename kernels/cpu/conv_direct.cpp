@@ -85,6 +85,22 @@ inline void copy_floats(const float* __restrict src, int64_t n, float* __restric
   for (; i < n; ++i) dst[i] = src[i];
 }
 
+// dst[k] = src[2 * k] for k < n: a phase row of a stride-2 layer (reads src[0, 2n - 1) only).
+inline void copy_even_floats(const float* __restrict src, int64_t n, float* __restrict dst) {
+#if defined(__AVX512F__)
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  auto first = [](int64_t k) { return __mmask16(k >= kLanes ? 0xffffu : (1u << k) - 1u); };  // lanes [0, k)
+  for (int64_t k = 0; k < n; k += kLanes) {
+    const int64_t outputs = std::min<int64_t>(kLanes, n - k), span = 2 * outputs - 1;
+    const __m512 lo = _mm512_maskz_loadu_ps(first(span), src + 2 * k);
+    const __m512 hi = _mm512_maskz_loadu_ps(first(std::max<int64_t>(0, span - kLanes)), src + 2 * k + kLanes);
+    _mm512_mask_storeu_ps(dst + k, first(outputs), _mm512_permutex2var_ps(lo, even, hi));
+  }
+#else
+  for (int64_t k = 0; k < n; ++k) dst[k] = src[2 * k];
+#endif
+}
+
 // dst[c] (c < channels, each g.plane floats) = the phase planes of src's [h][w] plane c. Each
 // float is written once.
 void pad_planes(const float* src, int64_t channels, const Geometry& g, float* dst) {
@@ -108,7 +124,7 @@ void pad_planes(const float* src, int64_t channels, const Geometry& g, float* ds
           if (st == 1) {
             copy_floats(in, s_hi - s_lo, row + s_lo);
           } else {
-            for (int64_t s = s_lo; s < s_hi; ++s) row[s] = in[st * (s - 1)];
+            copy_even_floats(in, s_hi - s_lo, row + s_lo);
           }
           std::fill(row + s_hi, row + g.wp, 0.f);
         }
