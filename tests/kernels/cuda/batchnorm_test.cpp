@@ -146,7 +146,9 @@ void check_training(Impl impl, const BatchNormShape& s, DType t, Activation act,
   EXPECT_TRUE(test::all_close(k.dbeta.download(), db, test::for_sum(f32, m))) << where << ": dbeta";
   EXPECT_TRUE(test::all_close(k.activation(k.y_eval), ye, tol)) << where << ": eval y";
   // The residual's gradient is dy, masked: exact (the mask is the GPU's own y, given to the CPU).
-  if (residual) EXPECT_EQ(k.activation(k.dr), dr) << where << ": d_residual";
+  if (residual) {
+    EXPECT_EQ(k.activation(k.dr), dr) << where << ": d_residual";
+  }
 }
 
 // One case per implementation x dtype x layout x residual, so that a failure names its case
