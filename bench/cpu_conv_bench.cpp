@@ -18,12 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/winograd.h"
 
 namespace {
 
+using namespace cg::bench;
 using cg::kernels::Conv2dShape;
 
 struct Layer {
@@ -56,60 +58,6 @@ const Layer kNarrowLayers[] = {
     {"layer3.0.down 32->64 1x1 s2 @14", 32, 14, 64, 1, 2, 0, 1},
     {"layer3 64->64 3x3 s1 @7", 64, 7, 64, 3, 1, 1, 3},
 };
-
-clockid_t timing_clock = CLOCK_PROCESS_CPUTIME_ID;  // or CLOCK_MONOTONIC: `wall`
-
-double clock_ms(clockid_t clock) {
-  timespec t;
-  clock_gettime(clock, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
-}
-double cpu_ms() { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
-
-// Median ms (timing_clock) of each function, run in turn (f0, f1, f2, f0, f1, ...) after warm-up.
-std::vector<double> median_ms(int warmup, int runs, const std::vector<std::function<void()>>& fns) {
-  for (int i = 0; i < warmup; ++i)
-    for (const auto& f : fns) f();
-  std::vector<std::vector<double>> t(fns.size());
-  for (int i = 0; i < runs; ++i)
-    for (size_t k = 0; k < fns.size(); ++k) {
-      const double t0 = clock_ms(timing_clock);
-      fns[k]();
-      t[k].push_back(clock_ms(timing_clock) - t0);
-    }
-  std::vector<double> med;
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    med.push_back(v[v.size() / 2]);
-  }
-  return med;
-}
-
-// GFLOP/s of one core running independent fused multiply-adds on 64-byte vectors (12 chains,
-// enough to cover the FMA latency): the peak the GEMM is measured against.
-double fma_peak_gflops() {
-  using V __attribute__((vector_size(64))) = float;
-  V acc[12], mul = V{} + 1.0000001f, add = V{} + 1e-8f;
-  for (int i = 0; i < 12; ++i) acc[i] = V{} + float(i);
-  const long iters = 50'000'000;
-  const double t0 = cpu_ms();
-  for (long it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = acc[i] * mul + add;
-  }
-  const double ms = cpu_ms() - t0;
-  volatile float sink = 0;  // keeps the loop's results alive
-  for (int i = 0; i < 12; ++i) sink = sink + acc[i][0];
-  return 2.0 * 16 * 12 * double(iters) / ms * 1e-6;
-}
-
-std::vector<float> random_vector(size_t n, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
-}
 
 }  // namespace
 

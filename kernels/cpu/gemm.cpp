@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cg::kernels::cpu {
@@ -26,13 +28,15 @@ struct Tile {
   static constexpr int64_t kMC = 96;           // rows of A packed per pass (MC x KC in L2)
 };
 
-// The micro-kernel: out[r][:] (=) sum_p a[p*MR + r] * b[p*NR + :] over p < kc, out row-major with
-// leading dimension ldo; adds to out when accumulate.
-template <typename T>
+// The micro-kernel: out[r][:NV * L] (=) sum_p a[p*MR + r] * b[p*NR + :] over p < kc, out
+// row-major with leading dimension ldo; adds to out when accumulate. NV < kVecs runs a narrower
+// tile (the last columns of a matrix whose width is not a multiple of NR) without computing the
+// padding: each output's sum is the same sequence of multiply-adds whatever NV.
+template <typename T, int NV = Tile<T>::kVecs>
 inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* out,
                          int64_t ldo, bool accumulate) {
   using V = Vec<T>;
-  constexpr int MR = Tile<T>::kMR, NV = Tile<T>::kVecs, L = Tile<T>::kLanes, NR = Tile<T>::kNR;
+  constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes, NR = Tile<T>::kNR;
   V acc[MR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -58,20 +62,99 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict 
     }
 }
 
+// micro_kernel with the fewest vectors per row that cover `vecs` (1 to kVecs).
+template <typename T>
+inline void micro_kernel_of_width(int vecs, int64_t kc, const T* a, const T* b, T* out, int64_t ldo, bool accumulate) {
+  static_assert(Tile<T>::kVecs == 3, "one case per width");
+  if (vecs == 3) micro_kernel<T, 3>(kc, a, b, out, ldo, accumulate);
+  if (vecs == 2) micro_kernel<T, 2>(kc, a, b, out, ldo, accumulate);
+  if (vecs == 1) micro_kernel<T, 1>(kc, a, b, out, ldo, accumulate);
+}
+
+// The integer vector that indexes a Vec<T> in __builtin_shuffle.
+template <typename T>
+using IndexVec __attribute__((vector_size(64))) = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+
+// Stage K of transpose_block's permutes, as constants: lane c of the new lower row (L + i picks
+// lane i of the upper row) ...
+template <typename T, int K, size_t... C>
+constexpr IndexVec<T> lower_index(std::index_sequence<C...>) {
+  constexpr int L = Tile<T>::kLanes;
+  return IndexVec<T>{((C & K) ? L + int(C) - K : int(C))...};
+}
+// ... and of the new upper row.
+template <typename T, int K, size_t... C>
+constexpr IndexVec<T> upper_index(std::index_sequence<C...>) {
+  constexpr int L = Tile<T>::kLanes;
+  return IndexVec<T>{((C & K) ? L + int(C) : int(C) + K)...};
+}
+
+// Transposes the L x L block held in rows[0..L) (L = Vec<T>'s lanes): afterwards rows[c][r] is
+// what rows[r][c] was. Stage K (L/2, ..., 2, 1) swaps bit K of the row and column index: one
+// two-source permute per row (vpermt2ps with AVX-512), log2(L) stages. Packing is what makes a
+// GEMM of the small Winograd shapes cheap or not: the scalar copies it replaces took about as long
+// as the multiply-adds there.
+template <typename T, int K = Tile<T>::kLanes / 2>
+inline void transpose_block(Vec<T>* rows) {
+  constexpr int L = Tile<T>::kLanes;
+  constexpr IndexVec<T> lo = lower_index<T, K>(std::make_index_sequence<L>()),
+                        hi = upper_index<T, K>(std::make_index_sequence<L>());
+#pragma GCC unroll 16
+  for (int r = 0; r < L; ++r) {
+    if (r & K) continue;
+    const Vec<T> a = rows[r], b = rows[r + K];
+    rows[r] = __builtin_shuffle(a, b, lo);
+    rows[r + K] = __builtin_shuffle(a, b, hi);
+  }
+  if constexpr (K > 1) transpose_block<T, K / 2>(rows);
+}
+
+// Stores lanes [h * MR, (h + 1) * MR) of v at dst (one A-panel row of MR values).
+template <typename T, int H>
+inline void store_part(const Vec<T>& v, T* dst) {
+  constexpr int MR = Tile<T>::kMR;
+  using Part __attribute__((vector_size(MR * sizeof(T)), aligned(alignof(T)), may_alias)) = T;
+  Part part;
+  for (int i = 0; i < MR; ++i) part[i] = v[H * MR + i];
+  *reinterpret_cast<Part*>(dst) = part;
+}
+
 // Packs rows [i0, i0 + mc) x depth [p0, p0 + kc) of A into MR-row panels, zero-padding the last.
+// A row-major A is copied L rows by L columns at a time through transpose_block (whole blocks
+// only; the rest element by element).
 template <typename T>
 void pack_a(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* dst) {
-  constexpr int MR = Tile<T>::kMR;
+  constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes;
+  static_assert(L == MR || L == 2 * MR, "a block of L rows fills one or two panels");
+  int64_t vector_rows = 0;  // rows [0, vector_rows) x depth [0, vector_depth) go by blocks
+  const int64_t vector_depth = a.col_stride == 1 ? kc / L * L : 0;
+  if (vector_depth > 0) {
+    vector_rows = mc / L * L;
+    for (int64_t ir = 0; ir < vector_rows; ir += L)
+      for (int64_t pb = 0; pb < vector_depth; pb += L) {
+        Vec<T> block[L];
+#pragma GCC unroll 16
+        for (int t = 0; t < L; ++t)
+          block[t] = *reinterpret_cast<const Vec<T>*>(a.data + (i0 + ir + t) * a.row_stride + p0 + pb);
+        transpose_block<T>(block);  // block[q] = column pb + q of rows ir .. ir + L
+#pragma GCC unroll 16
+        for (int q = 0; q < L; ++q) {
+          store_part<T, 0>(block[q], dst + ir * kc + (pb + q) * MR);
+          if constexpr (L / MR == 2) store_part<T, 1>(block[q], dst + (ir + MR) * kc + (pb + q) * MR);
+        }
+      }
+  }
   for (int64_t ir = 0; ir < mc; ir += MR) {
     const int64_t rows = std::min<int64_t>(MR, mc - ir);
     T* panel = dst + ir * kc;
+    const int64_t p_begin = ir < vector_rows ? vector_depth : 0;
     for (int64_t r = 0; r < MR; ++r) {
       if (r >= rows) {
         for (int64_t p = 0; p < kc; ++p) panel[p * MR + r] = T(0);
         continue;
       }
       const T* src = a.data + (i0 + ir + r) * a.row_stride + p0 * a.col_stride;
-      for (int64_t p = 0; p < kc; ++p) panel[p * MR + r] = src[p * a.col_stride];
+      for (int64_t p = p_begin; p < kc; ++p) panel[p * MR + r] = src[p * a.col_stride];
     }
   }
 }
@@ -79,7 +162,7 @@ void pack_a(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* 
 // Packs depth [p0, p0 + kc) x columns [0, n) of B into NR-column panels, zero-padding the last.
 template <typename T>
 void pack_b(MatrixView<T> b, int64_t n, int64_t p0, int64_t kc, T* dst) {
-  constexpr int NR = Tile<T>::kNR;
+  constexpr int NR = Tile<T>::kNR, L = Tile<T>::kLanes;
   for (int64_t jr = 0; jr < n; jr += NR) {
     const int64_t cols = std::min<int64_t>(NR, n - jr);
     T* panel = dst + jr * kc;
@@ -89,15 +172,28 @@ void pack_b(MatrixView<T> b, int64_t n, int64_t p0, int64_t kc, T* dst) {
         std::memcpy(panel + p * NR, src, sizeof(T) * size_t(cols));
         std::fill(panel + p * NR + cols, panel + (p + 1) * NR, T(0));
       }
-    } else {  // columns of B are contiguous (a transposed view): read each column in turn
-      for (int64_t j = 0; j < NR; ++j) {
-        if (j >= cols) {
-          for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = T(0);
-          continue;
-        }
-        const T* src = b.data + p0 * b.row_stride + (jr + j) * b.col_stride;
-        for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = src[p * b.row_stride];
+      continue;
+    }
+    // Columns of B are contiguous (a transposed view): whole L x L blocks through transpose_block,
+    // the rest element by element.
+    const int64_t vector_cols = b.row_stride == 1 ? cols / L * L : 0, vector_depth = kc / L * L;
+    for (int64_t jb = 0; jb < vector_cols; jb += L)
+      for (int64_t pb = 0; pb < vector_depth; pb += L) {
+        Vec<T> block[L];
+#pragma GCC unroll 16
+        for (int t = 0; t < L; ++t)
+          block[t] = *reinterpret_cast<const Vec<T>*>(b.data + (p0 + pb) + (jr + jb + t) * b.col_stride);
+        transpose_block<T>(block);  // block[q] = row p0 + pb + q of columns jb .. jb + L
+#pragma GCC unroll 16
+        for (int q = 0; q < L; ++q) *reinterpret_cast<Vec<T>*>(panel + (pb + q) * NR + jb) = block[q];
       }
+    for (int64_t j = 0; j < NR; ++j) {
+      if (j >= cols) {
+        for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = T(0);
+        continue;
+      }
+      const T* src = b.data + p0 * b.row_stride + (jr + j) * b.col_stride;
+      for (int64_t p = j < vector_cols ? vector_depth : 0; p < kc; ++p) panel[p * NR + j] = src[p * b.row_stride];
     }
   }
 }
@@ -111,12 +207,20 @@ T* packing_buffer(int slot, size_t n) {
   return v.data();
 }
 
-}  // namespace
-
+// Where block (p0, i0) of a packed A sits in pack_lhs's layout: depth blocks one after another,
+// each holding all of A's rows (padded to MR) as MR-row panels of that block's depth.
 template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t ldc,
-          GemmMode mode) {
-  constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR;
+int64_t packed_block_offset(int64_t m, int64_t p0, int64_t i0, int64_t kc) {
+  constexpr int MR = Tile<T>::kMR;
+  return p0 * ((m + MR - 1) / MR * MR) + i0 * kc;
+}
+
+// The GEMM of gemm() and gemm_packed_lhs(): A is packed here per block from `a`, or read from
+// `a_packed` (pack_lhs's layout) when that is non-null.
+template <typename T>
+void gemm_blocks(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const T* a_packed, MatrixView<T> b, T* c,
+                 int64_t ldc, GemmMode mode) {
+  constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR, L = Tile<T>::kLanes;
   constexpr int64_t KC = Tile<T>::kKC, MC = Tile<T>::kMC;
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
@@ -126,7 +230,7 @@ void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* 
   }
   const int64_t n_padded = (n + NR - 1) / NR * NR;
   T* bpack = packing_buffer<T>(0, size_t(n_padded * std::min(k, KC)));
-  T* apack = packing_buffer<T>(1, size_t((MC + MR) * std::min(k, KC)));
+  T* abuffer = a_packed ? nullptr : packing_buffer<T>(1, size_t((MC + MR) * std::min(k, KC)));
   alignas(64) T edge[MR * NR];
   for (int64_t p0 = 0; p0 < k; p0 += KC) {
     const int64_t kc = std::min(KC, k - p0);
@@ -134,18 +238,20 @@ void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* 
     pack_b(b, n, p0, kc, bpack);
     for (int64_t i0 = 0; i0 < m; i0 += MC) {
       const int64_t mc = std::min(MC, m - i0);
-      pack_a(a, i0, mc, p0, kc, apack);
+      const T* apack = a_packed ? a_packed + packed_block_offset<T>(m, p0, i0, kc) : abuffer;
+      if (!a_packed) pack_a(a, i0, mc, p0, kc, abuffer);
       for (int64_t jr = 0; jr < n; jr += NR) {
         const int64_t cols = std::min<int64_t>(NR, n - jr);
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t rows = std::min<int64_t>(MR, mc - ir);
           T* ctile = c + (i0 + ir) * ldc + jr;
-          if (rows == MR && cols == NR) {
-            micro_kernel<T>(kc, apack + ir * kc, bpack + jr * kc, ctile, ldc, accumulate);
+          const int vecs = int((cols + L - 1) / L);  // the tile's width in vectors
+          if (rows == MR && cols == vecs * L) {
+            micro_kernel_of_width<T>(vecs, kc, apack + ir * kc, bpack + jr * kc, ctile, ldc, accumulate);
             continue;
           }
-          // A partial tile: compute the full tile aside, then merge the valid part.
-          micro_kernel<T>(kc, apack + ir * kc, bpack + jr * kc, edge, NR, false);
+          // A partial tile: compute it aside, then merge the valid part.
+          micro_kernel_of_width<T>(vecs, kc, apack + ir * kc, bpack + jr * kc, edge, NR, false);
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t j = 0; j < cols; ++j)
               ctile[r * ldc + j] = accumulate ? ctile[r * ldc + j] + edge[r * NR + j] : edge[r * NR + j];
@@ -155,9 +261,42 @@ void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* 
   }
 }
 
-template void gemm<float>(int64_t, int64_t, int64_t, MatrixView<float>, MatrixView<float>, float*,
-                          int64_t, GemmMode);
-template void gemm<double>(int64_t, int64_t, int64_t, MatrixView<double>, MatrixView<double>,
-                           double*, int64_t, GemmMode);
+}  // namespace
+
+template <typename T>
+void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t ldc, GemmMode mode) {
+  gemm_blocks<T>(m, n, k, a, nullptr, b, c, ldc, mode);
+}
+
+template <typename T>
+int64_t packed_lhs_size(int64_t m, int64_t k) {
+  constexpr int MR = Tile<T>::kMR;
+  return (m + MR - 1) / MR * MR * k;
+}
+
+template <typename T>
+void pack_lhs(int64_t m, int64_t k, MatrixView<T> a, T* dst) {
+  constexpr int64_t KC = Tile<T>::kKC, MC = Tile<T>::kMC;
+  for (int64_t p0 = 0; p0 < k; p0 += KC) {
+    const int64_t kc = std::min(KC, k - p0);
+    for (int64_t i0 = 0; i0 < m; i0 += MC)
+      pack_a(a, i0, std::min(MC, m - i0), p0, kc, dst + packed_block_offset<T>(m, p0, i0, kc));
+  }
+}
+
+template <typename T>
+void gemm_packed_lhs(int64_t m, int64_t n, int64_t k, const T* a_packed, MatrixView<T> b, T* c, int64_t ldc,
+                     GemmMode mode) {
+  gemm_blocks<T>(m, n, k, MatrixView<T>{nullptr, 0, 0}, a_packed, b, c, ldc, mode);
+}
+
+#define CG_INSTANTIATE(T)                                                                                    \
+  template void gemm<T>(int64_t, int64_t, int64_t, MatrixView<T>, MatrixView<T>, T*, int64_t, GemmMode);    \
+  template int64_t packed_lhs_size<T>(int64_t, int64_t);                                                     \
+  template void pack_lhs<T>(int64_t, int64_t, MatrixView<T>, T*);                                            \
+  template void gemm_packed_lhs<T>(int64_t, int64_t, int64_t, const T*, MatrixView<T>, T*, int64_t, GemmMode);
+CG_INSTANTIATE(float)
+CG_INSTANTIATE(double)
+#undef CG_INSTANTIATE
 
 }  // namespace cg::kernels::cpu

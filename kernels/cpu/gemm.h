@@ -30,4 +30,15 @@ template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, MatrixView<T> a, MatrixView<T> b, T* c, int64_t ldc,
           GemmMode mode);
 
+// A left operand packed once for many products (a layer's Winograd filters, multiplied by every
+// chunk of images): pack_lhs writes A [m, k] into packed_lhs_size(m, k) elements at dst, and
+// gemm_packed_lhs then computes what gemm computes with that A, bit for bit, without repacking it.
+template <typename T>
+int64_t packed_lhs_size(int64_t m, int64_t k);
+template <typename T>
+void pack_lhs(int64_t m, int64_t k, MatrixView<T> a, T* dst);
+template <typename T>
+void gemm_packed_lhs(int64_t m, int64_t n, int64_t k, const T* a_packed, MatrixView<T> b, T* c, int64_t ldc,
+                     GemmMode mode);
+
 }  // namespace cg::kernels::cpu

@@ -87,7 +87,7 @@ struct Plan {
 
 // Scratch kept on the calling thread between calls, so steady-state training allocates nothing.
 float* buffer(int slot, int64_t n) {
-  thread_local std::vector<float> buffers[3];
+  thread_local std::vector<float> buffers[4];
   auto& b = buffers[slot];
   if (b.size() < size_t(n)) b.resize(size_t(n));
   return b.data();
@@ -138,9 +138,21 @@ void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t coun
   }
 }
 
-// y = conv(x, filters transformed into u, [c_out][c_in] per element) + bias.
-void run(const Plan& p, const float* x, const float* u, const float* bias, float* y) {
-  const int64_t us = u_stride(p.c_out, p.c_in);
+// The 36 transformed filter matrices u (u_stride apart, [c_out][c_in] each) packed for the GEMM's
+// left operand (gemm.h's pack_lhs), once per call instead of once per chunk of images: for a
+// 64-channel layer that packing cost as much as a chunk's multiply-adds. Packed_stride apart.
+int64_t packed_stride(int64_t c_out, int64_t c_in) { return packed_lhs_size<float>(c_out, c_in); }
+const float* pack_filters(const float* u, int64_t c_out, int64_t c_in) {
+  const int64_t us = u_stride(c_out, c_in), ps = packed_stride(c_out, c_in);
+  float* packed = buffer(3, kElements * ps);
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < kElements; ++e) pack_lhs<float>(c_out, c_in, row_major(u + e * us, c_in), packed + e * ps);
+  return packed;
+}
+
+// y = conv(x, filters transformed and packed (pack_filters)) + bias.
+void run(const Plan& p, const float* x, const float* packed_u, const float* bias, float* y) {
+  const int64_t ps = packed_stride(p.c_out, p.c_in);
 #pragma omp parallel for schedule(static) if (p.chunks > 1)
   for (int64_t ch = 0; ch < p.chunks; ++ch) {
     const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
@@ -149,8 +161,8 @@ void run(const Plan& p, const float* x, const float* u, const float* bias, float
     float* m = buffer(2, p.buffer_size(p.c_out));
     transform_inputs(p, x, first, count, v);
     for (int e = 0; e < kElements; ++e)
-      gemm<float>(p.c_out, cols, p.c_in, row_major(u + e * us, p.c_in), p.v_operand(v + e * vs, cols), m + e * ms,
-                  cols, GemmMode::overwrite);
+      gemm_packed_lhs<float>(p.c_out, cols, p.c_in, packed_u + e * ps, p.v_operand(v + e * vs, cols), m + e * ms,
+                             cols, GemmMode::overwrite);
     const RowScratch rows = row_scratch(p.tw);
     for (int64_t i = 0; i < count; ++i)
       for (int64_t k = 0; k < p.c_out; ++k)
@@ -168,13 +180,15 @@ bool winograd_supports(const Conv2dShape& s) {
 void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
   float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
   transform_filters(w, s.c_out, s.c_in, false, u);
-  run(Plan(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::panel_aligned), x, u, bias, y);
+  run(Plan(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::panel_aligned), x, pack_filters(u, s.c_out, s.c_in), bias,
+      y);
 }
 
 void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
   float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
-  transform_filters(w, s.c_out, s.c_in, true, u);
-  run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad, Chunking::panel_aligned), dy, u, nullptr, dx);
+  transform_filters(w, s.c_out, s.c_in, true, u);  // [c_in][c_out] per element
+  run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad, Chunking::panel_aligned), dy,
+      pack_filters(u, s.c_in, s.c_out), nullptr, dx);
 }
 
 constexpr int64_t kFilterSlots = 4;

@@ -1,5 +1,6 @@
 // The packed GEMM against the triple loop: sizes that do and do not fill whole register tiles,
-// depths beyond one packing pass, transposed operands, overwrite and accumulate, float and double.
+// depths beyond one packing pass, transposed operands, overwrite and accumulate, float and double;
+// and the same product from a left operand packed once (gemm_packed_lhs), bit for bit.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -16,9 +17,11 @@ using test::random_vector;
 struct Size {
   int64_t m, n, k;
 };
-// 1x1x1; smaller than a tile; exact tiles; ragged edges; depth over several packing passes.
-const Size kSizes[] = {{1, 1, 1},   {3, 5, 7},     {8, 48, 16},   {16, 96, 64}, {13, 50, 9},
-                       {64, 130, 577}, {97, 33, 1000}, {200, 70, 30}, {5, 300, 2}};
+// 1x1x1; smaller than a tile; exact tiles; ragged edges; depth over several packing passes; last
+// column panels one and two vectors wide (the narrower micro-kernels).
+const Size kSizes[] = {{1, 1, 1},      {3, 5, 7},       {8, 48, 16},   {16, 96, 64}, {13, 50, 9},
+                       {64, 130, 577}, {97, 33, 1000}, {200, 70, 30}, {5, 300, 2},  {16, 64, 20},
+                       {24, 80, 33}};
 
 template <typename T>
 void check(const Size& z, bool transpose_a, bool transpose_b, GemmMode mode) {
@@ -38,6 +41,11 @@ void check(const Size& z, bool transpose_a, bool transpose_b, GemmMode mode) {
   const MatrixView<T> av = transpose_a ? transposed(a.data(), z.m) : row_major(a.data(), z.k);
   const MatrixView<T> bv = transpose_b ? transposed(b.data(), z.k) : row_major(b.data(), z.n);
   gemm<T>(z.m, z.n, z.k, av, bv, c.data(), z.n, mode);
+  std::vector<T> packed(size_t(packed_lhs_size<T>(z.m, z.k)));
+  pack_lhs<T>(z.m, z.k, av, packed.data());
+  auto c_packed = mode == GemmMode::accumulate ? c0 : test::poisoned<T>(size_t(z.m * z.n));
+  gemm_packed_lhs<T>(z.m, z.n, z.k, packed.data(), bv, c_packed.data(), z.n, mode);
+  EXPECT_EQ(c_packed, c) << "A packed once: " << z.m << "x" << z.n << "x" << z.k << " transpose_a " << transpose_a;
   const test::Tolerance tol = test::tolerance_for<T>();
   EXPECT_TRUE(test::all_close(c, ref, {tol.atol * 10, tol.rtol * 10}))
       << z.m << "x" << z.n << "x" << z.k << " transpose_a " << transpose_a << " transpose_b "
