@@ -37,8 +37,9 @@ GpuKernels gpu_kernels();
 // rest. direct: the direct convolution (kernels/cpu/conv_direct.h) for every float32 3x3
 // padding-1 and 1x1 layer of stride 1 or 2 (not bit-identical to im2col either), im2col for the
 // rest. automatic: per layer, whichever measured fastest (bench/NOTES.md): direct for 3x3 stride-1
-// layers below 32 channels, 32-channel ones at 14x14+ and 3x3 stride-2 ones below 32 input
-// channels, Winograd for the other 3x3 stride-1 layers of 32+ channels, im2col for the rest. All are deterministic across thread counts. Process-wide.
+// layers below 32 channels and 3x3 stride-2 ones below 32 input channels, Winograd for the other
+// 3x3 stride-1 layers (32+ channels), im2col for the rest. All are deterministic across thread
+// counts. Process-wide.
 enum class CpuConv { automatic, im2col, winograd, direct };
 inline EnumNames<CpuConv> enum_names(CpuConv) {
   return {{CpuConv::automatic, "auto"},

@@ -1,7 +1,7 @@
 // The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
 // layers of stride 1 or 2 (backward-data of stride 2 through im2col's). Under kernels.cpu_conv=auto
-// it takes the shapes where it measured fastest (the narrow network's stem, 16- and 32-channel
-// 3x3 layers and its first stride-2 layer; bench/NOTES.md), ahead of Winograd and the im2col
+// it takes the shapes where it measured fastest (the narrow network's stem, 16-channel 3x3 layers
+// and its first stride-2 layer; bench/NOTES.md), ahead of Winograd and the im2col
 // reference; kernels.cpu_conv=direct runs it on every layer it supports; im2col and winograd
 // turn it off.
 #include "engine/impl/conv.h"
@@ -12,17 +12,16 @@
 namespace cg::impl {
 namespace {
 
-// auto's rule, from per-layer A/B timings (cpu_conv_bench, 1 core, bench/NOTES.md). 3x3 stride 1:
-// the direct kernel beats im2col on every layer below 32 channels in or out (where Winograd does
-// not run), and beats Winograd on 32-channel layers at 14x14 (1.3x) but not at 64 channels (64 @
-// 7x7: Winograd 1.6x faster; 64 @ 32x32: 1.5x). 3x3 stride 2: 1.15x im2col from 16 channels at
-// 28x28, 0.75x from 32 at 14x14. 1x1: im2col is 2-3x faster (the direct 1x1 reads its input
+// auto's rule, from per-layer A/B timings (cpu_conv_bench, bench/NOTES.md). 3x3 stride 1: the
+// direct kernel beats im2col on every layer below 32 channels in or out (where Winograd does not
+// run); from 32 channels Winograd is faster (32 @ 14x14: 1.1-1.2x on 1 and 2 cores since its
+// filters are packed once per call; 64 @ 7x7: 1.7x). 3x3 stride 2: 1.15x im2col from 16 channels
+// at 28x28, 0.75x from 32 at 14x14. 1x1: im2col is 2-3x faster (the direct 1x1 reads its input
 // planes once per tap with nothing to reuse).
 bool direct_is_fastest(const kernels::Conv2dShape& s) {
   if (s.kh != 3) return false;
   if (s.stride == 2) return s.c_in < 32;
-  if (s.c_in < 32 || s.c_out < 32) return true;
-  return s.c_in < 64 && s.c_out < 64 && s.h >= 14 && s.w >= 14;
+  return s.c_in < 32 || s.c_out < 32;
 }
 
 class CpuDirectConv : public ConvImpl {
