@@ -250,8 +250,10 @@ void Trainer::evaluate(bool epoch_done) {
   metrics_.write({{"kind", "eval"}, {"epoch", epoch}, {"step", pos_.step}, {"loss", ev.loss},
                   {"accuracy", ev.accuracy}, {"lr", schedule_->lr_at(std::max<int64_t>(pos_.step - 1, 0))},
                   {"images_per_s", ev.images_per_s}, {"images", ev.images}});
-  log::info("eval after epoch {}: test loss {:.4f}, accuracy {:.2f}% of {} images", epoch, ev.loss,
-            100.0 * ev.accuracy, ev.images);
+  const std::string when = epoch_done ? fmt::format("after epoch {}", epoch)
+                                      : fmt::format("at step {} (epoch {} stopped part-way)", pos_.step, epoch);
+  log::info("eval {}: test loss {:.4f}, accuracy {:.2f}% of {} images", when, ev.loss, 100.0 * ev.accuracy,
+            ev.images);
   if (c_.train.target_accuracy > 0 && ev.accuracy >= c_.train.target_accuracy) {
     // Time to accuracy counts from process start: data loading and start-up included.
     const double seconds = seconds_since(process_start);

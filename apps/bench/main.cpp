@@ -178,6 +178,10 @@ void report(const TrainConfig& c, const Options& o, TrainSession& session, const
 
 int run(const Options& o) {
   TrainConfig c = load_train_config(o.config_path, o.overrides);
+  // Accepted (configs are shared with the trainer) but not read: say so rather than look like
+  // a measurement of that data.
+  if (!c.data.path.empty())
+    log::warn("cudagrad-bench times the step on random batches: data.path ({}) is not read", c.data.path);
   c.train.cuda_graph = o.cuda_graph;  // the trainer's graphed step, as with train.cuda_graph=true
   TrainSession session(c);  // the trainer's own setup: device, model, optimizer, DDP, the step
   session.start(nullptr);

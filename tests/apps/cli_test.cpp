@@ -286,6 +286,7 @@ TEST(TrainCli, ShortRunWritesMetricsConfigAndCheckpoint) {
   }
   EXPECT_GT(train_lines, 0);
   EXPECT_EQ(eval_lines, 2);
+  EXPECT_NE(r.output.find("eval after epoch 2: test loss"), std::string::npos) << r.output;
 
   // model.init_from starts a new run from those weights (here in a channels-last model: the
   // weights do not depend on the layout); a file without the model's keys fails.
@@ -325,17 +326,31 @@ TEST(TrainCli, TargetAccuracyStopsAtTheFirstEvaluationThatReachesIt) {
   EXPECT_TRUE(std::filesystem::exists(out / "checkpoints" / "last.safetensors"));
 }
 
+// train.max_steps ending an epoch part-way: the evaluation says where it happened.
+TEST(TrainCli, AnEvaluationPartWayThroughAnEpochSaysSo) {
+  const auto out = test::make_temp_dir("cli_part_way");
+  const ProgramRun r = run_train(tiny_run(out) + " data.batch_size=16");  // 4 steps an epoch, 1 run
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("eval at step 1 (epoch 1 stopped part-way): test loss"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("eval after epoch"), std::string::npos) << r.output;
+}
+
 TEST(BenchCli, MeasuresTheTrainingStepAndPrintsJsonLast) {
   const auto dir = test::make_temp_dir("bench_out");
   const std::string cmd = (test::binary_dir() / "apps" / "cudagrad-bench").string() +
                           " --warmup 1 --steps 3 data.batch_size=4 data.image_size=8 model.widths=[4,8] "
-                          "model.blocks=[1,1] train.device=cpu > " + (dir / "log.txt").string() + " 2>&1";
+                          "model.blocks=[1,1] train.device=cpu data.path=/nonexistent/images > " +
+                          (dir / "log.txt").string() + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(dir / "log.txt");
-  std::string line, last;
-  while (std::getline(in, line))
+  std::string line, last, all;
+  while (std::getline(in, line)) {
+    all += line + "\n";
     if (!line.empty()) last = line;
+  }
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << last;
+  // It runs on random batches: a data.path it does not read is named, not silently ignored.
+  EXPECT_NE(all.find("data.path (/nonexistent/images) is not read"), std::string::npos) << all;
   const auto j = nlohmann::json::parse(last);
   EXPECT_EQ(j["bench"], "cudagrad");
   EXPECT_GT(j["images_per_s"].get<double>(), 0.0);
