@@ -29,8 +29,8 @@ struct Shape {
   int calls;  // per training step at batch 64 (all chunks and layers of this shape)
 };
 
-// From one step of `cudagrad-bench-cpu` at batch 64 with the GEMM's arguments logged; together
-// these are 90%+ of each network's GEMM FLOPs.
+// From one step of `cudagrad-bench-cpu` at batch 64 with the GEMM's arguments logged (at eac1245:
+// kernels.cpu_conv=auto); together these are 90%+ of each network's GEMM FLOPs.
 const Shape kShapes[] = {
     {"full", "winograd fwd/bwd-data layer1", 64, 192, 64, false, false, false, true, 6048},
     {"full", "winograd fwd/bwd-data layer2", 128, 48, 128, false, true, false, true, 4536},
@@ -44,6 +44,8 @@ const Shape kShapes[] = {
     {"full", "im2col bwd-filter layer3.0.conv1", 256, 1152, 512, false, true, false, false, 8},
     {"full", "im2col bwd-data layer3.0.conv1", 1152, 512, 256, true, false, false, false, 8},
     {"full", "im2col bwd-filter layer2.0.conv1", 128, 576, 512, false, true, true, false, 24},
+    {"narrow", "winograd fwd/bwd-data layer2", 32, 48, 32, false, true, false, true, 4536},
+    {"narrow", "winograd bwd-filter layer2", 32, 32, 48, false, false, true, false, 1836},
     {"narrow", "winograd fwd/bwd-data layer3", 64, 48, 64, false, true, false, true, 1080},
     {"narrow", "winograd bwd-filter layer3", 64, 64, 48, false, false, false, false, 432},
     {"narrow", "im2col bwd-data layer2.0.conv1", 144, 588, 32, true, false, false, false, 21},
