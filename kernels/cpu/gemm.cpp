@@ -109,14 +109,12 @@ inline void transpose_block(Vec<T>* rows) {
   if constexpr (K > 1) transpose_block<T, K / 2>(rows);
 }
 
-// Stores lanes [h * MR, (h + 1) * MR) of v at dst (one A-panel row of MR values).
-template <typename T, int H>
-inline void store_part(const Vec<T>& v, T* dst) {
-  constexpr int MR = Tile<T>::kMR;
-  using Part __attribute__((vector_size(MR * sizeof(T)), aligned(alignof(T)), may_alias)) = T;
-  Part part;
-  for (int i = 0; i < MR; ++i) part[i] = v[H * MR + i];
-  *reinterpret_cast<Part*>(dst) = part;
+// Stores lanes [H * MR, (H + 1) * MR) of v at dst (one A-panel row of MR values), as one
+// shuffle and one store (element by element, GCC went through the stack).
+template <typename T, int H, size_t... I>
+inline void store_part(const Vec<T>& v, T* dst, std::index_sequence<I...>) {
+  using Part __attribute__((vector_size(sizeof...(I) * sizeof(T)), aligned(alignof(T)), may_alias)) = T;
+  *reinterpret_cast<Part*>(dst) = __builtin_shufflevector(v, v, (H * int(sizeof...(I)) + int(I))...);
 }
 
 // Packs rows [i0, i0 + mc) x depth [p0, p0 + kc) of A into MR-row panels, zero-padding the last.
@@ -139,8 +137,9 @@ void pack_a(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* 
         transpose_block<T>(block);  // block[q] = column pb + q of rows ir .. ir + L
 #pragma GCC unroll 16
         for (int q = 0; q < L; ++q) {
-          store_part<T, 0>(block[q], dst + ir * kc + (pb + q) * MR);
-          if constexpr (L / MR == 2) store_part<T, 1>(block[q], dst + (ir + MR) * kc + (pb + q) * MR);
+          store_part<T, 0>(block[q], dst + ir * kc + (pb + q) * MR, std::make_index_sequence<MR>());
+          if constexpr (L / MR == 2)
+            store_part<T, 1>(block[q], dst + (ir + MR) * kc + (pb + q) * MR, std::make_index_sequence<MR>());
         }
       }
   }
