@@ -12,48 +12,54 @@
 namespace cg::kernels::cpu {
 namespace {
 
-// Sum of n values and of their products with a second array, in 16 fixed lanes so the compiler
-// vectorizes it (a plain float reduction would need -ffast-math reordering); the lane order is
-// fixed, so the result is deterministic. Planes are at most a few thousand values, so float lanes
-// lose nothing that matters; callers add plane results in double.
+// A channel's sum over its planes. Each plane is summed in 16 fixed float lanes (the compiler
+// vectorizes that; a plain float reduction would need -ffast-math reordering; planes are at most a
+// few thousand values, so float lanes lose nothing that matters), and its lanes are added into the
+// channel's 16 double lanes, lane by lane: no plane pays for a horizontal reduction, which on 7x7
+// planes cost as much as the sums themselves. A plane's values past its last whole 16 go straight
+// into double. The order depends on the shape only, so the result is deterministic.
 template <typename T>
-double lane_sum(const T* p, int64_t n) {
-  T lanes[16] = {};
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int l = 0; l < 16; ++l) lanes[l] += p[j + l];
-  double total = 0;
-  for (int l = 0; l < 16; ++l) total += double(lanes[l]);
-  for (; j < n; ++j) total += double(p[j]);
-  return total;
-}
+class ChannelSum {
+ public:
+  // Adds term(j) (a T) for j < n.
+  template <typename Term>
+  void add_plane(int64_t n, Term term) {
+    T lanes[16] = {};
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+      for (int l = 0; l < 16; ++l) lanes[l] += term(j + l);
+    for (int l = 0; l < 16; ++l) wide_[l] += double(lanes[l]);
+    for (; j < n; ++j) tail_ += double(term(j));
+  }
+  double total() const {
+    double t[16];
+    for (int l = 0; l < 16; ++l) t[l] = wide_[l];
+    for (int width = 8; width >= 1; width /= 2)
+      for (int l = 0; l < width; ++l) t[l] += t[l + width];
+    return t[0] + tail_;
+  }
 
-// sum((p - shift)^2) and sum(g * (p - shift)), lane-wise as above.
-template <typename T>
-double lane_sq_dev(const T* p, T shift, int64_t n) {
-  T lanes[16] = {};
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int l = 0; l < 16; ++l) {
-      const T d = p[j + l] - shift;
-      lanes[l] += d * d;
-    }
-  double total = 0;
-  for (int l = 0; l < 16; ++l) total += double(lanes[l]);
-  for (; j < n; ++j) total += double(p[j] - shift) * double(p[j] - shift);
-  return total;
-}
+ private:
+  double wide_[16] = {};
+  double tail_ = 0;
+};
 
+// The terms the channel sums add: values, squared deviations from a shift, and products of a
+// gradient with deviations.
 template <typename T>
-double lane_dot_dev(const T* g, const T* p, T shift, int64_t n) {
-  T lanes[16] = {};
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int l = 0; l < 16; ++l) lanes[l] += g[j + l] * (p[j + l] - shift);
-  double total = 0;
-  for (int l = 0; l < 16; ++l) total += double(lanes[l]);
-  for (; j < n; ++j) total += double(g[j]) * double(p[j] - shift);
-  return total;
+auto values(const T* p) {
+  return [p](int64_t j) { return p[j]; };
+}
+template <typename T>
+auto squared_deviations(const T* p, T shift) {
+  return [p, shift](int64_t j) {
+    const T d = p[j] - shift;
+    return d * d;
+  };
+}
+template <typename T>
+auto products_with_deviations(const T* g, const T* p, T shift) {
+  return [g, p, shift](int64_t j) { return g[j] * (p[j] - shift); };
 }
 
 // y = act(x * scale + shift [+ residual]) over channel c. The sum and the ReLU are written as
@@ -90,11 +96,11 @@ void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      double sum = 0;
-      for (int64_t i = 0; i < s.n; ++i) sum += lane_sum(x + (i * s.c + c) * s.hw, s.hw);
-      const double mean = sum / m;
-      double sq = 0;
-      for (int64_t i = 0; i < s.n; ++i) sq += lane_sq_dev(x + (i * s.c + c) * s.hw, T(mean), s.hw);
+      ChannelSum<T> sum, squares;
+      for (int64_t i = 0; i < s.n; ++i) sum.add_plane(s.hw, values(x + (i * s.c + c) * s.hw));
+      const double mean = sum.total() / m;
+      for (int64_t i = 0; i < s.n; ++i) squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, T(mean)));
+      const double sq = squares.total();
       const double var = sq / m;  // biased: what normalization uses
       const T invstd = T(1.0 / std::sqrt(var + double(eps)));
       save_mean[c] = T(mean);
@@ -155,14 +161,14 @@ const T* grad_plane(int64_t at, int64_t hw, const T* dy, const T* relu_y, T* d_r
 template <typename T>
 std::pair<double, double> channel_grad_sums(const BatchNormShape& s, int64_t c, const T* dy, const T* x, T mean,
                                             const T* relu_y, T* d_residual, T* dx) {
-  double sum_g = 0, sum_gx = 0;
+  ChannelSum<T> sum_g, sum_gx;
   for (int64_t i = 0; i < s.n; ++i) {
     const int64_t at = (i * s.c + c) * s.hw;
     const T* g = grad_plane(at, s.hw, dy, relu_y, d_residual, dx);
-    sum_g += lane_sum(g, s.hw);
-    sum_gx += lane_dot_dev(g, x + at, mean, s.hw);
+    sum_g.add_plane(s.hw, values(g));
+    sum_gx.add_plane(s.hw, products_with_deviations(g, x + at, mean));
   }
-  return {sum_g, sum_gx};
+  return {sum_g.total(), sum_gx.total()};
 }
 
 template <typename T>
@@ -228,11 +234,12 @@ void batchnorm_local_moments(const BatchNormShape& s, const T* x, double* moment
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      double sum = 0;
-      for (int64_t i = 0; i < s.n; ++i) sum += lane_sum(x + (i * s.c + c) * s.hw, s.hw);
+      ChannelSum<T> sums, squares;
+      for (int64_t i = 0; i < s.n; ++i) sums.add_plane(s.hw, values(x + (i * s.c + c) * s.hw));
+      const double sum = sums.total();
       const T a = T(m > 0 ? sum / m : 0.0);  // the local mean, as T: the deviations are exact
-      double sq = 0;
-      for (int64_t i = 0; i < s.n; ++i) sq += lane_sq_dev(x + (i * s.c + c) * s.hw, a, s.hw);
+      for (int64_t i = 0; i < s.n; ++i) squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, a));
+      const double sq = squares.total();
       moments[c] = sum;
       // sum x^2 = sum (x - a)^2 + 2 a sum x - m a^2, in double.
       moments[s.c + c] = sq + 2.0 * double(a) * sum - m * double(a) * double(a);
