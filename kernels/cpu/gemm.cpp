@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -71,40 +70,28 @@ inline void micro_kernel_of_width(int vecs, int64_t kc, const T* a, const T* b, 
   if (vecs == 1) micro_kernel<T, 1>(kc, a, b, out, ldo, accumulate);
 }
 
-// The integer vector that indexes a Vec<T> in __builtin_shuffle.
-template <typename T>
-using IndexVec __attribute__((vector_size(64))) = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
-
-// Stage K of transpose_block's permutes, as constants: lane c of the new lower row (L + i picks
-// lane i of the upper row) ...
+// Stage K of transpose_block on one pair of rows (a = row r, b = row r + K, bit K of r clear):
+// the new row r takes a's lanes where bit K of the lane is clear and b's lanes K below where it is
+// set; the new row r + K the rest. Index i >= L picks lane i - L of b. Constant indices, so each
+// row is one two-source permute (vpermt2ps with AVX-512) with GCC and Clang alike.
 template <typename T, int K, size_t... C>
-constexpr IndexVec<T> lower_index(std::index_sequence<C...>) {
+inline void permute_pair(Vec<T>& a, Vec<T>& b, std::index_sequence<C...>) {
   constexpr int L = Tile<T>::kLanes;
-  return IndexVec<T>{((C & K) ? L + int(C) - K : int(C))...};
-}
-// ... and of the new upper row.
-template <typename T, int K, size_t... C>
-constexpr IndexVec<T> upper_index(std::index_sequence<C...>) {
-  constexpr int L = Tile<T>::kLanes;
-  return IndexVec<T>{((C & K) ? L + int(C) : int(C) + K)...};
+  const Vec<T> x = a, y = b;
+  a = __builtin_shufflevector(x, y, ((C & K) ? L + int(C) - K : int(C))...);
+  b = __builtin_shufflevector(x, y, ((C & K) ? L + int(C) : int(C) + K)...);
 }
 
 // Transposes the L x L block held in rows[0..L) (L = Vec<T>'s lanes): afterwards rows[c][r] is
-// what rows[r][c] was. Stage K (L/2, ..., 2, 1) swaps bit K of the row and column index: one
-// two-source permute per row (vpermt2ps with AVX-512), log2(L) stages. Packing is what makes a
-// GEMM of the small Winograd shapes cheap or not: the scalar copies it replaces took about as long
-// as the multiply-adds there.
+// what rows[r][c] was. Stage K (L/2, ..., 2, 1) swaps bit K of the row and column index, one
+// permute per row: log2(L) stages. Packing is what makes a GEMM of the small Winograd shapes
+// cheap or not: the scalar copies it replaces took about as long as the multiply-adds there.
 template <typename T, int K = Tile<T>::kLanes / 2>
 inline void transpose_block(Vec<T>* rows) {
   constexpr int L = Tile<T>::kLanes;
-  constexpr IndexVec<T> lo = lower_index<T, K>(std::make_index_sequence<L>()),
-                        hi = upper_index<T, K>(std::make_index_sequence<L>());
 #pragma GCC unroll 16
   for (int r = 0; r < L; ++r) {
-    if (r & K) continue;
-    const Vec<T> a = rows[r], b = rows[r + K];
-    rows[r] = __builtin_shuffle(a, b, lo);
-    rows[r + K] = __builtin_shuffle(a, b, hi);
+    if (!(r & K)) permute_pair<T, K>(rows[r], rows[r + K], std::make_index_sequence<L>());
   }
   if constexpr (K > 1) transpose_block<T, K / 2>(rows);
 }
