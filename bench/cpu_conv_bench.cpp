@@ -11,10 +11,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <ctime>
-#include <functional>
 #include <cstdlib>
-#include <random>
+#include <functional>
 #include <string>
 #include <vector>
 

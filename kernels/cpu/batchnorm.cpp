@@ -62,6 +62,24 @@ auto products_with_deviations(const T* g, const T* p, T shift) {
   return [g, p, shift](int64_t j) { return g[j] * (p[j] - shift); };
 }
 
+// Channel c's statistics in two passes over its planes: the sum, then the squared deviations from
+// shift = T(sum / m), the mean rounded to T (so the deviations are exact).
+template <typename T>
+struct ChannelMoments {
+  double sum, sq;
+  T shift;
+};
+template <typename T>
+ChannelMoments<T> channel_moments(const BatchNormShape& s, const T* x, int64_t c) {
+  const double m = double(s.n * s.hw);
+  ChannelSum<T> sums, squares;
+  for (int64_t i = 0; i < s.n; ++i) sums.add_plane(s.hw, values(x + (i * s.c + c) * s.hw));
+  const double sum = sums.total();
+  const T shift = T(m > 0 ? sum / m : 0.0);
+  for (int64_t i = 0; i < s.n; ++i) squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, shift));
+  return {sum, squares.total(), shift};
+}
+
 // y = act(x * scale + shift [+ residual]) over channel c. The sum and the ReLU are written as
 // the separate add/add_relu kernels write them (kernels/cpu/elementwise.cpp), so the fused pass
 // gives the same bits, signed zeros included.
@@ -96,11 +114,8 @@ void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      ChannelSum<T> sum, squares;
-      for (int64_t i = 0; i < s.n; ++i) sum.add_plane(s.hw, values(x + (i * s.c + c) * s.hw));
-      const double mean = sum.total() / m;
-      for (int64_t i = 0; i < s.n; ++i) squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, T(mean)));
-      const double sq = squares.total();
+      const ChannelMoments<T> cm = channel_moments(s, x, c);
+      const double mean = cm.sum / m, sq = cm.sq;
       const double var = sq / m;  // biased: what normalization uses
       const T invstd = T(1.0 / std::sqrt(var + double(eps)));
       save_mean[c] = T(mean);
@@ -234,12 +249,9 @@ void batchnorm_local_moments(const BatchNormShape& s, const T* x, double* moment
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      ChannelSum<T> sums, squares;
-      for (int64_t i = 0; i < s.n; ++i) sums.add_plane(s.hw, values(x + (i * s.c + c) * s.hw));
-      const double sum = sums.total();
-      const T a = T(m > 0 ? sum / m : 0.0);  // the local mean, as T: the deviations are exact
-      for (int64_t i = 0; i < s.n; ++i) squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, a));
-      const double sq = squares.total();
+      const ChannelMoments<T> cm = channel_moments(s, x, c);  // the deviations from the local mean
+      const double sum = cm.sum, sq = cm.sq;
+      const T a = cm.shift;
       moments[c] = sum;
       // sum x^2 = sum (x - a)^2 + 2 a sum x - m a^2, in double.
       moments[s.c + c] = sq + 2.0 * double(a) * sum - m * double(a) * double(a);
