@@ -52,7 +52,14 @@ std::string to_text(const Value& value) {
         } else if constexpr (std::is_same_v<T, bool>) {
           return x ? "true" : "false";
         } else if constexpr (std::is_same_v<T, std::string>) {
-          YAML::Emitter e;  // quotes exactly the strings YAML would read as something else
+          // yaml-cpp quotes the strings YAML would read as something else, but leaves control
+          // characters bare: a trailing CR then reads back as a line break and is lost (fuzzing
+          // found it). Those strings go double-quoted, where every control character is escaped;
+          // load() has already checked the text is UTF-8, which that style needs.
+          const bool has_control =
+              std::any_of(x.begin(), x.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+          YAML::Emitter e;
+          if (has_control) e << YAML::DoubleQuoted;
           e << x;
           return e.c_str();
         } else if constexpr (std::is_same_v<T, double>) {

@@ -111,7 +111,10 @@ TEST(Config, YamlOutputIsNestedInSchemaOrder) {
 }
 
 TEST(Config, YamlRoundTripsTrickyValues) {
-  for (const char* name : {"", "null", "~", "true", "123", ": tricky", "a #b", " lead", "it's", "two\nlines"}) {
+  for (const char* name : {"", "null", "~", "true", "123", ": tricky", "a #b", " lead", "it's", "two\nlines",
+                           // control characters: yaml-cpp writes them unquoted, and a CR then reads
+                           // back as a line break (fuzz/regressions/fuzz_train_config/init_from_backslash_cr)
+                           "h\\\r", "a\rb", "\r", "tab\there", "\x01x", "del\x7f", "trail ", "back\\slash"}) {
     const Values v = load(schema(), "", {"a.rate=1e-3"});
     Values changed = v;
     changed.values["b.name"] = std::string(name);
