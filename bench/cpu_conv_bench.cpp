@@ -107,8 +107,7 @@ int main(int argc, char** argv) {
       data.push_back([&, a] {
         if (a == 0) k::conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
         if (a == 1) k::winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
-        if (a == 2 && k::direct_conv_supports_backward_data(s)) k::direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
-        if (a == 2 && !k::direct_conv_supports_backward_data(s)) k::conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
+        if (a == 2) k::direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
       });
       filter.push_back([&, a] {
         if (a == 0) k::conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);

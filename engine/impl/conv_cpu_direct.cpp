@@ -1,12 +1,11 @@
 // The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
-// layers of stride 1 or 2 (backward-data of stride 2 through im2col's). Under kernels.cpu_conv=auto
+// layers of stride 1 or 2. Under kernels.cpu_conv=auto
 // it takes the shapes where it measured fastest (the narrow network's stem, 16-channel 3x3 layers
 // and its first stride-2 layer; bench/NOTES.md), ahead of Winograd and the im2col
 // reference; kernels.cpu_conv=direct runs it on every layer it supports; im2col and winograd
 // turn it off.
 #include "engine/impl/conv.h"
 #include "engine/impl/conv_cpu_tensors.h"
-#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/conv_direct.h"
 
 namespace cg::impl {
@@ -53,13 +52,8 @@ class CpuDirectConv : public ConvImpl {
                      bool has_bias) const override {
     const Tensor &x = saved.x, &w = saved.w;
     ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
-    if (need_dx) {
-      if (kernels::cpu::direct_conv_supports_backward_data(p.shape)) {
-        kernels::cpu::direct_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
-      } else {  // stride 2: im2col's col2im (a strided direct backward-data is not written)
-        kernels::cpu::conv2d_backward_data<float>(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
-      }
-    }
+    if (need_dx)
+      kernels::cpu::direct_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
     if (need_w)
       kernels::cpu::direct_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
                                                   g.db.defined() ? g.db.data<float>() : nullptr);

@@ -17,17 +17,16 @@
 
 namespace cg::kernels::cpu {
 
-// True for the layers forward and backward-filter run: 3x3 kernel with padding 1 or 1x1 kernel
-// with padding 0, stride 1 or 2.
+// True for the layers it runs: 3x3 kernel with padding 1 or 1x1 kernel with padding 0, stride 1
+// or 2.
 bool direct_conv_supports(const Conv2dShape& s);
-// True for the layers backward-data runs: those of direct_conv_supports with stride 1.
-bool direct_conv_supports_backward_data(const Conv2dShape& s);
 
 // y[n, c_out, out_h, out_w] = conv(x, w) + bias (bias may be null).
 void direct_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y);
 
-// dx[n, c_in, h, w] from dy, stride 1 only: the same forward kernel run on dy with the filters
-// rotated by 180 degrees and c_in / c_out swapped.
+// dx[n, c_in, h, w] from dy: stride 1 runs the forward kernel on dy with the filters rotated by
+// 180 degrees and c_in / c_out swapped; stride 2 computes dx's four (even/odd row, even/odd
+// column) phases as stride-1 correlations of dy with the 1, 2 or 4 taps that reach each.
 void direct_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx);
 
 // dw[c_out, c_in, 3, 3] and db[c_out] (db may be null) from x and dy.
