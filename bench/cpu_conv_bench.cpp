@@ -5,8 +5,9 @@
 // machine still gives usable per-core figures; run it with OMP_NUM_THREADS=1 and taskset for a
 // single core), or with `wall` elapsed time: the figure to set beside PyTorch's on several threads. The 3x3 stride-1 layers run im2col, Winograd and the direct kernel, alternating run
 // by run, so they share the same machine state. bench/pytorch/conv_layers.py prints the im2col table's
-// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs] [full|narrow] [cpu|wall] (narrow:
-// the 16/32/64-channel Fashion-MNIST network's layers instead of the full MiniResNet's).
+// counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs] [full|narrow] [cpu|wall] [filter]
+// (narrow: the 16/32/64-channel Fashion-MNIST network's layers instead of the full MiniResNet's;
+// filter: only the layers whose name contains it, e.g. "s2" or "layer3.0.conv1", for perf).
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
   const int runs = argc > 2 ? std::atoi(argv[2]) : 7, warmup = 2;
   const std::string network = argc > 3 ? argv[3] : "full";
   const std::string clock = argc > 4 ? argv[4] : "cpu";
+  const std::string filter = argc > 5 ? argv[5] : "";
   if (network != "full" && network != "narrow") {
     fmt::print(stderr, "cpu_conv_bench: unknown network '{}' (full or narrow)\n", network);
     return 2;
@@ -87,6 +89,7 @@ int main(int argc, char** argv) {
   const char* kAlgos[] = {"i2c", "wino", "direct"};
   double step_ms[4] = {0, 0, 0, 0}, step_gflop = 0;
   for (const Layer& l : layers) {
+    if (std::string(l.name).find(filter) == std::string::npos) continue;
     const Conv2dShape s{batch, l.c_in, l.size, l.size, l.c_out, l.kernel, l.kernel, l.stride, l.pad};
     const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
     const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
