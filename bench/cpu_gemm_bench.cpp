@@ -30,14 +30,16 @@ struct Shape {
 };
 
 // From one step of `cudagrad-bench-cpu` at batch 64 with the GEMM's arguments logged (at eac1245:
-// kernels.cpu_conv=auto); together these are 90%+ of each network's GEMM FLOPs.
+// kernels.cpu_conv=auto); together these are 90%+ of each network's GEMM FLOPs. Since the
+// output-gradient transform of planes of 16 tiles or fewer stores channels innermost, Winograd
+// backward-filter reads A (the transformed gradient) of those layers through a transposed view.
 const Shape kShapes[] = {
     {"full", "winograd fwd/bwd-data layer1", 64, 192, 64, false, false, false, true, 6048},
     {"full", "winograd fwd/bwd-data layer2", 128, 48, 128, false, true, false, true, 4536},
     {"full", "winograd fwd/bwd-data layer3", 256, 48, 256, false, true, false, true, 1080},
     {"full", "winograd bwd-filter layer1", 64, 64, 64, false, true, true, false, 8640},
-    {"full", "winograd bwd-filter layer2", 128, 128, 48, false, false, true, false, 1836},
-    {"full", "winograd bwd-filter layer3", 256, 256, 48, false, false, false, false, 432},
+    {"full", "winograd bwd-filter layer2", 128, 128, 48, true, false, true, false, 1836},
+    {"full", "winograd bwd-filter layer3", 256, 256, 48, true, false, false, false, 432},
     {"full", "im2col bwd-data layer2.0.conv1", 576, 512, 128, true, false, false, false, 32},
     {"full", "im2col fwd layer2.0.conv1", 128, 512, 576, false, false, false, false, 32},
     {"full", "im2col fwd layer3.0.conv1", 256, 512, 1152, false, false, false, false, 8},
@@ -45,9 +47,9 @@ const Shape kShapes[] = {
     {"full", "im2col bwd-data layer3.0.conv1", 1152, 512, 256, true, false, false, false, 8},
     {"full", "im2col bwd-filter layer2.0.conv1", 128, 576, 512, false, true, true, false, 24},
     {"narrow", "winograd fwd/bwd-data layer2", 32, 48, 32, false, true, false, true, 4536},
-    {"narrow", "winograd bwd-filter layer2", 32, 32, 48, false, false, true, false, 1836},
+    {"narrow", "winograd bwd-filter layer2", 32, 32, 48, true, false, true, false, 1836},
     {"narrow", "winograd fwd/bwd-data layer3", 64, 48, 64, false, true, false, true, 1080},
-    {"narrow", "winograd bwd-filter layer3", 64, 64, 48, false, false, false, false, 432},
+    {"narrow", "winograd bwd-filter layer3", 64, 64, 48, true, false, false, false, 432},
     {"narrow", "im2col bwd-data layer2.0.conv1", 144, 588, 32, true, false, false, false, 21},
     {"narrow", "im2col fwd layer3.0.conv1", 64, 539, 288, false, false, false, false, 5},
     {"narrow", "im2col bwd-filter layer3.0.conv1", 64, 288, 539, false, true, false, false, 5},

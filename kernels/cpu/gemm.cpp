@@ -27,15 +27,16 @@ struct Tile {
   static constexpr int64_t kMC = 96;           // rows of A packed per pass (MC x KC in L2)
 };
 
-// The micro-kernel: out[r][:NV * L] (=) sum_p a[p*MR + r] * b[p*NR + :] over p < kc, out
-// row-major with leading dimension ldo; adds to out when accumulate. NV < kVecs runs a narrower
-// tile (the last columns of a matrix whose width is not a multiple of NR) without computing the
-// padding: each output's sum is the same sequence of multiply-adds whatever NV.
+// The micro-kernel: out[r][:NV * L] (=) sum_p a[p*MR + r] * b[p*ldb + :] over p < kc (b: a packed
+// panel with ldb = NR, or B's own rows), out row-major with leading dimension ldo; adds to out
+// when accumulate. NV < kVecs runs a narrower tile (the last columns of a matrix whose width is
+// not a multiple of NR) without computing the padding: each output's sum is the same sequence of
+// multiply-adds whatever NV.
 template <typename T, int NV = Tile<T>::kVecs>
-inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* out,
+inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, int64_t ldb, T* out,
                          int64_t ldo, bool accumulate) {
   using V = Vec<T>;
-  constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes, NR = Tile<T>::kNR;
+  constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes;
   V acc[MR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -44,7 +45,7 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict 
   for (int64_t p = 0; p < kc; ++p) {
     V bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const V*>(b + p * NR + v * L);
+    for (int v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const V*>(b + p * ldb + v * L);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const V av = a[p * MR + r] - V{};  // a broadcast (x - 0 is exactly x, so it folds away)
@@ -63,11 +64,12 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict 
 
 // micro_kernel with the fewest vectors per row that cover `vecs` (1 to kVecs).
 template <typename T>
-inline void micro_kernel_of_width(int vecs, int64_t kc, const T* a, const T* b, T* out, int64_t ldo, bool accumulate) {
+inline void micro_kernel_of_width(int vecs, int64_t kc, const T* a, const T* b, int64_t ldb, T* out, int64_t ldo,
+                                  bool accumulate) {
   static_assert(Tile<T>::kVecs == 3, "one case per width");
-  if (vecs == 3) micro_kernel<T, 3>(kc, a, b, out, ldo, accumulate);
-  if (vecs == 2) micro_kernel<T, 2>(kc, a, b, out, ldo, accumulate);
-  if (vecs == 1) micro_kernel<T, 1>(kc, a, b, out, ldo, accumulate);
+  if (vecs == 3) micro_kernel<T, 3>(kc, a, b, ldb, out, ldo, accumulate);
+  if (vecs == 2) micro_kernel<T, 2>(kc, a, b, ldb, out, ldo, accumulate);
+  if (vecs == 1) micro_kernel<T, 1>(kc, a, b, ldb, out, ldo, accumulate);
 }
 
 // Stage K of transpose_block on one pair of rows (a = row r, b = row r + K, bit K of r clear):
@@ -111,6 +113,23 @@ template <typename T>
 void pack_a(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* dst) {
   constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes;
   static_assert(L == MR || L == 2 * MR, "a block of L rows fills one or two panels");
+  if (a.row_stride == 1 && a.col_stride != 1) {
+    // Columns of A are contiguous (a transposed view): a panel's MR rows at one depth are one run.
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      const int64_t rows = std::min<int64_t>(MR, mc - ir);
+      T* panel = dst + ir * kc;
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = a.data + i0 + ir + (p0 + p) * a.col_stride;
+        if (rows == MR) {
+          std::memcpy(panel + p * MR, src, sizeof(T) * MR);
+        } else {
+          std::copy(src, src + rows, panel + p * MR);
+          std::fill(panel + p * MR + rows, panel + (p + 1) * MR, T(0));
+        }
+      }
+    }
+    return;
+  }
   int64_t vector_rows = 0;  // rows [0, vector_rows) x depth [0, vector_depth) go by blocks
   const int64_t vector_depth = a.col_stride == 1 ? kc / L * L : 0;
   if (vector_depth > 0) {
@@ -214,14 +233,18 @@ void gemm_blocks(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const T* a_pa
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
   }
-  const int64_t n_padded = (n + NR - 1) / NR * NR;
-  T* bpack = packing_buffer<T>(0, size_t(n_padded * std::min(k, KC)));
+  // B read in place, unpacked: its rows are contiguous, every column panel is a whole number of
+  // vectors (no tile reads past a row), and one depth pass covers it. Small Winograd
+  // backward-filter GEMMs (32 x 32 x 48) spent a tenth of their time packing B.
+  const bool b_in_place = b.col_stride == 1 && n % L == 0 && k <= KC;
+  const int64_t n_padded = (n + NR - 1) / NR * NR, ldb = b_in_place ? b.row_stride : NR;
+  T* bpack = b_in_place ? nullptr : packing_buffer<T>(0, size_t(n_padded * std::min(k, KC)));
   T* abuffer = a_packed ? nullptr : packing_buffer<T>(1, size_t((MC + MR) * std::min(k, KC)));
   alignas(64) T edge[MR * NR];
   for (int64_t p0 = 0; p0 < k; p0 += KC) {
     const int64_t kc = std::min(KC, k - p0);
     const bool accumulate = p0 > 0 || mode == GemmMode::accumulate;
-    pack_b(b, n, p0, kc, bpack);
+    if (!b_in_place) pack_b(b, n, p0, kc, bpack);
     for (int64_t i0 = 0; i0 < m; i0 += MC) {
       const int64_t mc = std::min(MC, m - i0);
       const T* apack = a_packed ? a_packed + packed_block_offset<T>(m, p0, i0, kc) : abuffer;
@@ -231,13 +254,14 @@ void gemm_blocks(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const T* a_pa
         for (int64_t ir = 0; ir < mc; ir += MR) {
           const int64_t rows = std::min<int64_t>(MR, mc - ir);
           T* ctile = c + (i0 + ir) * ldc + jr;
+          const T* bpanel = b_in_place ? b.data + p0 * b.row_stride + jr : bpack + jr * kc;
           const int vecs = int((cols + L - 1) / L);  // the tile's width in vectors
           if (rows == MR && cols == vecs * L) {
-            micro_kernel_of_width<T>(vecs, kc, apack + ir * kc, bpack + jr * kc, ctile, ldc, accumulate);
+            micro_kernel_of_width<T>(vecs, kc, apack + ir * kc, bpanel, ldb, ctile, ldc, accumulate);
             continue;
           }
           // A partial tile: compute it aside, then merge the valid part.
-          micro_kernel_of_width<T>(vecs, kc, apack + ir * kc, bpack + jr * kc, edge, NR, false);
+          micro_kernel_of_width<T>(vecs, kc, apack + ir * kc, bpanel, ldb, edge, NR, false);
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t j = 0; j < cols; ++j)
               ctile[r * ldc + j] = accumulate ? ctile[r * ldc + j] + edge[r * NR + j] : edge[r * NR + j];

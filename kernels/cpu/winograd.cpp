@@ -65,6 +65,8 @@ struct Plan {
   // (channels innermost: input_transform_lanes stores a vector of 16 channels per tile and
   // element; the GEMMs read it through a transposed view, same sums in the same order).
   bool channels_inner;
+  // The same for backward-filter's transformed output gradient z, [c_out][cols] or [cols][c_out].
+  bool grad_channels_inner;
   Plan(int64_t n_, int64_t c_in_, int64_t h_, int64_t w_, int64_t c_out_, int64_t pad_, Chunking chunking)
       : n(n_), c_in(c_in_), h(h_), w(w_), c_out(c_out_), pad(pad_) {
     oh = h + 2 * pad - 2;
@@ -75,10 +77,15 @@ struct Plan {
     per = images_per_chunk(tiles, n, chunking);
     chunks = (n + per - 1) / per;
     channels_inner = tiles <= kLanesMaxTiles && c_in % kLanes == 0;
+    grad_channels_inner = tiles <= kLanesMaxTiles && c_out % kLanes == 0;
   }
   // Element e's v (from v + e * element_stride(c_in, cols)) as the GEMM operand [c_in][cols].
   MatrixView<float> v_operand(const float* v, int64_t cols) const {
     return channels_inner ? transposed<float>(v, c_in) : row_major<float>(v, cols);
+  }
+  // Element e's z as the GEMM operand [c_out][cols].
+  MatrixView<float> z_operand(const float* z, int64_t cols) const {
+    return grad_channels_inner ? transposed<float>(z, c_out) : row_major<float>(z, cols);
   }
   int64_t max_columns() const { return per * tiles; }
   // Floats of a buffer holding 36 matrices of `rows` x max_columns().
@@ -135,6 +142,23 @@ void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t coun
     }
     for (int64_t c = 0; c < p.c_in; ++c)
       input_transform(image + c * plane, p.h, p.w, p.pad, p.th, p.tw, v + c * cols + i * p.tiles, stride, rows);
+  }
+}
+
+// z (element-major, stride element_stride(c_out, cols), laid out as p.grad_channels_inner says) =
+// the output-gradient transforms of images [first, first + count) of dy.
+void transform_grads(const Plan& p, const float* dy, int64_t first, int64_t count, float* z, RowScratch rows) {
+  const int64_t cols = count * p.tiles, stride = element_stride(p.c_out, cols), plane = p.oh * p.ow;
+  for (int64_t i = 0; i < count; ++i) {
+    const float* image = dy + (first + i) * p.c_out * plane;
+    if (p.grad_channels_inner) {
+      for (int64_t k = 0; k < p.c_out; k += kLanes)
+        grad_output_transform_lanes(image + k * plane, plane, p.oh, p.ow, p.th, p.tw, z + i * p.tiles * p.c_out + k,
+                                    stride, p.c_out);
+      continue;
+    }
+    for (int64_t k = 0; k < p.c_out; ++k)
+      grad_output_transform(image + k * plane, p.oh, p.ow, p.th, p.tw, z + k * cols + i * p.tiles, stride, rows);
   }
 }
 
@@ -208,12 +232,9 @@ void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const
       const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
       const int64_t vs = element_stride(p.c_in, cols), zs = element_stride(p.c_out, cols);
       transform_inputs(p, x, first, count, v);
-      for (int64_t i = 0; i < count; ++i)
-        for (int64_t k = 0; k < p.c_out; ++k)
-          grad_output_transform(dy + ((first + i) * p.c_out + k) * p.oh * p.ow, p.oh, p.ow, p.th, p.tw,
-                                z + k * cols + i * p.tiles, zs, rows);
+      transform_grads(p, dy, first, count, z, rows);
       for (int e = 0; e < kElements; ++e)
-        gemm<float>(p.c_out, p.c_in, cols, row_major<float>(z + e * zs, cols), transposed(p.v_operand(v + e * vs, cols)),
+        gemm<float>(p.c_out, p.c_in, cols, p.z_operand(z + e * zs, cols), transposed(p.v_operand(v + e * vs, cols)),
                     du + slot * slot_size + e * us, p.c_in, ch == begin ? GemmMode::overwrite : GemmMode::accumulate);
     }
   }

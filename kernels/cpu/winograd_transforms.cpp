@@ -1,6 +1,7 @@
 // F(4x4, 3x3) transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural
 // Networks", 2015), applied as 1-D passes: each pass below is one matrix on one axis. The input
-// transform (B^T) is in winograd_input_transform.cpp.
+// transform (B^T) is in winograd_input_transform.cpp, the output gradient's (A) in
+// winograd_grad_transform.cpp.
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 //   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 -1 4 -4 0; 0 1 -1 8 -8 1]
 #include "kernels/cpu/winograd_transforms.h"
@@ -18,16 +19,6 @@ inline void at(const float m[6], float o[4]) {
   o[1] = m12 + 2.f * m34;
   o[2] = p12 + 4.f * p34;
   o[3] = m12 + 8.f * m34 + m[5];
-}
-// y (4) -> A y (6)
-inline void a(const float y[4], float o[6]) {
-  const float p02 = y[0] + y[2], p13 = y[1] + y[3], q02 = y[0] + 4.f * y[2], q13 = 2.f * y[1] + 8.f * y[3];
-  o[0] = y[0];
-  o[1] = p02 + p13;
-  o[2] = p02 - p13;
-  o[3] = q02 + q13;
-  o[4] = q02 - q13;
-  o[5] = y[3];
 }
 constexpr float k6 = 1.f / 6.f, k12 = 1.f / 12.f, k24 = 1.f / 24.f;
 // g (3) -> G g (6)
@@ -85,46 +76,6 @@ void output_transform(const float* m, int64_t e_stride, int64_t th, int64_t tw, 
           for (int k = 0; k < kTile; ++k) dst[kTile * l + k] = src[k * tw + l];
       } else {
         for (int64_t x = 0; x < ow; ++x) dst[x] = src[(x % kTile) * tw + x / kTile];
-      }
-    }
-  }
-}
-
-void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t th, int64_t tw, float* out,
-                           int64_t e_stride, RowScratch scratch) {
-  const int64_t width = kTile * tw;
-  float* __restrict row = scratch.data;                       // one gradient row, zero past the edge
-  float* __restrict q = scratch.data + scratch.width;         // [4 rows][4 phases][tw]
-  float* __restrict t = scratch.data + scratch.width + 16 * tw;  // A down the columns: [6][4][tw]
-  for (int64_t ty = 0; ty < th; ++ty) {
-    for (int i = 0; i < kTile; ++i) {
-      const int64_t oy = ty * kTile + i;
-      if (oy >= oh) {
-        std::fill(q + i * 4 * tw, q + (i + 1) * 4 * tw, 0.f);
-        continue;
-      }
-      std::memcpy(row, plane + oy * ow, sizeof(float) * size_t(ow));
-      std::fill(row + ow, row + width, 0.f);
-      for (int k = 0; k < kTile; ++k)
-        for (int64_t l = 0; l < tw; ++l) q[(i * 4 + k) * tw + l] = row[kTile * l + k];
-    }
-    for (int64_t x = 0; x < 4 * tw; ++x) {
-      const float y[4] = {q[x], q[4 * tw + x], q[8 * tw + x], q[12 * tw + x]};
-      float o[6];
-      a(y, o);
-      for (int r = 0; r < 6; ++r) t[r * 4 * tw + x] = o[r];
-    }
-    for (int r = 0; r < kInput; ++r) {
-      const float* __restrict p = t + r * 4 * tw;
-      float* dst = out + r * kInput * e_stride + ty * tw;
-      float *__restrict d0 = dst, *__restrict d1 = dst + e_stride, *__restrict d2 = dst + 2 * e_stride;
-      float *__restrict d3 = dst + 3 * e_stride, *__restrict d4 = dst + 4 * e_stride, *__restrict d5 = dst + 5 * e_stride;
-#pragma GCC ivdep
-      for (int64_t l = 0; l < tw; ++l) {
-        const float y[4] = {p[l], p[tw + l], p[2 * tw + l], p[3 * tw + l]};
-        float o[6];
-        a(y, o);
-        d0[l] = o[0], d1[l] = o[1], d2[l] = o[2], d3[l] = o[3], d4[l] = o[4], d5[l] = o[5];
       }
     }
   }

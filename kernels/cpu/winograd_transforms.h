@@ -48,6 +48,12 @@ void output_transform(const float* m, int64_t e_stride, int64_t th, int64_t tw, 
 void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t th, int64_t tw, float* out,
                            int64_t e_stride, RowScratch scratch);
 
+// grad_output_transform of kLanes planes at once (planes + j * plane_stride), one vector lane per
+// plane, laid out like input_transform_lanes: element e of tile t of lane j at
+// out[e * e_stride + t * tile_stride + j]. Planes of at most kLanesMaxTiles tiles.
+void grad_output_transform_lanes(const float* planes, int64_t plane_stride, int64_t oh, int64_t ow, int64_t th,
+                                 int64_t tw, float* out, int64_t e_stride, int64_t tile_stride);
+
 // U = G g G^T of one 3x3 filter g (g[i * row + j * col], so a rotated filter is a negative
 // stride); writes u[e * e_stride].
 void filter_transform(const float* g, int64_t row, int64_t col, float* u, int64_t e_stride);
