@@ -9,17 +9,14 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/vec_transpose.h"
+
 namespace cg::kernels::cpu {
 namespace {
 
-// 64-byte vectors (one AVX-512 register: 16 floats or 8 doubles). Without AVX-512 the compiler
-// splits them into narrower registers; the arithmetic, and so the result, is unchanged.
-template <typename T>
-using Vec __attribute__((vector_size(64), aligned(alignof(T)), may_alias)) = T;
-
 template <typename T>
 struct Tile {
-  static constexpr int kLanes = int(64 / sizeof(T));
+  static constexpr int kLanes = kVecLanes<T>;
   static constexpr int kMR = 8;                // rows of C per tile: each a broadcast of A
   static constexpr int kVecs = 3;              // vectors per row of the tile
   static constexpr int kNR = kVecs * kLanes;   // 8 x 3 accumulators = 24 of the 32 registers
@@ -70,32 +67,6 @@ inline void micro_kernel_of_width(int vecs, int64_t kc, const T* a, const T* b, 
   if (vecs == 3) micro_kernel<T, 3>(kc, a, b, ldb, out, ldo, accumulate);
   if (vecs == 2) micro_kernel<T, 2>(kc, a, b, ldb, out, ldo, accumulate);
   if (vecs == 1) micro_kernel<T, 1>(kc, a, b, ldb, out, ldo, accumulate);
-}
-
-// Stage K of transpose_block on one pair of rows (a = row r, b = row r + K, bit K of r clear):
-// the new row r takes a's lanes where bit K of the lane is clear and b's lanes K below where it is
-// set; the new row r + K the rest. Index i >= L picks lane i - L of b. Constant indices, so each
-// row is one two-source permute (vpermt2ps with AVX-512) with GCC and Clang alike.
-template <typename T, int K, size_t... C>
-inline void permute_pair(Vec<T>& a, Vec<T>& b, std::index_sequence<C...>) {
-  constexpr int L = Tile<T>::kLanes;
-  const Vec<T> x = a, y = b;
-  a = __builtin_shufflevector(x, y, ((C & K) ? L + int(C) - K : int(C))...);
-  b = __builtin_shufflevector(x, y, ((C & K) ? L + int(C) : int(C) + K)...);
-}
-
-// Transposes the L x L block held in rows[0..L) (L = Vec<T>'s lanes): afterwards rows[c][r] is
-// what rows[r][c] was. Stage K (L/2, ..., 2, 1) swaps bit K of the row and column index, one
-// permute per row: log2(L) stages. Packing is what makes a GEMM of the small Winograd shapes
-// cheap or not: the scalar copies it replaces took about as long as the multiply-adds there.
-template <typename T, int K = Tile<T>::kLanes / 2>
-inline void transpose_block(Vec<T>* rows) {
-  constexpr int L = Tile<T>::kLanes;
-#pragma GCC unroll 16
-  for (int r = 0; r < L; ++r) {
-    if (!(r & K)) permute_pair<T, K>(rows[r], rows[r + K], std::make_index_sequence<L>());
-  }
-  if constexpr (K > 1) transpose_block<T, K / 2>(rows);
 }
 
 // Stores lanes [H * MR, (H + 1) * MR) of v at dst (one A-panel row of MR values), as one
