@@ -9,8 +9,11 @@
 // are added in slot order, and the sum is transformed back once.
 #include "kernels/cpu/winograd.h"
 
+#if defined(__AVX512VL__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
@@ -175,26 +178,31 @@ const float* pack_filters(const float* u, int64_t c_out, int64_t c_in) {
   return packed;
 }
 
+// dst[0, n) = src[0, n), n <= 4: one row of an output tile (fewer columns at the plane's edge).
+inline void copy_tile_row(const float* src, int64_t n, float* dst) {
+#if defined(__AVX512VL__)
+  _mm_mask_storeu_ps(dst, __mmask8((1u << n) - 1u), _mm_loadu_ps(src));
+#else
+  for (int64_t c = 0; c < n; ++c) dst[c] = src[c];
+#endif
+}
+
 // Channel k of y for the chunk's images [first, ...) = the output transforms of the `cols` tiles of
 // mk (row k of every element's product, ms apart) plus bias, 16 tiles at a time. Reading 16 lanes
 // past the last tile stays inside the buffer (element_stride's extra line).
 void transform_outputs(const Plan& p, const float* mk, int64_t ms, int64_t cols, float bias, int64_t first, int64_t k,
                        float* y) {
   alignas(64) float blocks[kLanes * kLanes];
+  const int64_t plane = p.oh * p.ow;
+  int64_t i = 0, ty = 0, tx = 0;  // image and tile of column c0 + j, stepped along
   for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
     output_transform_16(mk + c0, ms, bias, blocks);
     for (int64_t j = 0; j < std::min<int64_t>(kLanes, cols - c0); ++j) {
-      const int64_t i = (c0 + j) / p.tiles, t = (c0 + j) % p.tiles, ty = t / p.tw, tx = t % p.tw;
-      float* dst = y + ((first + i) * p.c_out + k) * p.oh * p.ow + kTile * (ty * p.ow + tx);
+      float* dst = y + ((first + i) * p.c_out + k) * plane + kTile * (ty * p.ow + tx);
       const int64_t rows = std::min<int64_t>(kTile, p.oh - kTile * ty), width = std::min<int64_t>(kTile, p.ow - kTile * tx);
-      const float* src = blocks + j * kLanes;
-      for (int64_t r = 0; r < rows; ++r) {
-        if (width == kTile) {
-          std::memcpy(dst + r * p.ow, src + r * kTile, sizeof(float) * kTile);
-        } else {
-          std::copy(src + r * kTile, src + r * kTile + width, dst + r * p.ow);
-        }
-      }
+      for (int64_t r = 0; r < rows; ++r) copy_tile_row(blocks + j * kLanes + r * kTile, width, dst + r * p.ow);
+      if (++tx == p.tw) tx = 0, ++ty;
+      if (ty == p.th) ty = 0, ++i;
     }
   }
 }
