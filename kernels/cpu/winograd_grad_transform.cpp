@@ -14,8 +14,7 @@
 namespace cg::kernels::cpu::winograd {
 namespace {
 
-using Lanes = float __attribute__((vector_size(64)));
-using LanesAt __attribute__((vector_size(64), aligned(4), may_alias)) = float;
+using LanesAt __attribute__((vector_size(64), aligned(4), may_alias)) = float;  // Lanes at any float address
 
 // y (4) -> A y (6), for one value (float) or 16 planes' (Lanes)
 template <class T>
@@ -76,12 +75,7 @@ void grad_output_transform_lanes(const float* planes, int64_t plane_stride, int6
   const int64_t ph = kTile * th, pw = kTile * tw;
   thread_local std::vector<Lanes> padded;
   padded.assign(size_t(ph * pw), Lanes{});  // [ph][pw]: the planes, zero past their edges
-  for (int64_t y = 0; y < oh; ++y)
-    for (int64_t x = 0; x < ow; ++x) {
-      Lanes& dst = padded[size_t(y * pw + x)];
-      const float* src = planes + y * ow + x;
-      for (int j = 0; j < kLanes; ++j) dst[j] = src[j * plane_stride];
-    }
+  for (int64_t y = 0; y < oh; ++y) gather_lanes(planes + y * ow, plane_stride, ow, padded.data() + y * pw);
   // The same passes as grad_output_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {

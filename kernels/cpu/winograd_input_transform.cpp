@@ -5,17 +5,20 @@
 // round every multiply and add alike and give the same bits.
 #include "kernels/cpu/winograd_transforms.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/vec_transpose.h"
+
 namespace cg::kernels::cpu::winograd {
 namespace {
 
-// 16 floats, one AVX-512 register (GCC/Clang vector extension): one lane per plane. LanesAt: the
-// same at any float address (unaligned stores into the GEMM operand).
-using Lanes = float __attribute__((vector_size(64)));
-using LanesAt __attribute__((vector_size(64), aligned(4), may_alias)) = float;
+using LanesAt __attribute__((vector_size(64), aligned(4), may_alias)) = float;  // Lanes at any float address
 
 // d (6) -> B^T d (6), for one value (float) or 16 planes' (Lanes)
 template <class T>
@@ -28,6 +31,28 @@ inline void bt(const T d[6], T o[6]) {
   o[5] = 4.f * d[1] - 5.f * d[3] + d[5];
 }
 }  // namespace
+
+void gather_lanes(const float* rows, int64_t row_stride, int64_t n, Lanes* out) {
+  int64_t x = 0;
+#if defined(__AVX512F__)
+  for (; x + kLanes <= n; x += kLanes) {  // whole 16 x 16 blocks: 16 row loads, a register transpose
+    Vec<float> block[kLanes];
+    for (int j = 0; j < kLanes; ++j) block[j] = *reinterpret_cast<const Vec<float>*>(rows + j * row_stride + x);
+    transpose_block<float>(block);
+    for (int q = 0; q < kLanes; ++q) out[x + q] = block[q];
+  }
+  if (x < n) {  // the last columns: masked loads, then the same
+    const __mmask16 mask = __mmask16((1u << (n - x)) - 1u);
+    Vec<float> block[kLanes];
+    for (int j = 0; j < kLanes; ++j) block[j] = _mm512_maskz_loadu_ps(mask, rows + j * row_stride + x);
+    transpose_block<float>(block);
+    for (int64_t q = 0; q < n - x; ++q) out[x + q] = block[q];
+  }
+#else
+  for (; x < n; ++x)
+    for (int j = 0; j < kLanes; ++j) out[x][j] = rows[j * row_stride + x];
+#endif
+}
 
 // Rows are kept "deinterleaved" by tile: phase k of a row holds its values 4l + k for tiles
 // l = 0, 1, ..., so each step below is a loop across the tiles of a tile row over contiguous
@@ -81,11 +106,7 @@ void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h,
   thread_local std::vector<Lanes> padded;
   padded.assign(size_t(ph * pw), Lanes{});  // [ph][pw]: the planes with their zero border
   for (int64_t y = 0; y < h && y + pad < ph; ++y)
-    for (int64_t x = 0; x < w && x + pad < pw; ++x) {
-      Lanes& dst = padded[size_t((y + pad) * pw + x + pad)];
-      const float* src = planes + y * w + x;
-      for (int j = 0; j < kLanes; ++j) dst[j] = src[j * plane_stride];
-    }
+    gather_lanes(planes + y * w, plane_stride, std::min(w, pw - pad), padded.data() + (y + pad) * pw + pad);
   // The same passes as input_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {

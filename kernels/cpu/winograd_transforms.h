@@ -35,6 +35,13 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
 // per element and tile. Planes of at most kLanesMaxTiles tiles.
 constexpr int kLanes = 16;
 constexpr int64_t kLanesMaxTiles = 16;
+
+// 16 floats, one AVX-512 register (GCC/Clang vector extension): one lane per plane.
+using Lanes = float __attribute__((vector_size(64)));
+
+// out[x][j] = rows[j * row_stride + x] for x < n, j < kLanes: pixel x of 16 planes' rows as one
+// vector (by 16 x 16 register transposes with AVX-512).
+void gather_lanes(const float* rows, int64_t row_stride, int64_t n, Lanes* out);
 void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h, int64_t w, int64_t pad,
                            int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride);
 
