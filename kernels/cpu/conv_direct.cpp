@@ -18,6 +18,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/float_rows.h"
+
 namespace cg::kernels::cpu {
 namespace {
 
@@ -78,47 +80,6 @@ float* scratch(int slot, size_t n) {
   auto& b = buffers[slot];
   if (b.size() < n) b.resize(n);
   return b.data();
-}
-
-#if defined(__AVX512F__)
-// The mask of lanes [0, k), k clamped to [0, 16].
-inline __mmask16 lanes_below(int64_t k) { return __mmask16(k >= kLanes ? 0xffffu : k <= 0 ? 0u : (1u << k) - 1u); }
-#endif
-
-// dst[0, n) = src[0, n) and dst[0, n) = 0: rows of a few dozen floats, too short for a memcpy or
-// memset call to pay off. With AVX-512, masked vector moves, which GCC does not turn back into
-// library calls as it did a plain copy loop (1.7% of a training step in memcpy, measured).
-inline void copy_floats(const float* __restrict src, int64_t n, float* __restrict dst) {
-#if defined(__AVX512F__)
-  for (int64_t i = 0; i < n; i += kLanes) {
-    const __mmask16 m = lanes_below(n - i);
-    _mm512_mask_storeu_ps(dst + i, m, _mm512_maskz_loadu_ps(m, src + i));
-  }
-#else
-  std::memcpy(dst, src, sizeof(float) * size_t(n));
-#endif
-}
-inline void zero_floats(float* dst, int64_t n) {
-#if defined(__AVX512F__)
-  for (int64_t i = 0; i < n; i += kLanes) _mm512_mask_storeu_ps(dst + i, lanes_below(n - i), _mm512_setzero_ps());
-#else
-  std::fill(dst, dst + n, 0.f);
-#endif
-}
-
-// dst[k] = src[2 * k] for k < n: a phase row of a stride-2 layer (reads src[0, 2n - 1) only).
-inline void copy_even_floats(const float* __restrict src, int64_t n, float* __restrict dst) {
-#if defined(__AVX512F__)
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  for (int64_t k = 0; k < n; k += kLanes) {
-    const int64_t outputs = std::min<int64_t>(kLanes, n - k), span = 2 * outputs - 1;
-    const __m512 lo = _mm512_maskz_loadu_ps(lanes_below(span), src + 2 * k);
-    const __m512 hi = _mm512_maskz_loadu_ps(lanes_below(std::max<int64_t>(0, span - kLanes)), src + 2 * k + kLanes);
-    _mm512_mask_storeu_ps(dst + k, lanes_below(outputs), _mm512_permutex2var_ps(lo, even, hi));
-  }
-#else
-  for (int64_t k = 0; k < n; ++k) dst[k] = src[2 * k];
-#endif
 }
 
 // dst[c] (c < channels, each g.plane floats) = the phase planes of src's [h][w] plane c. Each
