@@ -31,13 +31,15 @@ struct Shape {
 
 // From one step of `cudagrad-bench-cpu` at batch 64 with the GEMM's arguments logged (at eac1245:
 // kernels.cpu_conv=auto); together these are 90%+ of each network's GEMM FLOPs. Since the
-// output-gradient transform of planes of 16 tiles or fewer stores channels innermost, Winograd
-// backward-filter reads A (the transformed gradient) of those layers through a transposed view.
+// transforms store channels innermost for planes of up to 64 tiles, Winograd forward and
+// backward-data read B (the transformed input) of every layer through a transposed view, and
+// backward-filter reads A (the transformed gradient) so and B straight; and the narrow network's
+// first stride-2 layer no longer gives im2col's backward-data GEMM (the direct kernel runs it).
 const Shape kShapes[] = {
-    {"full", "winograd fwd/bwd-data layer1", 64, 192, 64, false, false, false, true, 6048},
+    {"full", "winograd fwd/bwd-data layer1", 64, 192, 64, false, true, false, true, 6048},
     {"full", "winograd fwd/bwd-data layer2", 128, 48, 128, false, true, false, true, 4536},
     {"full", "winograd fwd/bwd-data layer3", 256, 48, 256, false, true, false, true, 1080},
-    {"full", "winograd bwd-filter layer1", 64, 64, 64, false, true, true, false, 8640},
+    {"full", "winograd bwd-filter layer1", 64, 64, 64, true, false, true, false, 8640},
     {"full", "winograd bwd-filter layer2", 128, 128, 48, true, false, true, false, 1836},
     {"full", "winograd bwd-filter layer3", 256, 256, 48, true, false, false, false, 432},
     {"full", "im2col bwd-data layer2.0.conv1", 576, 512, 128, true, false, false, false, 32},
@@ -50,7 +52,6 @@ const Shape kShapes[] = {
     {"narrow", "winograd bwd-filter layer2", 32, 32, 48, true, false, true, false, 1836},
     {"narrow", "winograd fwd/bwd-data layer3", 64, 48, 64, false, true, false, true, 1080},
     {"narrow", "winograd bwd-filter layer3", 64, 64, 48, true, false, false, false, 432},
-    {"narrow", "im2col bwd-data layer2.0.conv1", 144, 588, 32, true, false, false, false, 21},
     {"narrow", "im2col fwd layer3.0.conv1", 64, 539, 288, false, false, false, false, 5},
     {"narrow", "im2col bwd-filter layer3.0.conv1", 64, 288, 539, false, true, false, false, 5},
     {"narrow", "im2col bwd-data layer3.0.conv1", 288, 539, 64, true, false, false, false, 5},

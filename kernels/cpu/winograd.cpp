@@ -65,9 +65,10 @@ struct Plan {
   int64_t n, c_in, h, w, c_out, pad;
   int64_t oh, ow, th, tw, tiles, per, chunks;
   // How the transformed input v holds element e: [c_in][columns] (row-major, one plane's tiles
-  // written at a time), or for small planes and whole groups of 16 channels, [columns][c_in]
-  // (channels innermost: input_transform_lanes stores a vector of 16 channels per tile and
-  // element; the GEMMs read it through a transposed view, same sums in the same order).
+  // written at a time), or for planes of up to kLanesMaxTiles tiles in whole groups of 16
+  // channels, [columns][c_in] (channels innermost: input_transform_lanes stores a vector of 16
+  // channels per tile and element; the GEMMs read it through a transposed view, same sums in the
+  // same order).
   bool channels_inner;
   // The same for backward-filter's transformed output gradient z, [c_out][cols] or [cols][c_out].
   bool grad_channels_inner;

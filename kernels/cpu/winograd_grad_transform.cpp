@@ -2,8 +2,8 @@
 // Z = A g A^T of every 4x4 tile, the adjoint of the output transform,
 //   A = [1 0 0 0; 1 1 1 1; 1 -1 1 -1; 1 2 4 8; 1 -2 4 -8; 0 0 0 1]
 // one plane at a time (vectorized across the tiles of a tile row) or 16 planes at a time (one
-// vector lane per plane, for small planes: at 14x14 a tile row is 4 tiles, too short for the
-// first form's loops, which then ran scalar and took a third of the backward-filter's time).
+// vector lane per plane: at 14x14 a tile row is 4 tiles, too short for the first form's loops,
+// which then ran scalar and took a third of the backward-filter's time).
 // Compiled with -ffp-contract=off (CMakeLists.txt), so that both forms give the same bits.
 #include <algorithm>
 #include <cstring>

@@ -29,12 +29,15 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
                      float* out, int64_t e_stride, RowScratch scratch);
 
 // input_transform of kLanes planes at once, planes + j * plane_stride for j < kLanes (an image's
-// consecutive channels), one vector lane per plane: for small planes, whose tile rows are too
-// short for input_transform's loops to vectorize (7x7: 2 tiles a row). The lanes stay together:
-// element e of tile t of lane j goes to out[e * e_stride + t * tile_stride + j], one vector store
-// per element and tile. Planes of at most kLanesMaxTiles tiles.
+// consecutive channels), one vector lane per plane: every vector full, where input_transform's
+// loops across a tile row run part-empty or scalar (7x7: 2 tiles a row; 32x32: 8). The lanes
+// stay together: element e of tile t of lane j goes to out[e * e_stride + t * tile_stride + j],
+// one vector store per element and tile. Planes of at most kLanesMaxTiles tiles (32x32 outputs:
+// the padded planes, 34 x 34 vectors, stay in L2). Measured against the one-plane forms on the
+// full MiniResNet's 32x32 layer (64 channels, 1 thread): forward 24.4 -> 18.6 ms, with the
+// gradient transform below backward-filter 32.0 -> 17.7 ms.
 constexpr int kLanes = 16;
-constexpr int64_t kLanesMaxTiles = 16;
+constexpr int64_t kLanesMaxTiles = 64;
 
 // 16 floats, one AVX-512 register (GCC/Clang vector extension): one lane per plane.
 using Lanes = float __attribute__((vector_size(64)));
