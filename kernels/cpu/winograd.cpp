@@ -231,6 +231,11 @@ bool winograd_supports(const Conv2dShape& s) {
   return s.kh == 3 && s.kw == 3 && s.stride == 1 && s.pad >= 0 && s.pad <= 2 && s.out_h() > 0 && s.out_w() > 0;
 }
 
+bool winograd_vectorizes_channels(const Conv2dShape& s) {
+  const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::smallest);
+  return p.channels_inner && p.grad_channels_inner;
+}
+
 void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
   float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
   transform_filters(w, s.c_out, s.c_in, false, u);

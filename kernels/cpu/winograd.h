@@ -18,6 +18,11 @@ namespace cg::kernels::cpu {
 // a forward with padding 2 - pad).
 bool winograd_supports(const Conv2dShape& s);
 
+// True when its transforms run 16 planes at a time, one per vector lane (channels in and out in
+// whole groups of 16, planes of at most 64 tiles: outputs up to 32x32), the form that keeps every
+// vector full; otherwise they go plane by plane.
+bool winograd_vectorizes_channels(const Conv2dShape& s);
+
 // y[n, c_out, out_h, out_w] = conv(x, w) + bias (bias may be null).
 void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y);
 

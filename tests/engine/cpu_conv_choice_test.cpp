@@ -1,7 +1,8 @@
 // kernels.cpu_conv through ops::conv2d: auto and winograd run Winograd on float32 3x3 stride-1
 // layers of 32+ channels (close to im2col, but not bit-identical to it); auto and direct run the
-// direct convolution on 3x3 layers below 32 channels,
-// direct on every 3x3 and 1x1 layer of stride 1 or 2; im2col runs everywhere else, and everywhere under im2col (the bit-exact reference).
+// direct convolution on 3x3 layers below 32 channels (auto with Winograd's filter gradient where
+// the channels come in groups of 16), direct on every 3x3 and 1x1 layer of stride 1 or 2; im2col
+// runs everywhere else, and everywhere under im2col (the bit-exact reference).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,12 +10,14 @@
 
 #include "engine/ops.h"
 #include "engine/random.h"
+#include "kernels/cpu/winograd.h"
 
 namespace cg {
 namespace {
 
 struct Result {
   std::vector<float> y, dx, dw;
+  std::vector<float> x, dy;  // the inputs, for calling a kernel on them directly
 };
 
 // One forward and backward of conv2d(x, w) (no bias) with a fixed upstream gradient.
@@ -32,7 +35,8 @@ Result run(ops::CpuConv algorithm, const std::vector<int64_t>& x_shape, const st
   normal_(dy, gen, 0.0, 1.0);
   y.backward(dy);
   ops::set_cpu_conv(ops::CpuConv::automatic);
-  return {y.to_vector<float>(), x.grad().to_vector<float>(), w.grad().to_vector<float>()};
+  return {y.to_vector<float>(), x.grad().to_vector<float>(), w.grad().to_vector<float>(), x.to_vector<float>(),
+          dy.to_vector<float>()};
 }
 
 bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
@@ -77,7 +81,7 @@ TEST(CpuConvChoice, Im2colRunsTheRest) {
 }
 
 TEST(CpuConvChoice, DirectRunsFewChannel3x3Layers) {
-  const std::vector<int64_t> xs{3, 16, 10, 10}, ws{16, 16, 3, 3};
+  const std::vector<int64_t> xs{3, 8, 10, 10}, ws{24, 8, 3, 3};
   const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
   const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
   const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
@@ -89,6 +93,25 @@ TEST(CpuConvChoice, DirectRunsFewChannel3x3Layers) {
   EXPECT_LT(relative_difference(direct.y, im2col.y), 1e-5);
   EXPECT_LT(relative_difference(direct.dx, im2col.dx), 1e-5);
   EXPECT_LT(relative_difference(direct.dw, im2col.dw), 1e-5);
+}
+
+// Channels in groups of 16 (the narrow network's 16-channel layers): auto takes forward and the
+// data gradient from the direct kernel, the filter gradient from Winograd's (faster there);
+// kernels.cpu_conv=direct keeps all three on the direct kernel.
+TEST(CpuConvChoice, AutoTakesTheFilterGradientOf16ChannelLayersFromWinograd) {
+  const std::vector<int64_t> xs{3, 16, 10, 10}, ws{16, 16, 3, 3};
+  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
+  const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
+  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
+  const kernels::Conv2dShape s{3, 16, 10, 10, 16, 3, 3, 1, 1};
+  ASSERT_TRUE(kernels::cpu::winograd_vectorizes_channels(s));
+  std::vector<float> winograd_dw(direct.dw.size());
+  kernels::cpu::winograd_conv2d_backward_filter(s, automatic.x.data(), automatic.dy.data(), winograd_dw.data(), nullptr);
+  EXPECT_TRUE(bit_identical(automatic.y, direct.y));
+  EXPECT_TRUE(bit_identical(automatic.dx, direct.dx));
+  EXPECT_TRUE(bit_identical(automatic.dw, winograd_dw));
+  EXPECT_FALSE(bit_identical(automatic.dw, direct.dw));
+  EXPECT_LT(relative_difference(automatic.dw, im2col.dw), 1e-5);
 }
 
 TEST(CpuConvChoice, AutoRunsDirectOnFewChannelStrideTwoLayers) {
