@@ -32,14 +32,15 @@ GpuKernels gpu_kernels();
 
 // Which algorithm the CPU convolution uses (the config's kernels.cpu_conv). im2col: im2col + GEMM
 // for every layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3
-// stride-1 layers with at least 32 input and output channels (4x fewer multiplications; not
+// stride-1 layers with at least 32 input and output channels, or with channels in groups of 16 on
+// planes up to 32x32 (4x fewer multiplications; not
 // bit-identical to im2col, error bounded in tests/kernels/winograd_test.cpp), im2col for the
 // rest. direct: the direct convolution (kernels/cpu/conv_direct.h) for every float32 3x3
 // padding-1 and 1x1 layer of stride 1 or 2 (not bit-identical to im2col either), im2col for the
-// rest. automatic: per layer, whichever measured fastest (bench/NOTES.md): direct for 3x3 stride-1
-// layers below 32 channels and 3x3 stride-2 ones below 32 input channels, Winograd for the other
-// 3x3 stride-1 layers (32+ channels), im2col for the rest. All are deterministic across thread
-// counts. Process-wide.
+// rest. automatic: per layer, whichever measured fastest (bench/NOTES.md): Winograd for 3x3
+// stride-1 layers of 32+ channels or of channels in groups of 16 (its 16-plane transforms), direct
+// for the other 3x3 stride-1 layers below 32 channels and 3x3 stride-2 ones below 32 input
+// channels, im2col for the rest. All are deterministic across thread counts. Process-wide.
 enum class CpuConv { automatic, im2col, winograd, direct };
 inline EnumNames<CpuConv> enum_names(CpuConv) {
   return {{CpuConv::automatic, "auto"},

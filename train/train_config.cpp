@@ -151,9 +151,9 @@ const std::vector<Field>& fields() {
       CG_FIELD(kernels.batch_norm, any(), "GPU batch norm: cudnn, native or auto (native)"),
       CG_FIELD(kernels.cudnn_algo_search, any(), "cuDNN algorithms: timed once per shape, or heuristic"),
       CG_FIELD(kernels.cpu_conv, any(),
-               "CPU convolution: winograd (F(4x4,3x3) for 3x3 stride-1 float32 layers of 32+ channels), direct "
-               "(float32 3x3 and 1x1 layers of stride 1 or 2 without im2col), im2col (the bit-exact reference) or "
-               "auto (per layer shape and phase, whichever measured fastest); winograd and direct are not bit-identical to im2col"),
+               "CPU convolution: winograd (F(4x4,3x3) for 3x3 stride-1 float32 layers of 32+ channels or of "
+               "channels in groups of 16), direct (float32 3x3 and 1x1 layers of stride 1 or 2 without im2col), "
+               "im2col (the bit-exact reference) or auto (per layer shape, whichever measured fastest); winograd and direct are not bit-identical to im2col"),
       CG_FIELD(checkpoint.dir, any(), "checkpoint folder (\"\" = <output.dir>/checkpoints)"),
       CG_FIELD(checkpoint.save_every, at_least(0), "epochs between checkpoints (0 = only at the end)"),
       CG_FIELD(checkpoint.resume_from, any(), "checkpoint to resume from (\"\" = none)"),

@@ -1,35 +1,26 @@
 // The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
 // layers of stride 1 or 2. Under kernels.cpu_conv=auto it takes the shapes where it measured
-// fastest (the narrow network's stem, 16-channel 3x3 layers and its first stride-2 layer;
-// bench/NOTES.md), ahead of Winograd and the im2col reference, and hands the filter gradient of
-// the 16-channel stride-1 layers to Winograd's kernel (faster there); kernels.cpu_conv=direct runs
-// it on every layer it supports, all three phases; im2col and winograd turn it off.
+// fastest (the narrow network's stem and its first stride-2 layer; bench/NOTES.md), ahead of
+// Winograd and the im2col reference; kernels.cpu_conv=direct runs it on every layer it supports;
+// im2col and winograd turn it off.
 #include "engine/impl/conv.h"
 #include "engine/impl/conv_cpu_tensors.h"
 #include "kernels/cpu/conv_direct.h"
-#include "kernels/cpu/winograd.h"
 
 namespace cg::impl {
 namespace {
 
 // auto's rule, from per-layer A/B timings (cpu_conv_bench, bench/NOTES.md). 3x3 stride 1: the
-// direct kernel beats im2col on every layer below 32 channels in or out (where Winograd does not
-// run); from 32 channels Winograd is faster (32 @ 14x14: 1.1-1.2x on 1 and 2 cores since its
-// filters are packed once per call; 64 @ 7x7: 1.7x). 3x3 stride 2: 1.15x im2col from 16 channels
-// at 28x28, 0.75x from 32 at 14x14. 1x1: im2col is 2-3x faster (the direct 1x1 reads its input
-// planes once per tap with nothing to reuse).
+// direct kernel beats im2col on every layer below 32 channels in or out; Winograd is faster still
+// from 32 channels (32 @ 14x14: 1.1-1.2x on 1 and 2 cores; 64 @ 7x7: 1.7x) and, with its 16-plane
+// transforms, on channels in groups of 16 (winograd_takes). 3x3 stride 2: 1.3-1.6x im2col from 16
+// channels at 28x28 in all three phases; from 32 at 14x14 im2col is as fast over the three. 1x1:
+// im2col is 1.5-3x faster (the direct 1x1 reads its input planes once per tap with nothing to
+// reuse).
 bool direct_is_fastest(const kernels::Conv2dShape& s) {
   if (s.kh != 3) return false;
   if (s.stride == 2) return s.c_in < 32;
-  return s.c_in < 32 || s.c_out < 32;
-}
-
-// Under auto, the filter gradient of a 3x3 stride-1 layer whose channels come in groups of 16
-// comes from Winograd's kernel instead: with its 16-plane transforms it measured 1.45x (2
-// threads) to 1.8x (1 thread) faster than the direct kernel's on the narrow network's 16-channel
-// 28x28 layers, where the direct kernel still wins forward and backward-data on 2 threads.
-bool winograd_filter_is_fastest(const kernels::Conv2dShape& s) {
-  return kernels::cpu::winograd_supports(s) && kernels::cpu::winograd_vectorizes_channels(s);
+  return (s.c_in < 32 || s.c_out < 32) && !winograd_takes(s);
 }
 
 class CpuDirectConv : public ConvImpl {
@@ -63,14 +54,9 @@ class CpuDirectConv : public ConvImpl {
     ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
     if (need_dx)
       kernels::cpu::direct_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
-    if (need_w) {
-      float* db = g.db.defined() ? g.db.data<float>() : nullptr;
-      if (ops::cpu_conv() == ops::CpuConv::automatic && winograd_filter_is_fastest(p.shape)) {
-        kernels::cpu::winograd_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(), db);
-      } else {
-        kernels::cpu::direct_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(), db);
-      }
-    }
+    if (need_w)
+      kernels::cpu::direct_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
+                                                  g.db.defined() ? g.db.data<float>() : nullptr);
     return g;
   }
 };
