@@ -1,7 +1,8 @@
 # cmake -DSOURCE_DIR=... -DOUTPUT=... -P GitCommit.cmake: writes the source tree's commit (12 hex
-# digits) into OUTPUT as CUDAGRAD_GIT_COMMIT; "unknown" when there is no git or no repository
-# (a source tarball, even one unpacked inside another checkout). OUTPUT is only rewritten when its
-# content changes.
+# digits) into OUTPUT as CUDAGRAD_GIT_COMMIT, with "+dirty" when tracked files differ from it (a
+# build of uncommitted changes, which benchmark tables would otherwise credit to the commit before
+# them); "unknown" when there is no git or no repository (a source tarball, even one unpacked
+# inside another checkout). OUTPUT is only rewritten when its content changes.
 set(_commit "unknown")
 find_package(Git QUIET)
 if(GIT_FOUND)
@@ -15,6 +16,11 @@ if(GIT_FOUND)
                     OUTPUT_VARIABLE _out RESULT_VARIABLE _rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(_rc EQUAL 0 AND _out MATCHES "^[0-9a-f]+$")
       set(_commit ${_out})
+      execute_process(COMMAND ${GIT_EXECUTABLE} -C ${SOURCE_DIR} diff --quiet HEAD --
+                      RESULT_VARIABLE _dirty ERROR_QUIET)
+      if(_dirty EQUAL 1)
+        string(APPEND _commit "+dirty")
+      endif()
     endif()
   endif()
 endif()

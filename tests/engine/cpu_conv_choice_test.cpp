@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "engine/ops.h"
 #include "engine/random.h"
@@ -50,19 +51,30 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
   return diff / scale;
 }
 
-TEST(CpuConvChoice, WinogradRunsWide3x3StrideOneLayers) {
-  const std::vector<int64_t> xs{2, 32, 8, 8}, ws{32, 32, 3, 3};
-  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
-  const Result winograd = run(ops::CpuConv::winograd, xs, ws, 1);
-  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
-  EXPECT_TRUE(bit_identical(automatic.y, winograd.y));
-  EXPECT_TRUE(bit_identical(automatic.dx, winograd.dx));
-  EXPECT_TRUE(bit_identical(automatic.dw, winograd.dw));
-  // A different algorithm (so the choice took effect), within Winograd's error.
-  EXPECT_FALSE(bit_identical(winograd.y, im2col.y));
-  EXPECT_LT(relative_difference(winograd.y, im2col.y), 1e-5);
-  EXPECT_LT(relative_difference(winograd.dx, im2col.dx), 1e-5);
-  EXPECT_LT(relative_difference(winograd.dw, im2col.dw), 1e-5);
+// auto gave exactly what `chosen` gives, in all three results; and `chosen`, another algorithm
+// than im2col (its output differs, so the choice took effect), stays within its error.
+void expect_auto_ran(const Result& automatic, const Result& chosen, const Result& im2col, const std::string& what) {
+  EXPECT_TRUE(bit_identical(automatic.y, chosen.y)) << what;
+  EXPECT_TRUE(bit_identical(automatic.dx, chosen.dx)) << what;
+  EXPECT_TRUE(bit_identical(automatic.dw, chosen.dw)) << what;
+  EXPECT_FALSE(bit_identical(chosen.dw, im2col.dw)) << what;
+  EXPECT_LT(relative_difference(chosen.y, im2col.y), 1e-5) << what;
+  EXPECT_LT(relative_difference(chosen.dx, im2col.dx), 1e-5) << what;
+  EXPECT_LT(relative_difference(chosen.dw, im2col.dw), 1e-5) << what;
+}
+
+// 32+ channels, and (with its 16-plane transforms, the fastest there) channels in groups of 16:
+// auto runs Winograd, as winograd does by name; direct by name runs the direct kernel.
+TEST(CpuConvChoice, WinogradRunsWideAnd16ChannelGroup3x3StrideOneLayers) {
+  for (const auto& [xs, ws] : {std::pair{std::vector<int64_t>{2, 32, 8, 8}, std::vector<int64_t>{32, 32, 3, 3}},
+                               std::pair{std::vector<int64_t>{3, 16, 10, 10}, std::vector<int64_t>{16, 16, 3, 3}}}) {
+    const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
+    const Result winograd = run(ops::CpuConv::winograd, xs, ws, 1);
+    const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
+    const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
+    expect_auto_ran(automatic, winograd, im2col, std::to_string(xs[1]) + " channels");
+    EXPECT_FALSE(bit_identical(winograd.y, direct.y));
+  }
 }
 
 TEST(CpuConvChoice, Im2colRunsTheRest) {
@@ -83,33 +95,7 @@ TEST(CpuConvChoice, DirectRunsFewChannel3x3Layers) {
   const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
   const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
   const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
-  EXPECT_TRUE(bit_identical(automatic.y, direct.y));
-  EXPECT_TRUE(bit_identical(automatic.dx, direct.dx));
-  EXPECT_TRUE(bit_identical(automatic.dw, direct.dw));
-  // A different algorithm (its filter gradient sums in 16 lanes), within its error.
-  EXPECT_FALSE(bit_identical(direct.dw, im2col.dw));
-  EXPECT_LT(relative_difference(direct.y, im2col.y), 1e-5);
-  EXPECT_LT(relative_difference(direct.dx, im2col.dx), 1e-5);
-  EXPECT_LT(relative_difference(direct.dw, im2col.dw), 1e-5);
-}
-
-// Channels in groups of 16 (the narrow network's 16-channel 28x28 layers): Winograd's 16-plane
-// transforms make it the fastest there, so auto runs it, as winograd does by name; direct by
-// name still runs the direct kernel.
-TEST(CpuConvChoice, WinogradRuns16ChannelGroups) {
-  const std::vector<int64_t> xs{3, 16, 10, 10}, ws{16, 16, 3, 3};
-  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
-  const Result winograd = run(ops::CpuConv::winograd, xs, ws, 1);
-  const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
-  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
-  EXPECT_TRUE(bit_identical(automatic.y, winograd.y));
-  EXPECT_TRUE(bit_identical(automatic.dx, winograd.dx));
-  EXPECT_TRUE(bit_identical(automatic.dw, winograd.dw));
-  EXPECT_FALSE(bit_identical(winograd.y, direct.y));
-  EXPECT_FALSE(bit_identical(winograd.y, im2col.y));
-  EXPECT_LT(relative_difference(winograd.y, im2col.y), 1e-5);
-  EXPECT_LT(relative_difference(winograd.dx, im2col.dx), 1e-5);
-  EXPECT_LT(relative_difference(winograd.dw, im2col.dw), 1e-5);
+  expect_auto_ran(automatic, direct, im2col, "8 -> 24 channels");  // its filter gradient sums in 16 lanes
 }
 
 TEST(CpuConvChoice, AutoRunsDirectOnFewChannelStrideTwoLayers) {
@@ -118,14 +104,8 @@ TEST(CpuConvChoice, AutoRunsDirectOnFewChannelStrideTwoLayers) {
   const Result automatic = run(ops::CpuConv::automatic, xs, ws, 2);
   const Result direct = run(ops::CpuConv::direct, xs, ws, 2);
   const Result im2col = run(ops::CpuConv::im2col, xs, ws, 2);
-  EXPECT_TRUE(bit_identical(automatic.y, direct.y));
-  EXPECT_TRUE(bit_identical(automatic.dx, direct.dx));
-  EXPECT_TRUE(bit_identical(automatic.dw, direct.dw));
+  expect_auto_ran(automatic, direct, im2col, "16 -> 32 channels, stride 2");
   EXPECT_FALSE(bit_identical(direct.dx, im2col.dx));
-  EXPECT_FALSE(bit_identical(direct.dw, im2col.dw));
-  EXPECT_LT(relative_difference(direct.y, im2col.y), 1e-5);
-  EXPECT_LT(relative_difference(direct.dx, im2col.dx), 1e-5);
-  EXPECT_LT(relative_difference(direct.dw, im2col.dw), 1e-5);
   // 32 input channels: auto leaves it to im2col.
   const std::vector<int64_t> wide_xs{2, 32, 12, 12}, wide_ws{32, 32, 3, 3};
   const Result wide_auto = run(ops::CpuConv::automatic, wide_xs, wide_ws, 2);

@@ -9,13 +9,13 @@
 // (im2col 1.2e-7), backward-filter up to 0.7e-7 (im2col 1.6e-7); kDirectTolerance = 2e-6 leaves
 // 10x headroom, and ToleranceCatchesASmallError shows a filter off by 1e-4 of the scale fails it.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/conv_direct.h"
+#include "support/conv_kernels.h"
 #include "support/random_data.h"
 
 namespace cg::kernels::cpu {
@@ -165,28 +165,10 @@ TEST(DirectConv, ToleranceCatchesASmallError) {
   }
 }
 
-// Results must not depend on the thread count (resume is bit-exact only then).
 TEST(DirectConv, BitIdenticalForOneTwoAndThreeThreads) {
-  for (const Conv2dShape& s : {Conv2dShape{37, 16, 10, 9, 20, 3, 3, 1, 1}, Conv2dShape{37, 16, 10, 9, 20, 3, 3, 2, 1}}) {
-    const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
-    const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
-    const auto x = random_vector<float>(xn, 5), w = random_vector<float>(wn, 6), dy = random_vector<float>(yn, 7);
-    auto run = [&](int threads) {
-      omp_set_num_threads(threads);
-      std::vector<float> y(yn), dx(xn), dw(wn), db(size_t(s.c_out));
-      direct_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
-      direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
-      direct_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), db.data());
-      y.insert(y.end(), dx.begin(), dx.end());
-      y.insert(y.end(), dw.begin(), dw.end());
-      y.insert(y.end(), db.begin(), db.end());
-      return y;
-    };
-    const auto one = run(1), two = run(2), three = run(3);
-    omp_set_num_threads(2);
-    EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float)));
-  }
+  const test::ConvKernels direct{direct_conv2d_forward, direct_conv2d_backward_data, direct_conv2d_backward_filter};
+  test::expect_bit_identical_across_threads(direct, {37, 16, 10, 9, 20, 3, 3, 1, 1});
+  test::expect_bit_identical_across_threads(direct, {37, 16, 10, 9, 20, 3, 3, 2, 1});
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 // F(4x4, 3x3) up to 2.7e-6 in every pass (10-20x im2col's); kWinogradTolerance = 1e-5 leaves
 // 3.7x headroom, and ToleranceCatchesASmallError shows it still fails a filter off by 1e-3.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/winograd.h"
 #include "kernels/cpu/winograd_transforms.h"
+#include "support/conv_kernels.h"
 #include "support/random_data.h"
 
 namespace cg::kernels::cpu {
@@ -217,27 +217,11 @@ TEST(WinogradTransforms, SixteenGradientPlanesAtOnceEqualOneAtATime) {
   }
 }
 
-// Results must not depend on the thread count (resume is bit-exact only then).
-TEST(WinogradConv, BitIdenticalForOneAndTwoThreads) {
-  const Conv2dShape s{70, 16, 8, 8, 24, 3, 3, 1, 1};
-  const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
-  const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
-  const auto x = random_vector<float>(xn, 5), w = random_vector<float>(wn, 6), dy = random_vector<float>(yn, 7);
-  auto run = [&](int threads) {
-    omp_set_num_threads(threads);
-    std::vector<float> y(yn), dx(xn), dw(wn), db(size_t(s.c_out));
-    winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
-    winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
-    winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), db.data());
-    y.insert(y.end(), dx.begin(), dx.end());
-    y.insert(y.end(), dw.begin(), dw.end());
-    y.insert(y.end(), db.begin(), db.end());
-    return y;
-  };
-  const auto one = run(1), two = run(2), three = run(3);
-  omp_set_num_threads(2);
-  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float)));
+TEST(WinogradConv, BitIdenticalForOneTwoAndThreeThreads) {
+  const test::ConvKernels winograd{winograd_conv2d_forward, winograd_conv2d_backward_data,
+                                   winograd_conv2d_backward_filter};
+  test::expect_bit_identical_across_threads(winograd, {70, 16, 8, 8, 24, 3, 3, 1, 1});   // planes one at a time
+  test::expect_bit_identical_across_threads(winograd, {37, 16, 14, 14, 32, 3, 3, 1, 1});  // 16 planes at a time
 }
 
 }  // namespace
