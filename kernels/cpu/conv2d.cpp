@@ -244,22 +244,27 @@ void conv2d_backward_filter(const Conv2dShape& s, const T* x, const T* dy, T* dw
       }
     });
   }
-  if (db) {
-    for (int64_t c = 0; c < s.c_out; ++c) {
-      T acc = 0;
-      for (int64_t i = 0; i < s.n; ++i) {
-        const T* g = dy + (i * s.c_out + c) * ohw;
-        for (int64_t p = 0; p < ohw; ++p) acc += g[p];
-      }
-      db[c] = acc;
+  if (db) conv2d_bias_gradient(s, dy, db);
+}
+
+template <typename T>
+void conv2d_bias_gradient(const Conv2dShape& s, const T* dy, T* db) {
+  const int64_t ohw = s.out_h() * s.out_w();
+  for (int64_t c = 0; c < s.c_out; ++c) {
+    T acc = 0;
+    for (int64_t i = 0; i < s.n; ++i) {
+      const T* g = dy + (i * s.c_out + c) * ohw;
+      for (int64_t p = 0; p < ohw; ++p) acc += g[p];
     }
+    db[c] = acc;
   }
 }
 
 #define CG_INSTANTIATE(T)                                                                       \
   template void conv2d_forward<T>(const Conv2dShape&, const T*, const T*, const T*, T*);       \
   template void conv2d_backward_data<T>(const Conv2dShape&, const T*, const T*, T*);           \
-  template void conv2d_backward_filter<T>(const Conv2dShape&, const T*, const T*, T*, T*);
+  template void conv2d_backward_filter<T>(const Conv2dShape&, const T*, const T*, T*, T*);       \
+  template void conv2d_bias_gradient<T>(const Conv2dShape&, const T*, T*);
 CG_INSTANTIATE(float)
 CG_INSTANTIATE(double)
 #undef CG_INSTANTIATE

@@ -22,4 +22,9 @@ void conv2d_backward_data(const Conv2dShape& s, const T* dy, const T* w, T* dx);
 template <typename T>
 void conv2d_backward_filter(const Conv2dShape& s, const T* x, const T* dy, T* dw, T* db);
 
+// db[c_out] = the sum of dy over images and positions, in that order: the bias gradient every CPU
+// convolution (im2col, Winograd, direct) gives, so their bias gradients are bit-identical.
+template <typename T>
+void conv2d_bias_gradient(const Conv2dShape& s, const T* dy, T* db);
+
 }  // namespace cg::kernels::cpu

@@ -11,6 +11,7 @@
 #include <array>
 #include <vector>
 
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/conv_direct_planes.h"
 
 namespace cg::kernels::cpu {
@@ -177,16 +178,7 @@ void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const f
     for (int64_t slot = 1; slot < slots; ++slot) total += slot_sums[slot * vectors + e];
     dw[e] = total;
   }
-  if (db) {
-    for (int64_t o = 0; o < s.c_out; ++o) {
-      float total = 0.f;
-      for (int64_t i = 0; i < s.n; ++i) {
-        const float* d = dy + (i * s.c_out + o) * out_hw;
-        for (int64_t p = 0; p < out_hw; ++p) total += d[p];
-      }
-      db[o] = total;
-    }
-  }
+  if (db) conv2d_bias_gradient(s, dy, db);
 }
 
 }  // namespace cg::kernels::cpu

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/winograd_transforms.h"
 
@@ -296,17 +297,7 @@ void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const
       }
     for (int64_t i = 0; i < block; ++i) filter_transform_adjoint(&sum[0][i], kBlock, dw + (b + i) * 9);
   }
-  if (db) {  // the same sums, in the same order, as conv2d_backward_filter's
-    const int64_t ohw = p.oh * p.ow;
-    for (int64_t k = 0; k < s.c_out; ++k) {
-      float acc = 0;
-      for (int64_t i = 0; i < s.n; ++i) {
-        const float* g = dy + (i * s.c_out + k) * ohw;
-        for (int64_t q = 0; q < ohw; ++q) acc += g[q];
-      }
-      db[k] = acc;
-    }
-  }
+  if (db) conv2d_bias_gradient(s, dy, db);
 }
 
 }  // namespace cg::kernels::cpu
