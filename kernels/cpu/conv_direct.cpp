@@ -14,7 +14,6 @@
 #endif
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/conv_direct_planes.h"

@@ -5,8 +5,6 @@
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 #include "kernels/cpu/winograd_transforms.h"
 
-#include <algorithm>
-#include <cstring>
 
 namespace cg::kernels::cpu::winograd {
 namespace {
