@@ -22,10 +22,20 @@ PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 # The build's Debian libraries, carried in by scripts/gpu_deps.sh pack (the GPU machine has no apt).
 if [ -d .deps/debs ]; then
-  [ -d .deps/root ] || scripts/gpu_deps.sh unpack
+  scripts/gpu_deps.sh unpack || exit 1
   # shellcheck source=gpu_deps.sh disable=SC1091
   source scripts/gpu_deps.sh env
 fi
+# cuDNN/NCCL from the nvidia-* wheels beside PyTorch when /usr/local/cuda lacks them: CMake hints
+# for the build, and their folders on LD_LIBRARY_PATH for every stage (each device call runs its
+# own stages, so this is worked out on every call).
+WHEEL_HINTS=""
+for lib in cudnn nccl; do
+  [ -f "/usr/local/cuda/include/$lib.h" ] && continue
+  dir=$("$PYTHON" -c "import nvidia.$lib, os; print(list(nvidia.$lib.__path__)[0])" 2>/dev/null) || continue
+  WHEEL_HINTS+=" -D$(echo "$lib" | tr a-z A-Z)_ROOT=$dir"
+  export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
 SUMMARY="$OUT/summary.md"
 [ -f "$SUMMARY" ] || printf '| stage | status | detail |\n| --- | --- | --- |\n' > "$SUMMARY"
 row() { printf '| %s | %s | %s |\n' "$1" "$2" "$3" >> "$SUMMARY"; }
@@ -43,20 +53,18 @@ stage_env() {
     "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" 2>&1
     "$PYTHON" -c "import nvidia.cudnn, nvidia.nccl; print(nvidia.cudnn.__path__, nvidia.nccl.__path__)" 2>&1
     command -v compute-sanitizer ncu nsys 2>&1
+    # What a failed build or a missing library would need to know.
+    grep -h '^PRETTY_NAME' /etc/os-release 2>&1; ldd --version 2>&1 | head -n 1; c++ --version 2>&1 | head -n 1
+    command -v nvcc 2>&1
+    ls /usr/local/cuda/lib64 2>&1 | grep -E '^lib(cudart|cublas|cublasLt|cudnn|nccl)\.so' | tr '\n' ' '; echo
+    echo "wheel hints:${WHEEL_HINTS:- none}"
   } > "$OUT/env.log" 2>&1
   cat "$OUT/env.log"
   row env ok "$(head -n 2 "$OUT/env.log" | tail -n 1)"
 }
 
 stage_build() {
-  # cuDNN/NCCL from the nvidia-* wheels beside PyTorch when /usr/local/cuda lacks them.
-  local hints=""
-  for lib in cudnn nccl; do
-    [ -f "/usr/local/cuda/include/$lib.h" ] && continue
-    dir=$("$PYTHON" -c "import nvidia.$lib, os; print(list(nvidia.$lib.__path__)[0])" 2>/dev/null) || continue
-    hints+=" -D$(echo "$lib" | tr a-z A-Z)_ROOT=$dir"
-  done
-  if BUILD_DIR="$BUILD" JOBS="$JOBS" CMAKE_ARGS="-DCUDAGRAD_CUDA=ON$hints" scripts/build.sh > "$OUT/build.log" 2>&1; then
+  if BUILD_DIR="$BUILD" JOBS="$JOBS" CMAKE_ARGS="-DCUDAGRAD_CUDA=ON$WHEEL_HINTS" scripts/build.sh > "$OUT/build.log" 2>&1; then
     row build ok "$(grep -c 'Building' "$OUT/build.log") objects, -j$JOBS"
   else
     row build FAILED "$(grep -m1 -E 'error' "$OUT/build.log")"

@@ -27,15 +27,22 @@ pack() {
 
 unpack() {
   [ -d "$DEPS/debs" ] || { echo "gpu_deps: no $DEPS/debs (run 'pack' where apt works, and carry .deps)" >&2; return 1; }
-  mkdir -p "$DEPS/root"
+  # Afresh every time: a root unpacked elsewhere (carried in by mistake) holds that machine's paths.
+  rm -rf "$DEPS/root" && mkdir -p "$DEPS/root"
   for deb in "$DEPS"/debs/*.deb; do dpkg-deb -x "$deb" "$DEPS/root" || return 1; done
+  # Debian's Gloo import file names its library by absolute path (/usr/lib/libgloo.so.0.5.0),
+  # which does not exist there: point such paths into .deps/root, else CMake refuses the target.
+  local targets
+  targets=$(grep -rl --include='*Targets-*.cmake' '"/usr/' "$DEPS/root" 2>/dev/null)
+  for f in $targets; do sed -i "s#\"/usr/#\"$DEPS/root/usr/#g" "$f" || return 1; done
   echo "gpu_deps: $(ls "$DEPS"/debs/*.deb | wc -l) packages under $DEPS/root"
 }
 
 env_vars() {
   local arch_lib="$DEPS/root/usr/lib/x86_64-linux-gnu"
   export CMAKE_PREFIX_PATH="$DEPS/root/usr:$arch_lib/cmake:$DEPS/root/usr/share/cmake${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$arch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # libgloo sits in usr/lib, the rest in the multiarch folder.
+  export LD_LIBRARY_PATH="$arch_lib:$DEPS/root/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
 
 case "${1:-}" in
