@@ -33,7 +33,7 @@ void* device_malloc(size_t bytes, int device) {
   }
   // Anything else (a kernel's earlier fault, sticky in the context, surfaces at the next call) is
   // not "out of memory": report it as what it is.
-  CG_CUDA_CHECK(e);
+  if (e != cudaSuccess) fail_call("CUDA", "cudaMalloc", cudaGetErrorString(e), __FILE__, __LINE__);
   return p;
 }
 
