@@ -26,10 +26,14 @@ void cuda_after_launch(const char* kernel, const char* file, int line) {
 void* device_malloc(size_t bytes, int device) {
   CG_CUDA_CHECK(cudaSetDevice(device));
   void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // out of memory is reported by the caller, with its statistics
     return nullptr;
   }
+  // Anything else (a kernel's earlier fault, sticky in the context, surfaces at the next call) is
+  // not "out of memory": report it as what it is.
+  if (e != cudaSuccess) fail_call("CUDA", "cudaMalloc", cudaGetErrorString(e), __FILE__, __LINE__);
   return p;
 }
 
