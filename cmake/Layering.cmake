@@ -22,6 +22,21 @@ endfunction()
 # A CTest test compiling `#include "<header>"` with `target`'s layer include directory only:
 # EXPECT ok (the control: the folder works) or fail (the header must not be found).
 function(cudagrad_expect_include target header expect)
+  # The third-party headers the probes reach (fmt, ...) may sit outside the compiler's own paths,
+  # as on the GPU machine, where they are unpacked under .deps/root: pass their folders too.
+  set(_third_party "")
+  foreach(_dep fmt::fmt yaml-cpp Eigen3::Eigen nlohmann_json::nlohmann_json CLI11::CLI11)
+    if(TARGET ${_dep})
+      get_target_property(_dirs ${_dep} INTERFACE_INCLUDE_DIRECTORIES)
+      foreach(_dir ${_dirs})
+        if(_dir AND NOT _dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+          list(APPEND _third_party ${_dir})
+        endif()
+      endforeach()
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES _third_party)
+  list(JOIN _third_party "|" _third_party)
   string(MAKE_C_IDENTIFIER "${target}_${header}" _id)
   if(target MATCHES "-")  # a program (cudagrad-train), not the layer of the same name (cudagrad_train)
     set(_id "program_${_id}")
@@ -29,6 +44,7 @@ function(cudagrad_expect_include target header expect)
   add_test(NAME layering.${_id}_${expect}
            COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_CXX_COMPILER}
                    -DINCLUDE_DIR=${PROJECT_BINARY_DIR}/layer_include/${target} -DHEADER=${header}
+                   "-DTHIRD_PARTY=${_third_party}"
                    -DEXPECT=${expect} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${PROJECT_BINARY_DIR}/layering_checks/${_id}
                    -P ${PROJECT_SOURCE_DIR}/cmake/CheckInclude.cmake)
   set_tests_properties(layering.${_id}_${expect} PROPERTIES LABELS layering)

@@ -51,6 +51,8 @@ void CommStream::watch_replay(const Stream& compute, const std::string& what) {
   watchdog_->watch(work, "graph_replay", what, [done] { return done.done(); });
 }
 
+void CommStream::check_health() const { watchdog_->check_health(); }
+
 void CommStream::wait(const Work& work, const Stream& compute) const {
   watchdog_->check_health();
   work.device_done.wait(compute);

@@ -36,6 +36,8 @@ class CommStream {
   // does not watch them; instead each replay is watched as one operation, from the work enqueued
   // so far on `compute` (the replay) to its completion, with the same timeout and abort.
   void watch_replay(const Stream& compute, const std::string& what);
+  // Throws the first error the watchdog has seen (a timeout, an asynchronous error), if any.
+  void check_health() const;
   CollectiveWatchdog& watchdog() { return *watchdog_; }
 
  private:

@@ -222,6 +222,9 @@ class ModeledComm : public GradientComm {
   void watch_replay(const Stream& compute, const std::string& what) const override {
     if (stream_) stream_->watch_replay(compute, what);
   }
+  void check_health() const override {
+    if (stream_) stream_->check_health();
+  }
   std::string name() const override { return fmt::format("modeled ring of {} ranks on {}", ranks_, link_.name); }
   double modeled_ms(size_t bytes) const override { return ring_all_reduce_ms(bytes, ranks_, link_); }
   // The modeled ranks hold identical batches: the sum of N equal moment vectors (counts included)

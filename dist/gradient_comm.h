@@ -43,6 +43,10 @@ class GradientComm {
   // transports watch it like a collective (timeout, asynchronous errors). Host transports cannot
   // be captured and have nothing to do.
   virtual void watch_replay(const Stream& compute, const std::string& what) const {}
+  // Throws the error of an earlier collective or replay (a timeout, an asynchronous NCCL error),
+  // if any. A replay calls it first: once the watchdog has aborted the communicator, the graph's
+  // captured collectives would use a freed one, and the fault would hide the watchdog's message.
+  virtual void check_health() const {}
 
   // ---- ZeRO-1 (optim.zero_sharding). A bucket of `count` floats is cut into one contiguous shard
   // per rank: shard_bounds(count) returns world + 1 bounds, rank r's shard is [bounds[r],

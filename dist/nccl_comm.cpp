@@ -79,6 +79,7 @@ class NcclComm : public GradientComm {
   void watch_replay(const Stream& compute, const std::string& what) const override {
     stream_->watch_replay(compute, what);
   }
+  void check_health() const override { stream_->check_health(); }
 
   void all_reduce_sum(double* data, int64_t count, const Stream& compute, const std::string& what) override {
     std::shared_ptr<Work> work;

@@ -33,6 +33,7 @@ StepOutputs GraphedTrainStep::run(const data::DeviceBatch& batch, double lr) {
     inputs_.labels.copy_(batch.labels);
   }
   optimizer_.set_device_lr(lr);
+  if (comm_) comm_->check_health();  // before the captured collectives run again (gradient_comm.h)
   {
     CG_NVTX_RANGE("graph replay");
     graph_->replay();

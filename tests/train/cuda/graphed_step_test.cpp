@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "graphed_vs_eager.h"
+#include "dist/gradient_comm.h"
 #include "train/graphed_step.h"
 #include "train/training_parts.h"
 #include "engine/autograd/grad_mode.h"
@@ -166,6 +167,44 @@ TEST(GraphedTrainStep, ItsPoolIsNotUsedOutsideTheCaptureAndReplaysDoNotAllocate)
   }
   EXPECT_EQ(graph.pool_stats().in_use_bytes, pool.in_use_bytes);
   graph.run(data[0], 0.05);
+  t.compute.synchronize();
+}
+
+// A transport whose communication has failed once `failed` is set, as after the watchdog aborted
+// a timed-out replay. It is only asked about its health and to watch replays: the step has no DDP.
+class FailingComm : public dist::GradientComm {
+ public:
+  bool failed = false;
+  mutable int watched = 0;
+  std::shared_ptr<dist::Work> all_reduce_average(float*, int64_t, const Stream&, const std::string&) override {
+    return nullptr;
+  }
+  void wait(dist::Work&, const Stream&) override {}
+  void broadcast(Tensor&, const Stream&) override {}
+  std::string name() const override { return "failing"; }
+  void watch_replay(const Stream&, const std::string&) const override { ++watched; }
+  void check_health() const override {
+    if (failed) throw Error("graph_replay (training step, replay 1) timed out; communicator aborted");
+  }
+};
+
+TEST(GraphedTrainStep, NoReplayAfterCommunicationFailed) {
+  NEED_GPU();
+  Trainee t({"optim.name=sgd"});
+  const std::vector<data::DeviceBatch> data = batches(t.device, 2);
+  FailingComm comm;
+  GraphedTrainStep graph(*t.step, *t.optimizer, &comm, t.compute);
+  for (int s = 0; s <= GraphedTrainStep::kEagerSteps; ++s) graph.run(data[size_t(s) % 2], 0.05);
+  ASSERT_EQ(graph.replays(), 1);
+  EXPECT_EQ(comm.watched, 1);
+  comm.failed = true;
+  try {
+    graph.run(data[0], 0.05);
+    FAIL() << "a replay ran after communication had failed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(graph.replays(), 1) << "the captured collectives were launched on an aborted communicator";
   t.compute.synchronize();
 }
 
