@@ -13,11 +13,15 @@
 # Output ($GPU_CHECK_OUT, default gpu_check_out/, kept between calls): one log per stage
 # (<stage>.log) and summary.md. A device call returns at most 8 files from its $OUT, which is
 # emptied before each call: copy the stages' logs and summary.md there at the end of each call.
+# Knobs: JOBS (build and CPU tests, default all cores), GPU_TEST_JOBS (GPU tests at once, 4),
+# SANITIZE_TIMEOUT (seconds per program under compute-sanitizer, 240), BUILD_DIR, PYTHON.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${GPU_CHECK_OUT:-gpu_check_out}
 BUILD=${BUILD_DIR:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
+GPU_TEST_JOBS=${GPU_TEST_JOBS:-4}
+SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-240}  # seconds per test program under compute-sanitizer
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
 # The build's Debian libraries, carried in by scripts/gpu_deps.sh pack (the GPU machine has no apt).
@@ -33,7 +37,7 @@ WHEEL_HINTS=""
 for lib in cudnn nccl; do
   [ -f "/usr/local/cuda/include/$lib.h" ] && continue
   dir=$("$PYTHON" -c "import nvidia.$lib, os; print(list(nvidia.$lib.__path__)[0])" 2>/dev/null) || continue
-  WHEEL_HINTS+=" -D$(echo "$lib" | tr a-z A-Z)_ROOT=$dir"
+  WHEEL_HINTS+=" -D$(echo "$lib" | tr '[:lower:]' '[:upper:]')_ROOT=$dir"
   export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 SUMMARY="$OUT/summary.md"
@@ -56,7 +60,7 @@ stage_env() {
     # What a failed build or a missing library would need to know.
     grep -h '^PRETTY_NAME' /etc/os-release 2>&1; ldd --version 2>&1 | head -n 1; c++ --version 2>&1 | head -n 1
     command -v nvcc 2>&1
-    ls /usr/local/cuda/lib64 2>&1 | grep -E '^lib(cudart|cublas|cublasLt|cudnn|nccl)\.so' | tr '\n' ' '; echo
+    for f in /usr/local/cuda/lib64/lib{cudart,cublas,cublasLt,cudnn,nccl}.so*; do [ -e "$f" ] && printf '%s ' "${f##*/}"; done; echo
     echo "wheel hints:${WHEEL_HINTS:- none}"
   } > "$OUT/env.log" 2>&1
   cat "$OUT/env.log"
@@ -82,7 +86,11 @@ stage_test() {
       "$(grep -m1 '^GPU tests:' "$OUT/test.log")"
   # GPU tests first (their failures are the news), then everything else on the same build.
   # --no-tests=error: zero tests selected is a failure, not an empty success.
-  ctest --test-dir "$BUILD" -L '^gpu$' --no-tests=error --output-on-failure --timeout 300 >> "$OUT/test.log" 2>&1
+  # A few at a time: each test is its own process, and its start (CUDA context, cuDNN's libraries)
+  # dominates most of them; the timing-sensitive ones are RUN_SERIAL (tests/CMakeLists.txt), so
+  # ctest runs those alone.
+  ctest --test-dir "$BUILD" -L '^gpu$' --no-tests=error --output-on-failure -j "$GPU_TEST_JOBS" --timeout 300 \
+    >> "$OUT/test.log" 2>&1
   local gpu_status=$?
   local ran
   ran=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$OUT/test.log" | tail -n 1)
@@ -103,14 +111,16 @@ stage_sanitize() {
   : > "$OUT/sanitize.log"
   for t in "$BUILD"/tests/kernels_cuda_*_test; do
     echo "===== memcheck $(basename "$t")" >> "$OUT/sanitize.log"
-    compute-sanitizer --tool memcheck --error-exitcode 1 "$t" >> "$OUT/sanitize.log" 2>&1 || status=FAILED
+    timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool memcheck --error-exitcode 1 "$t" >> "$OUT/sanitize.log" 2>&1 ||
+      { rc=$?; status=FAILED; echo "===== exit $rc (124: over ${SANITIZE_TIMEOUT} s)" >> "$OUT/sanitize.log"; }
   done
   # racecheck where kernels share memory between threads
   for t in conv_native batchnorm head optim; do
     local exe="$BUILD/tests/kernels_cuda_${t}_test"
     [ -x "$exe" ] || continue
     echo "===== racecheck $(basename "$exe")" >> "$OUT/sanitize.log"
-    compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1 "$exe" >> "$OUT/sanitize.log" 2>&1 || status=FAILED
+    timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1 "$exe" \
+      >> "$OUT/sanitize.log" 2>&1 || { rc=$?; status=FAILED; echo "===== exit $rc (124: over ${SANITIZE_TIMEOUT} s)" >> "$OUT/sanitize.log"; }
   done
   row "compute-sanitizer (memcheck, racecheck)" "$status" "$(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize.log") clean runs"
 }
