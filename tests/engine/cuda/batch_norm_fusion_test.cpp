@@ -128,7 +128,8 @@ INSTANTIATE_TEST_SUITE_P(Impls, GpuBatchNormAddRelu,
                                            ImplCase{ops::GpuImpl::native, DType::f16},
                                            ImplCase{ops::GpuImpl::native, DType::bf16},
                                            ImplCase{ops::GpuImpl::cudnn, DType::f32},
-                                           ImplCase{ops::GpuImpl::cudnn, DType::f16}),
+                                           ImplCase{ops::GpuImpl::cudnn, DType::f16},
+                                           ImplCase{ops::GpuImpl::cudnn, DType::bf16}),
                          impl_case_name);
 
 }  // namespace
