@@ -7,10 +7,11 @@
 #   scripts/gpu_deps.sh unpack   there: extract them under .deps/root (not into /, where they
 #                                could shadow the image's own libraries)
 #   source scripts/gpu_deps.sh env   there: CMAKE_PREFIX_PATH and LD_LIBRARY_PATH for .deps/root
+#   scripts/gpu_deps.sh list     the packages (scripts/gpu_rehearsal.sh hides them)
 # scripts/gpu_check.sh runs `unpack` and `env` itself when .deps/debs exists.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DEPS="$ROOT/.deps"
+DEPS=${GPU_DEPS_DIR:-$ROOT/.deps}  # GPU_DEPS_DIR: elsewhere (the unpack test uses it)
 # Headers, CMake configs and the shared libraries they need at run time (Debian 12 names).
 PACKAGES=(libeigen3-dev libyaml-cpp-dev libyaml-cpp0.7 libgtest-dev libgmock-dev zlib1g-dev libcli11-dev
           nlohmann-json3-dev libfmt-dev libfmt9 libgloo-dev libgloo0 libhiredis-dev libhiredis0.14
@@ -36,7 +37,8 @@ unpack() {
   local targets
   targets=$(grep -rl --include='*Targets-*.cmake' '"/usr/' "$DEPS/root" 2>/dev/null)
   for f in $targets; do sed -i "s#\"/usr/#\"$DEPS/root/usr/#g" "$f" || return 1; done
-  echo "gpu_deps: $(ls "$DEPS"/debs/*.deb | wc -l) packages under $DEPS/root"
+  local debs=("$DEPS"/debs/*.deb)
+  echo "gpu_deps: ${#debs[@]} packages under $DEPS/root"
 }
 
 env_vars() {
@@ -47,8 +49,9 @@ env_vars() {
 }
 
 case "${1:-}" in
+  list) printf '%s\n' "${PACKAGES[@]}" ;;
   pack) pack ;;
   unpack) unpack ;;
   env) env_vars ;;
-  *) echo "usage: scripts/gpu_deps.sh pack|unpack|env" >&2; [ "${BASH_SOURCE[0]}" = "$0" ] && exit 2 ;;
+  *) echo "usage: scripts/gpu_deps.sh pack|unpack|env|list" >&2; [ "${BASH_SOURCE[0]}" = "$0" ] && exit 2 ;;
 esac
