@@ -44,8 +44,9 @@ unpack() {
 env_vars() {
   local arch_lib="$DEPS/root/usr/lib/x86_64-linux-gnu"
   export CMAKE_PREFIX_PATH="$DEPS/root/usr:$arch_lib/cmake:$DEPS/root/usr/share/cmake${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  # libgloo sits in usr/lib, the rest in the multiarch folder.
-  export LD_LIBRARY_PATH="$arch_lib:$DEPS/root/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Most libraries sit in the multiarch folder, libgloo in usr/lib, and libnl-3 (which libibverbs
+  # needs, through Gloo) in /lib's multiarch folder, outside /usr.
+  export LD_LIBRARY_PATH="$arch_lib:$DEPS/root/usr/lib:$DEPS/root/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
 
 case "${1:-}" in
