@@ -27,11 +27,42 @@ pack() {
   echo "carry: [\".deps\", \".data\"]"
 }
 
+# A .deb is an ar archive whose data.tar.* holds the files. Without dpkg-deb (an image that is not
+# Debian-based; GPU_DEPS_NO_DPKG=1 forces this path, for the test) Python reads it.
+extract_deb() {
+  if command -v dpkg-deb > /dev/null && [ -z "${GPU_DEPS_NO_DPKG:-}" ]; then
+    dpkg-deb -x "$1" "$2"
+    return
+  fi
+  python3 - "$1" "$2" <<'PY'
+import io, sys, tarfile
+deb, dest = sys.argv[1], sys.argv[2]
+with open(deb, "rb") as f:
+    blob = f.read()
+if not blob.startswith(b"!<arch>\n"):
+    sys.exit(f"gpu_deps: {deb} is not a .deb (no ar header)")
+pos = 8
+while pos + 60 <= len(blob):
+    name = blob[pos:pos + 16].decode().strip().rstrip("/")
+    size = int(blob[pos + 48:pos + 58].decode().strip())
+    if name.startswith("data.tar"):
+        with tarfile.open(fileobj=io.BytesIO(blob[pos + 60:pos + 60 + size])) as tar:
+            if hasattr(tarfile, "tar_filter"):
+                tar.extractall(dest, filter="tar")
+            else:
+                tar.extractall(dest)
+        break
+    pos += 60 + size + (size & 1)
+else:
+    sys.exit(f"gpu_deps: {deb} holds no data.tar")
+PY
+}
+
 unpack() {
   [ -d "$DEPS/debs" ] || { echo "gpu_deps: no $DEPS/debs (run 'pack' where apt works, and carry .deps)" >&2; return 1; }
   # Afresh every time: a root unpacked elsewhere (carried in by mistake) holds that machine's paths.
   rm -rf "$DEPS/root" && mkdir -p "$DEPS/root"
-  for deb in "$DEPS"/debs/*.deb; do dpkg-deb -x "$deb" "$DEPS/root" || return 1; done
+  for deb in "$DEPS"/debs/*.deb; do extract_deb "$deb" "$DEPS/root" || return 1; done
   # Debian's Gloo import file names its library by absolute path (/usr/lib/libgloo.so.0.5.0),
   # which does not exist there: point such paths into .deps/root, else CMake refuses the target.
   local targets
