@@ -8,6 +8,7 @@
 
 #include "dist/comm_stream.h"
 #include "dist/gradient_comm.h"
+#include "dist/host_deadline.h"
 #include "dist/nccl_api.h"
 #include "engine/grad_compression.h"
 #include "util/check.h"
@@ -28,7 +29,15 @@ class NcclComm : public GradientComm {
     } else {
       id = store.get_string("nccl/unique_id");
     }
-    comm_ = nccl::init(id, world, rank, d.index);
+    {
+      HostDeadline deadline(timeout_s, [rank, world, timeout_s] {
+        exit_naming_cause(fmt::format(
+            "rank {}: NCCL communicator setup (ncclCommInitRank, {} ranks) did not finish within {} s "
+            "(dist.timeout_s): a peer stalled or died before joining",
+            rank, world, timeout_s));
+      });
+      comm_ = nccl::init(id, world, rank, d.index);
+    }
     CollectiveWatchdog::Options w;
     w.rank = rank;
     w.timeout_s = timeout_s;
