@@ -19,11 +19,10 @@ function(cudagrad_restrict_includes target)
   set_property(GLOBAL APPEND PROPERTY CUDAGRAD_LAYERED_TARGETS ${target})
 endfunction()
 
-# A CTest test compiling `#include "<header>"` with `target`'s layer include directory only:
-# EXPECT ok (the control: the folder works) or fail (the header must not be found).
-function(cudagrad_expect_include target header expect)
-  # The third-party headers the probes reach (fmt, ...) may sit outside the compiler's own paths,
-  # as on the GPU machine, where they are unpacked under .deps/root: pass their folders too.
+# The folders of the third-party headers the probes reach (fmt, ...), joined by "|", in
+# CUDAGRAD_PROBE_THIRD_PARTY: they may sit outside the compiler's own paths, as on the GPU
+# machine, where they are unpacked under .deps/root.
+function(cudagrad_probe_third_party)
   set(_third_party "")
   foreach(_dep fmt::fmt yaml-cpp Eigen3::Eigen nlohmann_json::nlohmann_json CLI11::CLI11)
     if(TARGET ${_dep})
@@ -37,6 +36,13 @@ function(cudagrad_expect_include target header expect)
   endforeach()
   list(REMOVE_DUPLICATES _third_party)
   list(JOIN _third_party "|" _third_party)
+  set(CUDAGRAD_PROBE_THIRD_PARTY "${_third_party}" PARENT_SCOPE)
+endfunction()
+
+# A CTest test compiling `#include "<header>"` with `target`'s layer include directory only (and
+# CUDAGRAD_PROBE_THIRD_PARTY): EXPECT ok (the control: the folder works) or fail (the header must
+# not be found).
+function(cudagrad_expect_include target header expect)
   string(MAKE_C_IDENTIFIER "${target}_${header}" _id)
   if(target MATCHES "-")  # a program (cudagrad-train), not the layer of the same name (cudagrad_train)
     set(_id "program_${_id}")
@@ -44,7 +50,7 @@ function(cudagrad_expect_include target header expect)
   add_test(NAME layering.${_id}_${expect}
            COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_CXX_COMPILER}
                    -DINCLUDE_DIR=${PROJECT_BINARY_DIR}/layer_include/${target} -DHEADER=${header}
-                   "-DTHIRD_PARTY=${_third_party}"
+                   "-DTHIRD_PARTY=${CUDAGRAD_PROBE_THIRD_PARTY}"
                    -DEXPECT=${expect} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${PROJECT_BINARY_DIR}/layering_checks/${_id}
                    -P ${PROJECT_SOURCE_DIR}/cmake/CheckInclude.cmake)
   set_tests_properties(layering.${_id}_${expect} PROPERTIES LABELS layering)
@@ -54,6 +60,7 @@ endfunction()
 # engine, the programs included. The headers picked need nothing outside their own layer chain, so a failure can only
 # mean "not found" (CheckInclude.cmake insists on that).
 function(cudagrad_layering_tests)
+  cudagrad_probe_third_party()
   cudagrad_expect_include(cudagrad_nn "util/layout.h" ok)
   cudagrad_expect_include(cudagrad_nn "kernels/types.h" fail)
   cudagrad_expect_include(cudagrad_nn "apps/launch/main.cpp" fail)

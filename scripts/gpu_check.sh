@@ -105,22 +105,30 @@ stage_test() {
   unset CUDAGRAD_REQUIRE_GPU
 }
 
+# sanitize_one TOOL PROGRAM [TOOL ARGS]: one program under compute-sanitizer, within SANITIZE_TIMEOUT;
+# its output goes to sanitize.log, and a failure (124: over the limit) says so there.
+sanitize_one() {
+  local tool=$1 exe=$2 rc=0
+  shift 2
+  echo "===== $tool $(basename "$exe")" >> "$OUT/sanitize.log"
+  timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool "$tool" "$@" --error-exitcode 1 "$exe" >> "$OUT/sanitize.log" 2>&1 ||
+    rc=$?
+  [ $rc = 0 ] || echo "===== exit $rc (124: over ${SANITIZE_TIMEOUT} s)" >> "$OUT/sanitize.log"
+  return $rc
+}
+
 stage_sanitize() {
   if ! command -v compute-sanitizer > /dev/null; then row sanitize missing "compute-sanitizer not on PATH"; return; fi
   local status=ok
   : > "$OUT/sanitize.log"
   for t in "$BUILD"/tests/kernels_cuda_*_test; do
-    echo "===== memcheck $(basename "$t")" >> "$OUT/sanitize.log"
-    timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool memcheck --error-exitcode 1 "$t" >> "$OUT/sanitize.log" 2>&1 ||
-      { rc=$?; status=FAILED; echo "===== exit $rc (124: over ${SANITIZE_TIMEOUT} s)" >> "$OUT/sanitize.log"; }
+    sanitize_one memcheck "$t" || status=FAILED
   done
   # racecheck where kernels share memory between threads
   for t in conv_native batchnorm head optim; do
     local exe="$BUILD/tests/kernels_cuda_${t}_test"
     [ -x "$exe" ] || continue
-    echo "===== racecheck $(basename "$exe")" >> "$OUT/sanitize.log"
-    timeout "$SANITIZE_TIMEOUT" compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 1 "$exe" \
-      >> "$OUT/sanitize.log" 2>&1 || { rc=$?; status=FAILED; echo "===== exit $rc (124: over ${SANITIZE_TIMEOUT} s)" >> "$OUT/sanitize.log"; }
+    sanitize_one racecheck "$exe" --racecheck-report hazard || status=FAILED
   done
   row "compute-sanitizer (memcheck, racecheck)" "$status" "$(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize.log") clean runs"
 }

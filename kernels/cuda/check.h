@@ -31,6 +31,15 @@ void cuda_after_launch(const char* kernel, const char* file, int line);
       ::cg::kernels::cuda::fail_call("CUDA", #expr, cudaGetErrorString(cg_err_), __FILE__, __LINE__); \
   } while (0)
 
+// A result already held in a variable (looked at before checking), reported under the name of
+// the call that gave it: CG_CUDA_CHECK(ended) would name the variable.
+#define CG_CUDA_CHECK_RESULT(err, call)                                                          \
+  do {                                                                                           \
+    const cudaError_t cg_err_ = (err);                                                           \
+    if (cg_err_ != cudaSuccess)                                                                  \
+      ::cg::kernels::cuda::fail_call("CUDA", call, cudaGetErrorString(cg_err_), __FILE__, __LINE__); \
+  } while (0)
+
 // For destructors, which must not throw: report and go on.
 #define CG_CUDA_CHECK_NOTHROW(expr)                                                              \
   do {                                                                                           \

@@ -20,13 +20,13 @@ GraphExec graph_capture_end(Stream stream) {
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
   captures_open.fetch_sub(1, std::memory_order_acq_rel);  // over, whether it succeeded or not
-  // Named here: CG_CUDA_CHECK would name the variable. An operation illegal during the capture
-  // (a synchronization, a pageable copy) surfaces at this call, as the capture invalidated.
-  if (ended != cudaSuccess) fail_call("CUDA", "cudaStreamEndCapture", cudaGetErrorString(ended), __FILE__, __LINE__);
+  // An operation illegal during the capture (a synchronization, a pageable copy) surfaces at this
+  // call, as the capture invalidated.
+  CG_CUDA_CHECK_RESULT(ended, "cudaStreamEndCapture");
   cudaGraphExec_t exec = nullptr;
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
-  if (e != cudaSuccess) fail_call("CUDA", "cudaGraphInstantiate", cudaGetErrorString(e), __FILE__, __LINE__);
+  CG_CUDA_CHECK_RESULT(e, "cudaGraphInstantiate");
   return exec;
 }
 

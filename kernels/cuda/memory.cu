@@ -33,7 +33,7 @@ void* device_malloc(size_t bytes, int device) {
   }
   // Anything else (a kernel's earlier fault, sticky in the context, surfaces at the next call) is
   // not "out of memory": report it as what it is.
-  if (e != cudaSuccess) fail_call("CUDA", "cudaMalloc", cudaGetErrorString(e), __FILE__, __LINE__);
+  CG_CUDA_CHECK_RESULT(e, "cudaMalloc");
   return p;
 }
 

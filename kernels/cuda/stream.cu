@@ -42,7 +42,7 @@ void event_synchronize(Event event) { CG_CUDA_CHECK(cudaEventSynchronize(static_
 bool event_done(Event event) {
   const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
   if (e == cudaErrorNotReady) return false;
-  if (e != cudaSuccess) fail_call("CUDA", "cudaEventQuery", cudaGetErrorString(e), __FILE__, __LINE__);
+  CG_CUDA_CHECK_RESULT(e, "cudaEventQuery");
   return true;
 }
 float event_elapsed_ms(Event start, Event end) {
