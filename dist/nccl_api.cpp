@@ -2,7 +2,7 @@
 
 #include "util/check.h"
 
-#ifdef CUDAGRAD_WITH_CUDA
+#ifdef CUDAGRAD_WITH_CUDA_LIBRARIES
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -94,12 +94,18 @@ void reduce_scatter_sum_16bit(Comm comm, void* data, int64_t shard, int rank, bo
 
 }  // namespace cg::dist::nccl
 
-#else  // no CUDA in this build
+#else  // no NCCL in this build: no CUDA, or the emulated GPU
 
 namespace cg::dist::nccl {
 namespace {
 [[noreturn]] void no_nccl(const char* what) {
+#ifdef CUDAGRAD_GPU_EMULATION
+  throw Error(fmt::format("{}: NCCL is not emulated (this is the emulated-GPU build); ranks communicate through "
+                          "Gloo staged in host memory (dist.backend=gloo)",
+                          what));
+#else
   throw Error(fmt::format("{}: this build has no CUDA backend, so no NCCL (configure with -DCUDAGRAD_CUDA=ON)", what));
+#endif
 }
 }  // namespace
 

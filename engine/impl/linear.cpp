@@ -33,37 +33,50 @@ class CpuLinear : public LinearImpl {
   }
 };
 
-// cuBLAS (kernels/cuda/linear.h), f32, f16 and bf16.
-class CublasLinear : public LinearImpl {
+// The GPU implementations (kernels/cuda/linear.h), f32, f16 and bf16: cuBLAS, and cudagrad's own
+// kernel, which takes over where cuBLAS is not in the build (the emulated GPU).
+template <auto Forward, auto Backward>
+class CudaLinear : public LinearImpl {
  public:
+  explicit CudaLinear(bool in_build, const char* missing) : in_build_(in_build), missing_(missing) {}
   std::string why_unsupported(const LinearProblem& p) const override {
+    if (!in_build_) return missing_;
     return ops::detail::gpu_dtype(p.dtype) ? "" : "runs float32, float16 and bfloat16 only";
   }
   void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const override {
-    kernels::cuda::linear_forward(p.m, p.k, p.n, p.dtype, x.raw_data(), w.raw_data(), raw_or_null(b), y.raw_data(),
-                                  ops::detail::stream_of(x));
+    Forward(p.m, p.k, p.n, p.dtype, x.raw_data(), w.raw_data(), raw_or_null(b), y.raw_data(), ops::detail::stream_of(x));
   }
   void backward(const LinearProblem& p, const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                 Tensor& db) const override {
-    kernels::cuda::linear_backward(p.m, p.k, p.n, p.dtype, dy.raw_data(), x.raw_data(), w.raw_data(), raw_or_null(dx),
-                                   dw.raw_data(), raw_or_null(db), ops::detail::stream_of(dy));
+    Backward(p.m, p.k, p.n, p.dtype, dy.raw_data(), x.raw_data(), w.raw_data(), raw_or_null(dx), dw.raw_data(),
+             raw_or_null(db), ops::detail::stream_of(dy));
   }
+
+ private:
+  bool in_build_;
+  const char* missing_;
 };
+using CublasLinear = CudaLinear<kernels::cuda::linear_cublas_forward, kernels::cuda::linear_cublas_backward>;
+using NativeLinear = CudaLinear<kernels::cuda::linear_native_forward, kernels::cuda::linear_native_backward>;
 
 }  // namespace
 
 void register_linear_cpu(LinearRegistry& r) {
   r.add_builtin({"cpu reference", DeviceType::cpu, Choice::automatic, 0, std::make_shared<CpuLinear>()});
 }
-void register_linear_cublas(LinearRegistry& r) {
-  r.add_builtin({"cublas", DeviceType::cuda, Choice::automatic, 0, std::make_shared<CublasLinear>()});
+void register_linear_cuda(LinearRegistry& r) {
+  // cuBLAS first where it is built in; the native kernel otherwise.
+  r.add_builtin({"cublas", DeviceType::cuda, Choice::automatic, 1,
+                 std::make_shared<CublasLinear>(kernels::cuda::cublas_in_build(),
+                                                "is not in this build (the emulated GPU has no cuBLAS)")});
+  r.add_builtin({"native", DeviceType::cuda, Choice::automatic, 0, std::make_shared<NativeLinear>(true, "")});
 }
 
 LinearRegistry& linear_registry() {
   static LinearRegistry* registry = [] {
     auto* r = new LinearRegistry("linear");  // never destroyed, like conv_registry()
     register_linear_cpu(*r);
-    register_linear_cublas(*r);
+    register_linear_cuda(*r);
     return r;
   }();
   return *registry;

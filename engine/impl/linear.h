@@ -31,6 +31,6 @@ using LinearRegistry = Registry<LinearImpl>;
 LinearRegistry& linear_registry();
 
 void register_linear_cpu(LinearRegistry& r);
-void register_linear_cublas(LinearRegistry& r);
+void register_linear_cuda(LinearRegistry& r);  // cuBLAS, and the native kernel
 
 }  // namespace cg::impl

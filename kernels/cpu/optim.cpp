@@ -12,7 +12,7 @@ namespace cg::kernels::cpu {
 
 void sgd_update(int64_t n, const SgdParams& h, bool first_step, float* param, const float* grad,
                 float* momentum_buf) {
-  CG_CHECK(h.momentum == 0.f || momentum_buf != nullptr, "SGD with momentum {} needs a momentum buffer",
+  CG_CHECK(n == 0 || h.momentum == 0.f || momentum_buf != nullptr, "SGD with momentum {} needs a momentum buffer",
            h.momentum);
   CG_CHECK(!h.nesterov || (h.momentum > 0.f && h.dampening == 0.f),
            "Nesterov momentum needs momentum > 0 and dampening 0 (as torch.optim.SGD requires)");

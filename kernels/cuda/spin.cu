@@ -1,18 +1,17 @@
 #include <cstdint>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/device_clock.cuh"
 #include "kernels/cuda/spin.h"
 
 namespace cg::kernels::cuda {
 namespace {
 
 __global__ void spin_kernel(uint64_t nanoseconds) {
-  uint64_t start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  const uint64_t start = global_timer_ns();
   do {
     __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < nanoseconds);
+  } while (global_timer_ns() - start < nanoseconds);
 }
 
 }  // namespace

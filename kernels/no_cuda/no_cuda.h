@@ -8,4 +8,17 @@ namespace cg::kernels::cuda {
   throw Error(fmt::format("{}: this build has no CUDA backend (configure with -DCUDAGRAD_CUDA=ON)", what));
 }
 
+// A vendor library's entry point in a build without it: no CUDA at all, or the emulated GPU, which
+// runs cudagrad's own kernels and not cuDNN or cuBLAS.
+[[noreturn]] inline void no_library(const char* what, const char* library) {
+#ifdef CUDAGRAD_GPU_EMULATION
+  throw Error(fmt::format("{}: {} is not emulated (this is the emulated-GPU build, which runs cudagrad's own "
+                          "kernels: kernels.conv=native, kernels.batch_norm=native)",
+                          what, library));
+#else
+  (void)library;
+  no_cuda(what);
+#endif
+}
+
 }  // namespace cg::kernels::cuda

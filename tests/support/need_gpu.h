@@ -31,3 +31,19 @@ inline bool gpu_visible() { return ::cg::kernels::cuda::device_count() > 0; }
       GTEST_SKIP() << "needs a CUDA GPU; none is visible here";                             \
     }                                                                                       \
   } while (0)
+
+// NEED_CUDA_LIBRARY("cuDNN"), after NEED_GPU(): the test exercises a vendor library (cuDNN, cuBLAS,
+// NCCL) that the emulated GPU does not have; there it is skipped, listed as needing a real GPU.
+// NEED_REAL_GPU("why"): the test measures what emulation cannot show (real stream concurrency,
+// speed), so it runs on a real device only.
+#ifdef CUDAGRAD_GPU_EMULATION
+#define NEED_CUDA_LIBRARY(library) GTEST_SKIP() << "needs a real GPU: " << (library) << " is not emulated"
+#define NEED_REAL_GPU(why) GTEST_SKIP() << "needs a real GPU: " << (why)
+#else
+#define NEED_CUDA_LIBRARY(library) \
+  do {                             \
+  } while (0)
+#define NEED_REAL_GPU(why) \
+  do {                     \
+  } while (0)
+#endif

@@ -90,31 +90,46 @@ void expect_close(const Results& got, const Results& ref, const Conv2dShape& s, 
   EXPECT_TRUE(test::all_close(got.db, ref.db, test::for_sum(tol, k_filter))) << where << ": bias gradient";
 }
 
-// One case per dtype (CudaConvDtypes.NativeAndCudnnMatchTheCpuAndEachOther/float16); the
-// messages name the shape.
+// One case per dtype (CudaConvDtypes.NativeMatchesTheCpu/float16); the messages name the shape.
 class CudaConvDtypes : public ::testing::TestWithParam<DType> {};
 
-TEST_P(CudaConvDtypes, NativeAndCudnnMatchTheCpuAndEachOther) {
-  NEED_GPU();
-  const DType t = GetParam();
+// Calls check(shape, cpu reference, x, w, b, dy) for every shape, with data rounded to the dtype.
+template <typename Check>
+void for_each_case(DType t, Check check) {
   uint64_t seed = 1 + 1000 * uint64_t(t);
   for (const Conv2dShape& s : kShapes) {
     const auto x = test::random_rounded(size_t(s.n * s.c_in * s.h * s.w), seed++, t);
     const auto w = test::random_rounded(size_t(s.c_out * s.c_in * s.kh * s.kw), seed++, t, 0.2f);
     const auto b = test::random_rounded(size_t(s.c_out), seed++, t);
     const auto dy = test::random_rounded(size_t(s.n * s.c_out * s.out_h() * s.out_w()), seed++, t);
-    const Results ref = run_cpu(s, x, w, b, dy);
+    check(s, run_cpu(s, x, w, b, dy), x, w, b, dy);
+  }
+}
+
+TEST_P(CudaConvDtypes, NativeMatchesTheCpu) {
+  NEED_GPU();
+  const DType t = GetParam();
+  for_each_case(t, [&](const Conv2dShape& s, const Results& ref, auto& x, auto& w, auto& b, auto& dy) {
+    expect_close(run_gpu(false, s, t, x, w, b, dy), ref, s, t, "native");
+  });
+}
+
+TEST_P(CudaConvDtypes, CudnnMatchesTheCpuAndNative) {
+  NEED_GPU();
+  NEED_CUDA_LIBRARY("cuDNN");
+  const DType t = GetParam();
+  for_each_case(t, [&](const Conv2dShape& s, const Results& ref, auto& x, auto& w, auto& b, auto& dy) {
     const Results native = run_gpu(false, s, t, x, w, b, dy), cudnn = run_gpu(true, s, t, x, w, b, dy);
-    expect_close(native, ref, s, t, "native");
     expect_close(cudnn, ref, s, t, "cudnn");
     expect_close(native, cudnn, s, t, "native vs cudnn");
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaConvDtypes, ::testing::ValuesIn(test::kGpuFloatTypes), test::dtype_case_name);
 
 TEST(CudaConv, CudnnHeuristicAndTimedSearchAgree) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("cuDNN");
   const Conv2dShape s = kShapes[3];
   const auto x = test::random_rounded(size_t(s.n * s.c_in * s.h * s.w), 91, DType::f16);
   const auto w = test::random_rounded(size_t(s.c_out * s.c_in * s.kh * s.kw), 92, DType::f16, 0.2f);

@@ -81,9 +81,10 @@ TEST(CudaHead, CrossEntropyMatchesTheCpu) {
   }
 }
 
-TEST_P(CudaHeadDtypes, CublasLinearMatchesTheCpu) {
-  NEED_GPU();
-  const DType t = GetParam();
+// One implementation of kernels/cuda/linear.h (cuBLAS or native) against the CPU reference.
+using LinearForward = decltype(&cuda::linear_native_forward);
+using LinearBackward = decltype(&cuda::linear_native_backward);
+void expect_linear_matches_cpu(DType t, LinearForward forward, LinearBackward backward) {
   // (batch, in, out): MiniResNet's fc at batch 256 and odd sizes.
   const std::tuple<int64_t, int64_t, int64_t> shapes[] = {{256, 256, 10}, {7, 13, 5}, {1, 64, 1}};
   uint64_t seed = 200 + 1000 * uint64_t(t);
@@ -98,8 +99,8 @@ TEST_P(CudaHeadDtypes, CublasLinearMatchesTheCpu) {
     DeviceBuffer gx(x, t), gw(w, t), gb(b, t), gdy(dy, t);
     DeviceBuffer gy(y.size(), t), gdx(dx.size(), t), gdw(dw.size(), t), gdb(db.size(), t);
     for (DeviceBuffer* o : {&gy, &gdx, &gdw, &gdb}) o->poison();
-    cuda::linear_forward(m, k, n, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr);
-    cuda::linear_backward(m, k, n, t, gdy.get(), gx.get(), gw.get(), gdx.get(), gdw.get(), gdb.get(), nullptr);
+    forward(m, k, n, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr);
+    backward(m, k, n, t, gdy.get(), gx.get(), gw.get(), gdx.get(), gdw.get(), gdb.get(), nullptr);
     const test::Tolerance tol = test::tolerance_of(t);
     const std::string where = fmt::format("{} m{} k{} n{}", dtype_name(t), m, k, n);
     EXPECT_TRUE(test::all_close(gy.download(), y, test::for_sum(tol, double(k)))) << where << ": y";
@@ -107,6 +108,17 @@ TEST_P(CudaHeadDtypes, CublasLinearMatchesTheCpu) {
     EXPECT_TRUE(test::all_close(gdw.download(), dw, test::for_sum(tol, double(m)))) << where << ": dw";
     EXPECT_TRUE(test::all_close(gdb.download(), db, test::for_sum(tol, double(m)))) << where << ": db";
   }
+}
+
+TEST_P(CudaHeadDtypes, CublasLinearMatchesTheCpu) {
+  NEED_GPU();
+  NEED_CUDA_LIBRARY("cuBLAS");
+  expect_linear_matches_cpu(GetParam(), cuda::linear_cublas_forward, cuda::linear_cublas_backward);
+}
+
+TEST_P(CudaHeadDtypes, NativeLinearMatchesTheCpu) {
+  NEED_GPU();
+  expect_linear_matches_cpu(GetParam(), cuda::linear_native_forward, cuda::linear_native_backward);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaHeadDtypes, ::testing::ValuesIn(kTypes), test::dtype_case_name);

@@ -109,6 +109,7 @@ const Conv2dShape kShapes[] = {
 
 TEST_P(CudaLayoutDtypes, CudnnNhwcConvolutionMatchesTheNchwCpuReference) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("cuDNN");
   const DType t = GetParam();
   uint64_t seed = 100 + 1000 * uint64_t(t);
   for (const Conv2dShape& s : kShapes) {

@@ -1,0 +1,61 @@
+// The emulated device's execution model: a grid of blocks, each block a set of CUDA threads run as
+// fibers on one host thread (so __syncthreads and warp shuffles can suspend a thread until its
+// peers arrive), blocks spread over a pool of host threads. Device code reaches its own thread's
+// state through current_thread(); the scheduler sets it before resuming each fiber.
+#pragma once
+#include <vector_types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cg_emu {
+
+struct Block;
+
+// One CUDA thread: its coordinates and the block it belongs to.
+struct ThreadState {
+  uint3 thread_idx;
+  uint3 block_idx;
+  dim3 block_dim;
+  dim3 grid_dim;
+  int linear;  // threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)
+  Block* block;
+};
+
+// The thread being run on this host thread (null outside a kernel). Inline: every threadIdx
+// read goes through it.
+inline thread_local ThreadState* g_current = nullptr;
+inline ThreadState* current_thread() { return g_current; }
+
+// The body every CUDA thread of a grid runs: fn(closure).
+struct KernelBody {
+  void (*fn)(const void* closure);
+  const void* closure;
+};
+
+// Runs the grid to completion. Throws KernelFault (below) when a thread throws, when threads of a
+// block wait at barriers that can never all be reached (divergent __syncthreads), or on a launch
+// configuration a real device refuses (checked earlier by check_launch).
+void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name);
+
+// "" when a device accepts this configuration, else the reason (too many threads per block...).
+std::string check_launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes);
+
+struct KernelFault {
+  std::string message;
+};
+
+// Device-side synchronization, called through the CUDA names in cuda_emulation.h.
+void block_barrier();  // __syncthreads
+void warp_barrier();   // the lanes of the calling thread's warp that have not exited
+// The calling warp's exchange slots: 32 lanes x 16 bytes, and a scratch area shared by the warp
+// (WMMA gathers its fragments there). Both are valid between two warp_barrier calls.
+unsigned char* warp_slots();
+float* warp_scratch();  // kWarpScratchFloats floats
+constexpr int kWarpScratchFloats = 3 * 256;
+
+// Host threads that run blocks concurrently (CUDAGRAD_EMULATION_THREADS, default: the cores).
+int worker_count();
+
+}  // namespace cg_emu

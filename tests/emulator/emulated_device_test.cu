@@ -1,0 +1,365 @@
+// The emulated GPU itself (emulator/), tested through the CUDA it stands in for: each test is a
+// small CUDA program whose answer is known, so the same source would give the same answer on a
+// real device. Built only in the emulated build (-DCUDAGRAD_GPU_EMULATION=ON), label "emulated".
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <mma.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+#define CHECK_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
+
+template <typename T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  size_t n;
+  explicit DeviceArray(size_t count) : n(count) { cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)); }
+  ~DeviceArray() { cudaFree(ptr); }
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+  void upload(const std::vector<T>& h) { cudaMemcpy(ptr, h.data(), n * sizeof(T), cudaMemcpyHostToDevice); }
+};
+
+// --- barriers -------------------------------------------------------------------------------
+
+__global__ void rotate_through_shared(int* out, bool with_barrier) {
+  __shared__ int slots[256];
+  const int t = threadIdx.x;
+  slots[t] = t + 1000 * blockIdx.x;
+  if (with_barrier) __syncthreads();
+  out[blockIdx.x * blockDim.x + t] = slots[(t + 1) % blockDim.x];
+}
+
+TEST(EmulatedDevice, BarrierOrdersSharedMemoryWritesBeforeReads) {
+  DeviceArray<int> out(4 * 256);
+  rotate_through_shared<<<4, 256>>>(out.ptr, true);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<int> h = out.download();
+  for (int b = 0; b < 4; ++b)
+    for (int t = 0; t < 256; ++t) ASSERT_EQ(h[size_t(b * 256 + t)], (t + 1) % 256 + 1000 * b) << b << " " << t;
+}
+
+TEST(EmulatedDevice, AMissingBarrierReadsWhatIsNotWrittenYet) {
+  // Thread t runs until it exits, before thread t + 1 starts: without the barrier thread 0 reads
+  // slot 1 before thread 1 has written it. (On a GPU the result is a race; here it is always wrong.)
+  DeviceArray<int> out(2 * 256);
+  rotate_through_shared<<<2, 256>>>(out.ptr, false);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<int> h = out.download();
+  int wrong = 0;
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 255; ++t) wrong += h[size_t(b * 256 + t)] != (t + 1) % 256 + 1000 * b;
+  EXPECT_GT(wrong, 0);
+}
+
+__global__ void divergent_barrier(int* out) {
+  if (threadIdx.x < 16) __syncthreads();  // half the block never arrives: a bug
+  out[threadIdx.x] = 1;
+  if (threadIdx.x >= 16) __syncwarp();
+}
+
+TEST(EmulatedDevice, BarriersThatCanNeverAllBeReachedFailTheLaunch) {
+  // Run in a child: a kernel fault is sticky and would fail every later test in this process.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the emulator's block workers are threads
+  EXPECT_EXIT(
+      {
+        int* out = nullptr;
+        cudaMalloc(reinterpret_cast<void**>(&out), 64 * sizeof(int));
+        divergent_barrier<<<1, 64>>>(out);
+        const cudaError_t e = cudaDeviceSynchronize();
+        std::exit(e == cudaErrorLaunchFailure ? 3 : 0);
+      },
+      ::testing::ExitedWithCode(3), "divergent_barrier: block \\(0, 0, 0\\): threads wait at barriers");
+}
+
+// --- warp shuffles --------------------------------------------------------------------------
+
+__global__ void shuffle_lanes(int* exchanged, float* sums) {
+  const int lane = threadIdx.x % 32;
+  exchanged[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 5);
+  float s = float(lane);
+  for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+  sums[threadIdx.x] = s;
+}
+
+TEST(EmulatedDevice, ShuffleExchangesLanesWithinEachWarp) {
+  DeviceArray<int> exchanged(128);
+  DeviceArray<float> sums(128);
+  shuffle_lanes<<<1, 128>>>(exchanged.ptr, sums.ptr);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<int> e = exchanged.download();
+  const std::vector<float> s = sums.download();
+  for (int t = 0; t < 128; ++t) {
+    EXPECT_EQ(e[size_t(t)], t ^ 5) << t;
+    EXPECT_EQ(s[size_t(t)], 496.f) << t;  // 0 + 1 + ... + 31 in every lane of every warp
+  }
+}
+
+// --- WMMA -----------------------------------------------------------------------------------
+
+template <typename ALayout, typename BLayout>
+__global__ void wmma_product(const __half* a, const __half* b, float* c) {
+  namespace wmma = nvcuda::wmma;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, ALayout> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, BLayout> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.5f);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
+
+// C = A B + 0.5 with A, B stored row- or column-major as the fragments' layouts say.
+template <typename ALayout, typename BLayout>
+void expect_wmma_product(bool a_row, bool b_row) {
+  std::vector<float> a(256), b(256);
+  for (int i = 0; i < 256; ++i) {
+    a[size_t(i)] = float((i * 7) % 11) - 5.f;
+    b[size_t(i)] = float((i * 5) % 13) * 0.25f - 1.f;
+  }
+  auto stored = [](const std::vector<float>& m, bool row_major) {
+    std::vector<__half> s(256);
+    for (int r = 0; r < 16; ++r)
+      for (int c = 0; c < 16; ++c) s[size_t(row_major ? r * 16 + c : c * 16 + r)] = __float2half(m[size_t(r * 16 + c)]);
+    return s;
+  };
+  DeviceArray<__half> da(256), db(256);
+  DeviceArray<float> dc(256);
+  da.upload(stored(a, a_row));
+  db.upload(stored(b, b_row));
+  wmma_product<ALayout, BLayout><<<1, 32>>>(da.ptr, db.ptr, dc.ptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> c = dc.download();
+  for (int r = 0; r < 16; ++r)
+    for (int col = 0; col < 16; ++col) {
+      float want = 0.5f;
+      for (int k = 0; k < 16; ++k) want += a[size_t(r * 16 + k)] * b[size_t(k * 16 + col)];
+      ASSERT_EQ(c[size_t(r * 16 + col)], want) << r << " " << col;  // small integers and quarters: exact
+    }
+}
+
+TEST(EmulatedDevice, WmmaIsTheMatrixProductInEveryLayout) {
+  namespace wmma = nvcuda::wmma;
+  expect_wmma_product<wmma::row_major, wmma::row_major>(true, true);
+  expect_wmma_product<wmma::row_major, wmma::col_major>(true, false);
+  expect_wmma_product<wmma::col_major, wmma::row_major>(false, true);
+  expect_wmma_product<wmma::col_major, wmma::col_major>(false, false);
+}
+
+// --- half and bfloat16 rounding -------------------------------------------------------------
+
+// Round to nearest even, written out on the bits: the device's conversion (cvt.rn).
+uint16_t reference_half_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (x >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to infinity
+  if (x < 0x33000001u) return uint16_t(sign);              // at most half the smallest subnormal
+  const int exp = int(x >> 23) - 127;
+  uint32_t mant = (x & 0x7fffffu) | 0x800000u;
+  int shift = exp < -14 ? 13 + (-14 - exp) : 13;  // subnormal results lose more bits
+  uint32_t kept = mant >> shift, rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (kept & 1))) kept++;
+  if (exp < -14) return uint16_t(sign | kept);
+  return uint16_t(sign | (uint32_t(exp + 15) << 10)) + uint16_t(kept - 0x400u);
+}
+
+uint16_t reference_bf16_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
+  const uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
+  return uint16_t((x + rounding) >> 16);
+}
+
+__global__ void round_to_16bit(const float* in, __half* h, __nv_bfloat16* b, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    h[i] = __float2half_rn(in[i]);
+    b[i] = __float2bfloat16_rn(in[i]);
+  }
+}
+
+TEST(EmulatedDevice, HalfAndBfloat16RoundToNearestEvenAsTheDeviceDoes) {
+  std::vector<float> values = {1.f + 0x1p-11f, 1.f + 3 * 0x1p-11f, 1.f + 0x1p-8f, 65504.f, 65520.f, 65519.99f,
+                               0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f + 0x1p-25f, -2.75f, 0.f, -0.f, 1e-30f,
+                               3.14159265f, 1.f + 0x1p-8f + 0x1p-9f, 255.5f, 256.5f};
+  for (uint32_t i = 0; i < 4000; ++i) {  // and a sweep of bit patterns over the half range
+    const uint32_t bits = 0x33000000u + i * 0x5a5a5u % 0x14800000u;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(i % 2 ? f : -f);
+  }
+  const int n = int(values.size());
+  DeviceArray<float> in{size_t(n)};
+  DeviceArray<__half> h{size_t(n)};
+  DeviceArray<__nv_bfloat16> b{size_t(n)};
+  in.upload(values);
+  round_to_16bit<<<(n + 255) / 256, 256>>>(in.ptr, h.ptr, b.ptr, n);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<__half> hh = h.download();
+  const std::vector<__nv_bfloat16> bb = b.download();
+  for (int i = 0; i < n; ++i) {
+    uint16_t hb, bbits;
+    std::memcpy(&hb, &hh[size_t(i)], 2);
+    std::memcpy(&bbits, &bb[size_t(i)], 2);
+    ASSERT_EQ(hb, reference_half_bits(values[size_t(i)])) << std::hexfloat << values[size_t(i)];
+    ASSERT_EQ(bbits, reference_bf16_bits(values[size_t(i)])) << std::hexfloat << values[size_t(i)];
+  }
+}
+
+// --- streams and events ---------------------------------------------------------------------
+
+__global__ void fill_value(int* p, int n, int value) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = value;
+}
+
+// A kernel on `producer`, a copy of its output on `consumer`; with or without the event between.
+std::vector<int> copy_across_streams(bool wait) {
+  cudaStream_t producer, consumer;
+  cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking);
+  cudaEvent_t done;
+  cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  DeviceArray<int> d(1000);
+  int* pinned = nullptr;
+  cudaMallocHost(reinterpret_cast<void**>(&pinned), 1000 * sizeof(int));
+  cudaMemsetAsync(d.ptr, 0, 1000 * sizeof(int), producer);
+  cudaStreamSynchronize(producer);
+  fill_value<<<4, 128, 0, producer>>>(d.ptr, 1000, 7);
+  cudaEventRecord(done, producer);
+  if (wait) cudaStreamWaitEvent(consumer, done, 0);
+  cudaMemcpyAsync(pinned, d.ptr, 1000 * sizeof(int), cudaMemcpyDeviceToHost, consumer);
+  cudaStreamSynchronize(consumer);
+  std::vector<int> out(pinned, pinned + 1000);
+  cudaDeviceSynchronize();
+  cudaFreeHost(pinned);
+  cudaEventDestroy(done);
+  cudaStreamDestroy(producer);
+  cudaStreamDestroy(consumer);
+  return out;
+}
+
+TEST(EmulatedDevice, AStreamWaitOrdersTwoStreams) {
+  EXPECT_EQ(copy_across_streams(true), std::vector<int>(1000, 7));
+}
+
+TEST(EmulatedDevice, WithoutTheWaitTheCopyRunsFirst) {
+  // Work runs as late as CUDA allows: nothing orders the producer's kernel before the copy, so
+  // the copy sees the zeros that were there before it. A missing wait is always caught.
+  EXPECT_EQ(copy_across_streams(false), std::vector<int>(1000, 0));
+}
+
+TEST(EmulatedDevice, FreshDeviceMemoryIsPoisoned) {
+  DeviceArray<float> d(64);
+  for (float v : d.download()) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST(EmulatedDevice, APageableSourceIsStagedAtTheCall) {
+  DeviceArray<int> d(4);
+  std::vector<int> host = {1, 2, 3, 4};
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  CHECK_CUDA(cudaMemcpyAsync(d.ptr, host.data(), 4 * sizeof(int), cudaMemcpyHostToDevice, s));
+  host = {9, 9, 9, 9};  // allowed: CUDA has copied a pageable source before returning
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  EXPECT_EQ(d.download(), (std::vector<int>{1, 2, 3, 4}));
+  cudaStreamDestroy(s);
+}
+
+TEST(EmulatedDevice, CopiesOutsideAnAllocationAreRefused) {
+  DeviceArray<int> d(4);
+  std::vector<int> host(8);
+  EXPECT_EQ(cudaMemcpy(host.data(), d.ptr, 8 * sizeof(int), cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+  cudaGetLastError();
+}
+
+TEST(EmulatedDevice, LaunchConfigurationsTheDeviceRefusesSetTheLaunchError) {
+  DeviceArray<int> d(4);
+  fill_value<<<1, 2048>>>(d.ptr, 4, 1);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// --- graphs ---------------------------------------------------------------------------------
+
+__global__ void add_value(int* p, int n, int value) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] += value;
+}
+
+TEST(EmulatedDevice, ACapturedForkAndJoinReplays) {
+  cudaStream_t main, side;
+  cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  cudaEvent_t fork, join;
+  cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+  DeviceArray<int> a(100), b(100);
+  cudaMemsetAsync(a.ptr, 0, 100 * sizeof(int), main);
+  cudaMemsetAsync(b.ptr, 0, 100 * sizeof(int), main);
+  cudaStreamSynchronize(main);
+  CHECK_CUDA(cudaStreamBeginCapture(main, cudaStreamCaptureModeRelaxed));
+  add_value<<<1, 64, 0, main>>>(a.ptr, 100, 1);
+  cudaEventRecord(fork, main);
+  cudaStreamWaitEvent(side, fork, 0);
+  add_value<<<1, 64, 0, side>>>(b.ptr, 100, 10);
+  cudaEventRecord(join, side);
+  cudaStreamWaitEvent(main, join, 0);
+  cudaGraph_t graph;
+  CHECK_CUDA(cudaStreamEndCapture(main, &graph));
+  EXPECT_EQ(a.download(), std::vector<int>(100, 0)) << "capture records, it does not run";
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(exec, main));
+  CHECK_CUDA(cudaStreamSynchronize(main));
+  EXPECT_EQ(a.download(), std::vector<int>(100, 3));
+  EXPECT_EQ(b.download(), std::vector<int>(100, 30));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(main);
+  cudaStreamDestroy(side);
+}
+
+TEST(EmulatedDevice, ACaptureWithUnjoinedWorkFails) {
+  cudaStream_t main, side;
+  cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  cudaEvent_t fork;
+  cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+  DeviceArray<int> a(10);
+  CHECK_CUDA(cudaStreamBeginCapture(main, cudaStreamCaptureModeRelaxed));
+  cudaEventRecord(fork, main);
+  cudaStreamWaitEvent(side, fork, 0);
+  add_value<<<1, 32, 0, side>>>(a.ptr, 10, 1);  // never joined back into main
+  cudaGraph_t graph;
+  EXPECT_EQ(cudaStreamEndCapture(main, &graph), cudaErrorStreamCaptureUnjoined);
+  cudaGetLastError();
+  cudaStreamDestroy(main);
+  cudaStreamDestroy(side);
+}
+
+TEST(EmulatedDevice, SynchronizingACapturedStreamInvalidatesTheCapture) {
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph;
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+  cudaGetLastError();
+  cudaStreamDestroy(s);
+}
+
+}  // namespace
