@@ -247,12 +247,13 @@ void check_transport(const TrainConfig& c, const config::Values& v) {
 void check_model_size(const TrainConfig& c, const config::Values& v) {
   const double parameters = nn::parameter_count(model_options(c));
   if (parameters <= kMaxParameters) return;
+  // Against model.widths: with the default widths, no blocks and classes in bounds reach the limit.
   config::reject(v, "model.widths",
-                 fmt::format("with model.blocks ({}) and model.num_classes ({}) makes a model of {:.4g} parameters "
-                             "({:.4g} GiB of float32 weights), over the limit of {} parameters (4 GiB; training "
-                             "holds about 4 times the weights); use fewer blocks or narrower stages",
-                             v.origin("model.blocks"), v.origin("model.num_classes"), parameters,
-                             parameters * 4 / double(1 << 30), kMaxParameters));
+                 fmt::format("model.widths ({}), model.blocks ({}) and model.num_classes ({}) make a model of {:.4g} "
+                             "parameters ({:.4g} GiB of float32 weights), over the limit of {} parameters (4 GiB; "
+                             "training holds about 4 times the weights); use fewer blocks or narrower stages",
+                             v.origin("model.widths"), v.origin("model.blocks"), v.origin("model.num_classes"),
+                             parameters, parameters * 4 / double(1 << 30), kMaxParameters));
 }
 
 // Rules that involve several keys, reported against the key most likely to be the mistake.

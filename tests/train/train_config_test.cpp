@@ -221,10 +221,15 @@ TEST(TrainConfig, EverySizeHasAnUpperBoundThatItsErrorNames) {
 // refused by its parameter count, naming the keys, the count and the limit.
 TEST(TrainConfig, AModelTooLargeToHoldIsRefusedByItsParameterCount) {
   expect_mentions(error_of({"model.widths=[4096,4096]", "model.blocks=[16,16]"}),
-                  {"'model.widths'", "command line", "model.blocks (command line)", "e+09 parameters",
-                   "GiB of float32 weights", "over the limit of 1073741824 parameters"});
+                  {"command line: config key 'model.widths': model.widths (command line), model.blocks (command "
+                   "line) and model.num_classes (default) make a model of 9.681e+09 parameters",
+                   "36.06 GiB of float32 weights", "over the limit of 1073741824 parameters"});
+  // The default widths stay below the limit with any blocks and classes in bounds.
+  EXPECT_EQ(error_of({"model.blocks=[256,256,256]", "model.num_classes=1048576"}), "");
   expect_mentions(error_of({"model.widths=[2048]", "model.blocks=[1]", "model.num_classes=1048576"}),
                   {"'model.widths'", "model.num_classes (command line)", "over the limit"});
+  const std::string path = write("model:\n  num_classes: 1048576\n  widths: [2048]\n  blocks: [1]\n");
+  expect_mentions(error_of({}, path), {path + ":3: config key 'model.widths'", "model.num_classes (" + path + ":2)"});
   EXPECT_EQ(error_of({"model.widths=[1024,1024]", "model.blocks=[8,8]"}), "");  // 1.5e8 parameters
 }
 
