@@ -1,6 +1,7 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <new>
 
 #include "util/check.h"
 
@@ -11,6 +12,8 @@ namespace {
 [[noreturn]] void throw_batch_error(std::exception_ptr error, int64_t batch) {
   try {
     std::rethrow_exception(error);
+  } catch (const std::bad_alloc& e) {  // a worker's batch buffer: say so, not just "std::bad_alloc"
+    throw OutOfMemory(fmt::format("data loader: loading batch {} failed: out of memory ({})", batch, e.what()));
   } catch (const std::exception& e) {
     throw Error(fmt::format("data loader: loading batch {} failed: {}", batch, e.what()));
   } catch (...) {

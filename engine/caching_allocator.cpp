@@ -45,7 +45,7 @@ void* CachingAllocator::allocate(size_t bytes, uint64_t stream) {
       p = backend_.allocate(size);
     }
     if (!p)
-      throw Error(fmt::format("out of {} memory allocating {} bytes ({} bytes in use, peak {}{})", backend_.name,
+      throw OutOfMemory(fmt::format("out of {} memory allocating {} bytes ({} bytes in use, peak {}{})", backend_.name,
                               bytes, stats_.in_use_bytes, stats_.peak_in_use_bytes,
                               routed_.empty() ? "" : "; during CUDA graph capture the cache cannot be returned"));
     ++stats_.backend_allocations;

@@ -59,6 +59,24 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
   fc_ = register_module("fc", std::make_shared<Linear>(cin, o.num_classes, gen));
 }
 
+double parameter_count(const MiniResNetOptions& o) {
+  auto conv = [](double cin, double cout, double k) { return cin * cout * k * k; };  // no bias
+  auto bn = [](double c) { return 2 * c; };  // weight and bias (running statistics are buffers)
+  double n = conv(double(o.in_channels), double(o.widths.at(0)), 3) + bn(double(o.widths[0]));
+  double cin = double(o.widths[0]);
+  for (size_t i = 0; i < o.widths.size() && i < o.blocks.size(); ++i) {
+    const double cout = double(o.widths[i]);
+    const double blocks = double(o.blocks[i]);
+    if (blocks < 1) continue;
+    // The first block may change width or stride, and then has a 1x1 downsample; the others are alike.
+    const bool downsample = i > 0 || cin != cout;
+    n += conv(cin, cout, 3) + conv(cout, cout, 3) + 2 * bn(cout) + (downsample ? conv(cin, cout, 1) + bn(cout) : 0);
+    n += (blocks - 1) * (2 * conv(cout, cout, 3) + 2 * bn(cout));
+    cin = cout;
+  }
+  return n + cin * double(o.num_classes) + double(o.num_classes);  // the linear head, with bias
+}
+
 Tensor MiniResNet::forward(const Tensor& x) {
   CG_CHECK(x.dim() == 4 && x.size(1) == options_.in_channels,
            "MiniResNet expects [N, {}, H, W] input, got {}", options_.in_channels, x.str());

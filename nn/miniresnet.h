@@ -20,6 +20,11 @@ struct MiniResNetOptions {
   ops::Layout layout = ops::Layout::nchw;
 };
 
+// How many trainable parameters MiniResNet(options) has, worked out from the shapes without
+// building it, so that a config asking for a model too large to hold can be refused before any
+// allocation. A double: a config's widths and blocks can ask for more than int64 holds.
+double parameter_count(const MiniResNetOptions& options);
+
 class BasicBlock : public Module {
  public:
   BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, ops::Layout layout, Generator& gen);

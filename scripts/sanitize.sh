@@ -6,7 +6,11 @@
 # tsan: ThreadSanitizer, build-tsan/, the threaded parts: dist, data loader, launcher, allocator,
 #       trainer (launch/resume/fault tests).
 # Any sanitizer report fails the test that produced it (halt_on_error), so the pass is clean only
-# when CTest says 100%. Suppressions (third-party code only, each with its reason) are in
+# when CTest says 100%. The sanitizers exit with their own code, 86 (kSanitizerExitCode in
+# tests/support/processes.h), not their default 1: a fault test expects the trainer or launcher it
+# starts to fail with exit 1, and a report in that child would pass for the expected failure. 86
+# is none of ours (0, 1, 2, 130), nor the shell's (126, 127, 128 + a signal) nor timeout's (124);
+# the test helper also fails a child whose output holds a report. Suppressions (third-party code only, each with its reason) are in
 # scripts/sanitizers/. Environment: JOBS (default: all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +29,15 @@ configure_and_build() {  # dir, sanitizer flags, [targets...] (default: everythi
   cmake --build "$dir" -j "$JOBS" ${1:+--target "$@"}
 }
 
+sanitizer_exit=86
+
 run_asan() {
   configure_and_build build-asan "-fsanitize=address,undefined -fno-sanitize-recover=all"
   # detect_leaks: LeakSanitizer too. The test processes that the apps tests start inherit this.
-  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:suppressions=$supp/asan.supp"
-  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
-  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  # exitcode in each tool's options: ASan's also covers LeakSanitizer inside ASan, UBSan reads its own.
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:exitcode=$sanitizer_exit:strict_string_checks=1:detect_stack_use_after_return=0:suppressions=$supp/asan.supp"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0:exitcode=$sanitizer_exit"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=$sanitizer_exit"
   ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE gpu | tee build-asan/ctest.log
   grep -E "tests passed" build-asan/ctest.log | tail -n 1
 }
@@ -49,7 +56,7 @@ run_tsan() {
   # calling thread, so every report left is about our own threads: loader workers, the
   # communication thread, the watchdog, the store server, DDP's rank threads in tests.
   export OMP_THREAD_LIMIT=1
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+  export TSAN_OPTIONS="halt_on_error=1:exitcode=$sanitizer_exit:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
   # Left out: Ddp.AllReducesOverlapBackward asserts timing (overlap of backward and all-reduces),
   # which TSan's 5-15x slowdown of compute but not of sleeps makes meaningless; and
   # Launch.TheReadmeCommandTrainsFashionMnistOnTwoRanks, which loads and evaluates the whole data

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "train/training_parts.h"
 #include "util/check.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -60,17 +61,36 @@ struct Limits {
 Limits any() { return {}; }
 Limits at_least(double lo) { return {lo, std::nullopt, {}}; }
 Limits between(double lo, double hi) { return {lo, hi, {}}; }
-Limits positive() {  // > 0 for a float, where min would allow 0
-  return {std::nullopt, std::nullopt, [](const Value& v) { return std::get<double>(v) > 0 ? "" : "must be > 0"; }};
-}
 Limits below_one() {  // [0, 1) for Adam's betas
   return {0.0, std::nullopt, [](const Value& v) { return std::get<double>(v) < 1 ? "" : "must be < 1"; }};
 }
-Limits stages() {  // a non-empty list of positive sizes
-  return {1.0, std::nullopt, [](const Value& v) {
+Limits stages(double most) {  // a non-empty list of sizes in [1, most]
+  return {1.0, most, [](const Value& v) {
             return std::get<std::vector<int64_t>>(v).empty() ? "needs at least one stage" : "";
           }};
 }
+Limits positive_at_most(double most) {  // (0, most] for a float, where min would allow 0
+  return {std::nullopt, most, [](const Value& v) { return std::get<double>(v) > 0 ? "" : "must be > 0"; }};
+}
+
+// Upper bounds on every size. Rule: a size the config lets through must not crash the program;
+// without a bound, `model.blocks: [2, 2, 99999999999]` passed and the allocations then ended the
+// process in std::terminate. Each bound is far beyond any run this engine is for (the full
+// MiniResNet has widths of 256, 2 blocks per stage and batches of 64 to 1024) and low enough that
+// every count derived from it stays small next to int64 (batch x channels x pixels).
+constexpr double kMaxWidth = 4096;          // channels of a stage (ResNets stop at 2048)
+constexpr double kMaxBlocks = 256;          // BasicBlocks per stage (ResNet-152's largest stage has 36)
+constexpr double kMaxInChannels = 1024;     // image channels
+constexpr double kMaxClasses = 1 << 20;     // ImageNet-21k has 21,841
+constexpr double kMaxBatch = 1 << 16;       // images per step per rank, training or evaluation
+constexpr double kMaxSynthetic = 1e8;       // synthetic images (generated on the fly, not held)
+constexpr double kMaxBucketMb = 1 << 16;    // a bucket is cut from the gradients, never larger
+constexpr double kMaxTimeoutS = 7 * 86400;  // a week: any longer is a hang, and the seconds must fit a clock
+// Parameters of the model as a whole: 2^30 is 4 GiB of float32 weights, which training holds
+// about 4 times over (weights, gradients, two AdamW moments): 16 GiB before any activation. Far
+// above MiniResNet (2.8 million), and below what one process can allocate on the machines it is
+// for; widths and blocks each in bounds can still multiply past it.
+constexpr double kMaxParameters = double(1 << 30);
 
 struct Field {
   config::KeySpec spec;
@@ -102,11 +122,11 @@ Field make_field(const char* key, const T& default_value, Limits limits, const c
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> table{
-      CG_FIELD(model.widths, stages(), "channels of each stage"),
-      CG_FIELD(model.blocks, stages(), "BasicBlocks per stage, one entry per width"),
-      CG_FIELD(model.in_channels, at_least(0),
+      CG_FIELD(model.widths, stages(kMaxWidth), "channels of each stage"),
+      CG_FIELD(model.blocks, stages(kMaxBlocks), "BasicBlocks per stage, one entry per width"),
+      CG_FIELD(model.in_channels, between(0, kMaxInChannels),
                "image channels; 0 = the dataset's (1 for Fashion-MNIST, 3 for CIFAR-10 and synthetic)"),
-      CG_FIELD(model.num_classes, at_least(2), "output classes"),
+      CG_FIELD(model.num_classes, between(2, kMaxClasses), "output classes"),
       CG_FIELD(model.init_from, any(), "safetensors weights to start from (\"\" = random init)"),
       CG_FIELD(model.channels_last, any(), "NHWC activations (GPU: cuDNN reads them without transposes); same weights"),
       CG_FIELD(model.sync_batchnorm, any(),
@@ -115,11 +135,11 @@ const std::vector<Field>& fields() {
       CG_FIELD(data.dataset, any(), "which dataset"),
       CG_FIELD(data.path, any(), "dataset folder (\"\" = the dataset's default)"),
       CG_FIELD(data.image_size, between(0, 4096), "image side; 0 = native, larger pads"),
-      CG_FIELD(data.batch_size, at_least(1), "images per step per rank"),
+      CG_FIELD(data.batch_size, between(1, kMaxBatch), "images per step per rank"),
       CG_FIELD(data.num_workers, between(0, 256), "loader threads (0 = load on the training thread)"),
       CG_FIELD(data.shuffle, any(), "reshuffle every epoch (seed + epoch)"),
       CG_FIELD(data.augment, any(), "random crop (padding 4) and horizontal flip"),
-      CG_FIELD(data.synthetic_size, at_least(1), "images in the synthetic training split"),
+      CG_FIELD(data.synthetic_size, between(1, kMaxSynthetic), "images in the synthetic training split"),
       CG_FIELD(data.gpu_resident, any(), "GPU training: keep the training images on the GPU and build batches there"),
       CG_FIELD(optim.name, any(), "optimizer"),
       CG_FIELD(optim.lr, at_least(0), "peak learning rate"),
@@ -142,7 +162,7 @@ const std::vector<Field>& fields() {
       CG_FIELD(train.log_interval, at_least(1), "optimizer steps between metric lines"),
       CG_FIELD(train.device, any(), "where to train (auto = CUDA when available)"),
       CG_FIELD(train.threads, between(0, 1024), "CPU compute threads (0 = all cores)"),
-      CG_FIELD(train.eval_batch_size, at_least(1), "batch size for evaluation"),
+      CG_FIELD(train.eval_batch_size, between(1, kMaxBatch), "batch size for evaluation"),
       CG_FIELD(train.target_accuracy, between(0, 1), "stop once test accuracy reaches it (0 = off); logs the time"),
       CG_FIELD(train.cuda_graph, any(), "GPU: capture the whole training step once as a CUDA graph and replay it"),
       CG_FIELD(amp.enabled, any(), "mixed precision (needs CUDA)"),
@@ -162,8 +182,8 @@ const std::vector<Field>& fields() {
                "through pinned memory for GPU tensors), nccl, gloo, or modeled (one rank times a modeled ring)"),
       // 4 MB rather than PyTorch's 25: MiniResNet's 11 MB of gradients then make 4 buckets, so
       // all-reduce overlaps backward; 25 MB would make 2. To be re-measured on the GPU.
-      CG_FIELD(dist.bucket_cap_mb, positive(), "gradient bucket size in MB (> 0)"),
-      CG_FIELD(dist.timeout_s, at_least(1), "longest wait in seconds for a peer or a collective"),
+      CG_FIELD(dist.bucket_cap_mb, positive_at_most(kMaxBucketMb), "gradient bucket size in MB (> 0)"),
+      CG_FIELD(dist.timeout_s, between(1, kMaxTimeoutS), "longest wait in seconds for a peer or a collective"),
       CG_FIELD(dist.modeled_world_size, between(2, 65536), "dist.backend=modeled: ranks in the modeled ring"),
       CG_FIELD(dist.modeled_link, any(), "dist.backend=modeled: nvlink (one node) or infiniband (200 Gb/s per GPU)"),
       CG_FIELD(dist.grad_compression, any(),
@@ -222,12 +242,27 @@ void check_transport(const TrainConfig& c, const config::Values& v) {
                    staged + "16-bit all-reduce; use dist.backend=nccl (or auto) or set it to none");
 }
 
+// The model as a whole, counted from its shapes before anything is built: each key in bounds, the
+// widths, blocks and classes can still multiply to a model no process could hold.
+void check_model_size(const TrainConfig& c, const config::Values& v) {
+  const double parameters = nn::parameter_count(model_options(c));
+  if (parameters <= kMaxParameters) return;
+  // Against model.widths: with the default widths, no blocks and classes in bounds reach the limit.
+  config::reject(v, "model.widths",
+                 fmt::format("model.widths ({}), model.blocks ({}) and model.num_classes ({}) make a model of {:.4g} "
+                             "parameters ({:.4g} GiB of float32 weights), over the limit of {} parameters (4 GiB; "
+                             "training holds about 4 times the weights); use fewer blocks or narrower stages",
+                             v.origin("model.widths"), v.origin("model.blocks"), v.origin("model.num_classes"),
+                             parameters, parameters * 4 / double(1 << 30), kMaxParameters));
+}
+
 // Rules that involve several keys, reported against the key most likely to be the mistake.
 void check_consistency(const TrainConfig& c, const config::Values& v) {
   if (c.model.widths.size() != c.model.blocks.size())  // the message places both keys
     config::reject(v, "model.widths",
                    fmt::format("has {} stages but model.blocks ({}) has {}; give one block count per width",
                                c.model.widths.size(), v.origin("model.blocks"), c.model.blocks.size()));
+  check_model_size(c, v);
   if (c.sched.min_lr > c.optim.lr && c.sched.name != nn::ScheduleKind::constant)
     config::reject(v, "sched.min_lr", fmt::format("{} is larger than optim.lr ({})", c.sched.min_lr, c.optim.lr));
   if (c.optim.nesterov && c.optim.name == OptimizerName::sgd && c.optim.momentum <= 0)

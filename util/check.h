@@ -20,6 +20,13 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// An allocation that failed (host or GPU memory, or a std::bad_alloc turned into one with its
+// context): a runtime error (exit 1), which the trainer reports with the sizes the config asked for.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] inline void fail_at(const char* file, int line, const std::string& what) {
   throw Error(fmt::format("{} ({}:{})", what, file, line));
 }

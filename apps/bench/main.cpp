@@ -194,6 +194,7 @@ int run(const Options& o) {
 }  // namespace cg::apps
 
 int main(int argc, char** argv) {
+  cg::cli::exit_one_on_uncaught_out_of_memory("cudagrad-bench");
   cg::apps::Options options;
   if (const int rc = cg::apps::parse(argc, argv, options); rc >= 0) return rc;
   try {
@@ -202,7 +203,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cudagrad-bench: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cudagrad-bench: error: %s\n", e.what());
+    const std::string what = cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e) : e.what();
+    std::fprintf(stderr, "cudagrad-bench: error: %s\n", what.c_str());
     return 1;
   }
 }

@@ -32,6 +32,7 @@ double process_cpu_ms() {
 int main(int argc, char** argv) {
   CLI::App app{"CPU training throughput of MiniResNet on synthetic data (fp32 SGD),\n"
                "the figure bench/cpu_compare.sh puts next to PyTorch's."};
+  cg::cli::exit_one_on_uncaught_out_of_memory("cudagrad-bench-cpu");
   cg::cli::configure(app, "cudagrad-bench-cpu");
   int64_t batch = 64, steps = 20, warmup = 3, image_size = 32, in_channels = 3;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    const std::string what = cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e) : e.what();
+    std::fprintf(stderr, "error: %s\n", what.c_str());
     return 1;
   }
 }

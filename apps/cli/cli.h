@@ -3,6 +3,7 @@
 // CUDA libraries compiled in), and errors on stderr naming the program, with exit code 2.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,20 @@ int parse(CLI::App& app, std::vector<std::string> args);  // args without the pr
 // A check for an integer option: "must be at least 1, got 0" (CLI11's PositiveNumber prints a range
 // up to the largest double instead).
 CLI::Validator at_least(long long low);
+// The same with an upper bound: "must be in [1, 1024], got 5000".
+CLI::Validator between(long long low, long long high);
+
+// Running out of memory is a runtime error like a missing file: one clear line and exit code 1,
+// never std::terminate's abort (issue 26: a config's huge size once ended the trainer that way).
+// An allocation failure is std::bad_alloc, or std::length_error for a size past what a container
+// can hold at all.
+bool is_out_of_memory(const std::exception& e);
+// "out of memory: <what failed>", with `context` (say, the sizes the config asked for) when given.
+std::string out_of_memory_text(const std::exception& e, const std::string& context = "");
+// For an allocation failure that no catch reaches (a thread's, or one inside a noexcept function):
+// std::terminate then prints "<program>: error: out of memory: ..." and exits 1. Any other
+// uncaught exception still aborts as before.
+void exit_one_on_uncaught_out_of_memory(const std::string& program);
 
 // For errors found after parsing (e.g. two options that cannot go together): the same message
 // form and exit code as a parse error.

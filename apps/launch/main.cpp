@@ -242,7 +242,7 @@ SplitArgs split_arguments(const CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int launch(int argc, char** argv) {
   CLI::App app{"Runs PROGRAM as a data-parallel job, one process per rank, like torchrun.\n"
                "The launcher's options come before PROGRAM (or before --); everything after PROGRAM is\n"
                "passed to it unchanged and in order."};
@@ -250,8 +250,11 @@ int main(int argc, char** argv) {
   int nproc = 1, nnodes = 1, node_rank = 0, port = 29500, max_restarts = 0, grace_s = 10;
   std::string addr = "127.0.0.1", program;
   bool standalone = false;
-  app.add_option("--nproc-per-node,--nproc_per_node", nproc, "processes on this node")->check(cg::cli::at_least(1));
-  app.add_option("--nnodes", nnodes, "nodes in the job")->check(cg::cli::at_least(1));
+  // Upper bounds as the trainer's config has them (issue 26): a mistyped count must be refused,
+  // not fork without end or size tables past memory. 1024 ranks per node, 65536 nodes: far
+  // beyond any machine or cluster this runs on.
+  app.add_option("--nproc-per-node,--nproc_per_node", nproc, "processes on this node")->check(cg::cli::between(1, 1024));
+  app.add_option("--nnodes", nnodes, "nodes in the job")->check(cg::cli::between(1, 65536));
   app.add_option("--node-rank,--node_rank", node_rank, "this node's index")->check(cg::cli::at_least(0));
   app.add_option("--master-addr,--master_addr", addr, "address of rank 0's node");
   app.add_option("--master-port,--master_port", port, "rendezvous port on rank 0's node")->check(CLI::Range(1, 65535));
@@ -283,5 +286,16 @@ int main(int argc, char** argv) {
     const int rc = run_group(nproc, node_rank, nnodes, addr, port, attempt, args.command, std::chrono::seconds(grace_s));
     if (rc == 0 || g_signal || attempt >= max_restarts) return rc;
     std::fprintf(stderr, "cudagrad-launch: restarting the group (%d of %d)\n", attempt + 1, max_restarts);
+  }
+}
+
+int main(int argc, char** argv) {
+  cg::cli::exit_one_on_uncaught_out_of_memory("cudagrad-launch");
+  try {
+    return launch(argc, argv);
+  } catch (const std::exception& e) {  // the ranks' own failures are exit codes; this is the launcher's
+    const std::string what = cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e) : e.what();
+    std::fprintf(stderr, "cudagrad-launch: error: %s\n", what.c_str());
+    return 1;
   }
 }

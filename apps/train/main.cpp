@@ -12,6 +12,7 @@
 #include "train/train_config.h"
 #include "train/trainer.h"
 #include "dist/identity.h"
+#include "engine/tensor.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -71,9 +72,19 @@ int parse(int argc, char** argv, CommandLine& cl) {
   return cg::cli::parse(app, argc, argv);
 }
 
+// What an out-of-memory message adds: the sizes the config asked for, the likely cause.
+std::string sizes_asked_for(const cg::train::TrainConfig& c) {
+  return fmt::format("the config asks for model.widths={}, model.blocks={}, model.num_classes={}, "
+                     "data.batch_size={}, train.eval_batch_size={}, data.image_size={}; lower them or give the "
+                     "process more memory",
+                     cg::shape_str(c.model.widths), cg::shape_str(c.model.blocks), c.model.num_classes,
+                     c.data.batch_size, c.train.eval_batch_size, c.data.image_size);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  cg::cli::exit_one_on_uncaught_out_of_memory("cudagrad-train");
   cg::train::TrainConfig config;
   std::string yaml;
   CommandLine cl;
@@ -91,6 +102,9 @@ int main(int argc, char** argv) {
     cg::log::error("{}", e.what());
     std::fprintf(stderr, "run 'cudagrad-train --help' for the list of keys\n");
     return 2;
+  } catch (const std::exception& e) {  // reading the config ran out of memory: a runtime error
+    cg::log::error("{}", cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e) : e.what());
+    return 1;
   }
   try {
     cg::log::info("cudagrad-train, resolved config:\n{}", yaml);
@@ -106,8 +120,12 @@ int main(int argc, char** argv) {
   } catch (const cg::UsageError& e) {
     cg::log::error("{}", e.what());
     return 2;
+  } catch (const cg::OutOfMemory& e) {  // the allocator's or the loader's, with their context
+    cg::log::error("{}; {}", e.what(), sizes_asked_for(config));
+    return 1;
   } catch (const std::exception& e) {
-    cg::log::error("{}", e.what());
+    cg::log::error("{}", cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e, sizes_asked_for(config))
+                                                      : e.what());
     return 1;
   }
 }

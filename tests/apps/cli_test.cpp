@@ -30,7 +30,9 @@ ProgramRun run_train(const std::string& args) {
   std::ifstream in(log);
   std::stringstream ss;
   ss << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+  const ProgramRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+  test::expect_no_sanitizer_report(r.exit_code, r.output, "cudagrad-train " + args);  // exit 1 expected or not
+  return r;
 }
 
 int count_of(const std::string& text, const std::string& needle) {
@@ -104,6 +106,7 @@ TEST(TrainCli, ABatchLargerThanARanksShareExitsTwoWritingNothing) {
   const int status = std::system(cmd.c_str());
   const std::string log = test::read_text(dir / "log.txt");
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << log;
+  test::expect_no_sanitizer_report(WIFEXITED(status) ? WEXITSTATUS(status) : -1, log, "cudagrad-launch");
   EXPECT_NE(log.find("error: data.batch_size=40 is larger than the 32 training images each of the 2 ranks reads"),
             std::string::npos) << log;
   EXPECT_NE(log.find("failed first (exit code 2)"), std::string::npos) << log;

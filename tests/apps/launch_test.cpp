@@ -110,7 +110,7 @@ TEST(Launch, ItsOwnErrorsExitTwoAndNameTheCause) {
       {"--nproc-per-node two printf x", "--nproc-per-node", 2},
       {"--bogus 1 printf x", "--bogus", 2},
       {"--nnodes 2 --node-rank 2 printf x", "--node-rank", 2},
-      {"--nproc-per-node 0 printf x", "--nproc-per-node: must be at least 1, got 0", 2},
+      {"--nproc-per-node 0 printf x", "--nproc-per-node: must be in [1, 1024], got 0", 2},
       // A program that cannot run is one error before any rank starts, not one per rank.
       {"--standalone --nproc-per-node 2 no_such_program_xyz --flag", "cannot run no_such_program_xyz: not found", 2},
       {"--standalone --nproc-per-node 2 /nonexistent/prog", "cannot run /nonexistent/prog: no such file", 2},

@@ -29,6 +29,21 @@ TEST(MiniResNet, FashionMnistCounts) {
   EXPECT_EQ(trainable(MiniResNet(o, gen)), 174970);
 }
 
+// The config refuses models too large to hold by this count, before building one: it must be the
+// count the built model has, for shapes with and without a downsample in the first stage.
+TEST(MiniResNet, ParameterCountWithoutBuildingMatchesTheBuiltModel) {
+  Generator gen(0);
+  const std::vector<MiniResNetOptions> shapes{
+      {}, {1, 10, {16, 32, 64}, {2, 2, 2}}, {3, 7, {8}, {3}}, {3, 2, {4, 8, 8, 16}, {1, 3, 1, 2}}};
+  for (const MiniResNetOptions& o : shapes) {
+    const double counted = parameter_count(o);
+    EXPECT_EQ(counted, double(trainable(MiniResNet(o, gen)))) << "widths " << o.widths.size() << " stages";
+  }
+  MiniResNetOptions huge;
+  huge.blocks = {2, 2, 99999999999};  // issue 26's config: counted in a blink, never built
+  EXPECT_GT(parameter_count(huge), 1e16);
+}
+
 TEST(MiniResNet, KeysFollowTorchvisionNaming) {
   Generator gen(0);
   MiniResNet model({}, gen);

@@ -1,5 +1,10 @@
 // Tests with real processes (the launcher, the trainer): start a command with its output in a
 // log file, wait for it with a time limit, find a rank's process, count what is left running.
+// Rule: a sanitizer report in a child fails the test that started it. Under scripts/sanitize.sh a
+// child that the sanitizers stop exits with kSanitizerExitCode and prints a report; a test that
+// expects the child to fail (exit 1) would otherwise pass on the sanitizer's failure, so wait_for()
+// checks both for every child start() started, and expect_no_sanitizer_report() is there for
+// children started otherwise (std::system).
 #pragma once
 #include <signal.h>
 #include <sys/resource.h>
@@ -18,6 +23,18 @@
 
 namespace cg::test {
 
+// The exit code scripts/sanitize.sh gives AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer
+// and ThreadSanitizer (their own default is 1 for the first three, the code of a runtime error).
+inline constexpr int kSanitizerExitCode = 86;
+
+// The first line of a sanitizer report in `output` (an ASan, LSan or TSan header, or UBSan's
+// "file:line:col: runtime error: ..."), or "" when there is none.
+std::string sanitizer_report(const std::string& output);
+
+// Fails the current test (non-fatally) when the child `what` exited with kSanitizerExitCode or
+// printed a sanitizer report, quoting the report; returns whether it was clean.
+bool expect_no_sanitizer_report(int exit_code, const std::string& output, const std::string& what);
+
 // A program built into build/apps/.
 inline std::string app(const std::string& name) { return (binary_dir() / "apps" / name).string(); }
 
@@ -31,6 +48,11 @@ inline std::string read_text(const std::filesystem::path& p) {
 // Starts `cmd` through the shell, in a process group of its own, with stdout and stderr to
 // `log`; returns the pid. `file_size_limit` > 0 caps the size of any file the command writes
 // (RLIMIT_FSIZE) with SIGXFSZ ignored, so a write past it fails with EFBIG, as on a full disk.
+// start() notes each child's log, so that wait_for() can look for a sanitizer report in it.
+void remember_log(pid_t pid, const std::filesystem::path& log);
+// The log start() gave `pid`, forgotten from then on; empty when start() did not start it.
+std::filesystem::path take_log(pid_t pid);
+
 inline pid_t start(const std::string& cmd, const std::filesystem::path& log, long file_size_limit = 0) {
   const pid_t pid = fork();
   if (pid == 0) {
@@ -44,22 +66,14 @@ inline pid_t start(const std::string& cmd, const std::filesystem::path& log, lon
     execl("/bin/sh", "sh", "-c", full.c_str(), nullptr);
     _exit(127);
   }
+  remember_log(pid, log);
   return pid;
 }
 
 // Waits up to `limit` for pid; returns its exit code (128 + signal when killed), or -1 on timeout
-// (then kills its whole group).
-inline int wait_for(pid_t pid, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(-pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
+// (then kills its whole group). For a child of start(), a sanitizer report in its log or the
+// sanitizers' exit code fails the test (expect_no_sanitizer_report), whatever the code returned.
+int wait_for(pid_t pid, std::chrono::seconds limit);
 
 // Calls `visit(pid, cmdline, environ)` for every process (NULs in cmdline replaced by spaces).
 template <class Visit>

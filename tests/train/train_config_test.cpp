@@ -176,14 +176,61 @@ TEST(TrainConfig, UnknownKeysSuggestTheNearestOne) {
 
 TEST(TrainConfig, BadValuesNameTheKey) {
   expect_mentions(error_of({"data.batch_size=abc"}), {"'data.batch_size'", "expected int", "'abc'"});
-  expect_mentions(error_of({"data.batch_size=0"}), {"'data.batch_size'", "out of range", ">= 1"});
+  expect_mentions(error_of({"data.batch_size=0"}), {"'data.batch_size'", "out of range", "[1, 65536]"});
   expect_mentions(error_of({"amp.dtype=fp8"}), {"'amp.dtype'", "fp16, bf16"});
   expect_mentions(error_of({"data.dataset=imagenet"}), {"'data.dataset'", "fashion_mnist, cifar10, synthetic"});
-  expect_mentions(error_of({"model.widths=[16,0,64]"}), {"'model.widths'", ">= 1"});
+  expect_mentions(error_of({"model.widths=[16,0,64]"}), {"'model.widths'", "[1, 4096]"});
   expect_mentions(error_of({"model.widths=[]", "model.blocks=[]"}), {"'model.widths'", "at least one stage"});
   expect_mentions(error_of({"dist.bucket_cap_mb=0"}), {"'dist.bucket_cap_mb'", "> 0"});
   expect_mentions(error_of({"optim.beta2=1"}), {"'optim.beta2'", "< 1"});
   expect_mentions(error_of({"train.grad_accum_steps=0"}), {"'train.grad_accum_steps'", "out of range"});
+}
+
+// Issue 26: `model.blocks: [2, 2, 99999999999]` passed, then its allocations ended the trainer in
+// std::terminate. Every size has an upper bound, the error names the key and the bound, and the
+// bound itself is allowed.
+TEST(TrainConfig, EverySizeHasAnUpperBoundThatItsErrorNames) {
+  struct Case {
+    std::vector<std::string> past, at;
+    std::string bound;
+  };
+  const std::vector<Case> cases{
+      {{"model.blocks=[2,2,99999999999]"}, {"model.widths=[4]", "model.blocks=[256]"}, "[1, 256]"},
+      {{"model.widths=[16,32,4097]"}, {"model.widths=[4096]", "model.blocks=[1]"}, "[1, 4096]"},
+      {{"model.in_channels=1025"}, {"model.in_channels=1024"}, "[0, 1024]"},
+      {{"model.num_classes=1048577"}, {"model.num_classes=1048576"}, "[2, 1048576]"},
+      {{"data.image_size=4097"}, {"data.image_size=4096"}, "[0, 4096]"},
+      {{"data.batch_size=65537"}, {"data.batch_size=65536"}, "[1, 65536]"},
+      {{"train.eval_batch_size=65537"}, {"train.eval_batch_size=65536"}, "[1, 65536]"},
+      {{"data.num_workers=257"}, {"data.num_workers=256"}, "[0, 256]"},
+      {{"data.synthetic_size=100000001"}, {"data.synthetic_size=100000000"}, "[1, 100000000]"},
+      {{"train.grad_accum_steps=4097"}, {"train.grad_accum_steps=4096"}, "[1, 4096]"},
+      {{"train.threads=1025"}, {"train.threads=1024"}, "[0, 1024]"},
+      {{"dist.bucket_cap_mb=1e300"}, {"dist.bucket_cap_mb=65536"}, "<= 65536"},
+      {{"dist.timeout_s=1e300"}, {"dist.timeout_s=604800"}, "[1, 604800]"},
+      {{"dist.modeled_world_size=65537"}, {"dist.modeled_world_size=65536"}, "[2, 65536]"},
+  };
+  for (const Case& k : cases) {
+    const std::string key = k.past[0].substr(0, k.past[0].find('='));
+    expect_mentions(error_of(k.past), {"'" + key + "'", "out of range", "(allowed: " + k.bound + ")"});
+    EXPECT_EQ(error_of(k.at), "") << k.at.back();
+  }
+}
+
+// Each key in bounds, widths, blocks and classes can still multiply to a model no process holds:
+// refused by its parameter count, naming the keys, the count and the limit.
+TEST(TrainConfig, AModelTooLargeToHoldIsRefusedByItsParameterCount) {
+  expect_mentions(error_of({"model.widths=[4096,4096]", "model.blocks=[16,16]"}),
+                  {"command line: config key 'model.widths': model.widths (command line), model.blocks (command "
+                   "line) and model.num_classes (default) make a model of 9.681e+09 parameters",
+                   "36.06 GiB of float32 weights", "over the limit of 1073741824 parameters"});
+  // The default widths stay below the limit with any blocks and classes in bounds.
+  EXPECT_EQ(error_of({"model.blocks=[256,256,256]", "model.num_classes=1048576"}), "");
+  expect_mentions(error_of({"model.widths=[2048]", "model.blocks=[1]", "model.num_classes=1048576"}),
+                  {"'model.widths'", "model.num_classes (command line)", "over the limit"});
+  const std::string path = write("model:\n  num_classes: 1048576\n  widths: [2048]\n  blocks: [1]\n");
+  expect_mentions(error_of({}, path), {path + ":3: config key 'model.widths'", "model.num_classes (" + path + ":2)"});
+  EXPECT_EQ(error_of({"model.widths=[1024,1024]", "model.blocks=[8,8]"}), "");  // 1.5e8 parameters
 }
 
 TEST(TrainConfig, InconsistentKeysFailNamingThem) {
