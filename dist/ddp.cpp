@@ -11,6 +11,11 @@
 namespace cg::dist {
 namespace {
 
+// The next offset (in floats) at which a parameter may start: see kFlatAlignmentBytes.
+int64_t align_up(int64_t offset) {
+  return (offset + kFlatAlignmentFloats - 1) / kFlatAlignmentFloats * kFlatAlignmentFloats;
+}
+
 std::vector<size_t> reverse_order(size_t n) {
   std::vector<size_t> r(n);
   std::iota(r.rbegin(), r.rend(), size_t(0));
@@ -65,7 +70,12 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
 }
 
 void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
-  // Lay the flat buffer out in bucket order, so each bucket is one contiguous slice.
+  // Lay the flat buffer out in bucket order, so each bucket is one contiguous slice. Every
+  // parameter and bucket starts at a multiple of kFlatAlignmentFloats; the padding is zeroed with
+  // the buffer, no gradient or parameter view covers it and the optimizer never steps it, so it
+  // is all-reduced (reduce-scattered, all-gathered) as zeros and stays zero. Sharded or not, the
+  // layout is the same, so a gradient sits at the same place in its bucket and is summed in the
+  // same order by the ring: sharded training stays bit-identical to unsharded DDP.
   buckets_.clear();
   bucket_of_.assign(params_.size(), 0);
   // The first bucket is the smaller of first_bucket_mb and the cap.
@@ -82,13 +92,15 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
     }
     buckets_.push_back(current);
     current = Bucket{};
+    offset = align_up(offset);
     current.offset = offset;
     cap = int64_t(options_.bucket_cap_mb * 1024 * 1024 / sizeof(float));
   };
   std::vector<int64_t> offsets(params_.size());
   for (size_t i : order) {
     const int64_t n = params_[i].second.numel();
-    if (!current.params.empty() && offset - current.offset + n > cap) close();
+    if (!current.params.empty() && align_up(offset) - current.offset + n > cap) close();
+    offset = align_up(offset);
     offsets[i] = offset;
     current.params.push_back(i);
     bucket_of_[i] = buckets_.size();
@@ -116,9 +128,10 @@ void DistributedDataParallel::build_buckets(const std::vector<size_t>& order) {
   if (options_.zero_sharding) lay_out_parameters(offsets);
 }
 
-// The parameters move into one flat buffer laid out as the gradients': the all-gather then writes
-// them in place, bucket by bucket. Each parameter keeps its TensorImpl (the module, the optimizer
-// and autograd hold it); only its storage changes, to a view of the flat buffer.
+// The parameters move into one flat buffer laid out as the gradients' (each at an aligned offset,
+// the padding zero): the all-gather then writes them in place, bucket by bucket. Each parameter
+// keeps its TensorImpl (the module, the optimizer and autograd hold it); only its storage
+// changes, to a view of the flat buffer.
 void DistributedDataParallel::lay_out_parameters(const std::vector<int64_t>& offsets) {
   autograd::NoGradGuard no_grad;
   Tensor flat = Tensor::zeros({flat_.numel()}, DType::f32, device_);

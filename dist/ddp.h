@@ -37,6 +37,16 @@
 
 namespace cg::dist {
 
+// Every parameter's (and gradient's) offset in DDP's flat buffers is a multiple of this many
+// bytes; the gaps between parameters belong to no parameter and stay zero. Packed end to end, a
+// float32 parameter would start at any 4-byte offset, and cuDNN's filter pointers and vectorized
+// (float4) loads want 16-byte alignment at least. 256 bytes rather than 16: it is cudaMalloc's
+// guarantee and the caching allocator's, so a parameter in the flat buffer is aligned exactly as
+// one allocated on its own, and no kernel or algorithm choice can tell them apart. The cost is at
+// most 63 floats per parameter (about 0.1% of MiniResNet's buffer, a few KB on the wire).
+inline constexpr int64_t kFlatAlignmentBytes = 256;
+inline constexpr int64_t kFlatAlignmentFloats = kFlatAlignmentBytes / int64_t(sizeof(float));
+
 struct DdpOptions {
   double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in train/train_config.cpp
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
@@ -129,6 +139,12 @@ class DistributedDataParallel {
   int64_t total_elements() const;
   // The all-gathers of the last step, bucket by bucket (for timelines and tests).
   std::vector<std::shared_ptr<Work>> last_all_gathers() const { return gathers_; }
+  // The flat layout (for tests): each parameter's offset in floats, in named_parameters() order,
+  // into the flat gradient buffer and, with zero_sharding, the flat parameter buffer (undefined
+  // without it). Elements no parameter covers are alignment padding, always zero.
+  const std::vector<int64_t>& flat_offsets() const { return param_offset_; }
+  const Tensor& flat_gradients() const { return flat_; }
+  const Tensor& flat_parameters() const { return flat_params_; }
 
   // Bytes each bucket's all-reduce (with zero_sharding: reduce-scatter) of gradients carries per
   // synced step (its element count times 4, or 2 with dist.grad_compression), in bucket order, and
@@ -141,7 +157,7 @@ class DistributedDataParallel {
 
  private:
   struct Bucket {
-    int64_t offset = 0, count = 0;   // slice of the flat buffer
+    int64_t offset = 0, count = 0;   // slice of the flat buffer (alignment padding between parameters included)
     std::vector<size_t> params;      // indices into params_
     size_t pending = 0;              // gradients not yet final in this backward
     std::shared_ptr<Work> work;

@@ -172,17 +172,26 @@ void report(const TrainConfig& c, const Options& o, TrainSession& session, const
                    {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
                    {"comm_bytes_per_step", ddp ? ddp->bytes_per_step() : 0},
                    {"grad_compression", enum_name(c.dist.grad_compression)},
-                   {"cuda_graph", o.cuda_graph}};
+                   {"cuda_graph", c.train.cuda_graph}};
   std::printf("%s\n", j.dump().c_str());
 }
 
 int run(const Options& o) {
-  TrainConfig c = load_train_config(o.config_path, o.overrides);
+  // --cuda-graph is the override train.cuda_graph=true, applied last (it wins over the file and
+  // earlier overrides) and before validation, so the trainer's rules for a captured step
+  // (check_cuda_graph: no grad_accum_steps > 1, no zero_sharding, ...) refuse what cannot be
+  // captured, naming the key, before any device is touched.
+  std::vector<std::string> overrides = o.overrides;
+  if (o.cuda_graph) overrides.push_back("train.cuda_graph=true");
+  const TrainConfig c = load_train_config(o.config_path, overrides);
+  // train.cuda_graph=true in the config graphs the step as the flag does, and needs the same warm-up.
+  if (c.train.cuda_graph && o.warmup <= GraphedTrainStep::kEagerSteps)
+    throw UsageError(fmt::format("train.cuda_graph=true (or --cuda-graph) needs --warmup {} or more",
+                                 GraphedTrainStep::kEagerSteps + 1));
   // Accepted (configs are shared with the trainer) but not read: say so rather than look like
   // a measurement of that data.
   if (!c.data.path.empty())
     log::warn("cudagrad-bench times the step on random batches: data.path ({}) is not read", c.data.path);
-  c.train.cuda_graph = o.cuda_graph;  // the trainer's graphed step, as with train.cuda_graph=true
   TrainSession session(c);  // the trainer's own setup: device, model, optimizer, DDP, the step
   session.start(nullptr);
   const std::vector<data::DeviceBatch> batches = random_batches(c, session.generator(), session.device());

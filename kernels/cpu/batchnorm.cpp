@@ -1,6 +1,7 @@
 // Batch normalization, one channel at a time (channels are independent, so the parallel split
-// over channels keeps results deterministic). Statistics accumulate in double: a channel can hold
-// 64K activations, and float sums of that length lose digits PyTorch keeps.
+// over channels keeps results deterministic). Statistics and the backward's gradient sums
+// accumulate in double, every term included, as PyTorch's: a channel can hold 64K activations,
+// and float sums of that length lose digits PyTorch keeps.
 #include "kernels/cpu/batchnorm.h"
 
 #include <algorithm>
@@ -12,72 +13,91 @@
 namespace cg::kernels::cpu {
 namespace {
 
-// A channel's sum over its planes. Each plane is summed in 16 fixed float lanes (the compiler
-// vectorizes that; a plain float reduction would need -ffast-math reordering; planes are at most a
-// few thousand values, so float lanes lose nothing that matters), and its lanes are added into the
-// channel's 16 double lanes, lane by lane: no plane pays for a horizontal reduction, which on 7x7
-// planes cost as much as the sums themselves. A plane's values past its last whole 16 go straight
-// into double. The order depends on the shape only, so the result is deterministic.
-template <typename T>
+// A channel's sum over its planes, in double as PyTorch's CPU batch norm sums (issue 26): a
+// channel of 1e4 + small noise, or a gradient whose halves nearly cancel, loses digits in float
+// partial sums that PyTorch keeps. Each term is widened to double before it is added into 16
+// double lanes (the compiler vectorizes that: float-to-double conversion and 16 independent adds;
+// a plain double reduction would need -ffast-math reordering), kept in registers over a plane and
+// stored between planes, so no plane pays for a horizontal reduction, which on 7x7 planes cost as
+// much as the sums themselves. A plane's values past its last whole 16 go to a tail sum. The
+// order depends on the shape only, so the result is deterministic.
 class ChannelSum {
  public:
-  // Adds term(j) (a T) for j < n.
+  static constexpr int kLanes = 16;
+  // Adds term(j) (a double) for j < n.
   template <typename Term>
   void add_plane(int64_t n, Term term) {
-    T lanes[16] = {};
+    double lanes[kLanes];
+    for (int l = 0; l < kLanes; ++l) lanes[l] = wide_[l];
     int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-      for (int l = 0; l < 16; ++l) lanes[l] += term(j + l);
-    for (int l = 0; l < 16; ++l) wide_[l] += double(lanes[l]);
-    for (; j < n; ++j) tail_ += double(term(j));
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
+    for (int l = 0; l < kLanes; ++l) wide_[l] = lanes[l];
+    for (; j < n; ++j) tail_ += term(j);
+  }
+  // Two sums in one pass over a plane (the backward's sum g and sum g * (x - mean)), so each
+  // input is read once: adds term_a(j) to `a` and term_b(j) to `b`, in the order add_plane would.
+  template <typename TermA, typename TermB>
+  static void add_plane(ChannelSum& a, ChannelSum& b, int64_t n, TermA term_a, TermB term_b) {
+    double lanes_a[kLanes], lanes_b[kLanes];
+    for (int l = 0; l < kLanes; ++l) lanes_a[l] = a.wide_[l], lanes_b[l] = b.wide_[l];
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        lanes_a[l] += term_a(j + l);
+        lanes_b[l] += term_b(j + l);
+      }
+    for (int l = 0; l < kLanes; ++l) a.wide_[l] = lanes_a[l], b.wide_[l] = lanes_b[l];
+    for (; j < n; ++j) {
+      a.tail_ += term_a(j);
+      b.tail_ += term_b(j);
+    }
   }
   double total() const {
-    double t[16];
-    for (int l = 0; l < 16; ++l) t[l] = wide_[l];
-    for (int width = 8; width >= 1; width /= 2)
+    double t[kLanes];
+    for (int l = 0; l < kLanes; ++l) t[l] = wide_[l];
+    for (int width = kLanes / 2; width >= 1; width /= 2)
       for (int l = 0; l < width; ++l) t[l] += t[l + width];
     return t[0] + tail_;
   }
 
  private:
-  double wide_[16] = {};
+  double wide_[kLanes] = {};
   double tail_ = 0;
 };
 
-// The terms the channel sums add: values, squared deviations from a shift, and products of a
-// gradient with deviations.
+// The terms the channel sums add, each computed in double from T inputs: values, squared
+// deviations from a shift, and products of a gradient with deviations.
 template <typename T>
 auto values(const T* p) {
-  return [p](int64_t j) { return p[j]; };
+  return [p](int64_t j) { return double(p[j]); };
 }
 template <typename T>
-auto squared_deviations(const T* p, T shift) {
+auto squared_deviations(const T* p, double shift) {
   return [p, shift](int64_t j) {
-    const T d = p[j] - shift;
+    const double d = double(p[j]) - shift;
     return d * d;
   };
 }
 template <typename T>
-auto products_with_deviations(const T* g, const T* p, T shift) {
-  return [g, p, shift](int64_t j) { return g[j] * (p[j] - shift); };
+auto products_with_deviations(const T* g, const T* p, double shift) {
+  return [g, p, shift](int64_t j) { return double(g[j]) * (double(p[j]) - shift); };
 }
 
-// Channel c's statistics in two passes over its planes: the sum, then the squared deviations from
-// shift = T(sum / m), the mean rounded to T (so the deviations are exact).
-template <typename T>
+// Channel c's statistics in two passes over its planes, as PyTorch's: the sum, then the squared
+// deviations from the mean (in double; the sum of squares would cancel for a channel far from 0).
 struct ChannelMoments {
-  double sum, sq;
-  T shift;
+  double sum, sq, mean;
 };
 template <typename T>
-ChannelMoments<T> channel_moments(const BatchNormShape& s, const T* x, int64_t c) {
+ChannelMoments channel_moments(const BatchNormShape& s, const T* x, int64_t c) {
   const double m = double(s.n * s.hw);
-  ChannelSum<T> sums, squares;
+  ChannelSum sums, squares;
   for (int64_t i = 0; i < s.n; ++i) sums.add_plane(s.hw, values(x + (i * s.c + c) * s.hw));
   const double sum = sums.total();
-  const T shift = T(m > 0 ? sum / m : 0.0);
-  for (int64_t i = 0; i < s.n; ++i) squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, shift));
-  return {sum, squares.total(), shift};
+  const double mean = m > 0 ? sum / m : 0.0;
+  for (int64_t i = 0; i < s.n; ++i) squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, mean));
+  return {sum, squares.total(), mean};
 }
 
 // y = act(x * scale + shift [+ residual]) over channel c. The sum and the ReLU are written as
@@ -114,8 +134,8 @@ void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      const ChannelMoments<T> cm = channel_moments(s, x, c);
-      const double mean = cm.sum / m, sq = cm.sq;
+      const ChannelMoments cm = channel_moments(s, x, c);
+      const double mean = cm.mean, sq = cm.sq;
       const double var = sq / m;  // biased: what normalization uses
       const T invstd = T(1.0 / std::sqrt(var + double(eps)));
       save_mean[c] = T(mean);
@@ -174,14 +194,13 @@ const T* grad_plane(int64_t at, int64_t hw, const T* dy, const T* relu_y, T* d_r
 // Over channel c: sum(g) and sum(g * (x - mean)) of the gradient reaching the normalization,
 // masking it into place plane by plane (grad_plane).
 template <typename T>
-std::pair<double, double> channel_grad_sums(const BatchNormShape& s, int64_t c, const T* dy, const T* x, T mean,
+std::pair<double, double> channel_grad_sums(const BatchNormShape& s, int64_t c, const T* dy, const T* x, double mean,
                                             const T* relu_y, T* d_residual, T* dx) {
-  ChannelSum<T> sum_g, sum_gx;
+  ChannelSum sum_g, sum_gx;
   for (int64_t i = 0; i < s.n; ++i) {
     const int64_t at = (i * s.c + c) * s.hw;
     const T* g = grad_plane(at, s.hw, dy, relu_y, d_residual, dx);
-    sum_g.add_plane(s.hw, values(g));
-    sum_gx.add_plane(s.hw, products_with_deviations(g, x + at, mean));
+    ChannelSum::add_plane(sum_g, sum_gx, s.hw, values(g), products_with_deviations(g, x + at, mean));
   }
   return {sum_g.total(), sum_gx.total()};
 }
@@ -196,7 +215,7 @@ void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, 
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const double mean = double(save_mean[c]), invstd = double(save_invstd[c]);
-      auto [sum_dy, sum_dy_xhat] = channel_grad_sums(s, c, dy, x, T(mean), relu_y, d_residual, dx);
+      auto [sum_dy, sum_dy_xhat] = channel_grad_sums(s, c, dy, x, mean, relu_y, d_residual, dx);
       sum_dy_xhat *= invstd;
       dbeta[c] = T(sum_dy);
       dgamma[c] = T(sum_dy_xhat);
@@ -249,12 +268,13 @@ void batchnorm_local_moments(const BatchNormShape& s, const T* x, double* moment
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      const ChannelMoments<T> cm = channel_moments(s, x, c);  // the deviations from the local mean
-      const double sum = cm.sum, sq = cm.sq;
-      const T a = cm.shift;
+      const ChannelMoments cm = channel_moments(s, x, c);  // the deviations from the local mean
+      const double sum = cm.sum, sq = cm.sq, a = cm.mean;
       moments[c] = sum;
-      // sum x^2 = sum (x - a)^2 + 2 a sum x - m a^2, in double.
-      moments[s.c + c] = sq + 2.0 * double(a) * sum - m * double(a) * double(a);
+      // sum x^2 = sum (x - a)^2 + 2 a sum x - m a^2, in double. The replicas' moments are added
+      // by the collective, so the variance comes from sum x^2 / m - mean^2: exact to a relative
+      // (mean / sd)^2 * 2^-52, which only a channel 1e4 standard deviations from 0 notices.
+      moments[s.c + c] = sq + 2.0 * a * sum - m * a * a;
     }
   });
   moments[2 * s.c] = m;
@@ -290,7 +310,7 @@ void batchnorm_local_grad_sums(const BatchNormShape& s, const T* dy, const T* x,
   copy_to_residual(s, dy, relu_y, d_residual);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      auto [sum_g, sum_gx] = channel_grad_sums(s, c, dy, x, save_mean[c], relu_y, d_residual, dx);
+      auto [sum_g, sum_gx] = channel_grad_sums(s, c, dy, x, double(save_mean[c]), relu_y, d_residual, dx);
       sum_gx *= double(save_invstd[c]);
       dbeta[c] = T(sum_g);
       dgamma[c] = T(sum_gx);

@@ -21,10 +21,10 @@ struct ProgramRun {
   std::string output;
 };
 
-ProgramRun run_train(const std::string& args) {
+ProgramRun run_program(const std::string& program, const std::string& args) {
   const auto dir = test::make_temp_dir("cli_out");
   const auto log = dir / "log.txt";
-  const std::string cmd = (test::binary_dir() / "apps" / "cudagrad-train").string() + " " + args +
+  const std::string cmd = (test::binary_dir() / "apps" / program).string() + " " + args +
                           " > " + log.string() + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
@@ -34,6 +34,9 @@ ProgramRun run_train(const std::string& args) {
   test::expect_no_sanitizer_report(r.exit_code, r.output, "cudagrad-train " + args);  // exit 1 expected or not
   return r;
 }
+
+ProgramRun run_train(const std::string& args) { return run_program("cudagrad-train", args); }
+ProgramRun run_bench(const std::string& args) { return run_program("cudagrad-bench", args); }
 
 int count_of(const std::string& text, const std::string& needle) {
   int n = 0;
@@ -360,6 +363,26 @@ TEST(BenchCli, MeasuresTheTrainingStepAndPrintsJsonLast) {
   for (const char* k : {"step_ms_median", "forward_ms", "backward_ms", "comm_exposed_ms", "optimizer_ms", "peak_mem_bytes"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_GT(j["peak_mem_bytes"].get<double>(), 0.0);
+}
+
+// Issue 24: --cuda-graph once set train.cuda_graph after the config was validated, so a setting a
+// captured step cannot hold ran anyway (zero_sharding: capture ended on an unjoined stream;
+// grad_accum_steps=2: gradients silently scaled down). The flag now goes through the config's
+// rules: exit 2 naming both keys, on this GPU-less machine too, so before any device is needed
+// (train.device is auto, which the rules leave to the device check that comes later).
+TEST(BenchCli, CudaGraphFlagIsRefusedWithSettingsACapturedStepCannotHold) {
+  const std::string tiny = " --cuda-graph --warmup 5 --steps 1 data.batch_size=4 data.image_size=8 "
+                           "model.widths=[4,8] model.blocks=[1,1] ";
+  for (const std::string setting : {"train.grad_accum_steps=2", "optim.zero_sharding=true"}) {
+    const ProgramRun r = run_bench(tiny + setting);
+    EXPECT_EQ(r.exit_code, 2) << setting << "\n" << r.output;
+    EXPECT_NE(r.output.find("train.cuda_graph"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(setting.substr(0, setting.find('='))), std::string::npos) << r.output;
+  }
+  // The flag wins over a train.cuda_graph=false given before it, and the rules still apply.
+  const ProgramRun r = run_bench(tiny + "train.cuda_graph=false train.grad_accum_steps=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("train.grad_accum_steps"), std::string::npos) << r.output;
 }
 
 }  // namespace
