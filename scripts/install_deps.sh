@@ -11,7 +11,8 @@ packages=(cmake g++ make ccache pkg-config libeigen3-dev libyaml-cpp-dev libgtes
           libcli11-dev nlohmann-json3-dev libfmt-dev libgloo-dev dataset-fashion-mnist
           python3-matplotlib)  # scripts/plot_metrics.py (training curves) and the comparison charts
 if [[ "${1:-}" == "--for-tests" ]]; then
-  packages+=(python3-torch python3-numpy openmpi-bin python3-pip)
+  packages+=(python3-torch python3-numpy openmpi-bin python3-pip
+             libboost-context-dev)  # the emulated GPU's fibers (scripts/test_emulated.sh)
 fi
 
 # The reference safetensors package: not in Debian 12, so pip (--user keeps it out of the

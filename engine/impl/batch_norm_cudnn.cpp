@@ -16,6 +16,7 @@ using ops::detail::raw_or_null;
 class CudnnBatchNorm : public BatchNormImpl {
  public:
   std::string why_unsupported(const BatchNormProblem& p) const override {
+    if (cu::cudnn_version() == 0) return "is not in this build (no cuDNN: the emulated GPU runs native kernels)";
     if (!ops::detail::gpu_dtype(p.dtype) || !cu::batchnorm_cudnn_supports(p.shape, p.dtype))
       return "does not support it";
     if (p.cross_replica && p.training)

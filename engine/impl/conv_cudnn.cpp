@@ -15,6 +15,7 @@ namespace cu = kernels::cuda;
 class CudnnConv : public ConvImpl {
  public:
   std::string why_unsupported(const ConvProblem& p) const override {
+    if (cu::cudnn_version() == 0) return "is not in this build (no cuDNN: the emulated GPU runs native kernels)";
     if (!ops::detail::gpu_dtype(p.dtype) || !cu::conv2d_cudnn_supports(p.shape, p.dtype)) return "does not support it";
     return "";
   }

@@ -47,3 +47,8 @@ inline bool gpu_visible() { return ::cg::kernels::cuda::device_count() > 0; }
   do {                     \
   } while (0)
 #endif
+
+// NEED_GPU_IMPL(ops::GpuImpl value), for tests parametrized by kernels.conv / kernels.batch_norm:
+// the cuDNN choice needs the library (engine/ops.h must be included by the test).
+#define NEED_GPU_IMPL(impl) \
+  if ((impl) == ::cg::ops::GpuImpl::cudnn) NEED_CUDA_LIBRARY("cuDNN")

@@ -42,6 +42,7 @@ void expect_done_soon(Work& work) {
 
 TEST(CudaComm, SingleRankNcclAllReduceAndBroadcastOnDeviceTensors) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   Profiling profiling;
   TcpStoreOptions so;
   so.port = test::free_port();
@@ -85,6 +86,7 @@ TEST(CudaComm, ModeledAllReduceOccupiesTheStreamForTheModeledTime) {
 // summed once), bit for bit; the modeled backend times the 16-bit bytes, half the float32 time.
 TEST(CudaComm, SingleRankNcclCompressedAllReduceRoundsTo16Bits) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   TcpStoreOptions so;
   so.port = test::free_port();
   so.is_server = true;
@@ -107,6 +109,7 @@ TEST(CudaComm, SingleRankNcclCompressedAllReduceRoundsTo16Bits) {
 
 TEST(CudaComm, ModeledCompressedAllReduceTakesHalfTheBandwidthTime) {
   NEED_GPU();
+  NEED_REAL_GPU("the modeled transfer is timed in wall-clock time");
   Profiling profiling;
   const Link slow{"slow", 0.1, 0.0};  // 100 MB/s: 1 MB over 2 ranks = 10 ms, 0.5 MB = 5 ms
   auto comm = make_modeled_comm(2, slow, kGpu);

@@ -79,6 +79,7 @@ void expect_single_rank_unchanged(std::unique_ptr<GradientComm> comm) {
 
 TEST(CudaDdp, SingleRankNcclKeepsTheGradients) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   TcpStoreOptions so;
   so.port = test::free_port();
   so.is_server = true;
@@ -92,6 +93,7 @@ TEST(CudaDdp, SingleRankNcclKeepsTheGradients) {
 // differ from float32.
 TEST(CudaDdp, SingleRankNcclCompressedGradientsAreThe16BitValues) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   TcpStoreOptions so;
   so.port = test::free_port();
   so.is_server = true;
@@ -158,6 +160,7 @@ TEST(CudaDdp, ModeledBackendOccupiesTheStreamAndKeepsTheGradients) {
 // recorded on the compute stream after backward.
 TEST(CudaDdp, ModeledAllReducesStartBeforeBackwardEnds) {
   NEED_GPU();
+  NEED_REAL_GPU("overlap needs streams that run concurrently");
   trace::clear();
   trace::set_enabled(true);
   Generator gen(13);

@@ -30,6 +30,7 @@ std::string error_of(Work& work) {
 
 TEST(NcclWatchdog, FiresOnACollectiveThatCannotCompleteAndNamesRankAndOperation) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   TcpStoreOptions so;
   so.port = test::free_port();
   so.is_server = true;

@@ -64,6 +64,7 @@ class CudaSyncBatchNorm : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(CudaSyncBatchNorm, SingleRankNcclEqualsPlainBatchNorm) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   TcpStoreOptions so;
   so.port = test::free_port();
   so.is_server = true;

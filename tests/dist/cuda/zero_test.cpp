@@ -72,6 +72,7 @@ std::unique_ptr<GradientComm> single_rank_nccl() {
 
 TEST(CudaZero, SingleRankNcclShardedEqualsUnshardedSgdAndAdamW) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   for (bool adamw : {false, true})
     EXPECT_TRUE(train(single_rank_nccl, adamw, true) == train(single_rank_nccl, adamw, false))
         << (adamw ? "AdamW" : "SGD") << ": sharded weights differ from unsharded";
@@ -88,6 +89,7 @@ TEST(CudaZero, ModeledBackendShardedEqualsUnsharded) {
 // bits of the compressed all-reduce; and they are not float32's, so the compression ran.
 TEST(CudaZero, SingleRankNcclShardedCompressedEqualsUnshardedCompressed) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   for (GradCompression c : {GradCompression::fp16, GradCompression::bf16})
     for (bool adamw : {false, true}) {
       SCOPED_TRACE(std::string(enum_name(c)) + (adamw ? " AdamW" : " SGD"));

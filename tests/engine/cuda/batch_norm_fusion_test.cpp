@@ -99,6 +99,7 @@ bool refused_eval_backward(ops::GpuImpl impl, bool training, const Case& k, DTyp
 TEST_P(GpuBatchNormAddRelu, IsBitIdenticalToSeparateOps) {
   NEED_GPU();
   const auto [impl, dtype] = GetParam();
+  NEED_GPU_IMPL(impl);
   ops::set_gpu_kernels({ops::GpuImpl::automatic, impl});
   uint64_t seed = 100;
   for (const Case& k : kCases)

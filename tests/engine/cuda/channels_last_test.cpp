@@ -40,6 +40,7 @@ class GpuChannelsLastConv : public test::GpuConvChoice {};
 
 TEST_P(GpuChannelsLastConv, MatchesTheCpu) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("cuDNN (the native convolution has no channels-last path)");
   test::expect_conv_cases_match_cpu(kConvCases, Layout::nhwc, std::get<1>(GetParam()));
 }
 

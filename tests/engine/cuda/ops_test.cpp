@@ -37,6 +37,7 @@ class GpuConv : public test::GpuConvChoice {};
 
 TEST_P(GpuConv, MatchesTheCpu) {
   NEED_GPU();
+  NEED_GPU_IMPL(std::get<0>(GetParam()));
   test::expect_conv_cases_match_cpu(kConvCases, ops::Layout::nchw, std::get<1>(GetParam()));
 }
 
@@ -98,6 +99,7 @@ class GpuBatchNormModes : public ::testing::TestWithParam<BatchNormCase> {
 
 TEST_P(GpuBatchNormModes, MatchTheCpuWithStatistics) {
   NEED_GPU();
+  NEED_GPU_IMPL(GetParam().impl);
   const BatchNormCase c = GetParam();
   Tensor rm_c = randn({16}, 7), rv_c = Tensor::full({16}, 1.5);
   Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
@@ -124,6 +126,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuBatchNormModes, ::testing::ValuesIn(batch_nor
 
 TEST_P(GpuBatchNorm, TakesHalfActivationsWithFloat32Parameters) {
   NEED_GPU();
+  NEED_GPU_IMPL(GetParam());
   Tensor x = randn({8, 16, 6, 6}, 12).to(DType::f16).to(kGpu);
   Tensor w = Tensor::full({16}, 1.0).to(kGpu), b = Tensor::zeros({16}).to(kGpu);
   Tensor rm = Tensor::zeros({16}).to(kGpu), rv = Tensor::full({16}, 1.0).to(kGpu);
