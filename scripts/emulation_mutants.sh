@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Shows that the emulated-GPU suite can fail: plants, one at a time, the bugs that only running a
+# kernel shows (a tail bound off by one, a missing __syncthreads, a wrong shuffle offset, swapped
+# WMMA layouts, a wrong vector width, a missing stream wait), rebuilds, runs the suite of
+# scripts/test_emulated.sh, and prints which tests caught each. The source is restored after each
+# mutant (and on any exit). Exit status 1 if some mutant survived.
+# Usage: scripts/emulation_mutants.sh [BUILD_DIR]   (default build-emu; made by scripts/test_emulated.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build-emu}
+LABELS="emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda"
+[[ -d "$BUILD_DIR" ]] || { echo "emulation_mutants: no $BUILD_DIR; run scripts/test_emulated.sh first" >&2; exit 2; }
+
+backup=""
+# touch: the restored file must look newer than the objects built from the mutant.
+restore() { if [[ -n "$backup" ]]; then mv "$backup" "${backup%.mutant-backup}"; touch "${backup%.mutant-backup}"; backup=""; fi; }
+trap restore EXIT
+
+survivors=0
+# mutant NAME FILE OLD NEW: OLD must occur exactly once in FILE.
+mutant() {
+  local name=$1 file=$2 old=$3 new=$4
+  cp "$file" "$file.mutant-backup"
+  backup="$file.mutant-backup"
+  OLD=$old NEW=$new python3 - "$file" <<'PY'
+import os, sys
+path, old, new = sys.argv[1], os.environ["OLD"], os.environ["NEW"]
+text = open(path).read()
+if text.count(old) != 1:
+    sys.exit(f"emulation_mutants: expected one '{old}' in {path}, found {text.count(old)}")
+open(path, "w").write(text.replace(old, new))
+PY
+  cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null
+  local log="$BUILD_DIR/mutant_${name}.log"
+  if ctest --test-dir "$BUILD_DIR" -L "$LABELS" -j "$(nproc)" >"$log" 2>&1; then
+    echo "mutant $name: SURVIVED (no test failed)"
+    survivors=$((survivors + 1))
+  else
+    echo "mutant $name: caught by $(grep -cE '^\s+[0-9]+ - .*\((Failed|SEGFAULT|Subprocess aborted|Timeout|Exception)\)' "$log") test(s):"
+    grep -E '^\s+[0-9]+ - .*\((Failed|SEGFAULT|Subprocess aborted|Timeout|Exception)\)' "$log" | sed 's/  # GetParam.*//' | head -n 6
+  fi
+  restore
+}
+
+mutant tail_bound kernels/cuda/linear_native.cu \
+  "if (r < p.rows && col < p.cols) c[" "if (r < p.rows && col < p.cols - 1) c["
+mutant missing_syncthreads kernels/cuda/layout.cu \
+  "    }
+    __syncthreads();
+    for (int k = threadIdx.y" "    }
+    for (int k = threadIdx.y"
+mutant shuffle_offset kernels/cuda/head.cu \
+  "for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync" \
+  "for (int offset = 8; offset > 0; offset /= 2) s += __shfl_xor_sync"
+mutant wmma_layouts kernels/cuda/conv_native_tiles.cuh \
+  "std::conditional_t<kARowMajor, nvcuda::wmma::row_major, nvcuda::wmma::col_major>" \
+  "std::conditional_t<kARowMajor, nvcuda::wmma::col_major, nvcuda::wmma::row_major>"
+mutant batchnorm_vector_width kernels/cuda/batchnorm.cu \
+  "affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V)," \
+  "affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / (2 * V)),"
+mutant missing_stream_wait engine/stream.cpp \
+  "if (handle_ && stream.device().is_cuda()) cu::stream_wait_event" \
+  "if (false && handle_ && stream.device().is_cuda()) cu::stream_wait_event"
+
+cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null  # leave the build as the source is
+echo "emulation_mutants: $survivors survivor(s)"
+[[ $survivors -eq 0 ]]
