@@ -1,6 +1,6 @@
 // The linear (fully connected) family: the interface and its registry. Built in: the CPU
-// reference (Eigen) and cuBLAS; there is no kernels.* key for it, so each device's only
-// implementation is picked. Tensors are in the compute dtype (autocast's casts are recorded by
+// reference (Eigen), and on the GPU cuBLAS, ahead of cudagrad's own kernel (which takes over where
+// cuBLAS is not in the build, as on the emulated GPU); there is no kernels.* key for it. Tensors are in the compute dtype (autocast's casts are recorded by
 // ops::linear itself).
 #pragma once
 #include <string>
