@@ -95,6 +95,11 @@ void set_sticky(cudaError_t e, const std::string& message);
 cudaError_t take_last_error();
 cudaError_t peek_last_error();
 
+// The first lines of a runtime call: hold the device, and fail at once after a sticky fault.
+#define CG_EMU_LOCK std::lock_guard<std::recursive_mutex> device_lock_(::cg_emu::device_mutex())
+#define CG_EMU_STICKY \
+  if (::cg_emu::sticky_error() != cudaSuccess) return ::cg_emu::sticky_error()
+
 // Memory the runtime handed out: device allocations and pinned host memory.
 enum class Memory { device, pinned, pageable };
 Memory memory_kind(const void* p, size_t bytes);

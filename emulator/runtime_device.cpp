@@ -123,12 +123,12 @@ cudaError_t cudaDriverGetVersion(int* version) {
 }
 
 cudaError_t cudaGetLastError() {
-  std::lock_guard<std::recursive_mutex> lock(device_mutex());
+  CG_EMU_LOCK;
   return take_last_error();
 }
 
 cudaError_t cudaPeekAtLastError() {
-  std::lock_guard<std::recursive_mutex> lock(device_mutex());
+  CG_EMU_LOCK;
   return peek_last_error();
 }
 

@@ -12,10 +12,6 @@
 
 using namespace cg_emu;
 
-#define CG_EMU_LOCK std::lock_guard<std::recursive_mutex> device_lock_(device_mutex())
-#define CG_EMU_STICKY \
-  if (sticky_error() != cudaSuccess) return sticky_error()
-
 namespace {
 
 constexpr size_t kAlignment = 256;

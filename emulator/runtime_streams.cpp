@@ -8,10 +8,6 @@
 
 using namespace cg_emu;
 
-#define CG_EMU_LOCK std::lock_guard<std::recursive_mutex> device_lock_(device_mutex())
-#define CG_EMU_STICKY \
-  if (sticky_error() != cudaSuccess) return sticky_error()
-
 namespace {
 
 double now_ms() {
@@ -46,7 +42,7 @@ namespace cg_emu {
 void enqueue_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_bytes,
                     std::shared_ptr<const void> closure, void (*fn)(const void*), const char* name) {
   CG_EMU_LOCK;
-  if (const std::string why = check_launch(grid, block, shared_bytes); !why.empty()) {
+  if (!check_launch(grid, block, shared_bytes).empty()) {
     fail(cudaErrorInvalidConfiguration);
     return;
   }

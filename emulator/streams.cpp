@@ -93,16 +93,9 @@ void drive(CUstream_st* s, uint64_t position) {
 
 void drive_all() {
   DeviceState& d = state();
+  // One pass: running work never queues more (a wait only runs what is queued already).
   drive(&d.legacy, d.legacy.submitted);
-  for (bool again = true; again;) {  // a stream's work can queue nothing new, but be thorough
-    again = false;
-    for (CUstream_st* s : d.streams) {
-      if (s->completed < s->submitted) {
-        drive(s, s->submitted);
-        again = true;
-      }
-    }
-  }
+  for (CUstream_st* s : d.streams) drive(s, s->submitted);
   drive(&per_thread_stream(), per_thread_stream().submitted);
 }
 
@@ -128,12 +121,12 @@ void set_sticky(cudaError_t e, const std::string& message) {
   d.sticky = e;
   std::fprintf(stderr, "emulated device: %s\n", message.c_str());
   // Work still queued will never run, as on a GPU whose context a fault has lost.
-  d.legacy.queue.clear();
-  d.legacy.completed = d.legacy.submitted;
-  for (CUstream_st* s : d.streams) {
+  auto drop = [](CUstream_st* s) {
     s->queue.clear();
     s->completed = s->submitted;
-  }
+  };
+  drop(&d.legacy);
+  for (CUstream_st* s : d.streams) drop(s);
 }
 
 cudaError_t take_last_error() {

@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cudagrad-bench: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    const std::string what = cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e) : e.what();
+    const std::string what = cg::cli::error_text(e);
     std::fprintf(stderr, "cudagrad-bench: error: %s\n", what.c_str());
     return 1;
   }

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   } catch (const std::exception& e) {
-    const std::string what = cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e) : e.what();
+    const std::string what = cg::cli::error_text(e);
     std::fprintf(stderr, "error: %s\n", what.c_str());
     return 1;
   }

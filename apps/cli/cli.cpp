@@ -55,11 +55,16 @@ int finish(CLI::App& app, const CLI::ParseError& e) {
 
 }  // namespace
 
+namespace {
+
 bool is_out_of_memory(const std::exception& e) {
   return dynamic_cast<const std::bad_alloc*>(&e) != nullptr || dynamic_cast<const std::length_error*>(&e) != nullptr;
 }
 
-std::string out_of_memory_text(const std::exception& e, const std::string& context) {
+}  // namespace
+
+std::string error_text(const std::exception& e, const std::string& context) {
+  if (!is_out_of_memory(e)) return e.what();
   const bool too_long = dynamic_cast<const std::length_error*>(&e) != nullptr;
   return std::string("out of memory: ") +
          (too_long ? "a size past what can be allocated at all (" : "an allocation failed (") + e.what() + ")" +
@@ -77,7 +82,7 @@ std::terminate_handler g_previous_terminate = nullptr;
       std::rethrow_exception(uncaught);
     } catch (const std::exception& e) {
       if (is_out_of_memory(e)) {
-        std::fprintf(stderr, "%s: error: %s\n", g_program.c_str(), out_of_memory_text(e).c_str());
+        std::fprintf(stderr, "%s: error: %s\n", g_program.c_str(), error_text(e).c_str());
         std::fflush(stderr);
         std::_Exit(1);  // not exit(): other threads are still running, and destructors could hang
       }

@@ -29,11 +29,10 @@ CLI::Validator between(long long low, long long high);
 
 // Running out of memory is a runtime error like a missing file: one clear line and exit code 1,
 // never std::terminate's abort (issue 26: a config's huge size once ended the trainer that way).
-// An allocation failure is std::bad_alloc, or std::length_error for a size past what a container
-// can hold at all.
-bool is_out_of_memory(const std::exception& e);
+// What a program prints for an exception it ends on: e.what(), or for an allocation failure
+// (std::bad_alloc, or std::length_error for a size past what a container can hold at all)
 // "out of memory: <what failed>", with `context` (say, the sizes the config asked for) when given.
-std::string out_of_memory_text(const std::exception& e, const std::string& context = "");
+std::string error_text(const std::exception& e, const std::string& context = "");
 // For an allocation failure that no catch reaches (a thread's, or one inside a noexcept function):
 // std::terminate then prints "<program>: error: out of memory: ..." and exits 1. Any other
 // uncaught exception still aborts as before.

@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
   try {
     return launch(argc, argv);
   } catch (const std::exception& e) {  // the ranks' own failures are exit codes; this is the launcher's
-    const std::string what = cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e) : e.what();
+    const std::string what = cg::cli::error_text(e);
     std::fprintf(stderr, "cudagrad-launch: error: %s\n", what.c_str());
     return 1;
   }

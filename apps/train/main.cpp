@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run 'cudagrad-train --help' for the list of keys\n");
     return 2;
   } catch (const std::exception& e) {  // reading the config ran out of memory: a runtime error
-    cg::log::error("{}", cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e) : e.what());
+    cg::log::error("{}", cg::cli::error_text(e));
     return 1;
   }
   try {
@@ -124,8 +124,7 @@ int main(int argc, char** argv) {
     cg::log::error("{}; {}", e.what(), sizes_asked_for(config));
     return 1;
   } catch (const std::exception& e) {
-    cg::log::error("{}", cg::cli::is_out_of_memory(e) ? cg::cli::out_of_memory_text(e, sizes_asked_for(config))
-                                                      : e.what());
+    cg::log::error("{}", cg::cli::error_text(e, sizes_asked_for(config)));
     return 1;
   }
 }

@@ -50,5 +50,7 @@ inline bool gpu_visible() { return ::cg::kernels::cuda::device_count() > 0; }
 
 // NEED_GPU_IMPL(ops::GpuImpl value), for tests parametrized by kernels.conv / kernels.batch_norm:
 // the cuDNN choice needs the library (engine/ops.h must be included by the test).
-#define NEED_GPU_IMPL(impl) \
-  if ((impl) == ::cg::ops::GpuImpl::cudnn) NEED_CUDA_LIBRARY("cuDNN")
+#define NEED_GPU_IMPL(impl)                                             \
+  do {                                                                  \
+    if ((impl) == ::cg::ops::GpuImpl::cudnn) NEED_CUDA_LIBRARY("cuDNN"); \
+  } while (0)
