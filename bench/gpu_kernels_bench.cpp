@@ -116,7 +116,7 @@ int run() {
   for (DType t : {DType::f16, DType::bf16, DType::f32}) {
     const int64_t g = 8192;
     Buffer a(size_t(g * g), t), b(size_t(g * g), t), c(size_t(g * g), t);
-    const double ms = time_ms([&] { cu::linear_cublas_forward(g, g, g, t, a.ptr, b.ptr, nullptr, c.ptr, nullptr); });
+    const double ms = time_ms([&] { cu::linear_cublas_forward(g, g, g, t, a.ptr, b.ptr, nullptr, c.ptr, nullptr, {}); });
     gemm_peak[t] = 2.0 * double(g) * g * g / (ms * 1e-3) / 1e12;
   }
   std::printf("measured peaks: copy %.0f GB/s (read + write); GEMM 8192^3 f16 %.0f, bf16 %.0f, f32 %.0f TFLOP/s\n\n",

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace cg::dist::nccl {
@@ -32,6 +33,10 @@ std::string unique_id() {
 }
 
 Comm init(const std::string& id_bytes, int world_size, int rank, int device) {
+  // NCCL 2.22+ connects peers lazily, inside the first collective that needs them, which would put
+  // a stalled peer's hang outside the setup's deadline (nccl_comm.cpp). Connect at init instead,
+  // unless the user chose otherwise. (setenv before any NCCL thread reads the variable.)
+  ::setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   CG_CHECK(id_bytes.size() == sizeof(ncclUniqueId::internal), "NCCL unique id of {} bytes, expected {}",
            id_bytes.size(), sizeof(ncclUniqueId::internal));
   ncclUniqueId id;
@@ -41,6 +46,24 @@ Comm init(const std::string& id_bytes, int world_size, int rank, int device) {
   ncclComm_t comm = nullptr;
   CG_NCCL_CHECK(ncclCommInitRank(&comm, world_size, id, rank));
   return comm;
+}
+
+void connect(Comm comm) {
+  // One all-reduce and one broadcast of a float, waited for: whatever NCCL still connects on first
+  // use is connected here, inside the caller's deadline.
+  float* one = nullptr;
+  cudaStream_t stream = nullptr;
+  auto check = [](cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail("CUDA", what, cudaGetErrorString(e));
+  };
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check(cudaMallocAsync(reinterpret_cast<void**>(&one), sizeof(float), stream), "cudaMallocAsync");
+  check(cudaMemsetAsync(one, 0, sizeof(float), stream), "cudaMemsetAsync");
+  CG_NCCL_CHECK(ncclAllReduce(one, one, 1, ncclFloat, ncclSum, as_nccl(comm), stream));
+  CG_NCCL_CHECK(ncclBroadcast(one, one, 1, ncclFloat, 0, as_nccl(comm), stream));
+  check(cudaFreeAsync(one, stream), "cudaFreeAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 }
 
 void all_reduce_average(Comm comm, float* data, int64_t count, Stream stream) {
@@ -111,6 +134,7 @@ namespace {
 
 std::string unique_id() { no_nccl("nccl::unique_id"); }
 Comm init(const std::string&, int, int, int) { no_nccl("nccl::init"); }
+void connect(Comm) { no_nccl("nccl::connect"); }
 void all_reduce_average(Comm, float*, int64_t, Stream) { no_nccl("nccl::all_reduce_average"); }
 void broadcast(Comm, void*, size_t, int, Stream) { no_nccl("nccl::broadcast"); }
 void reduce_scatter_average(Comm, float*, int64_t, int, Stream) { no_nccl("nccl::reduce_scatter_average"); }

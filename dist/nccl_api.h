@@ -12,7 +12,11 @@ using Comm = void*;    // an ncclComm_t
 using Stream = void*;  // a cudaStream_t (cg::Stream::handle())
 
 std::string unique_id();  // rank 0 makes it; the bytes travel through the rendezvous store
+// Every peer connected before it returns (NCCL_RUNTIME_CONNECT=0 unless set otherwise).
 Comm init(const std::string& unique_id, int world_size, int rank, int device);
+// A first all-reduce and broadcast, waited for: what NCCL still connects lazily is connected now,
+// so a peer that stalls shows inside the communicator's setup rather than in a later collective.
+void connect(Comm comm);
 // In place, on `stream`: sum then divide by the world size (ncclAvg).
 void all_reduce_average(Comm comm, float* data, int64_t count, Stream stream);
 void broadcast(Comm comm, void* data, size_t bytes, int root, Stream stream);

@@ -32,11 +32,17 @@ class NcclComm : public GradientComm {
     {
       HostDeadline deadline(timeout_s, [rank, world, timeout_s] {
         exit_naming_cause(fmt::format(
-            "rank {}: NCCL communicator setup (ncclCommInitRank, {} ranks) did not finish within {} s "
-            "(dist.timeout_s): a peer stalled or died before joining",
+            "rank {}: NCCL communicator setup (ncclCommInitRank and the first collectives, {} ranks) did not finish "
+            "within {} s (dist.timeout_s): a peer stalled or died before joining",
             rank, world, timeout_s));
       });
       comm_ = nccl::init(id, world, rank, d.index);
+      try {
+        nccl::connect(comm_);
+      } catch (...) {
+        nccl::destroy(comm_);
+        throw;
+      }
     }
     CollectiveWatchdog::Options w;
     w.rank = rank;

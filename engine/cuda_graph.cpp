@@ -28,9 +28,16 @@ CudaGraph::~CudaGraph() {
   pool_.reset();
 }
 
+void CudaGraph::warm_up(const std::function<void()>& work) {
+  CG_CHECK(!exec_, "CudaGraph::warm_up: this graph was captured already");
+  CaptureScope route(*pool_, stream_.id());  // routes the allocations; nothing is captured
+  work();
+}
+
 void CudaGraph::capture(const std::function<void()>& work) {
   CG_CHECK(!exec_, "CudaGraph::capture: this graph was captured already");
   CaptureScope route(*pool_, stream_.id());
+  const size_t backend_before = pool_->allocator().stats().backend_allocations;
   kernels::cuda::graph_capture_begin(stream_.handle());
   try {
     work();
@@ -39,6 +46,7 @@ void CudaGraph::capture(const std::function<void()>& work) {
     throw;
   }
   exec_ = kernels::cuda::graph_capture_end(stream_.handle());
+  backend_allocations_in_capture_ = pool_->allocator().stats().backend_allocations - backend_before;
 }
 
 void CudaGraph::replay() const {

@@ -22,6 +22,12 @@ class CudaGraph {
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
 
+  // Runs `work` now, eagerly, with the stream's allocations served from and returned to this
+  // graph's pool. A capture of the same work afterwards finds every block it asks for cached
+  // there, so no allocation reaches cudaMalloc while the capture is open (legal in relaxed mode,
+  // but each one is slow and the graph then holds memory its warm-up run did not need). Blocks
+  // that outlive `work` stay out of the capture's reach: copy results out rather than keep them.
+  void warm_up(const std::function<void()>& work);
   // Captures what `work` enqueues on the stream; `work` must leave any other stream it forks
   // joined back (by events) before returning. On an exception the capture is abandoned and the
   // stream usable again. Captures once.
@@ -30,11 +36,15 @@ class CudaGraph {
   void replay() const;
   bool captured() const { return exec_ != nullptr; }
   PoolStats pool_stats() const { return pool_->stats(); }
+  // How many allocations reached the device (cudaMalloc) while the capture was open: 0 after a
+  // warm_up of the same work.
+  size_t backend_allocations_in_capture() const { return backend_allocations_in_capture_; }
 
  private:
   Stream stream_;
   std::unique_ptr<CapturePool> pool_;
   void* exec_ = nullptr;  // a cudaGraphExec_t
+  size_t backend_allocations_in_capture_ = 0;
 };
 
 }  // namespace cg

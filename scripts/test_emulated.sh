@@ -2,9 +2,10 @@
 # The emulated-GPU suite (.ci/run's second stage): installs what is missing, builds cudagrad with
 # -DCUDAGRAD_GPU_EMULATION=ON into build-emu/ (the kernels/cuda sources run on the CPU through
 # emulator/), and runs the GPU tests that emulation covers: the emulator's own tests and the
-# kernel, engine, data and distributed GPU tests. Tests of cuDNN, cuBLAS or NCCL, and of real
-# concurrency, skip there as needing a real GPU. The nn/, train/ and apps/ GPU tests (whole
-# training runs, minutes each in emulation) are not in this set yet.
+# kernel, engine, data, distributed and training-step GPU tests (the default GPU configuration's
+# step against the CPU, CUDA graph capture and replay). Tests of cuDNN, cuBLAS or NCCL, and of real
+# concurrency, skip there as needing a real GPU. The nn/ and apps/ GPU tests (whole training runs,
+# minutes each in emulation) are not in this set yet.
 # Environment: BUILD_DIR (default build-emu), JOBS (default: all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,6 @@ BUILD_DIR=${BUILD_DIR:-build-emu}
 JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCUDAGRAD_GPU_EMULATION=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda" |
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|train_cuda" |
   tee "$BUILD_DIR/ctest.log"
 grep -E "tests passed" "$BUILD_DIR/ctest.log" | tail -n 1

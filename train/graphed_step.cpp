@@ -15,13 +15,8 @@ GraphedTrainStep::GraphedTrainStep(TrainStep& step, nn::Optimizer& optimizer, co
 
 StepOutputs GraphedTrainStep::run(const data::DeviceBatch& batch, double lr) {
   CG_CHECK(current_stream(compute_.device()) == compute_, "GraphedTrainStep: the compute stream is not current");
-  if (eager_steps_ < kEagerSteps) {
-    ++eager_steps_;
-    StepOutputs out;
-    out.loss = step_.run(batch, lr, &out.hits);
-    return out;
-  }
-  if (!graph_) {
+  if (eager_steps_ < kEagerSteps) return run_eagerly(batch, lr);
+  if (!graph_->captured()) {
     capture(batch, lr);  // records the step on this batch without running it: the replay below does
   } else {
     CG_CHECK(batch.images.shape() == inputs_.images.shape() && batch.images.dtype() == inputs_.images.dtype() &&
@@ -44,17 +39,32 @@ StepOutputs GraphedTrainStep::run(const data::DeviceBatch& batch, double lr) {
   return {loss_.clone(), hits_.clone()};  // the next replay overwrites loss_ and hits_
 }
 
+StepOutputs GraphedTrainStep::run_eagerly(const data::DeviceBatch& batch, double lr) {
+  StepOutputs out;
+  if (++eager_steps_ < kEagerSteps) {
+    out.loss = step_.run(batch, lr, &out.hits);
+    return out;
+  }
+  // The last eager step allocates from the graph's pool, so that the capture which follows finds
+  // its blocks cached there (cuda_graph.h, warm_up); the outputs are copied out of the pool.
+  graph_ = std::make_unique<CudaGraph>(compute_);
+  graph_->warm_up([&] { out.loss = step_.run(batch, lr, &out.hits); });
+  return {out.loss.clone(), out.hits.clone()};
+}
+
 void GraphedTrainStep::capture(const data::DeviceBatch& batch, double lr) {
   // Before the capture: the copy of a batch into the inputs, and the write of the learning rate,
   // must happen before every replay with that step's values, not be recorded with this one's.
   inputs_ = {batch.images.clone(), batch.labels.clone(), batch.size};
   optimizer_.set_device_lr(lr);
   const int64_t steps = optimizer_.steps_taken();  // step() counts itself once, during capture
-  graph_ = std::make_unique<CudaGraph>(compute_);
   graph_->capture([&] { loss_ = step_.run(inputs_, lr, &hits_); });
   optimizer_.set_steps_taken(steps);
 }
 
 PoolStats GraphedTrainStep::pool_stats() const { return graph_ ? graph_->pool_stats() : PoolStats{}; }
+size_t GraphedTrainStep::backend_allocations_in_capture() const {
+  return graph_ ? graph_->backend_allocations_in_capture() : 0;
+}
 
 }  // namespace cg::train

@@ -2,7 +2,9 @@
 // the modeled backend, the optimizer through the GradScaler) captured once as a CUDA graph and
 // replayed, so a step costs one launch instead of hundreds. The first kEagerSteps steps run
 // eagerly and create everything lazy (optimizer buffers, cuDNN algorithm choices and handles,
-// DDP's bucket order, the allocator's blocks); the next captures into a private memory pool
+// DDP's bucket order, the allocator's blocks), the last of them with its allocations already in
+// the graph's pool, so the capture reuses those blocks instead of calling cudaMalloc; the next
+// step captures into that private memory pool
 // (engine/cuda_graph.h), on the trainer's own non-default compute stream, which is what
 // PyTorch's side stream is for. Then, per step, outside the graph and in the same stream's order:
 // the batch is copied into the captured input buffers and the learning rate into the optimizer's
@@ -36,11 +38,13 @@ class GraphedTrainStep {
   // One optimizer step on `batch` (shaped like the first one) with learning rate `lr`. The
   // outputs are this step's own (copies), so they may be kept while later steps run.
   StepOutputs run(const data::DeviceBatch& batch, double lr);
-  bool captured() const { return graph_ != nullptr; }
+  bool captured() const { return graph_ && graph_->captured(); }
   int64_t replays() const { return replays_; }
   PoolStats pool_stats() const;
+  size_t backend_allocations_in_capture() const;  // cuda_graph.h; 0 is the aim
 
  private:
+  StepOutputs run_eagerly(const data::DeviceBatch& batch, double lr);
   void capture(const data::DeviceBatch& batch, double lr);
 
   TrainStep& step_;

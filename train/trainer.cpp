@@ -236,8 +236,10 @@ void Trainer::log_memory() {
             double(m.in_use_bytes) / (1 << 20), double(m.peak_in_use_bytes) / (1 << 20), m.backend_allocations);
   const GraphedTrainStep* graphed = session_.graphed();
   if (graphed && graphed->captured())
-    log::info("CUDA graph of the step: {} replays, its pool reserves {:.1f} MiB", graphed->replays(),
-              double(graphed->pool_stats().reserved_bytes) / (1 << 20));
+    log::info("CUDA graph of the step: {} replays, its pool reserves {:.1f} MiB, {} cudaMalloc calls during its "
+              "capture",
+              graphed->replays(), double(graphed->pool_stats().reserved_bytes) / (1 << 20),
+              graphed->backend_allocations_in_capture());
 }
 
 // epoch_done: after a whole epoch (else training stopped mid-epoch, which the epoch number says).

@@ -6,7 +6,7 @@ ConvRegistry& conv_registry() {
   static ConvRegistry* registry = [] {
     auto* r = new ConvRegistry("conv");  // never destroyed: ops may run during static destruction
     register_conv_cpu(*r);
-    register_conv_cpu_channels_last(*r);
+    register_conv_channels_last(*r);
     register_conv_cpu_winograd(*r);
     register_conv_cpu_direct(*r);
     register_conv_native(*r);

@@ -62,7 +62,7 @@ ConvRegistry& conv_registry();
 void register_conv_cpu(ConvRegistry& r);
 void register_conv_cpu_winograd(ConvRegistry& r);
 void register_conv_cpu_direct(ConvRegistry& r);
-void register_conv_cpu_channels_last(ConvRegistry& r);
+void register_conv_channels_last(ConvRegistry& r);
 void register_conv_native(ConvRegistry& r);
 void register_conv_cudnn(ConvRegistry& r);
 

@@ -12,7 +12,7 @@ class NativeConv : public ConvImpl {
  public:
   std::string why_unsupported(const ConvProblem& p) const override {
     if (p.layout != ops::Layout::nchw)
-      return "has no NHWC convolution; use kernels.conv=cudnn (or auto), or model.channels_last=false";
+      return "runs NCHW only (channels-last goes through \"native channels-last\")";
     if (!ops::detail::gpu_dtype(p.dtype) || !cu::conv2d_native_supports(p.shape, p.dtype))
       return "does not support it";
     return "";

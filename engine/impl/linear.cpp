@@ -44,12 +44,15 @@ class CudaLinear : public LinearImpl {
     return ops::detail::gpu_dtype(p.dtype) ? "" : "runs float32, float16 and bfloat16 only";
   }
   void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const override {
-    Forward(p.m, p.k, p.n, p.dtype, x.raw_data(), w.raw_data(), raw_or_null(b), y.raw_data(), ops::detail::stream_of(x));
+    std::vector<Tensor> scratch;  // cuBLAS's workspace, from the caching allocator (or a graph's pool)
+    Forward(p.m, p.k, p.n, p.dtype, x.raw_data(), w.raw_data(), raw_or_null(b), y.raw_data(), ops::detail::stream_of(x),
+            ops::detail::workspace(x.device(), scratch));
   }
   void backward(const LinearProblem& p, const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
                 Tensor& db) const override {
+    std::vector<Tensor> scratch;
     Backward(p.m, p.k, p.n, p.dtype, dy.raw_data(), x.raw_data(), w.raw_data(), raw_or_null(dx), dw.raw_data(),
-             raw_or_null(db), ops::detail::stream_of(dy));
+             raw_or_null(db), ops::detail::stream_of(dy), ops::detail::workspace(dy.device(), scratch));
   }
 
  private:

@@ -19,11 +19,14 @@
 namespace cg::kernels::cuda {
 namespace {
 
-// This thread's handle on the current device (kernels/cuda/check.h says why per thread).
-cublasHandle_t handle(Stream stream) {
+// This thread's handle on the current device (kernels/cuda/check.h says why per thread), bound
+// to the call's stream and workspace. cublasSetStream resets the workspace to cuBLAS's own pool,
+// so the workspace is set after it, on every call.
+cublasHandle_t handle(Stream stream, const WorkspaceFn& workspace) {
   cublasHandle_t& h = thread_handle_slot<cublasHandle_t>("cuBLAS");
   if (!h) CG_CUBLAS_CHECK(cublasCreate(&h));
   CG_CUBLAS_CHECK(cublasSetStream(h, as_cuda(stream)));
+  if (workspace) CG_CUBLAS_CHECK(cublasSetWorkspace(h, workspace(kCublasWorkspaceBytes), kCublasWorkspaceBytes));
   return h;
 }
 
@@ -51,15 +54,15 @@ void gemm(cublasHandle_t h, DType dtype, cublasOperation_t ta, cublasOperation_t
 bool cublas_in_build() { return true; }
 
 void linear_cublas_forward(int64_t m, int64_t k, int64_t n, DType dtype, const void* x, const void* w, const void* bias,
-                    void* y, Stream stream) {
-  cublasHandle_t h = handle(stream);
+                           void* y, Stream stream, const WorkspaceFn& workspace) {
+  cublasHandle_t h = handle(stream, workspace);
   gemm(h, dtype, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, w, k, x, k, y, n);
   if (bias) linear_add_bias(m, n, dtype, bias, y, stream);
 }
 
 void linear_cublas_backward(int64_t m, int64_t k, int64_t n, DType dtype, const void* dy, const void* x, const void* w,
-                     void* dx, void* dw, void* db, Stream stream) {
-  cublasHandle_t h = handle(stream);
+                            void* dx, void* dw, void* db, Stream stream, const WorkspaceFn& workspace) {
+  cublasHandle_t h = handle(stream, workspace);
   if (dx) gemm(h, dtype, CUBLAS_OP_N, CUBLAS_OP_N, k, m, n, w, k, dy, n, dx, k);
   gemm(h, dtype, CUBLAS_OP_N, CUBLAS_OP_T, k, n, m, x, k, dy, n, dw, k);
   if (db) linear_bias_grad(m, n, dtype, dy, db, stream);

@@ -91,14 +91,14 @@ void linear_bias_grad(int64_t m, int64_t n, DType dtype, const void* dy, void* d
 }
 
 void linear_native_forward(int64_t m, int64_t k, int64_t n, DType dtype, const void* x, const void* w,
-                           const void* bias, void* y, Stream stream) {
+                           const void* bias, void* y, Stream stream, const WorkspaceFn&) {
   // y[i, j] = sum_t x[i, t] w[j, t]
   dispatch_floating<Product>("linear", dtype, Operands{m, n, k, k, 1, 1, k}, x, w, y, stream);
   if (bias) linear_add_bias(m, n, dtype, bias, y, stream);
 }
 
 void linear_native_backward(int64_t m, int64_t k, int64_t n, DType dtype, const void* dy, const void* x,
-                            const void* w, void* dx, void* dw, void* db, Stream stream) {
+                            const void* w, void* dx, void* dw, void* db, Stream stream, const WorkspaceFn&) {
   // dx[i, t] = sum_j dy[i, j] w[j, t];  dw[j, t] = sum_i dy[i, j] x[i, t]
   if (dx) dispatch_floating<Product>("linear backward (dx)", dtype, Operands{m, k, n, n, 1, k, 1}, dy, w, dx, stream);
   dispatch_floating<Product>("linear backward (dw)", dtype, Operands{n, k, m, 1, n, k, 1}, dy, x, dw, stream);

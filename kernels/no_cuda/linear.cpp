@@ -7,25 +7,25 @@ namespace cg::kernels::cuda {
 
 #ifndef CUDAGRAD_WITH_CUDA_LIBRARIES
 bool cublas_in_build() { return false; }
-void linear_cublas_forward(int64_t, int64_t, int64_t, DType, const void*, const void*, const void*, void*, Stream) {
+void linear_cublas_forward(int64_t, int64_t, int64_t, DType, const void*, const void*, const void*, void*, Stream, const WorkspaceFn&) {
   no_library("linear_cublas_forward", "cuBLAS");
 }
 void linear_cublas_backward(int64_t, int64_t, int64_t, DType, const void*, const void*, const void*, void*, void*,
-                            void*, Stream) {
+                            void*, Stream, const WorkspaceFn&) {
   no_library("linear_cublas_backward", "cuBLAS");
 }
 #endif
 
 #ifndef CUDAGRAD_WITH_CUDA
-void linear_native_forward(int64_t, int64_t, int64_t, DType, const void*, const void*, const void*, void*, Stream) {
+void linear_native_forward(int64_t, int64_t, int64_t, DType, const void*, const void*, const void*, void*, Stream, const WorkspaceFn&) {
   no_cuda("linear_native_forward");
 }
 void linear_native_backward(int64_t, int64_t, int64_t, DType, const void*, const void*, const void*, void*, void*,
-                            void*, Stream) {
+                            void*, Stream, const WorkspaceFn&) {
   no_cuda("linear_native_backward");
 }
-void linear_add_bias(int64_t, int64_t, DType, const void*, void*, Stream) { no_cuda("linear_add_bias"); }
-void linear_bias_grad(int64_t, int64_t, DType, const void*, void*, Stream) { no_cuda("linear_bias_grad"); }
+void linear_add_bias(int64_t, int64_t, DType, const void*, void*, Stream, const WorkspaceFn&) { no_cuda("linear_add_bias"); }
+void linear_bias_grad(int64_t, int64_t, DType, const void*, void*, Stream, const WorkspaceFn&) { no_cuda("linear_bias_grad"); }
 #endif
 
 }  // namespace cg::kernels::cuda

@@ -139,13 +139,29 @@ impl::ConvProblem gpu_conv(ops::Layout layout) {
 }
 
 TEST(ImplRegistry, ANamedChoiceThatCannotRunTheLayerIsRefused) {
+  impl::ConvProblem p = gpu_conv(ops::Layout::nhwc);
+  p.dtype = DType::f64;  // neither native entry (NCHW, channels-last) runs float64
   try {
-    impl::conv_registry().pick(gpu_conv(ops::Layout::nhwc), impl::Choice::native, "conv2d layer under test");
-    FAIL() << "native took a channels-last convolution";
+    impl::conv_registry().pick(p, impl::Choice::native, "conv2d layer under test");
+    FAIL() << "native took a float64 convolution";
   } catch (const Error& e) {
-    test::expect_mentions(e.what(), {"conv2d layer under test", "channels-last",
-                                     "kernels.conv=native has no NHWC convolution"});
+    test::expect_mentions(e.what(), {"conv2d layer under test", "float64 channels-last", "kernels.conv=native",
+                                     "does not support it", "runs NCHW only"});
   }
+}
+
+// kernels.conv=native on a channels-last layer is the NCHW kernel between layout changes.
+TEST(ImplRegistry, NativeTakesChannelsLastThroughTheNchwKernel) {
+  const impl::ConvRegistry& r = impl::conv_registry();
+  std::shared_ptr<const impl::ConvImpl> nchw;
+  try {
+    nchw = r.pick(gpu_conv(ops::Layout::nchw), impl::Choice::native, "conv2d layer under test");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "this build has no CUDA kernels: " << e.what();
+  }
+  EXPECT_EQ(r.name_of(nchw.get()), "native");
+  const auto nhwc = r.pick(gpu_conv(ops::Layout::nhwc), impl::Choice::native, "conv2d layer under test");
+  EXPECT_EQ(r.name_of(nhwc.get()), "native channels-last");
 }
 
 TEST(ImplRegistry, NamedChoicesPickTheirImplementation) {

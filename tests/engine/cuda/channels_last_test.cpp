@@ -1,7 +1,8 @@
 // Channels-last ops on the GPU through the engine against the CPU (whose NHWC ops equal the NCHW
-// reference bit for bit): conv2d through cuDNN in float32 and under fp16/bf16 autocast (the KRSC
-// weight is cast and transposed in one pass, its gradient comes back float32 KCRS), the refusal
-// of kernels.conv=native, pooling and to_layout. Skips without a GPU.
+// reference bit for bit): conv2d through cuDNN and through the native kernel between layout
+// changes, in float32 and under fp16/bf16 autocast (for cuDNN the KRSC weight is cast and
+// transposed in one pass, its gradient comes back float32 KCRS), pooling and to_layout. Skips
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -40,30 +41,14 @@ class GpuChannelsLastConv : public test::GpuConvChoice {};
 
 TEST_P(GpuChannelsLastConv, MatchesTheCpu) {
   NEED_GPU();
-  NEED_CUDA_LIBRARY("cuDNN (the native convolution has no channels-last path)");
+  NEED_GPU_IMPL(std::get<0>(GetParam()));
   test::expect_conv_cases_match_cpu(kConvCases, Layout::nhwc, std::get<1>(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuChannelsLastConv,
-                         ::testing::Combine(::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::automatic),
+                         ::testing::Combine(::testing::Values(ops::GpuImpl::cudnn, ops::GpuImpl::native, ops::GpuImpl::automatic),
                                             ::testing::ValuesIn(test::kGpuFloatTypes)),
                          test::impl_dtype_case_name);
-
-TEST(GpuChannelsLast, NativeConvolutionRefusesNhwcNamingTheLayer) {
-  NEED_GPU();
-  ops::set_gpu_kernels({ops::GpuImpl::native, ops::GpuImpl::automatic});
-  const Tensor x = randn({2, 8, 8, 16}, 6).to(kGpu), w = randn({32, 16, 3, 3}, 7).to(kGpu);
-  std::string message;
-  try {
-    ops::conv2d(x, w, Tensor(), {1, 1, Layout::nhwc});
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  ops::set_gpu_kernels({});
-  EXPECT_NE(message.find("kernels.conv=native"), std::string::npos) << message;
-  EXPECT_NE(message.find(x.str()), std::string::npos) << "names the input: " << message;
-  EXPECT_NE(message.find(w.str()), std::string::npos) << "names the weight: " << message;
-}
 
 TEST(GpuChannelsLast, PoolingMatchesTheCpu) {
   NEED_GPU();

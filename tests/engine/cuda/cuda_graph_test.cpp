@@ -1,6 +1,7 @@
 // CudaGraph on a GPU: ops captured once replay on new input values written in place; what the
 // capture allocates comes from the graph's private pool, what is allocated outside it never does;
-// replays allocate nothing; a capture that throws leaves the stream usable. Skips without a GPU.
+// replays allocate nothing; after a warm-up the capture allocates nothing either; a capture that
+// throws leaves the stream usable. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -54,6 +55,34 @@ TEST(CudaGraph, ReplaysOnNewInputsFromItsOwnPool) {
     EXPECT_EQ(allocator.pool_of(t.raw_data()), 0u);
   }
   EXPECT_EQ(graph.pool_stats().reserved_bytes, after_capture.reserved_bytes);
+}
+
+// A warm-up run of the same work leaves its blocks in the graph's pool, so the capture reaches
+// cudaMalloc not once; without it, every temporary of the capture does.
+TEST(CudaGraph, CaptureAfterAWarmUpAllocatesNothingFromTheDevice) {
+  NEED_GPU();
+  const Device gpu = Device::cuda(0);
+  const Stream stream = Stream::create(gpu);
+  StreamGuard on_stream(stream);
+  Tensor x = Tensor::full({3000}, 1.0, DType::f32, gpu);  // a size no other test caches
+  auto work = [&] { return ops::relu(ops::add(ops::scale(x, 2.0), ops::scale(x, -4.0))); };
+  Tensor y;
+  {
+    CudaGraph cold(stream);
+    cold.capture([&] { y = work(); });
+    EXPECT_GE(cold.backend_allocations_in_capture(), 3u) << "a fresh pool has no block to give";
+  }
+  CudaGraph warm(stream);
+  std::vector<float> eager;
+  warm.warm_up([&] { eager = host(work()); });
+  warm.capture([&] { y = work(); });
+  EXPECT_EQ(warm.backend_allocations_in_capture(), 0u);
+  x.fill_(-1.0);
+  warm.replay();
+  EXPECT_EQ(host(y).front(), 2.0f) << "relu(-2 + 4)";
+  x.fill_(1.0);
+  warm.replay();
+  EXPECT_EQ(host(y), eager);
 }
 
 TEST(CudaGraph, AThrowingCaptureLeavesTheStreamUsable) {

@@ -84,7 +84,9 @@ TEST(CudaHead, CrossEntropyMatchesTheCpu) {
 // One implementation of kernels/cuda/linear.h (cuBLAS or native) against the CPU reference.
 using LinearForward = decltype(&cuda::linear_native_forward);
 using LinearBackward = decltype(&cuda::linear_native_backward);
-void expect_linear_matches_cpu(DType t, LinearForward forward, LinearBackward backward) {
+// `workspace` is handed to every call.
+void expect_linear_matches_cpu(DType t, LinearForward forward, LinearBackward backward,
+                               const cuda::WorkspaceFn& workspace = {}) {
   // (batch, in, out): MiniResNet's fc at batch 256 and odd sizes.
   const std::tuple<int64_t, int64_t, int64_t> shapes[] = {{256, 256, 10}, {7, 13, 5}, {1, 64, 1}};
   uint64_t seed = 200 + 1000 * uint64_t(t);
@@ -99,8 +101,8 @@ void expect_linear_matches_cpu(DType t, LinearForward forward, LinearBackward ba
     DeviceBuffer gx(x, t), gw(w, t), gb(b, t), gdy(dy, t);
     DeviceBuffer gy(y.size(), t), gdx(dx.size(), t), gdw(dw.size(), t), gdb(db.size(), t);
     for (DeviceBuffer* o : {&gy, &gdx, &gdw, &gdb}) o->poison();
-    forward(m, k, n, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr);
-    backward(m, k, n, t, gdy.get(), gx.get(), gw.get(), gdx.get(), gdw.get(), gdb.get(), nullptr);
+    forward(m, k, n, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr, workspace);
+    backward(m, k, n, t, gdy.get(), gx.get(), gw.get(), gdx.get(), gdw.get(), gdb.get(), nullptr, workspace);
     const test::Tolerance tol = test::tolerance_of(t);
     const std::string where = fmt::format("{} m{} k{} n{}", dtype_name(t), m, k, n);
     EXPECT_TRUE(test::all_close(gy.download(), y, test::for_sum(tol, double(k)))) << where << ": y";
@@ -114,6 +116,22 @@ TEST_P(CudaHeadDtypes, CublasLinearMatchesTheCpu) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("cuBLAS");
   expect_linear_matches_cpu(GetParam(), cuda::linear_cublas_forward, cuda::linear_cublas_backward);
+}
+
+// cuBLAS works in the caller's memory (a CUDA graph's pool when captured), asked on every call:
+// cublasSetStream resets the workspace, so one set once would be lost.
+TEST_P(CudaHeadDtypes, CublasLinearTakesItsWorkspaceFromTheCaller) {
+  NEED_GPU();
+  NEED_CUDA_LIBRARY("cuBLAS");
+  DeviceBuffer scratch(cuda::kCublasWorkspaceBytes, DType::u8);
+  int asked = 0;
+  expect_linear_matches_cpu(GetParam(), cuda::linear_cublas_forward, cuda::linear_cublas_backward,
+                            [&](size_t bytes) {
+                              ++asked;
+                              EXPECT_EQ(bytes, cuda::kCublasWorkspaceBytes);
+                              return scratch.get();
+                            });
+  EXPECT_EQ(asked, 6) << "forward and backward of three shapes";
 }
 
 TEST_P(CudaHeadDtypes, NativeLinearMatchesTheCpu) {

@@ -84,11 +84,13 @@ void expect_graphed_equals_eager(const std::vector<std::string>& extra) {
 
 TEST(GraphedNccl, SingleRankFp32StepsReplayLikeEager) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   expect_graphed_equals_eager({"optim.name=sgd", "optim.momentum=0.9"});
 }
 
 TEST(GraphedNccl, SingleRankFp16WithLossScalingReplaysLikeEager) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
   // The overflow flag is agreed over the ranks through NCCL too, inside the graph.
   expect_graphed_equals_eager({"optim.name=adamw", "amp.enabled=true", "amp.dtype=fp16"});
 }

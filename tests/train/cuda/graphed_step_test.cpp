@@ -5,7 +5,8 @@
 // norm kernels are deterministic (kernels.conv/batch_norm=native; cuDNN's timed algorithm choice
 // could differ between two runs); with cuDNN's (the trainer's default) the replays stay close to
 // eager. A replay with lr 0 leaves the weights as they were; what is
-// allocated outside the capture never comes from its pool; steady replays reach no cudaMalloc.
+// allocated outside the capture never comes from its pool; neither the capture nor steady replays
+// reach cudaMalloc.
 // cudagrad-train with train.cuda_graph=true logs the same losses as without, resumes from its
 // checkpoint, and captures the modeled communication backend with fp16. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -129,6 +130,7 @@ TEST(GraphedTrainStep, Fp16AdamWMatchesEagerBitForBit) {
 // timed search), so their losses agree within a tolerance rather than bit for bit.
 TEST(GraphedTrainStep, CudnnConvolutionsCaptureAndReplayCloseToEager) {
   NEED_GPU();
+  NEED_CUDA_LIBRARY("cuDNN");
   const std::vector<std::string> extra = {"kernels.conv=cudnn", "kernels.batch_norm=cudnn", "optim.name=sgd",
                                           "optim.momentum=0.9"};
   const int steps = 9;
@@ -168,6 +170,7 @@ TEST(GraphedTrainStep, ItsPoolIsNotUsedOutsideTheCaptureAndReplaysDoNotAllocate)
   const std::vector<data::DeviceBatch> data = batches(t.device, 2);
   GraphedTrainStep graph(*t.step, *t.optimizer, nullptr, t.compute);
   for (int s = 0; s <= GraphedTrainStep::kEagerSteps + 1; ++s) graph.run(data[size_t(s) % 2], 0.05);
+  EXPECT_EQ(graph.backend_allocations_in_capture(), 0u) << "the last eager step left its blocks in the pool";
   CachingAllocator& allocator = allocator_for(t.device);
   const PoolStats pool = graph.pool_stats();
   EXPECT_GT(pool.reserved_bytes, 0u);

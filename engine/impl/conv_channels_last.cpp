@@ -1,9 +1,14 @@
-// The CPU channels-last convolution: the NCHW CPU convolution that the registry picks for the
-// same problem (the reference, or whatever faster one is registered), between layout changes of
-// the activations and their gradients. The weight stays [c_out, c_in, kh, kw] in both layouts,
-// so results are bit-identical to the NCHW convolution.
+// Channels-last convolution for the implementations that have none of their own: the NCHW
+// convolution that the registry picks for the same problem, between layout changes of the
+// activations and their gradients. The weight stays [c_out, c_in, kh, kw] in both layouts, so
+// results are bit-identical to the NCHW convolution.
+// On the CPU this is how every NHWC convolution runs. On the GPU it is kernels.conv=native's
+// channels-last: cuDNN convolves NHWC directly and is preferred under auto, so this one is taken
+// where cuDNN is absent (the emulated GPU) or not chosen; its two transposes per pass are the price.
 #include "engine/impl/conv.h"
+#include "engine/ops/dispatch.h"
 #include "engine/ops/layout.h"
+#include "kernels/cuda/conv_native.h"
 
 namespace cg::impl {
 namespace {
@@ -17,11 +22,13 @@ ConvProblem as_nchw(const ConvProblem& p) {
   return q;
 }
 
-class CpuChannelsLastConv : public ConvImpl {
+class ChannelsLastConv : public ConvImpl {
  public:
   std::string why_unsupported(const ConvProblem& p) const override {
     if (p.layout != ops::Layout::nhwc) return "runs channels-last only (NCHW has its own implementations)";
-    if (p.dtype != DType::f32 && p.dtype != DType::f64) return "runs float32 and float64 only";
+    if (p.device.is_cpu()) return p.dtype == DType::f32 || p.dtype == DType::f64 ? "" : "runs float32 and float64 only";
+    if (!ops::detail::gpu_dtype(p.dtype) || !kernels::cuda::conv2d_native_supports(p.shape, p.dtype))
+      return "does not support it";
     return "";
   }
 
@@ -46,8 +53,9 @@ class CpuChannelsLastConv : public ConvImpl {
 
 }  // namespace
 
-void register_conv_cpu_channels_last(ConvRegistry& r) {
-  r.add_builtin({"cpu channels-last", DeviceType::cpu, Choice::automatic, 0, std::make_shared<CpuChannelsLastConv>()});
+void register_conv_channels_last(ConvRegistry& r) {
+  r.add_builtin({"cpu channels-last", DeviceType::cpu, Choice::automatic, 0, std::make_shared<ChannelsLastConv>()});
+  r.add_builtin({"native channels-last", DeviceType::cuda, Choice::native, 0, std::make_shared<ChannelsLastConv>()});
 }
 
 }  // namespace cg::impl
