@@ -75,7 +75,7 @@ if [[ -e $VENV ]]; then
 fi
 py=$(base_python) || die "no Python with a working venv module (apt-get install python3-venv, or VENV_PYTHON=...)"
 echo "venv.sh: making $VENV with $py ($("$py" --version 2>&1))"
-mkdir -p "$(dirname "$VENV")" && "$py" -m venv "$VENV" || die "could not make the venv at $VENV"
+{ mkdir -p "$(dirname "$VENV")" && "$py" -m venv "$VENV"; } || die "could not make the venv at $VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip || echo "venv.sh: could not upgrade pip; going on with $("$VENV/bin/pip" --version)"
 # Short timeout and one retry: where the index is blocked, pip would otherwise retry for minutes.
 if "$VENV/bin/python" -m pip install -q --timeout 20 --retries 1 --index-url "$CPU_INDEX" "$SPEC" 2>/dev/null; then
