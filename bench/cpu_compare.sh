@@ -107,7 +107,7 @@ done
 
 machine=$(machine_line "$load_before" "$BIN")
 table=$("$TOOL_PYTHON" - "$RESULTS" "$OUT_DIR/bars.txt" <<PY
-import json, statistics, sys
+import json, re, statistics, sys
 def fail(why):
     sys.exit(f"cpu_compare: error: {why}")
 try:
@@ -167,9 +167,10 @@ if any(r.get("recompiled_in_timed_window") for r in theirs):
 rs = ratio(best)
 each = f" (median of the rounds' {', '.join(f'{x:.2f}x' for x in rs)})" if rounds > 1 else ""
 print(f"ratio cudagrad / fastest PyTorch ({best}), images/s: {statistics.median(rs):.2f}x{each}")
-with open(sys.argv[2], "w") as f:  # the chart's bars, NAME=VALUE a line
+with open(sys.argv[2], "w") as f:  # the chart's bars, NAME=VALUE a line, short names (no wheel tag)
     for n in groups:
-        f.write(f"{n}={med(n, 'images_per_s')}\\n")
+        short = re.sub(r"^PyTorch ([^ +]+)[^ ]* ", r"torch \\1 ", n)
+        f.write(f"{short}={med(n, 'images_per_s')}\\n")
 PY
 ) || exit 1
 echo
