@@ -254,7 +254,7 @@ def main():
     if variants.compiled(variant):
         compile_seconds = compile_warmup(model, run, to_input, opt, scaler, x_train[:batch], y_train[:batch], x_test,
                                          eval_batch, amp_dtype, use_amp, cuda)
-        variants.check_layout(run, to_input(x_train[:batch]), variant)
+    variants.check_layout(run, to_input(x_train[:batch]), variant)
     step = 0
     loss0 = None
     train_seconds = 0.0  # the training loops alone, evaluation left out: for images/s
