@@ -1,10 +1,21 @@
 # shellcheck shell=bash
 # Shared by bench/cpu_compare.sh and bench/cpu_time_to_accuracy.sh (sourced, not run): errors with
-# the right exit code, the build and PyTorch checks, and the machine/version line that every saved
-# result carries. The caller sets NAME (its name in messages) and ROOT (the repository) first.
+# the right exit code, the build and PyTorch checks (which PyTorch, in which variants), and the
+# machine/version line that every saved result carries. The caller sets NAME (its name in
+# messages) and ROOT (the repository) first.
 
-# Debian's torch loads only in the system interpreter; PYTHON may name another one that has torch.
-PYTHON=${PYTHON:-/usr/bin/python3}
+# The PyTorch to compare against: PYTHON from the environment alone when it is set; else the venv
+# of bench/pytorch/venv.sh (a current PyTorch, with torch.compile), then Debian's torch 1.13 in
+# /usr/bin/python3 (the earlier baseline, kept as a second row) where each imports torch.
+PYTHON=${PYTHON:-}
+TORCH_VENV=${TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cudagrad/torch-venv}
+DEBIAN_PYTHON=/usr/bin/python3
+# The tables, the smoke subset and the chart need only the standard library (the chart also
+# matplotlib, which Debian's python3-matplotlib gives): not the interpreter that has torch.
+TOOL_PYTHON=$DEBIAN_PYTHON
+[[ -x $TOOL_PYTHON ]] || TOOL_PYTHON=python3
+# Every variant bench/pytorch/variants.py runs on a CPU; --variants narrows it.
+ALL_VARIANTS=eager,channels-last,compile,compile-channels-last
 
 die() { echo "$NAME: error: $*" >&2; exit 1; }        # runtime: a missing build, tool or result
 usage_die() { echo "$NAME: error: $*" >&2; exit 2; }  # command line
@@ -26,16 +37,58 @@ require_binary() {  # require_binary PATH TARGET
   [[ -x $1 ]] || die "$1 not found; build it first (scripts/build.sh, or cmake --build <build> --target $2)"
 }
 
+# Fills TORCH_PYTHONS (the interpreters, the main one first) and prints which PyTorch each is.
 require_torch() {
-  "$PYTHON" -c "import torch" 2>/dev/null \
-    || die "$PYTHON cannot import torch (apt-get install python3-torch, or PYTHON=<an interpreter with torch>)"
+  TORCH_PYTHONS=()
+  if [[ -n $PYTHON ]]; then
+    "$PYTHON" -c "import torch" 2>/dev/null \
+      || die "$PYTHON cannot import torch (apt-get install python3-torch, or PYTHON=<an interpreter with torch>)"
+    TORCH_PYTHONS=("$PYTHON")
+  else
+    "$TORCH_VENV/bin/python" -c "import torch" 2>/dev/null && TORCH_PYTHONS+=("$TORCH_VENV/bin/python")
+    "$DEBIAN_PYTHON" -c "import torch" 2>/dev/null && TORCH_PYTHONS+=("$DEBIAN_PYTHON")
+    ((${#TORCH_PYTHONS[@]})) || die "no PyTorch: neither $TORCH_VENV/bin/python (make it with bench/pytorch/venv.sh)" \
+      "nor $DEBIAN_PYTHON (apt-get install python3-torch) can import torch"
+  fi
+  local py
+  for py in "${TORCH_PYTHONS[@]}"; do
+    echo "$NAME: PyTorch $("$py" -c 'import sys, torch; print(torch.__version__, "at", torch.__file__.rsplit("/", 1)[0], "(" + sys.executable + ")")')"
+  done
+  [[ -z $PYTHON && ${TORCH_PYTHONS[0]} == "$DEBIAN_PYTHON" ]] \
+    && echo "$NAME: note: no venv at $TORCH_VENV (bench/pytorch/venv.sh makes it): Debian's PyTorch only, without torch.compile"
+}
+
+# torch_variants PYTHON WANTED: the variants of WANTED (comma-separated) to run with PYTHON, one a
+# line. The main interpreter runs them all (saying which its torch cannot run: 1.13 has no
+# torch.compile); a second one (Debian's baseline beside the venv) runs eager NCHW alone, as the
+# earlier comparisons did.
+torch_variants() {
+  local py=$1 wanted=$2
+  [[ $py != "${TORCH_PYTHONS[0]}" ]] && wanted=eager
+  "$py" - "$wanted" "$ROOT/bench/pytorch" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+import variants
+for v in variants.parse(sys.argv[1], variants.CPU_VARIANTS):
+    why = variants.supported(v)
+    print(v) if why is None else print(f"skipping PyTorch variant {v}: {why}", file=sys.stderr)
+PY
+}
+
+# check_variants LIST: exits 2 unless LIST is a comma-separated list of CPU variants.
+check_variants() {
+  [[ $1 =~ ^[a-z-]+(,[a-z-]+)*$ ]] || usage_die "--variants must look like eager,compile, got '$1'"
+  local v
+  for v in ${1//,/ }; do
+    [[ ,$ALL_VARIANTS, == *,$v,* ]] || usage_die "--variants: unknown variant '$v' (one of $ALL_VARIANTS)"
+  done
 }
 
 # One line: CPU model (/proc/cpuinfo), logical CPUs (and how many this process may use, when
 # fewer), the load average when the caller took it, the two engines' versions, the date.
 # machine_line LOAD_BEFORE CUDAGRAD_BINARY
 machine_line() {
-  local load=$1 binary=$2 cpu logical usable commit torch_version
+  local load=$1 binary=$2 cpu logical usable commit torch_version="" py
   cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1)
   logical=$(grep -c '^processor' /proc/cpuinfo 2>/dev/null)
   usable=$(nproc)
@@ -43,7 +96,9 @@ machine_line() {
   # The commit the binary was built from (its --version), which may differ from the checkout's.
   commit=$("$binary" --version 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p')
   [[ -n $commit ]] || commit="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) (checkout)"
-  torch_version=$("$PYTHON" -c "import torch; print(torch.__version__)" 2>/dev/null || echo '?')
+  for py in "${TORCH_PYTHONS[@]}"; do
+    torch_version+="${torch_version:+, }$("$py" -c "import sys, torch; print(torch.__version__, 'Python', sys.version.split()[0])" 2>/dev/null || echo '?')"
+  done
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'); CPU: ${cpu:-unknown} (${logical:-?} logical CPUs, load average" \
-       "before: $load); cudagrad $commit; PyTorch $torch_version"
+       "before: $load); cudagrad $commit; PyTorch $torch_version; $(g++ --version 2>/dev/null | head -n 1)"
 }

@@ -1,12 +1,17 @@
 """PyTorch's side of the GPU throughput comparison (scripts/gpu_compare.sh): MiniResNet training
 steps with the recipe of --config (configs/bench_gpu.yaml: batch 256 of 32x32x3 images, SGD lr 0.2
 momentum 0.9 nesterov weight decay 5e-4, fp16 autocast with GradScaler) on random images resident
-on the GPU, channels_last, cudnn.benchmark, in eager mode and with the model under torch.compile
-(its compilation happens during warm-up and is not timed). Each mode: warm-up steps, then every
-step timed with CUDA events; reports the median step, the wall-clock rate over all timed steps
-(gaps between steps included) and peak memory (reset after warm-up).
-Prints a table, then one JSON line per mode. `--device cpu --batch 8 --steps 3` is a smoke test
-that runs anywhere (torch.compile is skipped when unavailable)."""
+on the GPU, cudnn.benchmark, in each of PyTorch's variants (variants.py): eager NCHW, eager
+channels-last, torch.compile NCHW, torch.compile channels-last, and torch.compile(mode="max-autotune")
+channels-last, whose graphs replay as CUDA graphs. A compiled variant is compiled during warm-up (at
+least 3 steps; the first step's time is reported as compile_s) and the JSON says whether anything
+was recompiled inside the timed window. Each variant: warm-up steps, then every step timed with CUDA
+events; reports the median step, the wall-clock rate over all timed steps (gaps between steps
+included), peak memory (reset after warm-up) and loss0, the first step's loss (the same for every
+variant up to fp16 rounding: the same model).
+Prints a table, then one JSON line per variant ("mode": its name). `--device cpu --batch 8
+--steps 3` is a smoke test that runs anywhere (the variants this torch cannot run there are
+skipped, saying why: torch.compile before 2.0, max-autotune off a GPU)."""
 import argparse
 import json
 import os
@@ -20,12 +25,13 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from miniresnet import MiniResNet, count  # noqa: E402
+import variants  # noqa: E402
 from time_to_accuracy import read_recipe  # noqa: E402
 
 SPEC_PARAMS_RGB = 2_777_674  # shared/docs/miniresnet.md, in_channels 3
 
 
-def make_model(recipe, device, channels_last):
+def make_model(recipe, device):
     m = recipe.get("model", {})
     torch.manual_seed(0)
     model = MiniResNet(int(m.get("in_channels", 3)), int(m.get("num_classes", 10)),
@@ -33,15 +39,13 @@ def make_model(recipe, device, channels_last):
     n = count(model)[0]
     if int(m.get("in_channels", 3)) == 3 and n != SPEC_PARAMS_RGB:
         raise SystemExit(f"MiniResNet has {n} parameters, the spec says {SPEC_PARAMS_RGB}")
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
     return model
 
 
 def measure(mode, a, recipe, device):
     cuda = device.type == "cuda"
     optim, amp_cfg = recipe.get("optim", {}), recipe.get("amp", {})
-    model = make_model(recipe, device, channels_last=cuda)
+    model = make_model(recipe, device)
     opt = torch.optim.SGD(model.parameters(), lr=float(optim.get("lr", 0.2)),
                           momentum=float(optim.get("momentum", 0.9)), nesterov=bool(optim.get("nesterov", True)),
                           weight_decay=float(optim.get("weight_decay", 5e-4)))
@@ -52,29 +56,38 @@ def measure(mode, a, recipe, device):
         scaler = torch.amp.GradScaler("cuda", enabled=scale)
     else:
         scaler = torch.cuda.amp.GradScaler(enabled=scale)
-    if mode == "compile":
-        model = torch.compile(model)
+    run, to_input = variants.prepare(model, mode)
+    # CUDA graphs (max-autotune) reuse their output memory: each step must be marked as a new one.
+    mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None) \
+        if mode == "max-autotune" else None
     size = int(recipe.get("data", {}).get("image_size", 32))
     channels = int(recipe.get("model", {}).get("in_channels", 3))
     gen = torch.Generator(device="cpu").manual_seed(1)
     batches = []
     for i in range(4):  # a few distinct batches, cycled, as cudagrad-bench does
-        x = torch.randn(a.batch, channels, size, size, generator=gen).to(device)
-        if cuda:
-            x = x.contiguous(memory_format=torch.channels_last)
+        x = to_input(torch.randn(a.batch, channels, size, size, generator=gen).to(device))
         y = torch.randint(0, 10, (a.batch,), generator=gen).to(device)
         batches.append((x, y))
 
     def step(x, y):
+        if mark_step:
+            mark_step()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=amp_dtype, enabled=amp):
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(run(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
+        return loss
 
-    for i in range(a.warmup):
+    variants.check_layout(run, batches[0][0], mode)
+    warmup = max(a.warmup, 3) if variants.compiled(mode) else max(a.warmup, 1)
+    t0 = time.perf_counter()
+    loss0 = step(*batches[0]).item()  # .item() waits for the GPU: the first step's whole time
+    first_s = time.perf_counter() - t0
+    for i in range(1, warmup):
         step(*batches[i % len(batches)])
+    graphs_before = variants.compile_count()
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -97,7 +110,9 @@ def measure(mode, a, recipe, device):
         wall_ms = (time.perf_counter() - t_all) * 1000
         peak = 0
     median_ms = statistics.median(times)
-    return {"bench": "pytorch", "mode": mode, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+    return {"bench": "pytorch", "mode": mode, "variant": variants.LABELS[mode], "loss0": loss0,
+            "compile_s": first_s if variants.compiled(mode) else None,
+            "recompiled_in_timed_window": variants.compile_count() != graphs_before, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
             "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
             "batch": a.batch, "amp": str(amp_dtype).replace("torch.", "") if amp else "off",
             "images_per_s": a.batch / (median_ms / 1000), "step_ms_median": median_ms,
@@ -111,7 +126,8 @@ def main():
     p.add_argument("--batch", type=int, default=None, help="default: the config's data.batch_size")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=30)
-    p.add_argument("--modes", default="eager,compile", help="comma-separated: eager, compile")
+    p.add_argument("--variants", "--modes", dest="modes", default=",".join(variants.VARIANTS),
+                   help=f"comma-separated, of: {', '.join(variants.VARIANTS)} (default: all)")
     a = p.parse_args()
     recipe = read_recipe(a.config)
     a.batch = a.batch or int(recipe.get("data", {}).get("batch_size", 256))
@@ -119,11 +135,16 @@ def main():
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     results = []
-    for mode in a.modes.split(","):
-        if mode not in ("eager", "compile"):
-            p.error(f"unknown mode '{mode}' (eager, compile)")
-        if mode == "compile" and not hasattr(torch, "compile"):
-            print(f"torch {torch.__version__} has no torch.compile: skipping that mode", file=sys.stderr)
+    try:
+        modes = variants.parse(a.modes)
+    except ValueError as e:
+        p.error(str(e))
+    for mode in modes:
+        why = variants.supported(mode)
+        if why is None and mode == "max-autotune" and device.type != "cuda":
+            why = "max-autotune is for the GPU (CUDA graphs)"
+        if why:
+            print(f"skipping variant {mode}: {why}", file=sys.stderr)
             continue
         try:
             results.append(measure(mode, a, recipe, device))
@@ -132,14 +153,15 @@ def main():
             results.append({"bench": "pytorch", "mode": mode, "error": f"{type(e).__name__}: {e}"[:500]})
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    print("| engine | mode | images/s (median step) | images/s (wall) | median step ms | peak MiB |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| engine | variant | images/s (median step) | images/s (wall) | median step ms | peak MiB | compile s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         if "error" in r:
-            print(f"| pytorch | {r['mode']} | failed: {r['error'][:80]} | | | |")
+            print(f"| pytorch | {r['mode']} | failed: {r['error'][:80]} | | | | |")
             continue
+        compiled = "-" if r["compile_s"] is None else f"{r['compile_s']:.1f}"
         print(f"| pytorch {r['torch']} | {r['mode']} | {r['images_per_s']:.0f} | {r['images_per_s_wall']:.0f} | "
-              f"{r['step_ms_median']:.2f} | {r['peak_mem_bytes'] / 2**20:.1f} |")
+              f"{r['step_ms_median']:.2f} | {r['peak_mem_bytes'] / 2**20:.1f} | {compiled} |")
     for r in results:
         print(json.dumps(r))
 

@@ -10,9 +10,17 @@ the test set after every epoch (and where max_steps stops training mid-epoch, as
 does), stopping at the first evaluation at or above --target. The clock starts when the process
 starts (interpreter start-up and imports included), as cudagrad-train's does. Prints one line per
 evaluation on stderr, then one JSON line. The data stays on the device (like data.gpu_resident).
+--variant picks how PyTorch runs the model (variants.py: eager, channels-last, compile,
+compile-channels-last, max-autotune; default channels-last on a GPU, eager on the CPU). A compiled
+variant is compiled before the clock's first epoch: one training step's forward and backward and the
+evaluation's batch shapes run on the first batch, then the weights, batch-norm statistics and
+gradients are put back as they were, so training is the same as eager's; that time is reported as
+compile_seconds and taken out of every reported time (seconds_with_compile keeps it in). loss0 is
+the first training step's loss (same seed, same first batch in every variant).
 Exits 2 on a bad command line or config, 1 when the data cannot be read.
 Smoke test anywhere: --device cpu --limit 512 --widths 8,16,32 --epochs 1."""
 import argparse
+import copy
 import gzip
 import json
 import math
@@ -42,6 +50,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from miniresnet import MiniResNet  # noqa: E402
+import variants  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530
 
@@ -136,6 +145,30 @@ def bounded(kind, low, high=None):
     return parse
 
 
+def compile_warmup(model, run, to_input, opt, scaler, x, y, x_test, eval_batch, amp_dtype, use_amp, cuda):
+    """Compiles what training and evaluation will run (torch.compile compiles on first call, one
+    graph per mode and batch shape: dynamic=False), then puts the model back as it was: no
+    optimizer step, the batch-norm buffers restored, the gradients dropped. Returns its seconds."""
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    saved = copy.deepcopy(model.state_dict())
+    model.train()
+    with torch.autocast("cuda", dtype=amp_dtype, enabled=use_amp):
+        loss = F.cross_entropy(run(to_input(x)), y)
+    scaler.scale(loss).backward()
+    model.eval()
+    shapes = {min(eval_batch, len(x_test))} | ({len(x_test) % eval_batch} if len(x_test) % eval_batch else set())
+    with torch.no_grad(), torch.autocast("cuda", dtype=amp_dtype, enabled=use_amp):
+        for n in sorted(shapes, reverse=True):  # the order evaluation meets them
+            run(to_input(x_test[:n]))
+    opt.zero_grad(set_to_none=True)
+    model.load_state_dict(saved)
+    if cuda:
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -150,6 +183,8 @@ def main():
                    help="use only this many images of each split (smoke test)")
     p.add_argument("--threads", type=bounded(int, 0), default=None,
                    help="override train.threads: torch.set_num_threads (0 = all cores)")
+    p.add_argument("--variant", default=None, choices=variants.VARIANTS,
+                   help="how PyTorch runs the model (default: channels-last on a GPU, eager on the CPU)")
     p.add_argument("--max-steps", type=bounded(int, 0), default=None,
                    help="override train.max_steps: stop after this many optimizer steps (0 = no cap), as "
                         "cudagrad-train does; the schedule still spans every epoch")
@@ -180,6 +215,10 @@ def main():
     torch.set_num_threads(threads or os.cpu_count() or 1)
     device = torch.device(a.device)
     cuda = device.type == "cuda"
+    variant = a.variant or ("channels-last" if cuda else "eager")
+    why = variants.supported(variant)
+    if why:
+        p.error(f"--variant {variant}: {why}")
     use_amp = cuda and bool(amp_cfg.get("enabled", False))  # autocast on the CPU: no
     amp_dtype = torch.bfloat16 if amp_cfg.get("dtype", "fp16") == "bf16" else torch.float16
     torch.backends.cudnn.benchmark = True
@@ -190,8 +229,7 @@ def main():
         x_train, y_train, x_test, y_test = x_train[:a.limit], y_train[:a.limit], x_test[:a.limit], y_test[:a.limit]
     model = MiniResNet(int(model_cfg.get("in_channels", 1)), int(model_cfg.get("num_classes", 10)), widths,
                        blocks).to(device)
-    if cuda:
-        model = model.to(memory_format=torch.channels_last)
+    run, to_input = variants.prepare(model, variant)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=float(optim.get("momentum", 0.0)),
                           nesterov=bool(optim.get("nesterov", False)),
                           weight_decay=float(optim.get("weight_decay", 0.0)))
@@ -212,12 +250,18 @@ def main():
         torch.cuda.amp.GradScaler(enabled=scale)
     gen = torch.Generator(device=device).manual_seed(42)
     augment_on = bool(data.get("augment", False))
+    compile_seconds = 0.0
+    if variants.compiled(variant):
+        compile_seconds = compile_warmup(model, run, to_input, opt, scaler, x_train[:batch], y_train[:batch], x_test,
+                                         eval_batch, amp_dtype, use_amp, cuda)
+    variants.check_layout(run, to_input(x_train[:batch]), variant)
     step = 0
+    loss0 = None
     train_seconds = 0.0  # the training loops alone, evaluation left out: for images/s
     result = {"bench": "pytorch", "what": "time_to_accuracy", "target": a.target, "reached": False,
               "torch": torch.__version__, "device": torch.cuda.get_device_name(device) if cuda else "cpu",
               "threads": torch.get_num_threads(), "parameters": sum(q.numel() for q in model.parameters()),
-              "evals": []}
+              "variant": variant, "compile_seconds": compile_seconds, "python": sys.executable, "evals": []}
     for epoch in range(epochs):
         model.train()
         if cuda:
@@ -229,13 +273,14 @@ def main():
             x, y = x_train[idx], y_train[idx]
             if augment_on:
                 x = augment(x, gen)
-            if cuda:
-                x = x.contiguous(memory_format=torch.channels_last)
+            x = to_input(x)
             for group in opt.param_groups:
                 group["lr"] = lr_at(step)
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cuda", dtype=amp_dtype, enabled=use_amp):
-                loss = F.cross_entropy(model(x), y)
+                loss = F.cross_entropy(run(x), y)
+            if step == 0:
+                loss0 = loss.item()
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
@@ -249,18 +294,19 @@ def main():
         correct = 0
         with torch.no_grad(), torch.autocast("cuda", dtype=amp_dtype, enabled=use_amp):
             for i in range(0, len(x_test), eval_batch):
-                correct += (model(x_test[i:i + eval_batch]).argmax(1) == y_test[i:i + eval_batch]).sum().item()
+                correct += (run(to_input(x_test[i:i + eval_batch])).argmax(1) == y_test[i:i + eval_batch]).sum().item()
         accuracy = correct / len(x_test)
-        seconds = time.time() - START
+        seconds = time.time() - START - compile_seconds
         print(f"epoch {epoch + 1}: test accuracy {accuracy:.4f} at {seconds:.1f} s", file=sys.stderr)
-        result["evals"].append({"epoch": epoch + 1, "step": step, "accuracy": accuracy, "seconds": seconds})
+        result["evals"].append({"epoch": epoch + 1, "step": step, "accuracy": accuracy, "seconds": seconds,
+                                "seconds_with_compile": seconds + compile_seconds})
         result.update(epoch=epoch + 1, accuracy=accuracy, seconds=seconds)
         if accuracy >= a.target:
             result["reached"] = True
             break
         if max_steps and step >= max_steps:
             break
-    result.update(steps=step, train_images=step * batch, train_seconds=train_seconds,
+    result.update(loss0=loss0, steps=step, train_images=step * batch, train_seconds=train_seconds,
                   images_per_s=step * batch / max(train_seconds, 1e-9), cpu_seconds=time.process_time())
     print(json.dumps(result))
 

@@ -7,12 +7,16 @@ Usage: cpu_bench_scripts_test.py SOURCE_DIR BINARY_DIR   (CTest runs it, label "
 First the refusals, which need neither PyTorch nor the data: a bad command line exits 2 naming the
 option, a missing build, a Python without torch or a missing dataset exit 1 saying so. Then, only
 when /usr/bin/python3 imports torch and Debian's Fashion-MNIST is installed (else the test reports
-itself skipped, exit 77, saying which is missing): cpu_time_to_accuracy.sh --smoke twice, with a
-target nobody reaches in 32 steps (both rows "not reached", two epoch accuracies each) and with one
-that anybody reaches (both rows with a time, the ratio line), that one again for 2 rounds (a row
-per engine and round, the median ratio); and cpu_compare.sh --net narrow for
-one step (the narrow network of scripts/train.sh, 174,970 parameters, batch 128, on both sides).
-Timings are not checked: this machine is shared.
+itself skipped, exit 77, saying which is missing): train_throughput.py --self-check (PyTorch's
+variants compute the same model); cpu_time_to_accuracy.sh --smoke twice, with a target nobody
+reaches in 32 steps (every row "not reached", two epoch accuracies each, PyTorch in both of 1.13's
+variants: eager NCHW and channels-last) and with one that anybody reaches (eager only: both rows
+with a time, the ratio line), that one again for 2 rounds (a row per engine and round, the median
+ratio); and cpu_compare.sh --net narrow for one step (the narrow network of scripts/train.sh,
+174,970 parameters, batch 128, on both sides, PyTorch's two variants, the fastest one named).
+Everything here runs Debian's torch (PYTHON=/usr/bin/python3), never bench/pytorch/venv.sh's venv:
+torch.compile's variants are for the real comparisons. Timings are not checked: this machine is
+shared.
 """
 import os
 import re
@@ -49,13 +53,17 @@ def refused(script, args, code, message, cwd, env=None):
 
 
 def table_rows(output):
-    """{engine: [cells]} of the markdown table rows after the header."""
+    """{engine: [cells]} of the markdown table rows after the header; a PyTorch row is named
+    "PyTorch <variant>" (its version and the "fastest" mark left out)."""
     rows = {}
     for line in output.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| ") else []
         if cells and cells[0] not in ("engine", "---"):
-            rows["PyTorch" if cells[0].startswith("PyTorch") else cells[0]] = cells
+            rows[re.sub(r"^PyTorch \S+ ", "PyTorch ", cells[0]).replace(" (fastest PyTorch)", "")] = cells
     return rows
+
+
+BOTH = {"cudagrad", "PyTorch eager NCHW", "PyTorch eager channels-last"}  # torch 1.13 has no torch.compile
 
 
 def main():
@@ -78,6 +86,8 @@ def main():
     refused(tta, ["--rounds", "0", binary], 2, "--rounds must be a positive whole number", work)
     refused(compare, ["--net", "wide", binary], 2, "--net must be full or narrow", work)
     refused(compare, ["--widths", "16,x", binary], 2, "widths must look like", work)
+    for script in (tta, compare):
+        refused(script, ["--variants", "eager,turbo", binary], 2, "unknown variant 'turbo'", work)
 
     missing = []
     if subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode != 0:
@@ -87,10 +97,15 @@ def main():
     if not missing:
         refused(tta, [binary, "--data", empty], 1, f"{empty} has no train-images-idx3-ubyte", work)
 
+        rc, out = run(["/usr/bin/python3", os.path.join(source, "bench", "pytorch", "train_throughput.py"),
+                       "--self-check", "--threads", "2"], work)
+        check(rc == 0 and "OK: eager, channels-last compute the same MiniResNet" in out,
+              "train_throughput.py --self-check: PyTorch's variants compute the same model", out)
+
         rc, out = run([tta, binary, "--smoke", "--out", os.path.join(work, "never")], work)
         rows = table_rows(out)
-        check(rc == 0 and set(rows) == {"cudagrad", "PyTorch"}, "smoke run, target 92%: exit 0, a cudagrad and "
-              f"a PyTorch row (got exit {rc}, rows {sorted(rows)})", out)
+        check(rc == 0 and set(rows) == BOTH, "smoke run, target 92%: exit 0, a cudagrad row and one per "
+              f"PyTorch variant (got exit {rc}, rows {sorted(rows)})", out)
         for name, cells in rows.items():
             accuracies = re.findall(r"\d+\.\d\d%", cells[1])
             check(len(accuracies) == 2 and cells[2] == "not reached",
@@ -98,29 +113,32 @@ def main():
         check("time to 92%: not compared" in out and "SMOKE TEST" in out and "174,970 parameters" in out,
               "the summary says why there is no time ratio, that this was a smoke test, and the network", out)
 
-        rc, out = run([tta, binary, "--smoke", "--target", "0.001", "--out", os.path.join(work, "always")], work)
+        rc, out = run([tta, binary, "--smoke", "--target", "0.001", "--variants", "eager", "--out",
+                       os.path.join(work, "always")], work)
         rows = table_rows(out)
-        check(rc == 0 and set(rows) == {"cudagrad", "PyTorch"}, f"smoke run, target 0.1%: exit 0, both rows "
-              f"(got exit {rc}, rows {sorted(rows)})", out)
+        check(rc == 0 and set(rows) == {"cudagrad", "PyTorch eager NCHW"}, f"smoke run, target 0.1%, --variants "
+              f"eager: exit 0, both rows (got exit {rc}, rows {sorted(rows)})", out)
         for name, cells in rows.items():
             check(len(re.findall(r"\d+\.\d\d%", cells[1])) == 1 and re.fullmatch(r"\d+\.\d", cells[2]) is not None,
                   f"{name}: stopped after the first evaluation, with its time (row {cells})", out)
         check(re.search(r"time to 0\.1%, PyTorch / cudagrad: \d+\.\d\dx", out) is not None,
               "the time ratio is printed when both reach the target", out)
 
-        rc, out = run([tta, binary, "--smoke", "--target", "0.001", "--rounds", "2", "--out",
-                       os.path.join(work, "rounds")], work)
+        rc, out = run([tta, binary, "--smoke", "--target", "0.001", "--rounds", "2", "--variants", "eager",
+                       "--out", os.path.join(work, "rounds")], work)
         rows = table_rows(out)
-        check(rc == 0 and set(rows) == {"cudagrad, round 1", "PyTorch", "cudagrad, round 2"}
-              and sum(line.startswith("| PyTorch") for line in out.splitlines()) == 2,
+        check(rc == 0 and set(rows) == {"cudagrad, round 1", "PyTorch eager NCHW, round 1", "cudagrad, round 2",
+                                        "PyTorch eager NCHW, round 2"},
               f"--rounds 2: a row per engine and round (got exit {rc}, rows {sorted(rows)})", out)
         check(re.search(r"time to 0\.1%, PyTorch / cudagrad: \d+\.\d\dx \(median of the rounds' \d+\.\d\dx, "
                         r"\d+\.\d\dx\)", out) is not None, "--rounds 2: the median of the two rounds' time ratios", out)
 
-        rc, out = run([compare, binary, "--net", "narrow", "--steps", "1", "--warmup", "0"], work)
+        rc, out = run([compare, binary, "--net", "narrow", "--steps", "1", "--warmup", "0", "--rounds", "1"], work)
         rows = table_rows(out)
-        check(rc == 0 and set(rows) == {"cudagrad", "PyTorch"}, f"cpu_compare.sh --net narrow: exit 0, both rows "
-              f"(got exit {rc})", out)
+        check(rc == 0 and set(rows) == BOTH, f"cpu_compare.sh --net narrow: exit 0, a cudagrad row and one per "
+              f"PyTorch variant (got exit {rc}, rows {sorted(rows)})", out)
+        check(out.count("(fastest PyTorch)") == 1 and "ratio cudagrad / fastest PyTorch (PyTorch " in out,
+              "cpu_compare.sh: the fastest PyTorch variant marked in the table and named in the ratio", out)
         check("MiniResNet [16,32,64] (narrow, 174,970 parameters), batch 128, 1x28x28" in out,
               "--net narrow is scripts/train.sh's network at batch 128, the same size on both sides", out)
 
