@@ -41,19 +41,20 @@ struct Job {
 // How a node's command is started: as it is (loopback), or inside that node's namespace.
 using OnNode = std::function<std::string(int node, const std::string& command)>;
 
-std::string launcher(int node, const std::string& master, int port, const std::string& args) {
-  return test::app("cudagrad-launch") + " --nnodes 2 --node-rank " + std::to_string(node) +
+std::string launcher(int node, const std::string& master, int port, const std::string& args,
+                     const std::string& options = "") {
+  return test::app("cudagrad-launch") + " " + options + " --nnodes 2 --node-rank " + std::to_string(node) +
          " --nproc-per-node 1 --master-addr " + master + " --master-port " + std::to_string(port) + " " + args;
 }
 
 // Starts both nodes' launchers; `while_running` (may be empty) runs once both are started.
 Job run_two_nodes(const OnNode& on, const std::string& master, const std::string& args, const fs::path& dir,
-                  int limit_s, const std::function<void()>& while_running = {}) {
+                  int limit_s, const std::function<void()>& while_running = {}, const std::string& options = "") {
   const int port = test::free_port();
   const auto t0 = Clock::now();
   pid_t pid[2];
   for (int node = 0; node < 2; ++node)
-    pid[node] = test::start(on(node, launcher(node, master, port, args)), dir / ("node" + std::to_string(node) + ".txt"));
+    pid[node] = test::start(on(node, launcher(node, master, port, args, options)), dir / ("node" + std::to_string(node) + ".txt"));
   if (while_running) while_running();
   Job job;
   for (int node = 0; node < 2; ++node) job.rc[node] = test::wait_for(pid[node], std::chrono::seconds(limit_s));
@@ -80,10 +81,11 @@ class TwoNodes : public ::testing::Test {
     return [this](int node, const std::string& command) { return machines_->on(node, command); };
   }
   // The job across the two namespaces, rank 0's node at 10.77.0.1; `env` goes before the launcher.
+  // `options` are the launchers' own.
   Job across_the_link(const std::string& args, int limit_s, const std::function<void()>& while_running = {},
-                      const std::string& env = "") const {
+                      const std::string& env = "", const std::string& options = "") const {
     const OnNode on = [&](int node, const std::string& command) { return machines_->on(node, env + command); };
-    return run_two_nodes(on, test::TwoMachines::address(0), args, dir_, limit_s, while_running);
+    return run_two_nodes(on, test::TwoMachines::address(0), args, dir_, limit_s, while_running, options);
   }
 
   std::unique_ptr<test::TwoMachines> machines_;
@@ -177,6 +179,37 @@ TEST_F(TwoNodes, CuttingTheLinkMidRunEndsBothSidesWithinTheTimeout) {
         << both_logs(job);
   }
   EXPECT_LT(after_cut, kTimeoutS + kMarginS) << both_logs(job);
+}
+
+// Waits up to `limit` for `path` to exist, or for `text` in it when `text` is not empty.
+bool wait_for_file(const fs::path& path, const std::string& text, std::chrono::seconds limit) {
+  for (const auto end = Clock::now() + limit; Clock::now() < end;) {
+    if (fs::exists(path) && (text.empty() || test::read_text(path).find(text) != std::string::npos)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// With --max-restarts, a cut that heals brings the group back: both launchers restart their rank
+// once the cut has failed it, the link comes back while the new ranks rendezvous, and they resume
+// from the newest checkpoint and finish.
+TEST_F(TwoNodes, ACutLinkThatComesBackResumesWithMaxRestarts) {
+  need_iptables();
+  const fs::path out = dir_ / "out";
+  const std::string args = train_args(out, kTimeoutS, "data.synthetic_size=2048 train.epochs=6 checkpoint.save_every=1");
+  const Job job = across_the_link(args, 180, [&] {
+    if (!wait_for_file(out / "checkpoints" / "epoch_1.safetensors", "", std::chrono::seconds(60))) return;
+    machines_->cut(1);
+    for (int node = 0; node < 2; ++node)
+      wait_for_file(dir_ / ("node" + std::to_string(node) + ".txt"), "restarting the group", std::chrono::seconds(60));
+    machines_->heal(1);
+  }, "", "--max-restarts 2");
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_EQ(job.rc[node], 0) << both_logs(job);
+    EXPECT_NE(job.log[node].find("restarting the group (1 of 2)"), std::string::npos) << both_logs(job);
+  }
+  EXPECT_NE(job.log[0].find("resumed from"), std::string::npos) << both_logs(job);
+  EXPECT_NE(job.log[0].find("all 2 replicas hold identical weights"), std::string::npos) << both_logs(job);
 }
 
 // Both ranks advertise 127.0.0.1 (GLOO_SOCKET_IFNAME=lo), as both did when the address came from
