@@ -8,35 +8,17 @@
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
 
+#include "dist/gloo_mesh.h"
 #include "dist/process_group_impl.h"
 #include "util/check.h"
 #include "util/half.h"
 #include "util/trace.h"
 
 namespace cg::dist {
-namespace {
-
-// Gloo finds its peers through a gloo::rendezvous::Store: ours, over TCP.
-class GlooStore : public gloo::rendezvous::Store {
- public:
-  explicit GlooStore(TcpStore& store) : store_(store) {}
-  void set(const std::string& key, const std::vector<char>& data) override { store_.set("gloo/" + key, data); }
-  std::vector<char> get(const std::string& key) override { return store_.get("gloo/" + key); }
-  void wait(const std::vector<std::string>& keys) override {
-    for (const auto& k : keys) store_.get("gloo/" + k);
-  }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override { wait(keys); }
-
- private:
-  TcpStore& store_;
-};
-
-}  // namespace
 
 void Work::wait() {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -65,14 +47,11 @@ ProcessGroup::ProcessGroup(TcpStore& store, int rank, int world_size, const std:
     gloo::transport::tcp::attr attr;
     attr.hostname = my_host;
     impl_->device = gloo::transport::tcp::CreateDevice(attr);
-    impl_->context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
-    impl_->context->setTimeout(options.timeout);
-    GlooStore gloo_store(store);
-    impl_->context->connectFullMesh(gloo_store, impl_->device);
+    impl_->context = connect_full_mesh(store, impl_->device, rank, world_size, options.timeout);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(fmt::format("rank {}: could not connect to the other {} ranks: {}", rank, world_size - 1, e.what()));
+    throw Error(fmt::format("rank {}: could not set up the process group at {}: {}", rank, my_host, e.what()));
   }
   thread_ = std::thread([this] { run(); });
 }

@@ -63,6 +63,9 @@ struct ProcessGroupOptions {
 // The Gloo-backed CPU process group (the library PyTorch uses for CPU collectives).
 class ProcessGroup {
  public:
+  // Connects to every other rank through `store` (dist/gloo_mesh.h: within options.timeout, or a
+  // cg::Error naming the peer and the address dialed). `my_host`: the address this rank listens
+  // on and advertises to its peers (dist/advertised_address.h says which).
   ProcessGroup(TcpStore& store, int rank, int world_size, const std::string& my_host,
                const ProcessGroupOptions& options);
   ~ProcessGroup();

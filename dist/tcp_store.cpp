@@ -16,6 +16,8 @@
 #include <map>
 #include <thread>
 
+#include "dist/advertised_address.h"
+#include "dist/socket_deadline.h"
 #include "dist/tcp_store_protocol.h"
 #include "util/check.h"
 
@@ -48,15 +50,12 @@ bool recv_all(int fd, void* data, size_t n) {
   return true;
 }
 
+// How long after its timeout a get's answer may still arrive (network and scheduling delay).
+constexpr std::chrono::seconds kReplyMargin{5};
+
 bool send_blob(int fd, const std::vector<char>& v) {
   const uint32_t n = uint32_t(v.size());
   return send_all(fd, &n, 4) && send_all(fd, v.data(), v.size());
-}
-bool recv_blob(int fd, std::vector<char>& v) {  // a reply from the server
-  uint32_t n = 0;
-  if (!recv_all(fd, &n, 4) || n > kMaxValueBytes) return false;
-  v.resize(n);
-  return recv_all(fd, v.data(), n);
 }
 
 }  // namespace
@@ -170,12 +169,8 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : options_(options) {
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
   std::string last_error;
   while (true) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd_ >= 0 && ::connect(fd_, res->ai_addr, res->ai_addrlen) == 0) break;
-    last_error = std::strerror(errno);
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    if (std::chrono::steady_clock::now() > deadline) break;
+    fd_ = connect_before(*res, deadline, last_error);
+    if (fd_ >= 0 || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0 may not be up yet
   }
   ::freeaddrinfo(res);
@@ -185,7 +180,14 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : options_(options) {
                             options.host, options.port, options.timeout.count() / 1000.0, last_error));
   int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // A send blocks only on a full socket buffer, i.e. when the store stopped reading for this long.
+  timeval tv{};
+  tv.tv_sec = time_t(options.timeout.count() / 1000);
+  tv.tv_usec = suseconds_t(options.timeout.count() % 1000 * 1000);
+  ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
+
+std::string TcpStore::local_address() const { return local_address_of_socket(fd_); }
 
 TcpStore::~TcpStore() {
   if (fd_ >= 0) ::close(fd_);
@@ -198,23 +200,36 @@ std::vector<char> TcpStore::request(uint8_t op, const std::string& key, const st
   if (!send_all(fd_, message.data(), message.size()))
     throw Error(fmt::format("rendezvous: lost the connection to the store at {}:{} (did rank 0 exit?)",
                             options_.host, options_.port));
-  auto lost = [&] {
-    return Error(fmt::format("rendezvous: lost the connection to the store at {}:{} while waiting for '{}' "
-                             "(did rank 0 exit?)", options_.host, options_.port, key));
+  // The store answers a get when its wait (the timeout) is over, a set or an add at once; no
+  // answer a margin later means the network to rank 0's node or rank 0 itself stalled.
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout + kReplyMargin;
+  auto receive = [&](void* data, size_t n) {
+    const Received got = recv_before(fd_, data, n, deadline);
+    if (got == Received::ok) return;
+    if (got == Received::closed)
+      throw Error(fmt::format("rendezvous: lost the connection to the store at {}:{} while waiting for '{}' "
+                              "(did rank 0 exit?)", options_.host, options_.port, key));
+    throw Error(fmt::format("rendezvous: no answer from the store at {}:{} within {} s while waiting for '{}' "
+                            "(the network to rank 0's node is down, or rank 0 stalled)", options_.host,
+                            options_.port, double((options_.timeout + kReplyMargin).count()) / 1000.0, key));
   };
   if (op == kSet) {
     uint8_t ok;
-    if (!recv_all(fd_, &ok, 1)) throw lost();
+    receive(&ok, 1);
     return {};
   }
   if (op == kAdd) {
     std::vector<char> out(8);
-    if (!recv_all(fd_, out.data(), 8)) throw lost();
+    receive(out.data(), 8);
     return out;
   }
   uint8_t status;
-  std::vector<char> out;
-  if (!recv_all(fd_, &status, 1) || !recv_blob(fd_, out)) throw lost();
+  uint32_t n = 0;
+  receive(&status, 1);
+  receive(&n, 4);
+  if (n > kMaxValueBytes) throw Error(fmt::format("rendezvous: the store sent a {}-byte value for '{}'", n, key));
+  std::vector<char> out(n);
+  receive(out.data(), n);
   if (status != kOk)
     throw Error(fmt::format("rendezvous: timed out after {} s waiting for '{}' (a rank did not join or died)",
                             options_.timeout.count() / 1000.0, key));

@@ -2,7 +2,8 @@
 // and every rank (rank 0 included) talks to over TCP. It is how processes find each other: they
 // exchange transport addresses through it, count arrivals at barriers, and compare configs.
 // Every wait has a timeout, so a rank that never joins (or dies) turns into an error naming what
-// was awaited, never a hang.
+// was awaited, never a hang; a client whose store goes quiet (a network partition) gives up a
+// few seconds after the timeout rather than wait on the socket for ever.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -43,6 +44,9 @@ class TcpStore {
   void barrier(const std::string& name, int count);
 
   std::chrono::milliseconds timeout() const { return options_.timeout; }
+  // This rank's end of its connection to the store (numeric): the address of the interface that
+  // reaches MASTER_ADDR, which is what peers on other nodes can reach too (dist/advertised_address.h).
+  std::string local_address() const;
 
  private:
   std::vector<char> request(uint8_t op, const std::string& key, const std::vector<char>& value);

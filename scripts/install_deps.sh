@@ -2,7 +2,8 @@
 # Installs the Debian packages cudagrad builds, tests and trains with; does nothing when they are
 # all present (idempotent). The CUDA toolkit itself is expected at /usr/local/cuda when wanted.
 # Usage: scripts/install_deps.sh [--for-tests]   (--for-tests: also PyTorch, for the golden tests
-# and the benchmark, Open MPI, for the mpirun test, and the reference `safetensors` Python
+# and the benchmark, Open MPI, for the mpirun test, iptables, for the two-node tests' lossy and cut
+# links (tests/apps/two_nodes_test.cpp), and the reference `safetensors` Python
 # package, for the checkpoint interop tests: Debian 12 does not package it, so it comes from PyPI
 # with pip, into root's (or the user's) site-packages of /usr/bin/python3)
 set -euo pipefail
@@ -12,7 +13,8 @@ packages=(cmake g++ make ccache pkg-config libeigen3-dev libyaml-cpp-dev libgtes
           python3-matplotlib)  # scripts/plot_metrics.py (training curves) and the comparison charts
 if [[ "${1:-}" == "--for-tests" ]]; then
   packages+=(python3-torch python3-numpy openmpi-bin python3-pip
-             libboost-context-dev)  # the emulated GPU's fibers (scripts/test_emulated.sh)
+             libboost-context-dev  # the emulated GPU's fibers (scripts/test_emulated.sh)
+             iptables iproute2)    # the two-node tests: network namespaces, lost packets, cut links
 fi
 
 # The reference safetensors package: not in Debian 12, so pip (--user keeps it out of the

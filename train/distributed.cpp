@@ -1,13 +1,12 @@
 #include "train/distributed.h"
 
-#include <unistd.h>
-
 #include <zlib.h>
 
 #include <exception>
 #include <fstream>
 #include <sstream>
 
+#include "dist/advertised_address.h"
 #include "dist/backend_choice.h"
 #include "engine/runtime.h"
 #include "util/check.h"
@@ -15,14 +14,6 @@
 
 namespace cg::train {
 namespace {
-
-// The address other ranks reach this one at: loopback for single-node jobs, else the host name.
-std::string my_address(const dist::Identity& id) {
-  if (id.master_addr == "127.0.0.1" || id.master_addr == "localhost") return "127.0.0.1";
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 // The dotted key of the first line where two resolved configs (to_yaml output) differ.
 std::string first_difference(const std::string& a, const std::string& b) {
@@ -70,9 +61,10 @@ DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), tim
   store_ = std::make_unique<dist::TcpStore>(so);
   dist::ProcessGroupOptions po;
   po.timeout = timeout;
-  group_ = std::make_unique<dist::ProcessGroup>(*store_, id_.rank, id_.world_size, my_address(id_), po);
-  log::info("distributed: {} ranks ({}), rendezvous at {}:{}", id_.world_size, id_.source, id_.master_addr,
-            id_.master_port);
+  const std::string address = dist::address_to_advertise(store_->local_address());
+  group_ = std::make_unique<dist::ProcessGroup>(*store_, id_.rank, id_.world_size, address, po);
+  log::info("distributed: {} ranks ({}), rendezvous at {}:{}, this rank's address {}", id_.world_size, id_.source,
+            id_.master_addr, id_.master_port, address);
 }
 
 std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainConfig::Dist& d, Device device) {

@@ -2,6 +2,15 @@
 // awaited instead of hanging.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <memory>
 #include <thread>
 
 #include "dist/tcp_store.h"
@@ -69,6 +78,45 @@ TEST(TcpStore, NoServerMeansAClearConnectError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(std::to_string(port)), std::string::npos) << e.what();
   }
+}
+
+// A store that accepts the connection and then never answers (what a client sees when the network
+// to rank 0's node drops every packet): a request ends a few seconds after the timeout, naming
+// the key, instead of waiting on the socket for ever.
+TEST(TcpStore, AStoreThatGoesSilentEndsTheWaitNamingTheKey) {
+  const int port = test::free_port();
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);  // listens, never accepts, never answers
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(uint16_t(port));
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(silent, 4), 0);
+  // The request runs on a thread of its own, so that a wait without end fails this test instead of
+  // hanging it (the thread is then left behind, blocked, until the test program exits).
+  auto outcome = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> result = outcome->get_future();
+  std::thread([port, outcome] {
+    try {
+      TcpStore client(options(port, false, 500));
+      client.get("config/0");
+      outcome->set_value("a silent store answered");
+    } catch (const Error& e) {
+      outcome->set_value(e.what());
+    }
+  }).detach();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(15)), std::future_status::ready) << "the wait did not end";
+  const std::string what = result.get();
+  EXPECT_NE(what.find("no answer from the store"), std::string::npos) << what;
+  EXPECT_NE(what.find("config/0"), std::string::npos) << what;
+  ::close(silent);
+}
+
+// The address a rank advertises is its end of the store connection: loopback for a loopback store.
+TEST(TcpStore, LocalAddressIsThisEndOfTheConnection) {
+  const int port = test::free_port();
+  TcpStore server(options(port, true));
+  EXPECT_EQ(server.local_address(), "127.0.0.1");
 }
 
 }  // namespace
