@@ -2,7 +2,11 @@
 // Boost.Context fiber with its own stack, run in thread order until it finishes or waits at a
 // barrier. A barrier releases once every thread of its group that has not exited waits at it, so
 // a write before __syncthreads is seen by every read after it, and a missing barrier shows: thread
-// 0 runs ahead of the others and reads what they have not written yet.
+// 0 runs ahead of the others and reads what they have not written yet. With CG_EMU_SCHEDULE=reverse
+// the threads run in reverse order instead, so a read of what a lower thread writes between the
+// same two barriers shows too: the two orders together catch a shared-memory race in either
+// direction (what compute-sanitizer's racecheck reports), as a result that differs from the
+// reference.
 #include "cg_emu/grid.h"
 
 #include <sys/mman.h>
@@ -15,6 +19,8 @@
 #include <functional>
 #include <fmt/format.h>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -151,7 +157,7 @@ std::string describe_stall(const Block& b) {
                      at_block, at_warp, done);
 }
 
-void run_block(Block& b, StackPool& stacks, KernelBody body) {
+void run_block(Block& b, StackPool& stacks, KernelBody body, bool reverse) {
   for (size_t i = 0; i < b.lanes.size(); ++i) {
     Lane* lane = &b.lanes[i];
     lane->fiber = ctx::fiber(std::allocator_arg, FixedStack{stacks.stack(i)}, [lane, body](ctx::fiber&& sched) {
@@ -171,7 +177,8 @@ void run_block(Block& b, StackPool& stacks, KernelBody body) {
   }
   for (;;) {
     bool progressed = false;
-    for (Lane& l : b.lanes) {
+    for (size_t k = 0; k < b.lanes.size(); ++k) {
+      Lane& l = b.lanes[reverse ? b.lanes.size() - 1 - k : k];
       if (l.status != Status::ready) continue;
       b.running = &l;
       g_current = &l.state;
@@ -286,7 +293,15 @@ std::string check_launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes) {
   return "";
 }
 
-void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name) {
+bool reverse_schedule() {
+  const char* v = std::getenv("CG_EMU_SCHEDULE");
+  const std::string order = v ? v : "forward";
+  if (order != "forward" && order != "reverse")
+    throw std::invalid_argument("CG_EMU_SCHEDULE=" + order + ": the emulated GPU runs a block's threads forward or reverse");
+  return order == "reverse";
+}
+
+void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name, bool reverse) {
   const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
   std::atomic<uint64_t> next{0};
   std::mutex fault_mutex;
@@ -296,7 +311,7 @@ void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name) {
     for (uint64_t i; (i = next.fetch_add(1)) < blocks;) {
       const uint3 idx{unsigned(i % grid.x), unsigned(i / grid.x % grid.y), unsigned(i / (uint64_t(grid.x) * grid.y))};
       prepare(mine.block, grid, block, idx);
-      run_block(mine.block, mine.stacks, body);
+      run_block(mine.block, mine.stacks, body, reverse);
       if (!mine.block.fault.empty()) {
         std::lock_guard<std::mutex> lock(fault_mutex);
         if (fault.empty())

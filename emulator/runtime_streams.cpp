@@ -1,6 +1,8 @@
 // The CUDA runtime's streams, events, graphs and kernel launches, on the emulated device.
 #include <chrono>
+#include <cstdio>
 #include <set>
+#include <stdexcept>
 
 #include "emulator/device.h"
 #include "cg_emu/grid.h"
@@ -46,7 +48,17 @@ void enqueue_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_by
     fail(cudaErrorInvalidConfiguration);
     return;
   }
-  enqueue(resolve(stream), [grid, block, closure, fn, name] { run_grid(grid, block, KernelBody{fn, closure.get()}, name); });
+  bool reverse = false;
+  try {
+    reverse = reverse_schedule();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "cudagrad emulated device: %s\n", e.what());
+    fail(cudaErrorInvalidValue);
+    return;
+  }
+  enqueue(resolve(stream), [grid, block, closure, fn, name, reverse] {
+    run_grid(grid, block, KernelBody{fn, closure.get()}, name, reverse);
+  });
 }
 
 }  // namespace cg_emu

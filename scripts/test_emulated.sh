@@ -3,7 +3,8 @@
 # -DCUDAGRAD_GPU_EMULATION=ON into build-emu/ (the kernels/cuda sources run on the CPU through
 # emulator/), and runs the GPU tests that emulation covers: the emulator's own tests and the
 # kernel, engine, data, distributed and training-step GPU tests (the default GPU configuration's
-# step against the CPU, CUDA graph capture and replay). Tests of cuDNN, cuBLAS or NCCL, and of real
+# step against the CPU, CUDA graph capture and replay), then the kernel tests once more with the
+# threads of each block run in reverse order. Tests of cuDNN, cuBLAS or NCCL, and of real
 # concurrency, skip there as needing a real GPU. The nn/ and apps/ GPU tests (whole training runs,
 # minutes each in emulation) are not in this set yet.
 # Environment: BUILD_DIR (default build-emu), JOBS (default: all cores).
@@ -16,4 +17,11 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCUDAGRAD_GPU_EMULATION=O
 cmake --build "$BUILD_DIR" -j "$JOBS"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|train_cuda" |
   tee "$BUILD_DIR/ctest.log"
+# The race pass: the kernels again with each block's threads run in reverse order. A read of
+# shared memory that another thread writes between the same two barriers gives a result that
+# differs from the reference in one of the two orders (emulator/grid.cpp).
+echo "== the kernels again, threads in reverse order (shared-memory races) =="
+CG_EMU_SCHEDULE=reverse ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
+  -L "emulator|kernels_cuda|engine_cuda|data_cuda" | tee "$BUILD_DIR/ctest_reverse.log"
 grep -E "tests passed" "$BUILD_DIR/ctest.log" | tail -n 1
+grep -E "tests passed" "$BUILD_DIR/ctest_reverse.log" | sed 's/^/reverse schedule: /' | tail -n 1

@@ -9,7 +9,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -32,6 +34,23 @@ struct DeviceArray {
 
 // --- barriers -------------------------------------------------------------------------------
 
+// Under one CG_EMU_SCHEDULE value, restoring the previous one.
+class Schedule {
+ public:
+  explicit Schedule(const char* order) {
+    if (const char* v = std::getenv("CG_EMU_SCHEDULE")) saved_ = v;
+    ::setenv("CG_EMU_SCHEDULE", order, 1);
+  }
+  ~Schedule() {
+    if (saved_.empty()) ::unsetenv("CG_EMU_SCHEDULE");
+    else ::setenv("CG_EMU_SCHEDULE", saved_.c_str(), 1);
+  }
+
+ private:
+  std::string saved_;
+};
+
+
 __global__ void rotate_through_shared(int* out, bool with_barrier) {
   __shared__ int slots[256];
   const int t = threadIdx.x;
@@ -52,6 +71,7 @@ TEST(EmulatedDevice, BarrierOrdersSharedMemoryWritesBeforeReads) {
 TEST(EmulatedDevice, AMissingBarrierReadsWhatIsNotWrittenYet) {
   // Thread t runs until it exits, before thread t + 1 starts: without the barrier thread 0 reads
   // slot 1 before thread 1 has written it. (On a GPU the result is a race; here it is always wrong.)
+  Schedule forward("forward");
   DeviceArray<int> out(2 * 256);
   rotate_through_shared<<<2, 256>>>(out.ptr, false);
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -60,6 +80,40 @@ TEST(EmulatedDevice, AMissingBarrierReadsWhatIsNotWrittenYet) {
   for (int b = 0; b < 2; ++b)
     for (int t = 0; t < 255; ++t) wrong += h[size_t(b * 256 + t)] != (t + 1) % 256 + 1000 * b;
   EXPECT_GT(wrong, 0);
+}
+
+// Thread t reads what thread t - 1 wrote, with no barrier between: a race that the forward
+// schedule hides (thread t - 1 has run to the end before t starts) and the reverse one shows.
+// `salt` differs per launch: shared memory keeps the previous block's values on the emulator
+// (static storage per host thread), and the stale ones must not look right.
+__global__ void read_lower_neighbour(int* out, int salt) {
+  __shared__ int slots[256];
+  const int t = threadIdx.x;
+  slots[t] = t + salt;
+  out[t] = slots[(t + blockDim.x - 1) % blockDim.x];
+}
+
+int wrong_lower_reads(const char* order) {
+  static int salt = 0;
+  salt += 1000;
+  Schedule schedule(order);
+  DeviceArray<int> out(256);
+  read_lower_neighbour<<<1, 256>>>(out.ptr, salt);
+  if (cudaDeviceSynchronize() != cudaSuccess) return -1;
+  const std::vector<int> h = out.download();
+  int wrong = 0;
+  for (int t = 1; t < 256; ++t) wrong += h[size_t(t)] != t - 1 + salt;
+  return wrong;
+}
+
+TEST(EmulatedDevice, TheReverseScheduleShowsTheRaceTheForwardOneHides) {
+  EXPECT_EQ(wrong_lower_reads("forward"), 0);
+  EXPECT_GT(wrong_lower_reads("reverse"), 0);
+  Schedule bad("sideways");
+  DeviceArray<int> out(256);
+  read_lower_neighbour<<<1, 256>>>(out.ptr, 0);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "an unknown schedule fails the launch";
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "and leaves the device usable";
 }
 
 __global__ void divergent_barrier(int* out) {

@@ -37,7 +37,11 @@ struct KernelBody {
 // Runs the grid to completion. Throws KernelFault (below) when a thread throws, when threads of a
 // block wait at barriers that can never all be reached (divergent __syncthreads), or on a launch
 // configuration a real device refuses (checked earlier by check_launch).
-void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name);
+// reverse: run each block's threads in reverse order between barriers (reverse_schedule()).
+void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name, bool reverse);
+// CG_EMU_SCHEDULE, read at every launch (a test may switch it): "forward" (the default) or
+// "reverse"; anything else throws std::invalid_argument naming it.
+bool reverse_schedule();
 
 // "" when a device accepts this configuration, else the reason (too many threads per block...).
 std::string check_launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes);
