@@ -276,6 +276,12 @@ size_t DistributedDataParallel::bytes_per_step() const {
   return total;
 }
 
+double DistributedDataParallel::modeled_ms_per_step() const {
+  double total = 0;
+  for (size_t bytes : bucket_bytes_per_step()) total += comm_->modeled_ms(bytes);
+  return total;
+}
+
 std::vector<std::shared_ptr<Work>> DistributedDataParallel::last_all_reduces() const {
   std::vector<std::shared_ptr<Work>> out;
   for (const auto& b : buckets_) out.push_back(b.work);

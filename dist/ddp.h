@@ -152,6 +152,9 @@ class DistributedDataParallel {
   // factor, which is the same with and without compression.
   std::vector<size_t> bucket_bytes_per_step() const;
   size_t bytes_per_step() const;
+  // The modeled transport's time for one step's bucket collectives (the ring model of each bucket,
+  // summed); 0 for a real transport.
+  double modeled_ms_per_step() const;
   // zero_sharding: the float32 bytes of parameters all-gathered per step (0 without sharding).
   size_t gather_bytes_per_step() const;
 

@@ -125,6 +125,8 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   else
     log::info("DDP: {} gradient buckets over {}, {} bytes all-reduced per step ({})", ddp->num_buckets(),
               ddp->comm().name(), ddp->bytes_per_step(), wire);
+  if (const double modeled = ddp->modeled_ms_per_step(); modeled > 0)
+    log::info("DDP: the ring model's time for one step's collectives: {:.4f} ms", modeled);
   if (options.sync_batchnorm)
     log::info("SyncBatchNorm: {} batch-norm layers, statistics over {} ranks", ddp->sync_batchnorm_layers(),
               dc.world_size());

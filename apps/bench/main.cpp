@@ -145,9 +145,7 @@ void report(const TrainConfig& c, const Options& o, TrainSession& session, const
   const int64_t n = c.data.batch_size;
   const double step_ms = median(t.total), ips = double(n * world) / (step_ms / 1000.0);
   // With the modeled backend: what the all-reduces of one step would take if nothing overlapped.
-  double comm_total_ms = 0;
-  if (ddp)
-    for (size_t bytes : ddp->bucket_bytes_per_step()) comm_total_ms += ddp->comm().modeled_ms(bytes);
+  const double comm_total_ms = ddp ? ddp->modeled_ms_per_step() : 0.0;
   const std::string device_name = device.is_cuda() ? runtime::describe_device(device.index) : std::string("cpu");
   std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n, world,
               c.amp.enabled ? enum_name(c.amp.dtype) : "off");

@@ -2,15 +2,17 @@
 // set resident on the GPU learns and writes a checkpoint that resumes; bf16 and the native kernels
 // train too; a channels-last model learns and its checkpoint resumes in NCHW; two ranks sharing
 // one GPU (Gloo staged through pinned memory) end with identical replicas; the modeled
-// communication backend runs. Skips without a GPU.
+// communication backend runs and logs the ring model's time per step. Skips without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
+#include "dist/gradient_comm.h"
 #include "kernels/cuda/device_info.h"
 #include "support/free_port.h"
 #include "support/metrics_file.h"
@@ -119,6 +121,17 @@ TEST(GpuTrain, ModeledBackendRunsOneProcessAsEightRanks) {
                                  " output.dir=" + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("modeled ring of 8"), std::string::npos) << r.output;
+  // The figure logged is the ring model over the buckets the log names: the model is affine in the
+  // bytes, so N buckets of B bytes in all take ring(B) plus N - 1 times ring(0), the latency.
+  std::smatch buckets, modeled;
+  ASSERT_TRUE(std::regex_search(r.output, buckets, std::regex(R"(DDP: (\d+) gradient buckets over .*, (\d+) bytes all-reduced)")))
+      << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, modeled, std::regex(R"(one step's collectives: ([0-9.]+) ms)"))) << r.output;
+  const int64_t n = std::stoll(buckets[1]);
+  const size_t bytes = std::stoull(buckets[2]);
+  const dist::Link link = dist::nvlink_link();
+  const double want = dist::ring_all_reduce_ms(bytes, 8, link) + double(n - 1) * dist::ring_all_reduce_ms(0, 8, link);
+  EXPECT_NEAR(std::stod(modeled[1]), want, 1e-3 * want + 1e-4) << r.output;
 }
 
 }  // namespace
