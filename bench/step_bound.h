@@ -25,6 +25,7 @@ struct Network {
   std::vector<int64_t> widths{64, 128, 256};
   std::vector<int64_t> blocks{2, 2, 2};
   int64_t in_channels = 1, image = 28, batch = 64, classes = 10;
+  bool channels_last = false;  // the GPU config: the stem's output changes layout, both ways
 };
 
 struct ConvLayer {
@@ -181,6 +182,11 @@ std::vector<Pass> step_passes(const Network& net, double value_bytes, const Algo
     for (Pass& p : batch_norm_passes(bn, c.shape, second ? BnKind::add_relu : down ? BnKind::plain : BnKind::relu,
                                      value_bytes))
       passes.push_back(p);
+    if (i == 0 && net.channels_last) {  // NCHW -> NHWC after the stem, and its gradient back
+      const double y = double(c.shape.n * c.shape.c_out * c.shape.out_h() * c.shape.out_w());
+      passes.push_back(elementwise("conv1", "layout fwd", y, 1, 1, 0, value_bytes));
+      passes.push_back(elementwise("conv1", "layout bwd", y, 1, 1, 0, value_bytes));
+    }
     // A block's input feeds conv1 and the shortcut: autograd adds the two gradients (reads 2, writes 1).
     if (c.name.ends_with(".conv1")) {
       const double x = double(c.shape.n * c.shape.c_in * c.shape.h * c.shape.w);
@@ -207,6 +213,12 @@ std::vector<Pass> step_passes(const Network& net, double value_bytes, const Algo
   const double params = weights + bn_params + fc_weights;
   passes.push_back(elementwise("optimizer", "sgd update", params, 3, 2, 8, 4));
   passes.push_back(elementwise("optimizer", "zero grad", params, 0, 1, 0, 4));
+  // Mixed precision: autocast casts the fp32 weights to the activations' type once a step.
+  if (value_bytes < 4) {
+    Pass cast = elementwise("autocast", "weight cast", params, 0, 0, 0, 4);
+    cast.bytes = params * (4 + value_bytes);
+    passes.push_back(cast);
+  }
   return passes;
 }
 
