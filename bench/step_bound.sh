@@ -13,7 +13,8 @@
 #   --threads N: threads of every side, and the cores whose peak the bound assumes (default: all).
 #   --steps S, --warmup W: timed and untimed whole steps of each engine (default 20, 3).
 #   --runs R: timed runs of each convolution phase in step_bound_bench (default 5).
-#   --gemm-gflops G: the GEMM's best GFLOP/s a core (bench/cpu_gemm_bench), a second, reachable bound.
+#   --gemm-gflops G: the GEMM's best GFLOP/s a core, a second, reachable bound; auto: measure it
+#     (bench/cpu_gemm_bench, one pinned thread, --runs runs a shape; the best shape's figure).
 #   --label TEXT: put in the saved file's first line (e.g. "smoke run, loaded machine").
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,12 +69,18 @@ if ((SAVE)); then OUT="$ROOT/bench/results" stem="step_bound_$(date -u +%F)_${NE
 mkdir -p "$OUT"
 bars=$(mktemp)
 trap 'rm -f "$bars"' EXIT
-extra=()
+extra=() asked_gemm=$GEMM
+if [[ $GEMM == auto ]]; then
+  require_binary "$BUILD/bench/cpu_gemm_bench" cpu_gemm_bench
+  GEMM=$(OMP_NUM_THREADS=1 taskset -c "$(($(nproc) - 1))" "$BUILD/bench/cpu_gemm_bench" "$RUNS" \
+    | awk -F'|' '/^\| (full|narrow) / { if ($8 + 0 > best) best = $8 + 0 } END { print best }')
+  [[ -n $GEMM && $GEMM != 0 ]] || die "cpu_gemm_bench gave no GFLOP/s"
+fi
 [[ -n $GEMM ]] && extra=(--gemm-gflops "$GEMM")
 {
   echo "# step_bound, $NET network${LABEL:+, $LABEL}: $(machine_line "$LOAD" "$CUDAGRAD")"
   echo
-  echo "Command: bench/step_bound.sh --net $NET --threads $THREADS --steps $STEPS --warmup $WARMUP --runs $RUNS${GEMM:+ --gemm-gflops $GEMM}"
+  echo "Command: bench/step_bound.sh --net $NET --threads $THREADS --steps $STEPS --warmup $WARMUP --runs $RUNS${asked_gemm:+ --gemm-gflops $asked_gemm}${LABEL:+ --label \"$LABEL\"}"
   echo "Percentages: bound / measured (100% = the machine's limit)."
   echo
   "$BOUND" --net "$NET" --threads "$THREADS" --runs "$RUNS" "${steps[@]}" "${extra[@]}" --bars "$bars" \
