@@ -157,68 +157,86 @@ inline std::vector<Pass> batch_norm_passes(const std::string& layer, const Conv2
           elementwise(layer, "bn bwd", n, 4 + 2 * masked, 1 + added, 9 + masked, value_bytes)};
 }
 
-// Every pass of one training step, forward then backward then the optimizer (SGD with momentum,
-// Nesterov and weight decay). `algorithm_of(conv index, layer)` names the kernel that runs a
-// convolution; "cpu winograd" gets Winograd's count.
-template <class AlgorithmOf>
-std::vector<Pass> step_passes(const Network& net, double value_bytes, const AlgorithmOf& algorithm_of) {
-  const std::vector<ConvLayer> convs = conv_layers(net);
-  std::vector<Pass> passes;
-  double weights = 0;
-  for (size_t i = 0; i < convs.size(); ++i) {
-    const ConvLayer& c = convs[i];
-    const std::string algorithm = algorithm_of(int(i), c);
-    weights += double(c.shape.c_out * c.shape.c_in * c.shape.kh * c.shape.kw);
-    for (ConvPhase phase : {ConvPhase::forward, ConvPhase::backward_data, ConvPhase::backward_filter}) {
-      if (i == 0 && phase == ConvPhase::backward_data) continue;  // the input needs no gradient
-      Pass p{c.name, phase_name(phase), algorithm, 0, direct_conv_flops(c.shape), conv_bytes(c.shape, phase, value_bytes),
-             phase, int(i)};
-      p.flops = algorithm == "cpu winograd" ? winograd_flops(c.shape, phase).total() : p.direct_flops;
-      passes.push_back(p);
-    }
-    const bool second = c.name.ends_with(".conv2"), down = c.name.ends_with(".downsample.0");
-    const std::string block = block_of(c.name);
-    const std::string bn = c.name == "conv1" ? "bn1" : block + (down ? ".downsample.1" : second ? ".bn2" : ".bn1");
-    for (Pass& p : batch_norm_passes(bn, c.shape, second ? BnKind::add_relu : down ? BnKind::plain : BnKind::relu,
-                                     value_bytes))
-      passes.push_back(p);
-    if (i == 0 && net.channels_last) {  // NCHW -> NHWC after the stem, and its gradient back
-      const double y = double(c.shape.n * c.shape.c_out * c.shape.out_h() * c.shape.out_w());
-      passes.push_back(elementwise("conv1", "layout fwd", y, 1, 1, 0, value_bytes));
-      passes.push_back(elementwise("conv1", "layout bwd", y, 1, 1, 0, value_bytes));
-    }
-    // A block's input feeds conv1 and the shortcut: autograd adds the two gradients (reads 2, writes 1).
-    if (c.name.ends_with(".conv1")) {
-      const double x = double(c.shape.n * c.shape.c_in * c.shape.h * c.shape.w);
-      passes.push_back(elementwise(block, "grad sum", x, 2, 1, 1, value_bytes));
-    }
+// A convolution's three phases (the stem's input needs no gradient: no backward-data), counted
+// as Winograd where "cpu winograd" runs it, else directly.
+inline void add_conv_passes(const ConvLayer& c, int index, const std::string& algorithm, double value_bytes,
+                            std::vector<Pass>& passes) {
+  for (ConvPhase phase : {ConvPhase::forward, ConvPhase::backward_data, ConvPhase::backward_filter}) {
+    if (index == 0 && phase == ConvPhase::backward_data) continue;
+    Pass p{c.name, phase_name(phase), algorithm, 0, direct_conv_flops(c.shape), conv_bytes(c.shape, phase, value_bytes),
+           phase, index};
+    p.flops = algorithm == "cpu winograd" ? winograd_flops(c.shape, phase).total() : p.direct_flops;
+    passes.push_back(p);
   }
-  const Conv2dShape& last = convs.back().shape;
+}
+
+// What follows a convolution: its batch norm (fused as batch_norm_passes says), the stem's
+// layout change on a channels-last network, and at each block's first convolution the sum of
+// the block input's two gradients (it feeds conv1 and the shortcut; reads 2, writes 1).
+inline void add_layer_passes(const Network& net, const ConvLayer& c, double value_bytes, std::vector<Pass>& passes) {
+  const bool second = c.name.ends_with(".conv2"), down = c.name.ends_with(".downsample.0");
+  const std::string block = block_of(c.name);
+  const std::string bn = c.name == "conv1" ? "bn1" : block + (down ? ".downsample.1" : second ? ".bn2" : ".bn1");
+  for (Pass& p : batch_norm_passes(bn, c.shape, second ? BnKind::add_relu : down ? BnKind::plain : BnKind::relu,
+                                   value_bytes))
+    passes.push_back(p);
+  const double x = double(c.shape.n * c.shape.c_in * c.shape.h * c.shape.w);
+  const double y = double(c.shape.n * c.shape.c_out * c.shape.out_h() * c.shape.out_w());
+  if (c.name == "conv1" && net.channels_last) {  // NCHW -> NHWC after the stem, and its gradient back
+    passes.push_back(elementwise("conv1", "layout fwd", y, 1, 1, 0, value_bytes));
+    passes.push_back(elementwise("conv1", "layout bwd", y, 1, 1, 0, value_bytes));
+  }
+  if (c.name.ends_with(".conv1")) passes.push_back(elementwise(block, "grad sum", x, 2, 1, 1, value_bytes));
+}
+
+// Global average pooling, the linear head (three small GEMMs) and the loss.
+inline void add_head_passes(const Network& net, const Conv2dShape& last, double value_bytes, std::vector<Pass>& passes) {
   const double features = double(last.n * last.c_out * last.out_h() * last.out_w());
   passes.push_back(elementwise("avgpool", "fwd", features, 1, 0, 1, value_bytes));
   passes.push_back(elementwise("avgpool", "bwd", features, 0, 1, 1, value_bytes));
-  const double fc_flops = 2.0 * double(net.batch * last.c_out * net.classes);
   const double fc_weights = double(last.c_out * net.classes + net.classes);
   for (const char* phase : {"fwd", "bwd-data", "bwd-weights"}) {
     Pass p = elementwise("fc", phase, double(net.batch * (last.c_out + net.classes)) + fc_weights, 1, 0, 0, value_bytes);
-    p.flops = p.direct_flops = fc_flops;
+    p.flops = p.direct_flops = 2.0 * double(net.batch * last.c_out * net.classes);
     passes.push_back(p);
   }
   passes.push_back(elementwise("loss", "fwd+bwd", double(net.batch * net.classes), 2, 1, 8, value_bytes));
-  // Parameters: convolutions, batch norm's weight and bias, the head. The update reads the
-  // parameter, its gradient and momentum and writes parameter and momentum (8 FLOPs: decay,
-  // momentum, Nesterov, step); zeroing the gradients writes them once more. fp32 on every device.
-  double bn_params = 0;
-  for (const ConvLayer& c : convs) bn_params += 2.0 * double(c.shape.c_out);
-  const double params = weights + bn_params + fc_weights;
+}
+
+// Trainable parameters: convolution weights, batch norm's weight and bias, the head's weight and bias.
+inline double parameter_count(const Network& net, const std::vector<ConvLayer>& convs) {
+  double n = 0;
+  for (const ConvLayer& c : convs) n += double(c.shape.c_out * (c.shape.c_in * c.shape.kh * c.shape.kw + 2));
+  return n + double(convs.back().shape.c_out * net.classes + net.classes);
+}
+
+// SGD with momentum, Nesterov and weight decay reads the parameter, its gradient and momentum and
+// writes parameter and momentum (8 FLOPs: decay, momentum, Nesterov, step); zeroing the gradients
+// writes them once more. fp32 on every device; with mixed precision (2-byte values) autocast also
+// casts the weights once a step (reads 4 bytes, writes 2).
+inline void add_optimizer_passes(double params, double value_bytes, std::vector<Pass>& passes) {
   passes.push_back(elementwise("optimizer", "sgd update", params, 3, 2, 8, 4));
   passes.push_back(elementwise("optimizer", "zero grad", params, 0, 1, 0, 4));
-  // Mixed precision: autocast casts the fp32 weights to the activations' type once a step.
   if (value_bytes < 4) {
     Pass cast = elementwise("autocast", "weight cast", params, 0, 0, 0, 4);
     cast.bytes = params * (4 + value_bytes);
     passes.push_back(cast);
   }
+}
+
+// Every pass of one training step, in the order of the forward (a layer's backward passes
+// beside its forward ones), then the optimizer. `algorithm_of(conv index, layer)` names the
+// kernel that runs a convolution.
+template <class AlgorithmOf>
+std::vector<Pass> step_passes(const Network& net, double value_bytes, const AlgorithmOf& algorithm_of) {
+  const std::vector<ConvLayer> convs = conv_layers(net);
+  std::vector<Pass> passes;
+  for (size_t i = 0; i < convs.size(); ++i) {
+    add_conv_passes(convs[i], int(i), algorithm_of(int(i), convs[i]), value_bytes, passes);
+    add_layer_passes(net, convs[i], value_bytes, passes);
+  }
+  add_head_passes(net, convs.back().shape, value_bytes, passes);
+  add_optimizer_passes(parameter_count(net, convs), value_bytes, passes);
   return passes;
 }
 
@@ -231,5 +249,9 @@ struct Peaks {
 inline double compute_us(const Pass& p, const Peaks& k) { return p.flops / (k.gflops * 1e3); }
 inline double memory_us(const Pass& p, const Peaks& k) { return p.bytes / (k.gbs * 1e3); }
 inline double bound_us(const Pass& p, const Peaks& k) { return std::max(compute_us(p, k), memory_us(p, k)); }
+// The same with the convolutions' direct count: the bound of an engine without Winograd.
+inline double direct_bound_us(const Pass& p, const Peaks& k) {
+  return std::max(p.direct_flops / (k.gflops * 1e3), memory_us(p, k));
+}
 
 }  // namespace cg::bench::bound

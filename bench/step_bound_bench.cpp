@@ -129,6 +129,9 @@ std::vector<std::string> summary(const Options& o, const std::vector<Pass>& pass
   const auto [mem_bound, unused2] = sums(passes, k, measured, [&](const Pass& p) { return memory_us(p, k) > compute_us(p, k); });
   fmt::print("\nstep bound: {:.2f} ms ({:.2f} ms of it in memory-limited passes; convolutions {:.2f} ms)\n",
              step_bound * 1e-3, mem_bound * 1e-3, conv_bound * 1e-3);
+  double direct = 0;
+  for (const Pass& p : passes) direct += direct_bound_us(p, k);
+  fmt::print("step bound with every convolution counted directly (no Winograd): {:.2f} ms\n", direct * 1e-3);
   if (o.gemm_gflops > 0) {
     const Peaks gemm{o.gemm_gflops * o.threads, k.gbs};
     const auto [b, unused3] = sums(passes, gemm, measured, [](const Pass&) { return true; });

@@ -51,12 +51,20 @@ TEST(StepBound, FullNetworkHasFifteenConvolutionsAndItsParameters) {
   EXPECT_EQ(passes.back().bytes, 4.0 * 2'776'522);
 }
 
+// configs/fashion_mnist_cpu.yaml's narrow network: 174,970 parameters.
+TEST(StepBound, NarrowNetworkParameters) {
+  const Network narrow{{16, 32, 64}, {2, 2, 2}, 1, 28, 64, 10};
+  EXPECT_EQ(parameter_count(narrow, conv_layers(narrow)), 174'970.0);
+}
+
 TEST(StepBound, BoundIsTheSlowerOfComputeAndMemory) {
   Pass p;
   p.flops = 2e9;
   p.bytes = 1e9;
   EXPECT_DOUBLE_EQ(bound_us(p, {1000, 100}), 1e4);  // memory: 1 GB at 100 GB/s = 10 ms
   EXPECT_DOUBLE_EQ(bound_us(p, {100, 1000}), 2e4);  // compute: 2 GFLOP at 100 GFLOP/s = 20 ms
+  p.direct_flops = 8e9;                              // a Winograd pass: 4x the FLOPs counted directly
+  EXPECT_DOUBLE_EQ(direct_bound_us(p, {100, 1000}), 8e4);
 }
 
 }  // namespace
