@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/winograd_transforms.h"
 #include "kernels/types.h"
 
 namespace cg::bench::bound {
@@ -77,14 +78,18 @@ inline double direct_conv_flops(const Conv2dShape& s) {
 // zero-padded columns of a GEMM's last panel, and backward-filter's sum over its slots (at most
 // 3 x 36 per filter weight, under 0.5% of any layer's GEMM).
 namespace winograd_count {
-constexpr int kTile = 4, kElements = 36;
+using namespace kernels::cpu::winograd;  // the kernel's own tile, element and lane constants
 constexpr double kInputPass = 28, kGradPass = 11, kOutputPass = 13, kFilterPass = 17;
 
-inline int64_t tiles_along(int64_t n) { return (n + kTile - 1) / kTile; }
-// One plane's input transform: the vertical pass on 4 columns per tile plus one tile's worth per
-// tile row (neighbouring tiles share 2 columns), then 6 horizontal passes per tile.
-inline double input_plane(int64_t th, int64_t tw) { return kInputPass * double(th * 4 * (tw + 1) + th * tw * 6); }
-inline double grad_tile() { return kGradPass * (4 + 6); }
+// One plane's input transform. 16 planes at a time (input_transform_lanes: channels in groups of
+// 16, planes of at most kLanesMaxTiles tiles -- every MiniResNet layer Winograd runs): 6 vertical
+// and 6 horizontal passes per tile. Plane by plane (input_transform): neighbouring tiles share 2
+// columns, so the vertical pass runs on 4 columns per tile plus 4 per tile row.
+inline double input_plane(int64_t th, int64_t tw, int64_t channels) {
+  const bool lanes = th * tw <= kLanesMaxTiles && channels % kLanes == 0;
+  return kInputPass * double(lanes ? th * tw * 12 : th * 4 * (tw + 1) + th * tw * 6);
+}
+inline double grad_tile() { return kGradPass * (4 + 6); }           // 4 columns, then 6 rows (no overlap)
 inline double output_tile() { return kOutputPass * (6 + 4) + 16; }  // + the bias, added to every output
 inline double filter() { return kFilterPass * (3 + 6); }             // G g G^T: 3 columns, then 6 rows
 inline double filter_adjoint() { return kFilterPass * (6 + 3); }
@@ -104,13 +109,14 @@ inline WinogradFlops winograd_flops(const Conv2dShape& s, ConvPhase phase) {
   const double filters = double(s.c_out * s.c_in);
   WinogradFlops f;
   f.gemm = 2.0 * w::kElements * filters * double(tiles);
-  const double input_planes = double(s.n * (data ? s.c_out : s.c_in));
+  const int64_t in_channels = data ? s.c_out : s.c_in;
+  const double input = double(s.n * in_channels) * w::input_plane(th, tw, in_channels);
   if (phase == ConvPhase::backward_filter) {
-    f.transforms = input_planes * w::input_plane(th, tw) + double(tiles * s.c_out) * w::grad_tile() +
+    f.transforms = input + double(tiles * s.c_out) * w::grad_tile() +
                    filters * w::filter_adjoint();
   } else {
     const int64_t out_channels = data ? s.c_in : s.c_out;
-    f.transforms = input_planes * w::input_plane(th, tw) + double(tiles * out_channels) * w::output_tile() +
+    f.transforms = input + double(tiles * out_channels) * w::output_tile() +
                    filters * w::filter();
   }
   return f;

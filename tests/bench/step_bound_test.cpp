@@ -21,16 +21,23 @@ TEST(StepBound, WinogradForwardOfA64ChannelLayer) {
   const WinogradFlops f = winograd_flops(kLayer1, ConvPhase::forward);
   EXPECT_EQ(f.gemm, 924'844'032.0);  // 2 * 36 * 64 * 64 * (64 images * 49 tiles)
   EXPECT_EQ(f.gemm * 4, direct_conv_flops(kLayer1));
-  // Input: 4096 planes x 28 x (7 tile rows x 4 x 8 vertical + 49 x 6 horizontal passes) = 59,408,384;
-  // output: 64 x 49 tiles x 64 channels x (13 x 10 + 16) = 29,302,784; filters: 4096 x 17 x 9 = 626,688.
-  EXPECT_EQ(f.transforms, 59'408'384.0 + 29'302'784.0 + 626'688.0);
+  // Input, 16 planes at a time: 4096 planes x 49 tiles x 12 passes x 28 = 67,436,544; output:
+  // 64 x 49 tiles x 64 channels x (13 x 10 + 16) = 29,302,784; filters: 4096 x 17 x 9 = 626,688.
+  EXPECT_EQ(f.transforms, 67'436'544.0 + 29'302'784.0 + 626'688.0);
 }
 
 // Backward-filter: the output gradient's A transform (11 x 10 a tile) and G^T's adjoint instead.
 TEST(StepBound, WinogradBackwardFilterOfA64ChannelLayer) {
   const WinogradFlops f = winograd_flops(kLayer1, ConvPhase::backward_filter);
   EXPECT_EQ(f.gemm, 924'844'032.0);
-  EXPECT_EQ(f.transforms, 59'408'384.0 + 64.0 * 49 * 64 * 110 + 4096.0 * 153);
+  EXPECT_EQ(f.transforms, 67'436'544.0 + 64.0 * 49 * 64 * 110 + 4096.0 * 153);
+}
+
+// Channels not in groups of 16 go plane by plane, neighbouring tiles sharing the vertical pass:
+// 8 planes x 28 x (7 tile rows x 4 x 8 + 49 x 6) = 116,032.
+TEST(StepBound, WinogradInputTransformPlaneByPlane) {
+  const Conv2dShape s{1, 8, 28, 28, 32, 3, 3, 1, 1};
+  EXPECT_EQ(winograd_flops(s, ConvPhase::forward).transforms, 116'032.0 + 49.0 * 32 * 146 + 256.0 * 153);
 }
 
 // A 14x14 output needs 4 x 4 tiles of 4x4 (16x16, the last row and column of tiles half used).
