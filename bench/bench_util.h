@@ -1,5 +1,5 @@
 // What the CPU micro-benchmarks share: a clock (process CPU time or elapsed time), the median of
-// alternating runs, the core's measured FMA peak, and random inputs.
+// alternating runs, the core's measured FMA peak, the memory bandwidth, and random inputs.
 #pragma once
 #include <time.h>
 
@@ -55,6 +55,36 @@ inline double fma_peak_gflops() {
   volatile float sink = 0;  // keeps the loop's results alive
   for (int i = 0; i < 12; ++i) sink = sink + acc[i][0];
   return 2.0 * 16 * 12 * double(iters) / ms * 1e-6;
+}
+
+// Memory bandwidth in GB/s (1e9 bytes), STREAM's way: the best of `runs` passes over arrays far
+// larger than the caches, on all OpenMP threads, elapsed time. Copy a = b counts 8 bytes a float,
+// triad a = b + s * c 12 (reads and writes; not the write-allocate reads a cache may add).
+struct Bandwidth {
+  double copy_gbs = 0, triad_gbs = 0;
+};
+inline Bandwidth stream_bandwidth(int runs, int64_t floats = int64_t(1) << 25) {
+  std::vector<float> a(size_t(floats), 0.f), b(size_t(floats), 1.f), c(size_t(floats), 2.f);
+  auto best_gbs = [&](double bytes_per_float, const std::function<void()>& pass) {
+    double best_ms = 1e30;
+    for (int r = 0; r < runs; ++r) {
+      const double t0 = clock_ms(CLOCK_MONOTONIC);
+      pass();
+      best_ms = std::min(best_ms, clock_ms(CLOCK_MONOTONIC) - t0);
+    }
+    return bytes_per_float * double(floats) / best_ms * 1e-6;
+  };
+  float *pa = a.data(), *pb = b.data(), *pc = c.data();
+  Bandwidth bw;
+  bw.copy_gbs = best_gbs(8, [&] {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < floats; ++i) pa[i] = pb[i];
+  });
+  bw.triad_gbs = best_gbs(12, [&] {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < floats; ++i) pa[i] = pb[i] + 3.f * pc[i];
+  });
+  return bw;
 }
 
 inline std::vector<float> random_vector(size_t n, uint64_t seed) {
