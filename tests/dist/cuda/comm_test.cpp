@@ -5,10 +5,12 @@
 // a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "dist/gradient_comm.h"
+#include "engine/runtime.h"
 #include "kernels/cuda/device_info.h"
 #include "support/free_port.h"
 #include "support/need_gpu.h"
@@ -103,6 +105,39 @@ TEST(CudaComm, SingleRankNcclCompressedAllReduceRoundsTo16Bits) {
     const std::vector<float> want = Tensor::from_vector(values, {3001}).to(dtype).to(DType::f32).to_vector<float>();
     EXPECT_EQ(bucket.to_vector<float>(), want) << dtype_name(dtype);
     EXPECT_NE(want, values);  // the rounding is visible, so the check can fail
+    expect_done_soon(*work);
+  }
+}
+
+// What an identity cannot show, made visible by the 16-bit rounding: the collective reads its
+// bucket only after the compute stream's work before it (a spinning kernel, then a fill, then the
+// collective: without the stream wait, NCCL would round the values from before the fill), and
+// touches exactly its bucket (the floats on either side, in the same allocation, keep their bits).
+TEST(CudaComm, SingleRankNcclCompressedAllReduceWaitsForComputeAndStaysInItsBucket) {
+  NEED_GPU();
+  NEED_CUDA_LIBRARY("NCCL");
+  TcpStoreOptions so;
+  so.port = test::free_port();
+  so.is_server = true;
+  TcpStore store(so);
+  auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
+  constexpr int64_t kMargin = 64, kCount = 3001;
+  const std::vector<float> values = test::random_vector<float>(size_t(kCount + 2 * kMargin), 24);
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    Tensor whole = Tensor::from_vector(values, {kCount + 2 * kMargin}).to(kGpu);
+    Tensor bucket = whole.view_at(kMargin, {kCount});
+    Tensor compressed = Tensor::empty({kCount}, dtype, kGpu);
+    const Stream s = current_stream(kGpu);
+    runtime::spin(s, 50'000);      // 50 ms on the compute stream...
+    bucket.fill_(1.0 / 3.0);       // ...then the bucket's final values
+    auto work = comm->all_reduce_compressed(bucket, compressed, s, "test bucket");
+    comm->wait(*work, s);
+    const float third = Tensor::full({1}, 1.0 / 3.0).to(dtype).to(DType::f32).to_vector<float>()[0];
+    ASSERT_NE(third, float(1.0 / 3.0));
+    const std::vector<float> got = whole.to_vector<float>();
+    std::vector<float> want = values;
+    std::fill(want.begin() + kMargin, want.begin() + kMargin + kCount, third);
+    EXPECT_EQ(got, want) << dtype_name(dtype) << ": the bucket rounded from its final values, its neighbours untouched";
     expect_done_soon(*work);
   }
 }
