@@ -1,7 +1,7 @@
 // dist.grad_compression: DDP's gradient buckets all-reduced in 16 bits, as PyTorch's
 // fp16_compress_hook / bf16_compress_hook (ddp_comm_hooks/default_hooks.py) but dividing first:
-// each bucket is divided by the world size in float32 and then cast to the 16-bit type (issue 15:
-// so that fp16 cannot overflow before the division), summed over the ranks with 16-bit data on
+// each bucket is divided by the world size in float32 and then cast to the 16-bit type (so that
+// fp16 cannot overflow before the division), summed over the ranks with 16-bit data on
 // the wire, and cast back into the float32 bucket. The stock hook casts first
 // (`buffer.to(dtype).div_(world_size)`), which with the fp16 loss scaler at 2^16 overflows at W
 // times smaller gradients; so results differ from the stock hook's in the last bit of some elements

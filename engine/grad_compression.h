@@ -10,8 +10,8 @@
 namespace cg::ops {
 
 // compressed[i] = round16(bucket[i] * (1.0f / world_size)), the product taken in float32 and
-// round16 rounding to compressed's dtype (f16 or bf16). Dividing before the cast, as issue 15 asks,
-// so that fp16 overflows only where the average itself passes 65504. PyTorch's stock hook casts
+// round16 rounding to compressed's dtype (f16 or bf16). Dividing before the cast, so
+// that fp16 overflows only where the average itself passes 65504. PyTorch's stock hook casts
 // first (`buffer.to(dtype).div_(world_size)` in default_hooks.py), so it overflows at W times
 // smaller gradients, and its results differ from these in the last bit of some elements (for a
 // world size that is not a power of two, or in fp16's subnormal range). The division is a float32

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cudagrad against PyTorch on the same GPU, in one run (issue 5).
+# cudagrad against PyTorch on the same GPU, in one run.
 #   scripts/gpu_compare.sh [throughput] [accuracy]      (default: both)
 # throughput: cudagrad-bench on configs/bench_gpu.yaml (cuDNN and native convolutions, CUDA graph)
 #   and bench/pytorch/gpu_throughput.py in each of PyTorch's variants (eager NCHW, eager

@@ -28,7 +28,7 @@ CLI::Validator at_least(long long low);
 CLI::Validator between(long long low, long long high);
 
 // Running out of memory is a runtime error like a missing file: one clear line and exit code 1,
-// never std::terminate's abort (issue 26: a config's huge size once ended the trainer that way).
+// never std::terminate's abort.
 // What a program prints for an exception it ends on: e.what(), or for an allocation failure
 // (std::bad_alloc, or std::length_error for a size past what a container can hold at all)
 // "out of memory: <what failed>", with `context` (say, the sizes the config asked for) when given.

@@ -250,7 +250,7 @@ static int launch(int argc, char** argv) {
   int nproc = 1, nnodes = 1, node_rank = 0, port = 29500, max_restarts = 0, grace_s = 10;
   std::string addr = "127.0.0.1", program;
   bool standalone = false;
-  // Upper bounds as the trainer's config has them (issue 26): a mistyped count must be refused,
+  // Upper bounds as the trainer's config has them: a mistyped count must be refused,
   // not fork without end or size tables past memory. 1024 ranks per node, 65536 nodes: far
   // beyond any machine or cluster this runs on.
   app.add_option("--nproc-per-node,--nproc_per_node", nproc, "processes on this node")->check(cg::cli::between(1, 1024));

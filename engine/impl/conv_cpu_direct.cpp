@@ -10,13 +10,11 @@
 namespace cg::impl {
 namespace {
 
-// auto's rule, from per-layer A/B timings (cpu_conv_bench, bench/NOTES.md). 3x3 stride 1: the
-// direct kernel beats im2col on every layer below 32 channels in or out; Winograd is faster still
-// from 32 channels (32 @ 14x14: 1.1-1.2x on 1 and 2 cores; 64 @ 7x7: 1.7x) and, with its 16-plane
-// transforms, on channels in groups of 16 (winograd_takes). 3x3 stride 2: 1.3-1.6x im2col from 16
-// channels at 28x28 in all three phases; from 32 at 14x14 im2col is as fast over the three. 1x1:
-// im2col is 1.5-3x faster (the direct 1x1 reads its input planes once per tap with nothing to
-// reuse).
+// auto's rule, from per-layer A/B timings (cpu_conv_bench; the figures: bench/NOTES.md, "Figures
+// once kept in code comments"). 3x3 stride 1: the direct kernel beats im2col on every layer below
+// 32 channels in or out, and Winograd beats it where winograd_takes. 3x3 stride 2: direct below 32
+// input channels. 1x1: im2col, since the direct 1x1 reads its input planes once per tap with
+// nothing to reuse.
 bool direct_is_fastest(const kernels::Conv2dShape& s) {
   if (s.kh != 3) return false;
   if (s.stride == 2) return s.c_in < 32;

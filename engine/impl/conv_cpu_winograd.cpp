@@ -22,13 +22,9 @@ namespace cg::impl {
 namespace {
 
 // Below this many channels (in or out) the 36 per-element GEMMs are too thin to pay for the
-// transforms (bench/NOTES.md, single core): 3 channels (the stem) 4x slower than im2col, 16
-// channels 0.8-0.9x, 32 channels 1.0-1.2x, 64 channels 1.2-1.4x, 256 channels 2.1-2.7x. Those
-// figures predate the 16-plane transforms; with them (channels in groups of 16, planes up to
-// 32x32) the 16-channel 28x28 layers of the narrow network run faster on Winograd than on the
-// direct kernel in all three phases (2 threads: forward 1.06-1.15 against 1.22-1.26 ms,
-// backward-data 1.10-1.17 against 1.22-1.25, backward-filter 0.70-0.81 against 1.29-1.32; training
-// step at batch 64 +2-5%, at batch 128 the same).
+// transforms, unless the channels come in groups of 16 on small planes, where the 16-plane
+// transforms make Winograd the fastest kernel in all three phases (the measurements behind both
+// rules: bench/NOTES.md, "Figures once kept in code comments").
 constexpr int64_t kMinChannels = 32;
 
 }  // namespace

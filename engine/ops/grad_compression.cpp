@@ -28,7 +28,7 @@ void check_pair(const char* op, const Tensor& bucket, const Tensor& compressed) 
 void compress_gradients(Tensor& bucket, Tensor& compressed, int world_size) {
   check_pair("compress_gradients", bucket, compressed);
   CG_CHECK(world_size >= 1, "compress_gradients: world size {}", world_size);
-  // Divide first, in float32, then round once to 16 bits (issue 15): PyTorch's stock hook rounds
+  // Divide first, in float32, then round once to 16 bits: PyTorch's stock hook rounds
   // first, which sends every gradient beyond 65504 to infinity in fp16 before the division could
   // bring it back in range. The same two kernels on every device (the float32 scale, a float32
   // multiplication by the float32 1/W; then the cast), so the CPU and the GPU give the same bits.

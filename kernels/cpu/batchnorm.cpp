@@ -13,7 +13,7 @@
 namespace cg::kernels::cpu {
 namespace {
 
-// A channel's sum over its planes, in double as PyTorch's CPU batch norm sums (issue 26): a
+// A channel's sum over its planes, in double as PyTorch's CPU batch norm sums: a
 // channel of 1e4 + small noise, or a gradient whose halves nearly cancel, loses digits in float
 // partial sums that PyTorch keeps. Each term is widened to double before it is added into 16
 // double lanes (the compiler vectorizes that: float-to-double conversion and 16 independent adds;
