@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Lists functions longer than a limit (default 80 lines, signature to closing brace) in C++ and
-CUDA sources, by a brace-matching heuristic: comments, strings and preprocessor lines are blanked,
+"""Lists functions longer than a limit (default 80 lines, signature to closing brace), or with a
+cyclomatic complexity over a limit (--max-complexity: 1 + the decisions in the body: if, for,
+while, case, catch, &&, ||, ?), in C++ and CUDA sources, by a brace-matching heuristic: comments, strings and preprocessor lines are blanked,
 then a `{` whose preceding text (back to the last `;`, `{` or `}`) ends in `)` plus qualifiers and
 does not start with a control keyword opens a function body; namespaces, classes, structs and
 enums are descended into. Lambdas and local classes count toward their enclosing function.
 
-Usage: scripts/long_functions.py [--max N] [DIR...]   (default: engine kernels nn util)
-Prints `path:line: name: N lines`, longest first; exits 1 when any is found, 0 otherwise."""
+Usage: scripts/long_functions.py [--max N] [--max-complexity C] [DIR...]
+       (default: every source folder)
+Prints `path:line: name: N lines` (longest first) and `path:line: name: complexity C`; exits 1
+when any is found, 0 otherwise. CTest runs it with --max 60 --max-complexity 15 (label meta)."""
 import argparse
 import os
 import re
@@ -14,6 +17,8 @@ import sys
 
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh")
 CONTAINERS = re.compile(r"\b(namespace|class|struct|union|enum)\b")
+DECISIONS = re.compile(r"\b(?:if|for|while|case|catch)\b|&&|\|\||\?")
+DEFAULT_DIRS = ["apps", "data", "dist", "emulator", "engine", "kernels", "nn", "train", "util"]
 NOT_FUNCTIONS = re.compile(r"^\s*(if|for|while|switch|catch|do|else|try|return)\b|=\s*$|=\s*\[|\]\s*\(")
 
 
@@ -64,7 +69,8 @@ def function_name(head):
 
 
 def functions(text):
-    """Yields (name, first line, last line) of each function body outside other function bodies."""
+    """Yields (name, first line, last line, complexity) of each function body outside other
+    function bodies."""
     code = blank(text)
     stack = []  # per open brace: "container", "function" or "other"
     last_stop = 0  # index just after the last ; { or } at container level
@@ -81,14 +87,14 @@ def functions(text):
                         and not NOT_FUNCTIONS.search(head):
                     kind = "function"
                     first_line = code.count("\n", 0, i - len(code[last_stop:i].lstrip())) + 1
-                    start = (function_name(head), first_line)
+                    start = (function_name(head), first_line, i)
             stack.append(kind)
             if not inside_function:
                 last_stop = i + 1
         elif c == "}":
             kind = stack.pop() if stack else "other"
             if kind == "function" and "function" not in stack:
-                yield start[0], start[1], code.count("\n", 0, i) + 1
+                yield start[0], start[1], code.count("\n", 0, i) + 1, 1 + len(DECISIONS.findall(code[start[2]:i]))
             if "function" not in stack:
                 last_stop = i + 1
         elif c == ";" and not inside_function:
@@ -98,9 +104,10 @@ def functions(text):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max", type=int, default=80)
-    parser.add_argument("dirs", nargs="*", default=["engine", "kernels", "nn", "util"])
+    parser.add_argument("--max-complexity", type=int, default=0, help="0: not checked")
+    parser.add_argument("dirs", nargs="*", default=DEFAULT_DIRS)
     args = parser.parse_args()
-    found = []
+    found, tangled = [], []
     for d in args.dirs:
         for root, _, files in os.walk(d):
             for f in sorted(files):
@@ -108,13 +115,19 @@ def main():
                     continue
                 path = os.path.join(root, f)
                 with open(path, encoding="utf-8", errors="replace") as fh:
-                    for name, first, last in functions(fh.read()):
+                    for name, first, last, complexity in functions(fh.read()):
                         if last - first + 1 > args.max:
                             found.append((last - first + 1, path, first, name))
+                        if args.max_complexity and complexity > args.max_complexity:
+                            tangled.append((complexity, path, first, name))
     for length, path, first, name in sorted(found, reverse=True):
         print(f"{path}:{first}: {name}: {length} lines")
+    for complexity, path, first, name in sorted(tangled, reverse=True):
+        print(f"{path}:{first}: {name}: complexity {complexity}")
     print(f"{len(found)} function(s) over {args.max} lines in {', '.join(args.dirs)}")
-    return 1 if found else 0
+    if args.max_complexity:
+        print(f"{len(tangled)} function(s) over complexity {args.max_complexity}")
+    return 1 if found or tangled else 0
 
 
 if __name__ == "__main__":
