@@ -12,8 +12,8 @@
 #include "dist/gradient_comm.h"
 #include "engine/runtime.h"
 #include "kernels/cuda/device_info.h"
-#include "support/free_port.h"
 #include "support/need_gpu.h"
+#include "support/one_rank_store.h"
 #include "support/random_data.h"
 #include "util/trace.h"
 
@@ -46,10 +46,7 @@ TEST(CudaComm, SingleRankNcclAllReduceAndBroadcastOnDeviceTensors) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
   Profiling profiling;
-  TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  TcpStore store(so);
+  TcpStore store = test::one_rank_store();
   auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
   const std::vector<float> values = test::random_vector<float>(3001, 21);
   Tensor t = Tensor::from_vector(values, {3001}).to(kGpu);
@@ -89,10 +86,7 @@ TEST(CudaComm, ModeledAllReduceOccupiesTheStreamForTheModeledTime) {
 TEST(CudaComm, SingleRankNcclCompressedAllReduceRoundsTo16Bits) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
-  TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  TcpStore store(so);
+  TcpStore store = test::one_rank_store();
   auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
   ASSERT_EQ(comm->why_no_compression(), "");
   const std::vector<float> values = test::random_vector<float>(3001, 23);
@@ -116,10 +110,7 @@ TEST(CudaComm, SingleRankNcclCompressedAllReduceRoundsTo16Bits) {
 TEST(CudaComm, SingleRankNcclCompressedAllReduceWaitsForComputeAndStaysInItsBucket) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
-  TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  TcpStore store(so);
+  TcpStore store = test::one_rank_store();
   auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
   constexpr int64_t kMargin = 64, kCount = 3001;
   const std::vector<float> values = test::random_vector<float>(size_t(kCount + 2 * kMargin), 24);

@@ -14,8 +14,8 @@
 #include "kernels/cuda/device_info.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
-#include "support/free_port.h"
 #include "support/need_gpu.h"
+#include "support/one_rank_store.h"
 #include "support/rank_threads.h"
 #include "support/tiny_batches.h"
 #include "support/tolerance.h"
@@ -145,10 +145,7 @@ void expect_single_rank_unchanged(std::unique_ptr<GradientComm> comm) {
 TEST(CudaDdp, SingleRankNcclKeepsTheGradients) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
-  TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  TcpStore store(so);
+  TcpStore store = test::one_rank_store();
   expect_single_rank_unchanged(make_nccl_comm(store, 0, 1, kGpu, 60.0));
 }
 
@@ -159,10 +156,7 @@ TEST(CudaDdp, SingleRankNcclKeepsTheGradients) {
 TEST(CudaDdp, SingleRankNcclCompressedGradientsAreThe16BitValues) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
-  TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  TcpStore store(so);
+  TcpStore store = test::one_rank_store();
   for (GradCompression c : {GradCompression::fp16, GradCompression::bf16}) {
     SCOPED_TRACE(enum_name(c));
     Generator g1(12), g2(12);
@@ -196,10 +190,7 @@ TEST(CudaDdp, SingleRankNcclCompressedGradientsAreThe16BitValues) {
 // Ranks sharing a GPU (Gloo staged through pinned memory) have no 16-bit path: refused by name.
 TEST(CudaDdp, StagedGlooRefusesCompressionNamingTheKey) {
   NEED_GPU();
-  TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  TcpStore store(so);
+  TcpStore store = test::one_rank_store();
   ProcessGroup group(store, 0, 1, "127.0.0.1", {});
   Generator gen(12);
   nn::MiniResNet m(tiny(), gen);

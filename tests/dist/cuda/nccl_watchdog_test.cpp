@@ -10,8 +10,8 @@
 
 #include "dist/gradient_comm.h"
 #include "engine/runtime.h"
-#include "support/free_port.h"
 #include "support/need_gpu.h"
+#include "support/one_rank_store.h"
 #include "support/random_data.h"
 
 namespace cg::dist {
@@ -31,10 +31,7 @@ std::string error_of(Work& work) {
 TEST(NcclWatchdog, FiresOnACollectiveThatCannotCompleteAndNamesRankAndOperation) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
-  TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  TcpStore store(so);
+  TcpStore store = test::one_rank_store();
   constexpr double kTimeoutS = 1.0, kStuckS = 4.0;
   auto comm = make_nccl_comm(store, 0, 1, kGpu, kTimeoutS);
   const Stream compute = Stream::create(kGpu);

@@ -8,10 +8,10 @@
 #include "dist/gradient_comm.h"
 #include "dist/sync_batchnorm.h"
 #include "nn/layers.h"
-#include "support/free_port.h"
 #include "support/need_gpu.h"
-#include "support/rank_threads.h"
+#include "support/one_rank_store.h"
 #include "support/random_data.h"
+#include "support/rank_threads.h"
 #include "support/tolerance.h"
 
 namespace cg::dist {
@@ -65,10 +65,7 @@ class CudaSyncBatchNorm : public ::testing::TestWithParam<Mode> {};
 TEST_P(CudaSyncBatchNorm, SingleRankNcclEqualsPlainBatchNorm) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
-  TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  TcpStore store(so);
+  TcpStore store = test::one_rank_store();
   auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
   const auto want = step(GetParam(), 7, 0, 7, kGpu, nullptr);
   const auto got = step(GetParam(), 7, 0, 7, kGpu, comm.get());

@@ -15,8 +15,8 @@
 #include "dist/ddp.h"
 #include "dist/tcp_store.h"
 #include "engine/random.h"
-#include "support/free_port.h"
 #include "support/gpu_ops.h"
+#include "support/one_rank_store.h"
 
 namespace cg::train {
 namespace {
@@ -46,10 +46,7 @@ Run train(bool graphed, int steps, const std::vector<std::string>& extra) {
   model.to(device);
   auto optimizer = make_optimizer(c, model);
 
-  dist::TcpStoreOptions so;
-  so.port = test::free_port();
-  so.is_server = true;
-  dist::TcpStore store(so);
+  dist::TcpStore store = test::one_rank_store();
   dist::DdpOptions options;
   options.bucket_cap_mb = c.dist.bucket_cap_mb;  // several buckets: several captured all-reduces
   dist::DistributedDataParallel ddp(model, dist::make_nccl_comm(store, 0, 1, device, 60.0), options);
