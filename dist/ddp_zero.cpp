@@ -95,6 +95,67 @@ std::pair<std::string, std::string> split_state_key(const std::string& key) {
   return {key.substr(0, dot), key.substr(dot + 1)};
 }
 
+using StateShards = std::map<std::string, std::map<std::string, Tensor>>;  // kind -> param -> shard
+
+// The optimizer's state tensors by kind and parameter.
+StateShards shards_by_kind(const nn::Optimizer& optimizer) {
+  StateShards mine;
+  for (auto& [key, t] : optimizer.state_tensors()) {
+    auto [kind, param] = split_state_key(key);
+    mine[kind][param] = t;
+  }
+  return mine;
+}
+
+// Per kind, two flags averaged over the ranks, so every rank agrees even if it holds none: flags[2k]
+// (the kind exists somewhere) and flags[2k + 1] (it is a per-parameter scalar, as AdamW's step).
+std::vector<float> agree_on_kinds(GradientComm& comm, const std::vector<std::string>& kinds, StateShards& mine,
+                                  Device device, const Stream& s) {
+  std::vector<float> flags(2 * kinds.size(), 0.f);
+  for (size_t k = 0; k < kinds.size(); ++k)
+    for (const auto& [param, t] : mine[kinds[k]]) {
+      flags[2 * k] = 1.f;
+      if (t.dim() == 0) flags[2 * k + 1] = 1.f;
+    }
+  Tensor agreed = Tensor::from_vector(flags, {int64_t(flags.size())}).to(device);
+  comm.wait(*comm.all_reduce_average(agreed.data<float>(), agreed.numel(), s, "optimizer state kinds"), s);
+  return agreed.to_vector<float>();
+}
+
+// Writes this rank's shards of one kind into `flat` (laid out as the parameters): a scalar over all
+// its owned elements of the parameter, a tensor copied.
+void write_owned_shards(Tensor& flat, const nn::NamedTensors& params, const std::vector<int64_t>& param_offset,
+                        const std::map<std::string, nn::Optimizer::Range>& owned,
+                        const std::map<std::string, Tensor>& shards, Device device) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto r = owned.find(params[i].first);
+    auto t = shards.find(params[i].first);
+    if (r == owned.end() || t == shards.end()) continue;
+    Tensor slot = flat.view_at(param_offset[i] + r->second.begin, {r->second.count});
+    if (t->second.dim() == 0) slot.fill_(t->second.item());
+    else slot.copy_(t->second.to(device).view({r->second.count}));
+  }
+}
+
+// The gathered kinds cut back into whole tensors, in the unsharded order: parameter by parameter,
+// kind by kind.
+nn::NamedTensors unsharded_state(const nn::NamedTensors& params, const std::vector<int64_t>& param_offset,
+                                 const std::vector<std::string>& kinds, const std::vector<float>& flags,
+                                 const std::map<std::string, Tensor>& gathered) {
+  nn::NamedTensors out;
+  for (size_t i = 0; i < params.size(); ++i)
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      auto g = gathered.find(kinds[k]);
+      if (g == gathered.end()) continue;
+      const Tensor& p = params[i].second;
+      const bool scalar = flags[2 * k + 1] != 0.f;
+      Tensor whole = scalar ? g->second.view_at(param_offset[i], {}) : g->second.view_at(param_offset[i], p.shape());
+      // Scalars (step counters) live on the host, as the optimizer keeps and saves them.
+      out.emplace_back(kinds[k] + "." + params[i].first, scalar ? whole.to(Device::cpu()).clone() : whole.clone());
+    }
+  return out;
+}
+
 }  // namespace
 
 nn::NamedTensors DistributedDataParallel::gather_optimizer_state() {
@@ -103,39 +164,19 @@ nn::NamedTensors DistributedDataParallel::gather_optimizer_state() {
   if (!sharding_active_) return optimizer_->state_tensors();  // whole and equal on every rank
   wait_for_parameters();
   const Stream s = current_stream(device_);
-  // Which kinds of state exist anywhere, and which are per-parameter scalars (AdamW's step):
-  // averaged flags, so every rank agrees even if it holds none.
+  // Which kinds of state exist anywhere, and which are per-parameter scalars (AdamW's step).
   const std::vector<std::string> kinds = optimizer_->state_kinds();
-  std::map<std::string, std::map<std::string, Tensor>> mine;  // kind -> param -> shard
-  for (auto& [key, t] : optimizer_->state_tensors()) {
-    auto [kind, param] = split_state_key(key);
-    mine[kind][param] = t;
-  }
-  std::vector<float> flags(2 * kinds.size(), 0.f);
-  for (size_t k = 0; k < kinds.size(); ++k)
-    for (const auto& [param, t] : mine[kinds[k]]) {
-      flags[2 * k] = 1.f;
-      if (t.dim() == 0) flags[2 * k + 1] = 1.f;
-    }
-  Tensor agreed = Tensor::from_vector(flags, {int64_t(flags.size())}).to(device_);
-  comm_->wait(*comm_->all_reduce_average(agreed.data<float>(), agreed.numel(), s, "optimizer state kinds"), s);
-  flags = agreed.to_vector<float>();
+  StateShards mine = shards_by_kind(*optimizer_);
+  const std::vector<float> flags = agree_on_kinds(*comm_, kinds, mine, device_, s);
 
-  // Each kind goes through a flat buffer laid out as the parameters: this rank writes its shards
-  // (a scalar over all its elements of the parameter), the all-gather fills in the rest.
+  // Each kind goes through a flat buffer laid out as the parameters: this rank writes its shards,
+  // the all-gather fills in the rest.
   const auto owned = owned_ranges();
   std::map<std::string, Tensor> gathered;  // kind -> flat
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (flags[2 * k] == 0.f) continue;
     Tensor flat = Tensor::zeros({flat_.numel()}, DType::f32, device_);
-    for (size_t i = 0; i < params_.size(); ++i) {
-      auto r = owned.find(params_[i].first);
-      auto t = mine[kinds[k]].find(params_[i].first);
-      if (r == owned.end() || t == mine[kinds[k]].end()) continue;
-      Tensor slot = flat.view_at(param_offset_[i] + r->second.begin, {r->second.count});
-      if (t->second.dim() == 0) slot.fill_(t->second.item());
-      else slot.copy_(t->second.to(device_).view({r->second.count}));
-    }
+    write_owned_shards(flat, params_, param_offset_, owned, mine[kinds[k]], device_);
     std::vector<std::shared_ptr<Work>> works;
     for (size_t b = 0; b < buckets_.size(); ++b)
       works.push_back(comm_->all_gather_shards(flat.data<float>() + buckets_[b].offset, buckets_[b].padded, s,
@@ -143,18 +184,7 @@ nn::NamedTensors DistributedDataParallel::gather_optimizer_state() {
     for (auto& w : works) comm_->wait(*w, s);
     gathered[kinds[k]] = flat;
   }
-  nn::NamedTensors out;  // the unsharded order: parameter by parameter, kind by kind
-  for (size_t i = 0; i < params_.size(); ++i)
-    for (size_t k = 0; k < kinds.size(); ++k) {
-      auto g = gathered.find(kinds[k]);
-      if (g == gathered.end()) continue;
-      const Tensor& p = params_[i].second;
-      const bool scalar = flags[2 * k + 1] != 0.f;
-      Tensor whole = scalar ? g->second.view_at(param_offset_[i], {}) : g->second.view_at(param_offset_[i], p.shape());
-      // Scalars (step counters) live on the host, as the optimizer keeps and saves them.
-      out.emplace_back(kinds[k] + "." + params_[i].first, scalar ? whole.to(Device::cpu()).clone() : whole.clone());
-    }
-  return out;
+  return unsharded_state(params_, param_offset_, kinds, flags, gathered);
 }
 
 }  // namespace cg::dist

@@ -78,6 +78,31 @@ void slurm_rendezvous(const EnvLookup& env, Identity& id) {
   if (!env("MASTER_PORT") && env("SLURM_JOB_ID")) id.master_port = 15000 + parse_int(env, "SLURM_JOB_ID", 0) % 10000;
 }
 
+// Without the launcher's local size, the processes on this node: for Slurm, its compressed
+// per-node counts (srun always sets them) at this node; else all `world_size` of them.
+int local_size_guess(const EnvLookup& env, const Scheme& s, int world_size) {
+  if (std::string(s.source) != "Slurm") return world_size;
+  const auto counts = env("SLURM_STEP_TASKS_PER_NODE") ? env("SLURM_STEP_TASKS_PER_NODE") : env("SLURM_TASKS_PER_NODE");
+  if (!counts) return world_size;
+  return slurm_tasks_on_node(*counts, parse_int(env, "SLURM_NODEID", 0)).value_or(world_size);
+}
+
+// Reads rank, world size and the local ones from launcher `s`'s variables into `id`, refusing a
+// local size or rank that does not fit the world.
+void read_scheme(const EnvLookup& env, const Scheme& s, Identity& id) {
+  id.source = s.source;
+  id.rank = parse_int(env, s.rank, 0);
+  id.world_size = parse_int(env, s.size, -1);
+  if (id.world_size < 0)
+    throw Error(fmt::format("{} is set but {} is not", s.rank, s.size));
+  id.local_world_size = parse_int(env, s.local_size, local_size_guess(env, s, id.world_size));
+  id.local_rank = parse_int(env, s.local_rank, id.rank % std::max(id.local_world_size, 1));
+  if (id.world_size >= 1 &&
+      (id.local_world_size < 1 || id.local_world_size > id.world_size || id.local_rank >= id.local_world_size))
+    throw Error(fmt::format("{}={} does not fit {}={} and {}={}", s.local_size, id.local_world_size, s.size,
+                            id.world_size, s.local_rank, id.local_rank));
+}
+
 }  // namespace
 
 std::optional<std::string> process_env(const std::string& name) {
@@ -89,22 +114,7 @@ Identity identity_from_env(const EnvLookup& env) {
   Identity id;
   for (const Scheme& s : kSchemes) {
     if (!env(s.rank)) continue;
-    id.source = s.source;
-    id.rank = parse_int(env, s.rank, 0);
-    id.world_size = parse_int(env, s.size, -1);
-    if (id.world_size < 0)
-      throw Error(fmt::format("{} is set but {} is not", s.rank, s.size));
-    int local_size_guess = id.world_size;
-    if (std::string(s.source) == "Slurm") {  // srun always sets the compressed per-node counts
-      const auto counts = env("SLURM_STEP_TASKS_PER_NODE") ? env("SLURM_STEP_TASKS_PER_NODE") : env("SLURM_TASKS_PER_NODE");
-      if (counts) local_size_guess = slurm_tasks_on_node(*counts, parse_int(env, "SLURM_NODEID", 0)).value_or(local_size_guess);
-    }
-    id.local_world_size = parse_int(env, s.local_size, local_size_guess);
-    id.local_rank = parse_int(env, s.local_rank, id.rank % std::max(id.local_world_size, 1));
-    if (id.world_size >= 1 &&
-        (id.local_world_size < 1 || id.local_world_size > id.world_size || id.local_rank >= id.local_world_size))
-      throw Error(fmt::format("{}={} does not fit {}={} and {}={}", s.local_size, id.local_world_size, s.size,
-                              id.world_size, s.local_rank, id.local_rank));
+    read_scheme(env, s, id);
     break;
   }
   if (id.world_size < 1 || id.rank < 0 || id.rank >= id.world_size)

@@ -157,7 +157,10 @@ std::string describe_stall(const Block& b) {
                      at_block, at_warp, done);
 }
 
-void run_block(Block& b, StackPool& stacks, KernelBody body, bool reverse) {
+// Gives every thread of the block a fiber that runs the kernel body on its own stack. A fault (a
+// KernelFault or any other exception) ends the thread and, if it is the block's first, is kept as
+// the block's fault.
+void start_threads(Block& b, StackPool& stacks, KernelBody body) {
   for (size_t i = 0; i < b.lanes.size(); ++i) {
     Lane* lane = &b.lanes[i];
     lane->fiber = ctx::fiber(std::allocator_arg, FixedStack{stacks.stack(i)}, [lane, body](ctx::fiber&& sched) {
@@ -175,22 +178,33 @@ void run_block(Block& b, StackPool& stacks, KernelBody body, bool reverse) {
       return std::move(lane->scheduler);
     });
   }
-  for (;;) {
-    bool progressed = false;
-    for (size_t k = 0; k < b.lanes.size(); ++k) {
-      Lane& l = b.lanes[reverse ? b.lanes.size() - 1 - k : k];
-      if (l.status != Status::ready) continue;
-      b.running = &l;
-      g_current = &l.state;
-      l.fiber = std::move(l.fiber).resume();
-      g_current = nullptr;
-      progressed = true;
-      if (l.status == Status::done) {
-        b.live--;
-        b.warps[size_t(l.state.linear / 32)].live--;
-      }
-      if (!b.fault.empty()) break;
+}
+
+// Resumes each ready thread once, in lane order (reversed when `reverse`), until it waits or
+// exits; stops at the first fault. Returns whether any thread ran.
+bool resume_ready_threads(Block& b, bool reverse) {
+  bool progressed = false;
+  for (size_t k = 0; k < b.lanes.size(); ++k) {
+    Lane& l = b.lanes[reverse ? b.lanes.size() - 1 - k : k];
+    if (l.status != Status::ready) continue;
+    b.running = &l;
+    g_current = &l.state;
+    l.fiber = std::move(l.fiber).resume();
+    g_current = nullptr;
+    progressed = true;
+    if (l.status == Status::done) {
+      b.live--;
+      b.warps[size_t(l.state.linear / 32)].live--;
     }
+    if (!b.fault.empty()) break;
+  }
+  return progressed;
+}
+
+void run_block(Block& b, StackPool& stacks, KernelBody body, bool reverse) {
+  start_threads(b, stacks, body);
+  for (;;) {
+    bool progressed = resume_ready_threads(b, reverse);
     if (!b.fault.empty()) break;
     progressed |= release_barriers(b);
     if (b.live == 0) return;

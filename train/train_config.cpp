@@ -3,6 +3,7 @@
 // to_yaml and help, so no key can be known to one of them and missing from another.
 #include "train/train_config.h"
 
+#include <iterator>
 #include <type_traits>
 #include <utility>
 
@@ -120,8 +121,9 @@ Field make_field(const char* key, const T& default_value, Limits limits, const c
              [](TrainConfig& c, const Value& v) { assign(c.member, v); },                   \
              [](const TrainConfig& c) { return value_of(c.member); })
 
-const std::vector<Field>& fields() {
-  static const std::vector<Field> table{
+// The keys of each section of the config, in the order config.yaml and --print-config list them.
+std::vector<Field> model_fields() {
+  return {
       CG_FIELD(model.widths, stages(kMaxWidth), "channels of each stage"),
       CG_FIELD(model.blocks, stages(kMaxBlocks), "BasicBlocks per stage, one entry per width"),
       CG_FIELD(model.in_channels, between(0, kMaxInChannels),
@@ -132,6 +134,11 @@ const std::vector<Field>& fields() {
       CG_FIELD(model.sync_batchnorm, any(),
                "SyncBatchNorm: training batch-norm statistics over all ranks' batches (one all-reduce per layer "
                "and direction); no-op with one process"),
+  };
+}
+
+std::vector<Field> data_fields() {
+  return {
       CG_FIELD(data.dataset, any(), "which dataset"),
       CG_FIELD(data.path, any(), "dataset folder (\"\" = the dataset's default)"),
       CG_FIELD(data.image_size, between(0, 4096), "image side; 0 = native, larger pads"),
@@ -141,6 +148,11 @@ const std::vector<Field>& fields() {
       CG_FIELD(data.augment, any(), "random crop (padding 4) and horizontal flip"),
       CG_FIELD(data.synthetic_size, between(1, kMaxSynthetic), "images in the synthetic training split"),
       CG_FIELD(data.gpu_resident, any(), "GPU training: keep the training images on the GPU and build batches there"),
+  };
+}
+
+std::vector<Field> optim_fields() {
+  return {
       CG_FIELD(optim.name, any(), "optimizer"),
       CG_FIELD(optim.lr, at_least(0), "peak learning rate"),
       CG_FIELD(optim.momentum, between(0, 1), "SGD momentum"),
@@ -152,9 +164,19 @@ const std::vector<Field>& fields() {
       CG_FIELD(optim.zero_sharding, any(),
                "ZeRO-1 over the data-parallel ranks: gradients reduce-scattered, each rank keeps optimizer state "
                "for and updates 1/world of the parameters, which are then all-gathered"),
+  };
+}
+
+std::vector<Field> sched_fields() {
+  return {
       CG_FIELD(sched.name, any(), "constant, cosine over epochs, or linear warm-up then cosine per step"),
       CG_FIELD(sched.warmup_steps, at_least(0), "warm-up optimizer steps (warmup_cosine only)"),
       CG_FIELD(sched.min_lr, at_least(0), "learning rate at the end of the cosine"),
+  };
+}
+
+std::vector<Field> train_fields() {
+  return {
       CG_FIELD(train.epochs, at_least(1), "passes over the training set"),
       CG_FIELD(train.max_steps, at_least(0), "stop after this many optimizer steps (0 = no limit)"),
       CG_FIELD(train.grad_accum_steps, between(1, 4096), "micro-batches per optimizer step"),
@@ -165,8 +187,18 @@ const std::vector<Field>& fields() {
       CG_FIELD(train.eval_batch_size, between(1, kMaxBatch), "batch size for evaluation"),
       CG_FIELD(train.target_accuracy, between(0, 1), "stop once test accuracy reaches it (0 = off); logs the time"),
       CG_FIELD(train.cuda_graph, any(), "GPU: capture the whole training step once as a CUDA graph and replay it"),
+  };
+}
+
+std::vector<Field> amp_fields() {
+  return {
       CG_FIELD(amp.enabled, any(), "mixed precision (needs CUDA)"),
       CG_FIELD(amp.dtype, any(), "half type for mixed precision"),
+  };
+}
+
+std::vector<Field> kernels_fields() {
+  return {
       CG_FIELD(kernels.conv, any(), "GPU convolution: cudnn, native (implicit GEMM) or auto (cudnn)"),
       CG_FIELD(kernels.batch_norm, any(), "GPU batch norm: cudnn, native or auto (native)"),
       CG_FIELD(kernels.cudnn_algo_search, any(), "cuDNN algorithms: timed once per shape, or heuristic"),
@@ -174,9 +206,19 @@ const std::vector<Field>& fields() {
                "CPU convolution: winograd (F(4x4,3x3) for 3x3 stride-1 float32 layers of 32+ channels or of "
                "channels in groups of 16), direct (float32 3x3 and 1x1 layers of stride 1 or 2 without im2col), "
                "im2col (the bit-exact reference) or auto (per layer shape, whichever measured fastest); winograd and direct are not bit-identical to im2col"),
+  };
+}
+
+std::vector<Field> checkpoint_fields() {
+  return {
       CG_FIELD(checkpoint.dir, any(), "checkpoint folder (\"\" = <output.dir>/checkpoints)"),
       CG_FIELD(checkpoint.save_every, at_least(0), "epochs between checkpoints (0 = only at the end)"),
       CG_FIELD(checkpoint.resume_from, any(), "checkpoint to resume from (\"\" = none)"),
+  };
+}
+
+std::vector<Field> dist_fields() {
+  return {
       CG_FIELD(dist.backend, any(),
                "gradient transport: auto (NCCL when every rank on a node has a GPU of its own, else Gloo, staged "
                "through pinned memory for GPU tensors), nccl, gloo, or modeled (one rank times a modeled ring)"),
@@ -191,9 +233,34 @@ const std::vector<Field>& fields() {
                "divided by the world size before the cast (the stock hook casts first, so fp16 overflows sooner): none, "
                "fp16 (half the bytes; 11-bit precision, averaged shares to 65504) or bf16 (half the bytes; 8-bit "
                "precision)"),
+  };
+}
+
+std::vector<Field> output_fields() {
+  return {
       CG_FIELD(output.dir, any(), "where config.yaml, metrics.jsonl and checkpoints go"),
+  };
+}
+
+std::vector<Field> profile_fields() {
+  return {
       CG_FIELD(profile.enabled, any(), "write a Chrome-trace timeline"),
   };
+}
+
+// Every key, section by section.
+const std::vector<Field>& fields() {
+  using Section = std::vector<Field> (*)();
+  static const std::vector<Field> table = [] {
+    const Section sections[] = {model_fields,   data_fields,       optim_fields, sched_fields,  train_fields, amp_fields,
+                                kernels_fields, checkpoint_fields, dist_fields,  output_fields, profile_fields};
+    std::vector<Field> all;
+    for (const Section section : sections) {
+      std::vector<Field> keys = section();
+      all.insert(all.end(), std::make_move_iterator(keys.begin()), std::make_move_iterator(keys.end()));
+    }
+    return all;
+  }();
   return table;
 }
 #undef CG_FIELD
@@ -256,6 +323,17 @@ void check_model_size(const TrainConfig& c, const config::Values& v) {
                              parameters, parameters * 4 / double(1 << 30), kMaxParameters));
 }
 
+// What train.device=cpu rules out.
+void check_cpu_device(const TrainConfig& c, const config::Values& v) {
+  if (c.train.device != DeviceName::cpu) return;
+  if (c.amp.enabled)
+    config::reject(v, "amp.enabled", "mixed precision needs train.device=cuda (or auto); the CPU trains in float32");
+  if (c.data.gpu_resident)
+    config::reject(v, "data.gpu_resident", "keeps the training set on the GPU; it needs train.device=cuda (or auto)");
+  if (c.dist.backend == dist::BackendRequest::nccl)
+    config::reject(v, "dist.backend", "nccl needs GPUs; with train.device=cpu use gloo or auto");
+}
+
 // Rules that involve several keys, reported against the key most likely to be the mistake.
 void check_consistency(const TrainConfig& c, const config::Values& v) {
   if (c.model.widths.size() != c.model.blocks.size())  // the message places both keys
@@ -267,12 +345,7 @@ void check_consistency(const TrainConfig& c, const config::Values& v) {
     config::reject(v, "sched.min_lr", fmt::format("{} is larger than optim.lr ({})", c.sched.min_lr, c.optim.lr));
   if (c.optim.nesterov && c.optim.name == OptimizerName::sgd && c.optim.momentum <= 0)
     config::reject(v, "optim.nesterov", "needs optim.momentum > 0");
-  if (c.train.device == DeviceName::cpu && c.amp.enabled)
-    config::reject(v, "amp.enabled", "mixed precision needs train.device=cuda (or auto); the CPU trains in float32");
-  if (c.train.device == DeviceName::cpu && c.data.gpu_resident)
-    config::reject(v, "data.gpu_resident", "keeps the training set on the GPU; it needs train.device=cuda (or auto)");
-  if (c.train.device == DeviceName::cpu && c.dist.backend == dist::BackendRequest::nccl)
-    config::reject(v, "dist.backend", "nccl needs GPUs; with train.device=cpu use gloo or auto");
+  check_cpu_device(c, v);
   // Every rank reads at least one full batch per epoch of at most data.synthetic_size images.
   if (c.data.dataset == data::DatasetKind::synthetic && c.data.batch_size > c.data.synthetic_size)
     config::reject(v, "data.batch_size",

@@ -118,46 +118,49 @@ std::string written(const YAML::Node& node) {
   fail(where, k.name, fmt::format("expected {}, got '{}'", type_name(k), written(node)));
 }
 
-// Converts a YAML node to the key's type and checks it, or fails naming key, type and value.
-Value convert(const KeySpec& k, const YAML::Node& node, const std::string& where) {
-  Value v;
+// `node`, which must be a scalar for key `k`.
+const YAML::Node& as_scalar(const KeySpec& k, const std::string& where, const YAML::Node& node) {
+  if (!node.IsScalar()) wrong_type(k, where, node);
+  return node;
+}
+
+// `node` as a list of integers: a sequence of scalars.
+std::vector<int64_t> as_int_list(const KeySpec& k, const std::string& where, const YAML::Node& node) {
+  if (!node.IsSequence()) wrong_type(k, where, node);
+  std::vector<int64_t> list;
+  for (const auto& item : node) {
+    if (!item.IsScalar()) wrong_type(k, where, node);
+    list.push_back(item.as<int64_t>());
+  }
+  return list;
+}
+
+// A YAML node converted to the key's type, or a failure naming key, type and value.
+Value parse(const KeySpec& k, const YAML::Node& node, const std::string& where) {
   try {
     switch (k.kind) {
       case Kind::integer:
-        if (!node.IsScalar()) wrong_type(k, where, node);
-        v = node.as<int64_t>();  // throws YAML::BadConversion for "abc" or "1.5"
-        break;
+        return as_scalar(k, where, node).as<int64_t>();  // throws YAML::BadConversion for "abc" or "1.5"
       case Kind::real:
-        if (!node.IsScalar()) wrong_type(k, where, node);
-        v = node.as<double>();
-        break;
+        return as_scalar(k, where, node).as<double>();
       case Kind::boolean:
-        if (!node.IsScalar()) wrong_type(k, where, node);
-        v = node.as<bool>();  // true/false, yes/no, on/off
-        break;
+        return as_scalar(k, where, node).as<bool>();  // true/false, yes/no, on/off
       case Kind::string:
       case Kind::choice:
-        if (node.IsNull() && k.kind == Kind::string) {
-          v = std::string();  // `path:` with nothing after it means ""
-          break;
-        }
-        if (!node.IsScalar()) wrong_type(k, where, node);
-        v = node.Scalar();
-        break;
-      case Kind::int_list: {
-        if (!node.IsSequence()) wrong_type(k, where, node);
-        std::vector<int64_t> list;
-        for (const auto& item : node) {
-          if (!item.IsScalar()) wrong_type(k, where, node);
-          list.push_back(item.as<int64_t>());
-        }
-        v = std::move(list);
-        break;
-      }
+        if (node.IsNull() && k.kind == Kind::string) return std::string();  // `path:` with nothing after it means ""
+        return as_scalar(k, where, node).Scalar();
+      case Kind::int_list:
+        return as_int_list(k, where, node);
     }
   } catch (const YAML::BadConversion&) {
     wrong_type(k, where, node);
   }
+  return Value();
+}
+
+// Converts a YAML node to the key's type and checks it, or fails naming key, type and value.
+Value convert(const KeySpec& k, const YAML::Node& node, const std::string& where) {
+  const Value v = parse(k, node, where);
   if (std::string why = why_not_allowed(k, v); !why.empty())
     fail(where, k.name, fmt::format("value '{}' {}", written(node), why));
   return v;

@@ -124,73 +124,121 @@ std::string describe(int status) {
   return "unknown status";
 }
 
-// Runs one generation of the group; returns 0 or the launcher's exit code for a failure.
-int run_group(int nproc, int node_rank, int nnodes, const std::string& addr, int port, int restart,
-              const std::vector<std::string>& command, std::chrono::seconds grace) {
-  const int world = nproc * nnodes;
-  std::vector<Child> children;
-  std::vector<std::thread> readers;
-  for (int i = 0; i < nproc; ++i) {
-    children.push_back(spawn(node_rank * nproc + i, i, nproc, world, addr, port, restart, command));
-    readers.emplace_back(forward_output, children.back().out_fd, children.back().rank);
-  }
-  int first_failed = -1, failed_status = 0;
-  bool stopping = false;
-  auto deadline = std::chrono::steady_clock::time_point::max();
-  int forwarded = 0;
-  size_t alive = children.size();
-  while (alive > 0) {
-    if (g_signal && g_signal != forwarded) {  // forward SIGINT/SIGTERM to every rank
-      forwarded = g_signal;
-      for (auto& c : children)
-        if (c.running) kill(-c.pid, forwarded);
+// One generation of ranks as the launcher watches them: which have exited, the first that failed,
+// and the fail-fast stop of the others.
+class Group {
+ public:
+  explicit Group(std::chrono::seconds grace) : grace_(grace) {}
+
+  void start(int nproc, int node_rank, int nnodes, const std::string& addr, int port, int restart,
+             const std::vector<std::string>& command) {
+    const int world = nproc * nnodes;
+    for (int i = 0; i < nproc; ++i) {
+      children_.push_back(spawn(node_rank * nproc + i, i, nproc, world, addr, port, restart, command));
+      readers_.emplace_back(forward_output, children_.back().out_fd, children_.back().rank);
     }
-    // Reap everything that has exited since the last look. When a rank dies, its peers fail a
-    // moment later; among ranks reaped together, one killed by a signal is the likelier cause.
+    alive_ = children_.size();
+  }
+
+  // Polls until every rank has exited, forwarding our signals and stopping the others when one fails.
+  void watch() {
+    while (alive_ > 0) {
+      forward_signal();
+      std::vector<Child*> exited = reap();
+      note_failures(exited);
+      if (!exited.empty()) continue;
+      kill_lingering();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (auto& t : readers_) t.join();
+  }
+
+  // 0 when every rank exited with 0; else 1 naming the first that failed, or the exit code of a
+  // rank that did not succeed (1 when a signal ended it).
+  int exit_code() const {
+    if (first_failed_ >= 0) {
+      std::fprintf(stderr, "cudagrad-launch: rank %d failed first (%s); stopped the other ranks\n", first_failed_,
+                   describe(failed_status_).c_str());
+      return 1;
+    }
+    for (auto& c : children_)
+      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 1;
+    return 0;
+  }
+
+ private:
+  void signal_running(int sig) {
+    for (auto& c : children_)
+      if (c.running) kill(-c.pid, sig);
+  }
+
+  void forward_signal() {  // SIGINT/SIGTERM, to every rank
+    if (!g_signal || g_signal == forwarded_) return;
+    forwarded_ = g_signal;
+    signal_running(forwarded_);
+  }
+
+  // Reaps everything that has exited since the last look. When a rank dies, its peers fail a
+  // moment later; among ranks reaped together, one killed by a signal is the likelier cause, so it
+  // comes first.
+  std::vector<Child*> reap() {
     std::vector<Child*> exited;
     int status = 0;
     for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
-      for (auto& c : children)
+      for (auto& c : children_)
         if (c.pid == pid) {
           c.running = false;
           c.status = status;
-          --alive;
+          --alive_;
           exited.push_back(&c);
         }
     }
     std::stable_sort(exited.begin(), exited.end(),
                      [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) > WIFSIGNALED(b->status); });
+    return exited;
+  }
+
+  // Notes the first failure among `exited` (not after a forwarded signal: then the ranks were told
+  // to stop) and fails fast: stops the others now, to be killed if they linger past the grace period.
+  void note_failures(const std::vector<Child*>& exited) {
     for (const Child* c : exited) {
       const bool ok = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
-      if (ok || forwarded) continue;
-      if (first_failed < 0) {
-        first_failed = c->rank;
-        failed_status = c->status;
+      if (ok || forwarded_) continue;
+      if (first_failed_ < 0) {
+        first_failed_ = c->rank;
+        failed_status_ = c->status;
       }
-      if (!stopping) {
-        stopping = true;  // fail fast: stop the others now, kill them if they linger
-        deadline = std::chrono::steady_clock::now() + grace;
-        for (auto& o : children)
-          if (o.running) kill(-o.pid, SIGTERM);
+      if (!stopping_) {
+        stopping_ = true;
+        deadline_ = std::chrono::steady_clock::now() + grace_;
+        signal_running(SIGTERM);
       }
     }
-    if (!exited.empty()) continue;
-    if (stopping && std::chrono::steady_clock::now() > deadline) {
-      for (auto& o : children)
-        if (o.running) kill(-o.pid, SIGKILL);
-      deadline = std::chrono::steady_clock::time_point::max();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  for (auto& t : readers) t.join();
-  if (first_failed >= 0) {
-    std::fprintf(stderr, "cudagrad-launch: rank %d failed first (%s); stopped the other ranks\n", first_failed,
-                 describe(failed_status).c_str());
-    return 1;
+
+  void kill_lingering() {
+    if (!stopping_ || std::chrono::steady_clock::now() <= deadline_) return;
+    signal_running(SIGKILL);
+    deadline_ = std::chrono::steady_clock::time_point::max();
   }
-  for (auto& c : children)
-    if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 1;
-  return 0;
+
+  std::chrono::seconds grace_;
+  std::vector<Child> children_;
+  std::vector<std::thread> readers_;
+  size_t alive_ = 0;
+  int first_failed_ = -1, failed_status_ = 0;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  int forwarded_ = 0;
+};
+
+// Runs one generation of the group; returns 0 or the launcher's exit code for a failure.
+int run_group(int nproc, int node_rank, int nnodes, const std::string& addr, int port, int restart,
+              const std::vector<std::string>& command, std::chrono::seconds grace) {
+  Group group(grace);
+  group.start(nproc, node_rank, nnodes, addr, port, restart, command);
+  group.watch();
+  return group.exit_code();
 }
 
 int free_port() {

@@ -23,6 +23,33 @@ struct NewestFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+// For every node reachable from root, how many edges lead into it: a node runs when all have
+// delivered.
+std::unordered_map<Node*, int> count_dependencies(Node* root) {
+  std::unordered_map<Node*, int> pending;
+  std::vector<Node*> stack{root};
+  pending[root] = 0;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& e : node->next_edges) {
+      if (!e.valid()) continue;
+      if (pending[e.fn.get()]++ == 0) stack.push_back(e.fn.get());
+    }
+  }
+  return pending;
+}
+
+// Adds `grad` to the gradient waiting in `slot` (undefined when none is yet).
+void deliver(Tensor& slot, const Tensor& grad) {
+  if (slot.defined()) {
+    Tensor held = std::move(slot);  // the inbox's handle moves out: exclusive if unshared
+    slot = sum_gradients(std::move(held), grad);
+  } else {
+    slot = grad;
+  }
+}
+
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad_output) {
@@ -41,18 +68,7 @@ void backward(const Tensor& root, const Tensor& grad_output) {
     return;
   }
 
-  // Count, for every node, how many edges lead into it: a node runs when all have delivered.
-  std::unordered_map<Node*, int> pending;
-  std::vector<Node*> stack{root_fn.get()};
-  pending[root_fn.get()] = 0;
-  while (!stack.empty()) {
-    Node* node = stack.back();
-    stack.pop_back();
-    for (const Edge& e : node->next_edges) {
-      if (!e.valid()) continue;
-      if (pending[e.fn.get()]++ == 0) stack.push_back(e.fn.get());
-    }
-  }
+  std::unordered_map<Node*, int> pending = count_dependencies(root_fn.get());
 
   // Gradients waiting for their node; shared_ptrs keep nodes alive while queued.
   std::unordered_map<Node*, Tensor> inbox;
@@ -74,15 +90,7 @@ void backward(const Tensor& root, const Tensor& grad_output) {
       const Edge& e = node->next_edges[i];
       if (!e.valid()) continue;
       Node* next = e.fn.get();
-      if (i < input_grads.size() && input_grads[i].defined()) {
-        Tensor& slot = inbox[next];
-        if (slot.defined()) {
-          Tensor held = std::move(slot);  // the inbox's handle moves out: exclusive if unshared
-          slot = sum_gradients(std::move(held), input_grads[i]);
-        } else {
-          slot = input_grads[i];
-        }
-      }
+      if (i < input_grads.size() && input_grads[i].defined()) deliver(inbox[next], input_grads[i]);
       alive.emplace(next, e.fn);
       if (--pending[next] == 0) ready.push(next);
     }

@@ -93,18 +93,7 @@ class Registry {
       else if (!best || e.priority > best->priority) best = &e;
     }
     if (best) return best->impl;
-    // Layout only where the family has one (convolution, batch norm, pooling): an optimizer update
-    // or a loss has none to name.
-    std::string what = fmt::format("{} ({}", describe(), dtype_name(problem.dtype));
-    if constexpr (requires { problem.layout; })
-      what += problem.layout == Layout::nhwc ? " channels-last" : " NCHW";
-    what += ")";
-    if (named && !refusals.empty())
-      CG_FAIL("{}: kernels.{}={} {}", what, family_, choice_name(choice), fmt::join(refusals, "; "));
-    if (named)
-      CG_FAIL("{}: kernels.{}={} is not available on {}", what, family_, choice_name(choice), problem.device.str());
-    CG_FAIL("{}: no {} implementation on {} supports it ({})", what, family_, problem.device.str(),
-            refusals.empty() ? std::string("none registered") : fmt::format("{}", fmt::join(refusals, "; ")));
+    refuse(problem, choice, named, describe(), refusals);
   }
 
   const std::string& family() const { return family_; }
@@ -117,6 +106,26 @@ class Registry {
   }
 
  private:
+  // Throws the error for a layer that `pick` found nothing for: `named` when the configuration
+  // named one implementation (its refusal is then the implementation's own reason), else under
+  // automatic, with each implementation's reason (`refusals`) after its name.
+  template <typename Problem>
+  [[noreturn]] void refuse(const Problem& problem, Choice choice, bool named, const std::string& layer,
+                           const std::vector<std::string>& refusals) const {
+    // Layout only where the family has one (convolution, batch norm, pooling): an optimizer update
+    // or a loss has none to name.
+    std::string what = fmt::format("{} ({}", layer, dtype_name(problem.dtype));
+    if constexpr (requires { problem.layout; })
+      what += problem.layout == Layout::nhwc ? " channels-last" : " NCHW";
+    what += ")";
+    if (named && !refusals.empty())
+      CG_FAIL("{}: kernels.{}={} {}", what, family_, choice_name(choice), fmt::join(refusals, "; "));
+    if (named)
+      CG_FAIL("{}: kernels.{}={} is not available on {}", what, family_, choice_name(choice), problem.device.str());
+    CG_FAIL("{}: no {} implementation on {} supports it ({})", what, family_, problem.device.str(),
+            refusals.empty() ? std::string("none registered") : fmt::format("{}", fmt::join(refusals, "; ")));
+  }
+
   void remove(const Interface* impl) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::erase_if(entries_, [&](const Entry& e) { return e.impl.get() == impl; });

@@ -102,13 +102,12 @@ impl::BatchNormProblem problem_of(const Tensor& x, const Tensor& residual, const
   return p;
 }
 
-// y = act(bn(x) [+ residual]); residual may be undefined.
-Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                       const Tensor& running_mean, const Tensor& running_var, const Tensor& num_batches_tracked,
-                       const BatchNormOptions& options) {
-  const BatchNormShape s = shape_of(x, options.layout);
-  const int64_t c = s.c;
-  for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) check_channel_tensor(x, *t, c);
+// Refuses inputs that do not fit together: per-channel tensors of the wrong size, device or
+// dtype, a residual unlike x, or too few values per channel for training statistics.
+void check_inputs(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, const BatchNormShape& s,
+                  const BatchNormOptions& options) {
+  for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) check_channel_tensor(x, *t, s.c);
   if (residual.defined()) {
     detail::check_same("batch_norm_add_relu", x, residual);
     CG_CHECK(residual.shape() == x.shape(), "batch_norm_add_relu: residual {} and input {} differ in shape",
@@ -118,6 +117,61 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& we
   if (options.training)
     CG_CHECK(s.n * s.hw > (options.cross_replica ? 0 : 1),
              "batch_norm: training needs more than one value per channel, got {}", x.str());
+}
+
+// Runs the forward into a.y (and a.save_mean / a.save_invstd in training). SyncBatchNorm: the
+// local moments summed over replicas in between; returns them (undefined otherwise).
+Tensor run_forward(const impl::BatchNormImpl& implementation, const impl::BatchNormProblem& p,
+                   impl::BatchNormForward& a, const BatchNormOptions& options) {
+  const Tensor& x = a.x;
+  if (!p.cross_replica) {
+    implementation.forward(p, a);
+    return Tensor();
+  }
+  const int64_t c = p.shape.c;
+  Tensor moments = Tensor::empty({2 * c + 1}, DType::f64, x.device());
+  implementation.local_moments(p, a, moments);
+  options.cross_replica->sum(moments, CrossReplicaSum::Pass::forward);
+  if (x.device().is_cpu())  // on the GPU the count stays on the device; the kernels clamp
+    CG_CHECK(moments.data<double>()[2 * c] > 1,
+             "batch_norm: training needs more than one value per channel over all replicas, got {}", x.str());
+  implementation.forward_with_moments(p, a, moments);
+  return moments;
+}
+
+// num_batches_tracked += 1, where the tensor lives.
+void count_batch(const Tensor& x, const Tensor& num_batches_tracked) {
+  if (x.device().is_cuda())
+    kernels::cuda::increment_i64(num_batches_tracked.data<int64_t>(), 1, detail::stream_of(x));
+  else
+    num_batches_tracked.data<int64_t>()[0] += 1;
+}
+
+// Connects a.y to a backward node that keeps what the forward saved and the implementation that ran.
+void record_backward(std::shared_ptr<const impl::BatchNormImpl> implementation, const impl::BatchNormProblem& p,
+                     impl::BatchNormForward& a, const Tensor& moments, const BatchNormOptions& options) {
+  const Tensor &x = a.x, &residual = a.residual, &weight = a.weight, &bias = a.bias;
+  // Eval: copies of the running statistics, so a later update cannot change this backward.
+  Tensor mean = options.training ? a.save_mean : a.running_mean.clone();
+  Tensor stat = options.training ? a.save_invstd : a.running_var.clone();
+  const bool relu = options.activation == Activation::relu;
+  auto node = std::make_shared<BatchNormBackward>(
+      std::move(implementation), p,
+      BatchNormBackward::Saved{x.detach(), weight.detach(), mean, stat, relu ? a.y.detach() : Tensor(), options.eps,
+                               p.cross_replica ? options.cross_replica : nullptr, moments});
+  if (residual.defined())
+    autograd::connect(a.y, node, {&x, &weight, &bias, &residual});
+  else
+    autograd::connect(a.y, node, {&x, &weight, &bias});
+}
+
+// y = act(bn(x) [+ residual]); residual may be undefined.
+Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, const Tensor& num_batches_tracked,
+                       const BatchNormOptions& options) {
+  const BatchNormShape s = shape_of(x, options.layout);
+  const int64_t c = s.c;
+  check_inputs(x, residual, weight, bias, running_mean, running_var, s, options);
   const impl::BatchNormProblem p = problem_of(x, residual, weight, bias, s, options);
   if (x.device().is_cuda()) detail::on_gpu("batch_norm", x);  // names the op on a dtype the GPU lacks
   auto implementation = impl::batch_norm_registry().pick(p, gpu_kernels().batch_norm, p.layer);
@@ -128,38 +182,9 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& we
     a.save_mean = Tensor::empty({c}, weight.dtype(), x.device());
     a.save_invstd = Tensor::empty({c}, weight.dtype(), x.device());
   }
-  Tensor moments;
-  if (p.cross_replica) {
-    moments = Tensor::empty({2 * c + 1}, DType::f64, x.device());
-    implementation->local_moments(p, a, moments);
-    options.cross_replica->sum(moments, CrossReplicaSum::Pass::forward);
-    if (x.device().is_cpu())  // on the GPU the count stays on the device; the kernels clamp
-      CG_CHECK(moments.data<double>()[2 * c] > 1,
-               "batch_norm: training needs more than one value per channel over all replicas, got {}", x.str());
-    implementation->forward_with_moments(p, a, moments);
-  } else {
-    implementation->forward(p, a);
-  }
-  if (options.training && num_batches_tracked.defined()) {
-    if (x.device().is_cuda())
-      kernels::cuda::increment_i64(num_batches_tracked.data<int64_t>(), 1, detail::stream_of(x));
-    else
-      num_batches_tracked.data<int64_t>()[0] += 1;
-  }
-  if (p.needs_backward) {
-    // Eval: copies of the running statistics, so a later update cannot change this backward.
-    Tensor mean = options.training ? a.save_mean : running_mean.clone();
-    Tensor stat = options.training ? a.save_invstd : running_var.clone();
-    const bool relu = options.activation == Activation::relu;
-    auto node = std::make_shared<BatchNormBackward>(
-        std::move(implementation), p,
-        BatchNormBackward::Saved{x.detach(), weight.detach(), mean, stat, relu ? a.y.detach() : Tensor(), options.eps,
-                                 p.cross_replica ? options.cross_replica : nullptr, moments});
-    if (residual.defined())
-      autograd::connect(a.y, node, {&x, &weight, &bias, &residual});
-    else
-      autograd::connect(a.y, node, {&x, &weight, &bias});
-  }
+  const Tensor moments = run_forward(*implementation, p, a, options);
+  if (options.training && num_batches_tracked.defined()) count_batch(x, num_batches_tracked);
+  if (p.needs_backward) record_backward(std::move(implementation), p, a, moments, options);
   return a.y;
 }
 

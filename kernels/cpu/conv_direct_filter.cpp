@@ -109,6 +109,62 @@ void lane_sums(const V* acc, int64_t n, float* out) {
   }
 }
 
+// Prepares `images` images from image i0 on: x's planes zero-bordered into `planes`, dy's rows
+// widened into `grads` (rows wp long, zeros past each row's w).
+void prepare_images(const Conv2dShape& s, const Geometry& g, const float* x, const float* dy, int64_t i0,
+                    const FilterImages& im, float* planes, float* grads) {
+  const int64_t hw = s.h * s.w, out_hw = g.out_h * g.out_w;
+  for (int64_t j = 0; j < im.images; ++j) {
+    pad_planes(x + (i0 + j) * s.c_in * hw, s.c_in, g, planes + j * im.x_image);
+    widen_rows(dy + (i0 + j) * s.c_out * out_hw, s.c_out, g, im.count, grads + j * im.dy_image);
+  }
+}
+
+// Adds one group of prepared images to every (output, input channel) pair's accumulators, up to
+// kFilterRows output channels per tile. `first`: the accumulators start at zero.
+void accumulate_group(const Conv2dShape& s, const Geometry& g, const FilterImages& im, const float* planes,
+                      const float* grads, V* acc, bool first) {
+  const int taps = g.taps;
+  const int64_t count = im.count;
+  for (int64_t o = 0; o < s.c_out; o += kFilterRows) {
+    const int64_t rows = std::min<int64_t>(kFilterRows, s.c_out - o);
+    for (int64_t c = 0; c < s.c_in; ++c) {
+      V* a = acc + (o * s.c_in + c) * taps;
+      const float* d = grads + o * count;
+      const float* xc = planes + c * g.plane;
+      const int64_t as = s.c_in * taps;
+      if (taps == 1) {
+        // One tap: one accumulator per row, so take up to 3 rows at a time like the others.
+        for (int64_t r = 0; r < rows; ++r) filter_tile<1, 1>(d + r * count, count, xc, g.off, im, a + r * as, as, first);
+      } else if (rows == kFilterRows) {
+        filter_tile<kFilterRows, 9>(d, count, xc, g.off, im, a, as, first);
+      } else if (rows == 2) {
+        filter_tile<2, 9>(d, count, xc, g.off, im, a, as, first);
+      } else {
+        filter_tile<1, 9>(d, count, xc, g.off, im, a, as, first);
+      }
+    }
+  }
+}
+
+// The calling thread's vector accumulators, `vectors` long. They (up to megabytes) live on in each
+// thread between calls, so steady-state training neither allocates nor page-faults them; a slot's
+// first image overwrites them.
+V* thread_accumulators(int64_t vectors) {
+  thread_local std::vector<float> acc_lanes;
+  if (acc_lanes.size() < size_t(vectors * kLanes)) acc_lanes.resize(size_t(vectors * kLanes));
+  return reinterpret_cast<V*>(acc_lanes.data());
+}
+
+// dw[e] = the slots' rows of sums added in slot order.
+void add_slot_rows(const float* slot_sums, int64_t slots, int64_t vectors, float* dw) {
+  for (int64_t e = 0; e < vectors; ++e) {
+    float total = slot_sums[e];
+    for (int64_t slot = 1; slot < slots; ++slot) total += slot_sums[slot * vectors + e];
+    dw[e] = total;
+  }
+}
+
 }  // namespace
 
 // Each slot of images sums its products lane by lane into vector accumulators ([c_out][c_in][taps]
@@ -116,11 +172,9 @@ void lane_sums(const V* acc, int64_t n, float* out) {
 // sums; the slots' rows are added in slot order.
 void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
   const Geometry g = geometry(s);
-  const int taps = g.taps;
-  const int64_t hw = s.h * s.w, out_hw = g.out_h * g.out_w;
   const int64_t count = round_up(g.out_h * g.wp, kLanes);  // positions holding gradient
   const int64_t per_slot = (s.n + kFilterSlots - 1) / kFilterSlots, slots = (s.n + per_slot - 1) / per_slot;
-  const int64_t vectors = s.c_out * s.c_in * taps;
+  const int64_t vectors = s.c_out * s.c_in * g.taps;
   // One row of sums per slot: 16 times smaller than the vector accumulators, so adding the slots
   // (written by different cores) moves little between caches. Kept by the calling thread between
   // calls, like every buffer here, so steady-state training allocates nothing; each slot writes
@@ -138,46 +192,16 @@ void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const f
   for (int64_t slot = 0; slot < slots; ++slot) {
     float* planes = scratch(0, size_t(group * s.c_in * g.plane));
     float* grads = scratch(1, size_t(group * s.c_out * count));  // dy in rows wp long, zeros past each row's w
-    // The accumulators (up to megabytes) live on in each thread between calls, so steady-state
-    // training neither allocates nor page-faults them; a slot's first image overwrites them.
-    thread_local std::vector<float> acc_lanes;
-    if (acc_lanes.size() < size_t(vectors * kLanes)) acc_lanes.resize(size_t(vectors * kLanes));
-    V* acc = reinterpret_cast<V*>(acc_lanes.data());
+    V* acc = thread_accumulators(vectors);
     const int64_t begin = slot * per_slot, end = std::min(s.n, (slot + 1) * per_slot);
     for (int64_t i0 = begin; i0 < end; i0 += group) {
       const FilterImages im{std::min(group, end - i0), count, s.c_in * g.plane, s.c_out * count};
-      for (int64_t j = 0; j < im.images; ++j) {
-        pad_planes(x + (i0 + j) * s.c_in * hw, s.c_in, g, planes + j * im.x_image);
-        widen_rows(dy + (i0 + j) * s.c_out * out_hw, s.c_out, g, count, grads + j * im.dy_image);
-      }
-      const bool first = i0 == begin;
-      for (int64_t o = 0; o < s.c_out; o += kFilterRows) {
-        const int64_t rows = std::min<int64_t>(kFilterRows, s.c_out - o);
-        for (int64_t c = 0; c < s.c_in; ++c) {
-          V* a = acc + (o * s.c_in + c) * taps;
-          const float* d = grads + o * count;
-          const float* xc = planes + c * g.plane;
-          const int64_t as = s.c_in * taps;
-          if (taps == 1) {
-            // One tap: one accumulator per row, so take up to 3 rows at a time like the others.
-            for (int64_t r = 0; r < rows; ++r) filter_tile<1, 1>(d + r * count, count, xc, g.off, im, a + r * as, as, first);
-          } else if (rows == kFilterRows) {
-            filter_tile<kFilterRows, 9>(d, count, xc, g.off, im, a, as, first);
-          } else if (rows == 2) {
-            filter_tile<2, 9>(d, count, xc, g.off, im, a, as, first);
-          } else {
-            filter_tile<1, 9>(d, count, xc, g.off, im, a, as, first);
-          }
-        }
-      }
+      prepare_images(s, g, x, dy, i0, im, planes, grads);
+      accumulate_group(s, g, im, planes, grads, acc, i0 == begin);
     }
     lane_sums(acc, vectors, slot_sums + slot * vectors);
   }
-  for (int64_t e = 0; e < vectors; ++e) {
-    float total = slot_sums[e];
-    for (int64_t slot = 1; slot < slots; ++slot) total += slot_sums[slot * vectors + e];
-    dw[e] = total;
-  }
+  add_slot_rows(slot_sums, slots, vectors, dw);
   if (db) conv2d_bias_gradient(s, dy, db);
 }
 

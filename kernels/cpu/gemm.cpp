@@ -77,49 +77,55 @@ inline void store_part(const Vec<T>& v, T* dst, std::index_sequence<I...>) {
   *reinterpret_cast<Part*>(dst) = __builtin_shufflevector(v, v, (H * int(sizeof...(I)) + int(I))...);
 }
 
-// Packs rows [i0, i0 + mc) x depth [p0, p0 + kc) of A into MR-row panels, zero-padding the last.
-// A row-major A is copied L rows by L columns at a time through transpose_block (whole blocks
-// only; the rest element by element).
+// pack_a for a transposed view of A (columns contiguous): a panel's MR rows at one depth are one
+// run, copied whole, the last panel's missing rows zero-filled.
 template <typename T>
-void pack_a(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* dst) {
-  constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes;
-  static_assert(L == MR || L == 2 * MR, "a block of L rows fills one or two panels");
-  if (a.row_stride == 1 && a.col_stride != 1) {
-    // Columns of A are contiguous (a transposed view): a panel's MR rows at one depth are one run.
-    for (int64_t ir = 0; ir < mc; ir += MR) {
-      const int64_t rows = std::min<int64_t>(MR, mc - ir);
-      T* panel = dst + ir * kc;
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = a.data + i0 + ir + (p0 + p) * a.col_stride;
-        if (rows == MR) {
-          std::memcpy(panel + p * MR, src, sizeof(T) * MR);
-        } else {
-          std::copy(src, src + rows, panel + p * MR);
-          std::fill(panel + p * MR + rows, panel + (p + 1) * MR, T(0));
-        }
+void pack_a_column_major(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* dst) {
+  constexpr int MR = Tile<T>::kMR;
+  for (int64_t ir = 0; ir < mc; ir += MR) {
+    const int64_t rows = std::min<int64_t>(MR, mc - ir);
+    T* panel = dst + ir * kc;
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* src = a.data + i0 + ir + (p0 + p) * a.col_stride;
+      if (rows == MR) {
+        std::memcpy(panel + p * MR, src, sizeof(T) * MR);
+      } else {
+        std::copy(src, src + rows, panel + p * MR);
+        std::fill(panel + p * MR + rows, panel + (p + 1) * MR, T(0));
       }
     }
-    return;
   }
-  int64_t vector_rows = 0;  // rows [0, vector_rows) x depth [0, vector_depth) go by blocks
-  const int64_t vector_depth = a.col_stride == 1 ? kc / L * L : 0;
-  if (vector_depth > 0) {
-    vector_rows = mc / L * L;
-    for (int64_t ir = 0; ir < vector_rows; ir += L)
-      for (int64_t pb = 0; pb < vector_depth; pb += L) {
-        Vec<T> block[L];
+}
+
+// pack_a's vector part for a row-major A: rows [0, rows) x depth [0, depth) (multiples of L), L
+// rows by L columns at a time through transpose_block; each block of L rows fills one or two
+// MR-row panels.
+template <typename T>
+void pack_a_blocks(MatrixView<T> a, int64_t i0, int64_t rows, int64_t p0, int64_t depth, int64_t kc, T* dst) {
+  constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes;
+  for (int64_t ir = 0; ir < rows; ir += L)
+    for (int64_t pb = 0; pb < depth; pb += L) {
+      Vec<T> block[L];
 #pragma GCC unroll 16
-        for (int t = 0; t < L; ++t)
-          block[t] = *reinterpret_cast<const Vec<T>*>(a.data + (i0 + ir + t) * a.row_stride + p0 + pb);
-        transpose_block<T>(block);  // block[q] = column pb + q of rows ir .. ir + L
+      for (int t = 0; t < L; ++t)
+        block[t] = *reinterpret_cast<const Vec<T>*>(a.data + (i0 + ir + t) * a.row_stride + p0 + pb);
+      transpose_block<T>(block);  // block[q] = column pb + q of rows ir .. ir + L
 #pragma GCC unroll 16
-        for (int q = 0; q < L; ++q) {
-          store_part<T, 0>(block[q], dst + ir * kc + (pb + q) * MR, std::make_index_sequence<MR>());
-          if constexpr (L / MR == 2)
-            store_part<T, 1>(block[q], dst + (ir + MR) * kc + (pb + q) * MR, std::make_index_sequence<MR>());
-        }
+      for (int q = 0; q < L; ++q) {
+        store_part<T, 0>(block[q], dst + ir * kc + (pb + q) * MR, std::make_index_sequence<MR>());
+        if constexpr (L / MR == 2)
+          store_part<T, 1>(block[q], dst + (ir + MR) * kc + (pb + q) * MR, std::make_index_sequence<MR>());
       }
-  }
+    }
+}
+
+// pack_a's element-by-element part: every element of rows [0, mc) x depth [0, kc) that
+// pack_a_blocks did not copy (rows below vector_rows start at vector_depth), and zeros for the
+// last panel's missing rows.
+template <typename T>
+void pack_a_elements(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t vector_rows,
+                     int64_t vector_depth, T* dst) {
+  constexpr int MR = Tile<T>::kMR;
   for (int64_t ir = 0; ir < mc; ir += MR) {
     const int64_t rows = std::min<int64_t>(MR, mc - ir);
     T* panel = dst + ir * kc;
@@ -133,6 +139,26 @@ void pack_a(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* 
       for (int64_t p = p_begin; p < kc; ++p) panel[p * MR + r] = src[p * a.col_stride];
     }
   }
+}
+
+// Packs rows [i0, i0 + mc) x depth [p0, p0 + kc) of A into MR-row panels, zero-padding the last.
+// A row-major A is copied L rows by L columns at a time through transpose_block (whole blocks
+// only; the rest element by element).
+template <typename T>
+void pack_a(MatrixView<T> a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* dst) {
+  constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes;
+  static_assert(L == MR || L == 2 * MR, "a block of L rows fills one or two panels");
+  if (a.row_stride == 1 && a.col_stride != 1) {
+    pack_a_column_major(a, i0, mc, p0, kc, dst);
+    return;
+  }
+  int64_t vector_rows = 0;  // rows [0, vector_rows) x depth [0, vector_depth) go by blocks
+  const int64_t vector_depth = a.col_stride == 1 ? kc / L * L : 0;
+  if (vector_depth > 0) {
+    vector_rows = mc / L * L;
+    pack_a_blocks(a, i0, vector_rows, p0, vector_depth, kc, dst);
+  }
+  pack_a_elements(a, i0, mc, p0, kc, vector_rows, vector_depth, dst);
 }
 
 // Packs depth [p0, p0 + kc) x columns [0, n) of B into NR-column panels, zero-padding the last.
@@ -191,53 +217,98 @@ int64_t packed_block_offset(int64_t m, int64_t p0, int64_t i0, int64_t kc) {
   return p0 * ((m + MR - 1) / MR * MR) + i0 * kc;
 }
 
+// One MR x NR tile of C (rows x cols of it valid) from an A panel and a B panel over depth kc:
+// a whole tile straight into C, a partial one computed aside and its valid part merged.
+template <typename T>
+inline void multiply_tile(int64_t rows, int64_t cols, int64_t kc, const T* apanel, const T* bpanel, int64_t ldb,
+                          T* ctile, int64_t ldc, bool accumulate) {
+  constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR, L = Tile<T>::kLanes;
+  const int vecs = int((cols + L - 1) / L);  // the tile's width in vectors
+  if (rows == MR && cols == vecs * L) {
+    micro_kernel_of_width<T>(vecs, kc, apanel, bpanel, ldb, ctile, ldc, accumulate);
+    return;
+  }
+  alignas(64) T edge[MR * NR];
+  micro_kernel_of_width<T>(vecs, kc, apanel, bpanel, ldb, edge, NR, false);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      ctile[r * ldc + j] = accumulate ? ctile[r * ldc + j] + edge[r * NR + j] : edge[r * NR + j];
+}
+
+// Rows [0, mc) of C (c points at the first) from one packed block of A (MC x kc) and B's kc rows:
+// column panel jr of B starts at b_panels + jr * b_panel_stride and has leading dimension ldb.
+template <typename T>
+void multiply_block(int64_t mc, int64_t n, int64_t kc, const T* apack, const T* b_panels, int64_t b_panel_stride,
+                    int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+  constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR;
+  for (int64_t jr = 0; jr < n; jr += NR) {
+    const int64_t cols = std::min<int64_t>(NR, n - jr);
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      const int64_t rows = std::min<int64_t>(MR, mc - ir);
+      multiply_tile<T>(rows, cols, kc, apack + ir * kc, b_panels + jr * b_panel_stride, ldb, c + ir * ldc + jr, ldc,
+                       accumulate);
+    }
+  }
+}
+
+// C's overwrite with zeros when the depth is empty (accumulate leaves it as it is).
+template <typename T>
+void gemm_empty_depth(int64_t m, int64_t n, T* c, int64_t ldc, GemmMode mode) {
+  if (mode == GemmMode::overwrite)
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+}
+
+// How gemm_blocks reads B: packed into bpack, or in place (bpack null) when its rows are
+// contiguous, every column panel is a whole number of vectors (no tile reads past a row), and one
+// depth pass covers it. Small Winograd backward-filter GEMMs (32 x 32 x 48) spent a tenth of their
+// time packing B.
+template <typename T>
+struct BSource {
+  MatrixView<T> b;
+  bool in_place;
+  T* bpack;
+  int64_t ldb;  // leading dimension of a B panel: B's row stride in place, else NR
+
+  // Column panels of depth pass p0 (kc deep): packs them first unless B is read in place.
+  const T* panels(int64_t n, int64_t p0, int64_t kc) const {
+    if (in_place) return b.data + p0 * b.row_stride;
+    pack_b(b, n, p0, kc, bpack);
+    return bpack;
+  }
+  int64_t panel_stride(int64_t kc) const { return in_place ? 1 : kc; }
+};
+
+template <typename T>
+BSource<T> b_source(MatrixView<T> b, int64_t n, int64_t k) {
+  constexpr int NR = Tile<T>::kNR, L = Tile<T>::kLanes;
+  constexpr int64_t KC = Tile<T>::kKC;
+  const bool in_place = b.col_stride == 1 && n % L == 0 && k <= KC;
+  const int64_t n_padded = (n + NR - 1) / NR * NR;
+  T* bpack = in_place ? nullptr : packing_buffer<T>(0, size_t(n_padded * std::min(k, KC)));
+  return {b, in_place, bpack, in_place ? b.row_stride : NR};
+}
+
 // The GEMM of gemm() and gemm_packed_lhs(): A is packed here per block from `a`, or read from
 // `a_packed` (pack_lhs's layout) when that is non-null.
 template <typename T>
 void gemm_blocks(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const T* a_packed, MatrixView<T> b, T* c,
                  int64_t ldc, GemmMode mode) {
-  constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR, L = Tile<T>::kLanes;
+  constexpr int MR = Tile<T>::kMR;
   constexpr int64_t KC = Tile<T>::kKC, MC = Tile<T>::kMC;
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (mode == GemmMode::overwrite)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
-    return;
-  }
-  // B read in place, unpacked: its rows are contiguous, every column panel is a whole number of
-  // vectors (no tile reads past a row), and one depth pass covers it. Small Winograd
-  // backward-filter GEMMs (32 x 32 x 48) spent a tenth of their time packing B.
-  const bool b_in_place = b.col_stride == 1 && n % L == 0 && k <= KC;
-  const int64_t n_padded = (n + NR - 1) / NR * NR, ldb = b_in_place ? b.row_stride : NR;
-  T* bpack = b_in_place ? nullptr : packing_buffer<T>(0, size_t(n_padded * std::min(k, KC)));
+  if (k <= 0) return gemm_empty_depth(m, n, c, ldc, mode);
+  const BSource<T> bsource = b_source(b, n, k);
   T* abuffer = a_packed ? nullptr : packing_buffer<T>(1, size_t((MC + MR) * std::min(k, KC)));
-  alignas(64) T edge[MR * NR];
   for (int64_t p0 = 0; p0 < k; p0 += KC) {
     const int64_t kc = std::min(KC, k - p0);
     const bool accumulate = p0 > 0 || mode == GemmMode::accumulate;
-    if (!b_in_place) pack_b(b, n, p0, kc, bpack);
+    const T* b_panels = bsource.panels(n, p0, kc);
     for (int64_t i0 = 0; i0 < m; i0 += MC) {
       const int64_t mc = std::min(MC, m - i0);
       const T* apack = a_packed ? a_packed + packed_block_offset<T>(m, p0, i0, kc) : abuffer;
       if (!a_packed) pack_a(a, i0, mc, p0, kc, abuffer);
-      for (int64_t jr = 0; jr < n; jr += NR) {
-        const int64_t cols = std::min<int64_t>(NR, n - jr);
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int64_t rows = std::min<int64_t>(MR, mc - ir);
-          T* ctile = c + (i0 + ir) * ldc + jr;
-          const T* bpanel = b_in_place ? b.data + p0 * b.row_stride + jr : bpack + jr * kc;
-          const int vecs = int((cols + L - 1) / L);  // the tile's width in vectors
-          if (rows == MR && cols == vecs * L) {
-            micro_kernel_of_width<T>(vecs, kc, apack + ir * kc, bpanel, ldb, ctile, ldc, accumulate);
-            continue;
-          }
-          // A partial tile: compute it aside, then merge the valid part.
-          micro_kernel_of_width<T>(vecs, kc, apack + ir * kc, bpanel, ldb, edge, NR, false);
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t j = 0; j < cols; ++j)
-              ctile[r * ldc + j] = accumulate ? ctile[r * ldc + j] + edge[r * NR + j] : edge[r * NR + j];
-        }
-      }
+      multiply_block<T>(mc, n, kc, apack, b_panels, bsource.panel_stride(kc), bsource.ldb, c + i0 * ldc, ldc,
+                        accumulate);
     }
   }
 }
