@@ -10,8 +10,8 @@
 // Usage: store_rendezvous_bench <ranks> [nofile_soft_limit] [config_bytes]
 // Prints one line: the time from releasing the ranks to the last one finishing, the store
 // process's peak file descriptors and threads (sampled every 2 ms), its RSS before the store and
-// VmHWM after, and how many ranks failed. A nofile_soft_limit lowers this process's soft
-// RLIMIT_NOFILE first (what a stock `ulimit -n 1024` gives).
+// VmHWM after, how many ranks failed, and the ranks' CPU time (the client side's cost). A
+// nofile_soft_limit lowers this process's soft RLIMIT_NOFILE first (a stock `ulimit -n 1024`).
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -206,9 +206,13 @@ int main(int argc, char** argv) {
   sampler.finish();
   rlimit lim{};
   ::getrlimit(RLIMIT_NOFILE, &lim);
+  rusage ranks{};  // the forked ranks' CPU time, so that the client side's cost shows next to PyTorch's
+  ::getrusage(RUSAGE_CHILDREN, &ranks);
+  const double ranks_cpu = double(ranks.ru_utime.tv_sec + ranks.ru_stime.tv_sec) +
+                           double(ranks.ru_utime.tv_usec + ranks.ru_stime.tv_usec) * 1e-6;
   std::printf("cudagrad ranks=%d time_s=%.3f peak_fds=%d peak_threads=%ld rss_before_mb=%.1f vmhwm_mb=%.1f "
-              "failures=%d nofile_soft_at_end=%ld\n",
+              "failures=%d ranks_cpu_s=%.2f nofile_soft_at_end=%ld\n",
               world, seconds, sampler.peak_fds, sampler.peak_threads, double(rss_before) / 1024,
-              double(status_kb("VmHWM:")) / 1024, failures, long(lim.rlim_cur));
+              double(status_kb("VmHWM:")) / 1024, failures, ranks_cpu, long(lim.rlim_cur));
   return failures == 0 ? 0 : 1;
 }
