@@ -208,10 +208,18 @@ TEST(TcpStoreScale, TheStoreRaisesTheSoftDescriptorLimitToTheHardOne) {
   Child child = fork_child([&](const Report&) {
     set_nofile(64, nofile().rlim_max);
     TcpStore server(options(port, true, 10000, world));
-    std::thread others([&] { CG_CHECK(run_client_ranks(port, world, 10000) == 0, "client ranks failed"); });
-    rendezvous(server, 0, world);
+    int failed = 0;
+    std::vector<std::string> errors;
+    std::thread others([&] { failed = run_client_ranks(port, world, 10000, &errors); });
+    std::string rank0;
+    try {
+      rendezvous(server, 0, world);
+    } catch (const Error& e) {
+      rank0 = e.what();
+    }
     others.join();
-    return std::string("joined");
+    if (!rank0.empty()) return "rank 0 failed: " + rank0;
+    return failed == 0 ? std::string("joined") : std::to_string(failed) + " ranks failed: " + errors.front();
   });
   const std::string line = child_line(child, std::chrono::seconds(60));
   end_child(child);
