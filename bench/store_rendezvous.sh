@@ -29,7 +29,7 @@ done
 BUILD=$(resolve_build "$BUILD")
 BENCH=$BUILD/bench/store_rendezvous_bench
 require_binary "$BENCH" store_rendezvous_bench
-require_torch >&2
+require_torch >&2 || true  # its last test (is it the venv?) may be false
 TORCH=${TORCH_PYTHONS[0]}
 
 # Runs a command line in a loopback-only network namespace when it can, else as it is.
@@ -51,10 +51,11 @@ one() {  # one LABEL CMD...
   echo "$out"
 }
 
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)  # other work on the machine; the ranks themselves load it later
 rows=()
 for n in $RANKS; do
   for limit in 0 $NOFILE; do
-    [[ $limit == 0 || $limit -lt $n ]] || continue
+    [[ $limit == 0 || $limit -le $n ]] || continue  # a limit that does not bite is no case
     for ((i = 0; i < RUNS; i++)); do
       rows+=("nofile=${limit/#0/-} $(one cudagrad "$BENCH" "$n" "$limit")")
       rows+=("nofile=${limit/#0/-} $(one pytorch "$TORCH" "$ROOT/bench/pytorch/store_rendezvous.py" "$n" "$limit")")
@@ -65,7 +66,7 @@ rm -f /tmp/store_rendezvous.$$.err
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 echo "# store_rendezvous, $(date -u '+%Y-%m-%d %H:%M UTC'), cudagrad $(git -C "$ROOT" rev-parse --short=12 HEAD)," \
-  "$cpu, $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GB, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "$cpu, $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GB, load average $LOAD_START before, $(cut -d' ' -f1-3 /proc/loadavg) after," \
   "Linux $(uname -r), RLIMIT_NOFILE $(ulimit -Sn)/$(ulimit -Hn), somaxconn $(cat /proc/sys/net/core/somaxconn)," \
   "PyTorch $("$TORCH" -c 'import torch; print(torch.__version__)') ($TORCH), $NETNS"
 echo
