@@ -104,13 +104,13 @@ void TcpStoreServer::accept_loop() {
 // is over), and retrying at once would spin: the connection stays queued and poll() says so again.
 void TcpStoreServer::on_accept_error(int err) {
   if (err == EMFILE || err == ENFILE) {
-    size_t accepted = 0;
+    size_t accepted = 0;  // connections open now
     {
       std::lock_guard<std::mutex> lock(mutex_);
       accepted = clients_.size();
     }
     const int ranks = std::max(expected_clients_, int(accepted) + 1);
-    fail(fmt::format("rendezvous store: out of file descriptors after accepting {} connections ({}): {}",
+    fail(fmt::format("rendezvous store: out of file descriptors with {} connections open ({}): {}",
                      accepted, err == EMFILE ? "EMFILE, this process's limit" : "ENFILE, the system's limit",
                      fd_limit_advice(fd_limit(), ranks)));
   }
@@ -139,6 +139,12 @@ void TcpStoreServer::serve(int c) {
     if (got == ReadResult::malformed)
       log::warn("rendezvous store: dropping a client that sent a malformed request: {}", why);
     if (got != ReadResult::ok || !answer(c, req)) break;
+  }
+  // Forgotten before it is closed: the number may be reused at once (a data file, a Gloo socket),
+  // and a store that fails or stops shuts down every descriptor it still lists.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    clients_.erase(std::find(clients_.begin(), clients_.end(), c));
   }
   ::close(c);
 }
