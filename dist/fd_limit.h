@@ -13,8 +13,8 @@ struct FdLimit {
 
 FdLimit fd_limit();
 
-// Raises the soft RLIMIT_NOFILE to the hard one (what any process may do without privileges,
-// and what PyTorch's launcher leaves to the user); returns the limit now in force.
+// Raises the soft RLIMIT_NOFILE to the hard one (what any process may do without privileges);
+// returns the limit now in force.
 FdLimit raise_fd_limit();
 
 // How many descriptors the store process needs for `clients` ranks: one per connection, plus a
