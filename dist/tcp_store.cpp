@@ -1,23 +1,19 @@
 #include "dist/tcp_store.h"
 
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <condition_variable>
-#include <cstdio>
 #include <cstring>
-#include <map>
 #include <thread>
 
 #include "dist/advertised_address.h"
 #include "dist/socket_deadline.h"
+#include "dist/socket_io.h"
+#include "dist/tcp_store_server.h"
 #include "dist/tcp_store_protocol.h"
 #include "util/check.h"
 
@@ -26,140 +22,13 @@ namespace {
 
 using namespace store_protocol;
 
-// Sends or receives exactly n bytes; false when the peer closed or the socket failed.
-bool send_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= size_t(k);
-  }
-  return true;
-}
-bool recv_all(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t k = ::recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= size_t(k);
-  }
-  return true;
-}
-
 // How long after its timeout a get's answer may still arrive (network and scheduling delay).
 constexpr std::chrono::seconds kReplyMargin{5};
 
-bool send_blob(int fd, const std::vector<char>& v) {
-  const uint32_t n = uint32_t(v.size());
-  return send_all(fd, &n, 4) && send_all(fd, v.data(), v.size());
-}
-
 }  // namespace
 
-// The server: a listening socket and one thread per connected rank (world sizes are small).
-class TcpStoreServer {
- public:
-  explicit TcpStoreServer(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    CG_CHECK(fd_ >= 0, "rendezvous store: socket(): {}", std::strerror(errno));
-    int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(uint16_t(port));
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd_, 128) != 0) {
-      const int err = errno;
-      ::close(fd_);
-      throw Error(fmt::format("rendezvous store: cannot listen on port {}: {} (is another job using "
-                              "MASTER_PORT={}?)", port, std::strerror(err), port));
-    }
-    acceptor_ = std::thread([this] { accept_loop(); });
-  }
-
-  ~TcpStoreServer() {
-    stopping_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    acceptor_.join();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (int c : clients_) ::shutdown(c, SHUT_RDWR);
-    }
-    changed_.notify_all();
-    for (auto& t : handlers_) t.join();
-  }
-
- private:
-  void accept_loop() {
-    while (!stopping_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) continue;
-      int one = 1;
-      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      std::lock_guard<std::mutex> lock(mutex_);
-      clients_.push_back(c);
-      handlers_.emplace_back([this, c] { serve(c); });
-    }
-  }
-
-  void serve(int c) {
-    const ReadExact read = [c](void* dst, size_t n) { return recv_all(c, dst, n); };
-    while (!stopping_) {
-      Request req;
-      std::string why;
-      const ReadResult got = read_request(read, req, why);
-      if (got == ReadResult::malformed)
-        std::fprintf(stderr, "rendezvous store: dropping a client that sent a malformed request: %s\n",
-                     why.c_str());
-      if (got != ReadResult::ok) break;
-      if (req.op == kSet) {
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          data_[req.key] = std::move(req.value);
-        }
-        changed_.notify_all();
-        const uint8_t ok = kOk;
-        if (!send_all(c, &ok, 1)) break;
-      } else if (req.op == kGet) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        const bool found = changed_.wait_for(lock, std::chrono::milliseconds(req.number),
-                                             [&] { return stopping_ || data_.count(req.key) > 0; });
-        const uint8_t status = found && data_.count(req.key) ? kOk : kTimeout;
-        std::vector<char> reply = status == kOk ? data_[req.key] : std::vector<char>();
-        lock.unlock();
-        if (!send_all(c, &status, 1) || !send_blob(c, reply)) break;
-      } else {  // kAdd
-        int64_t now = 0;
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          now = add_to_slot(data_[req.key], req.number);
-        }
-        changed_.notify_all();
-        if (!send_all(c, &now, 8)) break;
-      }
-    }
-    ::close(c);
-  }
-
-  int fd_ = -1;
-  std::atomic<bool> stopping_{false};
-  std::thread acceptor_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::vector<char>> data_;
-  std::vector<int> clients_;
-  std::vector<std::thread> handlers_;
-};
-
 TcpStore::TcpStore(const TcpStoreOptions& options) : options_(options) {
-  if (options.is_server) server_ = std::make_unique<TcpStoreServer>(options.port);
+  if (options.is_server) server_ = std::make_unique<TcpStoreServer>(options.port, options.expected_clients);
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -187,6 +56,13 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : options_(options) {
   ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+// On rank 0, a store that stopped (out of descriptors) is the cause of a lost connection: say so.
+void TcpStore::throw_if_server_failed() const {
+  if (!server_) return;
+  const std::string why = server_->failure();
+  if (!why.empty()) throw Error(why);
+}
+
 std::string TcpStore::local_address() const { return local_address_of_socket(fd_); }
 
 TcpStore::~TcpStore() {
@@ -197,15 +73,18 @@ TcpStore::~TcpStore() {
 std::vector<char> TcpStore::request(uint8_t op, const std::string& key, const std::vector<char>& value) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::vector<char> message = encode_request(op, key, value);
-  if (!send_all(fd_, message.data(), message.size()))
+  if (!send_all(fd_, message.data(), message.size())) {
+    throw_if_server_failed();
     throw Error(fmt::format("rendezvous: lost the connection to the store at {}:{} (did rank 0 exit?)",
                             options_.host, options_.port));
+  }
   // The store answers a get when its wait (the timeout) is over, a set or an add at once; no
   // answer a margin later means the network to rank 0's node or rank 0 itself stalled.
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout + kReplyMargin;
   auto receive = [&](void* data, size_t n) {
     const Received got = recv_before(fd_, data, n, deadline);
     if (got == Received::ok) return;
+    throw_if_server_failed();
     if (got == Received::closed)
       throw Error(fmt::format("rendezvous: lost the connection to the store at {}:{} while waiting for '{}' "
                               "(did rank 0 exit?)", options_.host, options_.port, key));

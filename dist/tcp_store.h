@@ -21,6 +21,9 @@ struct TcpStoreOptions {
   int port = 29500;
   bool is_server = false;  // rank 0 hosts the store
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // The world size, when known: the server checks that its descriptor limit can hold that many
+  // connections (one per rank, all open at once during rendezvous).
+  int expected_clients = 0;
 };
 
 class TcpStore {
@@ -50,6 +53,7 @@ class TcpStore {
 
  private:
   std::vector<char> request(uint8_t op, const std::string& key, const std::vector<char>& value);
+  void throw_if_server_failed() const;
 
   TcpStoreOptions options_;
   std::unique_ptr<TcpStoreServer> server_;

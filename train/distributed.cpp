@@ -58,6 +58,7 @@ DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), tim
   so.port = id_.master_port;
   so.is_server = id_.rank == 0;
   so.timeout = timeout;
+  so.expected_clients = id_.world_size;
   store_ = std::make_unique<dist::TcpStore>(so);
   dist::ProcessGroupOptions po;
   po.timeout = timeout;

@@ -112,6 +112,44 @@ TEST(TcpStore, AStoreThatGoesSilentEndsTheWaitNamingTheKey) {
   ::close(silent);
 }
 
+// A client whose request breaks the format is dropped (its connection closed) without the store
+// allocating what it asks for; the store goes on serving the others.
+TEST(TcpStore, AMalformedRequestDropsThatClientOnly) {
+  const int port = test::free_port();
+  TcpStore server(options(port, true));
+  const int bad = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(uint16_t(port));
+  ASSERT_EQ(::connect(bad, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  const char request[] = {9, 0, 0, 0, 0, 0, 0, 0, 0};  // op 9 does not exist
+  ASSERT_EQ(::send(bad, request, sizeof(request), 0), ssize_t(sizeof(request)));
+  char byte;
+  EXPECT_LE(::recv(bad, &byte, 1, 0), 0);  // closed (or reset: bytes were left unread), no answer
+  ::close(bad);
+  server.set("still", std::string("serving"));
+  EXPECT_EQ(server.get_string("still"), "serving");
+}
+
+// A rank that leaves closes its connection; the store must forget that descriptor, whose number
+// the process may reuse at once: stopping the store must not shut down what now has it.
+TEST(TcpStore, AClosedConnectionsDescriptorIsNotShutDownWhenTheStoreStops) {
+  const int port = test::free_port();
+  auto server = std::make_unique<TcpStore>(options(port, true));
+  {
+    TcpStore client(options(port, false));
+    client.set("k", std::string("v"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server's end gets closed
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);  // takes the lowest free numbers
+  server.reset();
+  EXPECT_EQ(::send(pair[0], "x", 1, MSG_NOSIGNAL), 1) << "the store shut down a descriptor it had closed";
+  ::close(pair[0]);
+  ::close(pair[1]);
+}
+
 // The address a rank advertises is its end of the store connection: loopback for a loopback store.
 TEST(TcpStore, LocalAddressIsThisEndOfTheConnection) {
   const int port = test::free_port();
