@@ -122,5 +122,25 @@ TEST(AtomicFile, RejectsAPathWithoutAFileName) {
   EXPECT_THROW(write_file_atomically(dir.string() + "/", "x"), Error);
 }
 
+// The fault tests' hook (CUDAGRAD_TEST_STALL_WRITE_MS) refuses a value it cannot use, naming
+// itself, rather than silently not stalling; unset, nothing changes.
+TEST(AtomicFile, StallHookRefusesABadValueNamingTheVariable) {
+  const auto dir = test::make_temp_dir("atomic_stall");
+  const std::string path = (dir / "f.bin").string();
+  const std::vector<std::string_view> pieces{"ab", "cd"};
+  ::setenv("CUDAGRAD_TEST_STALL_WRITE_MS", "soon", 1);
+  std::string err = "(written without error)";
+  try {
+    write_file_atomically(path, pieces);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  ::unsetenv("CUDAGRAD_TEST_STALL_WRITE_MS");
+  EXPECT_NE(err.find("CUDAGRAD_TEST_STALL_WRITE_MS=soon"), std::string::npos) << err;
+  EXPECT_TRUE(entries(dir).empty()) << "the temporary file was left behind";
+  write_file_atomically(path, pieces);
+  EXPECT_EQ(contents(path), "abcd");
+}
+
 }  // namespace
 }  // namespace cg
