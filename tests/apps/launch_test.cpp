@@ -19,6 +19,7 @@
 #include "support/free_port.h"
 #include "support/paths.h"
 #include "support/processes.h"
+#include "support/need_tool.h"
 
 namespace cg {
 namespace {
@@ -143,7 +144,7 @@ bool have_fashion_mnist() { return fs::exists("/usr/share/datasets/fashion-mnist
 // to the source tree), with a step cap and an output folder appended; then the other spellings of
 // the program's options: --config=FILE and a quoted value with a space.
 TEST(Launch, TheReadmeCommandTrainsFashionMnistOnTwoRanks) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "needs Debian's dataset-fashion-mnist";
+  NEED_TOOL(have_fashion_mnist() ? "" : "needs Debian's dataset-fashion-mnist");
   const auto dir = test::make_temp_dir("launch_readme");
   const std::string cd = "cd " + test::source_dir().string() + " && exec ";
   const std::string cap = " train.max_steps=3 train.threads=1 data.num_workers=1";
@@ -233,8 +234,7 @@ TEST(Launch, TimelineShowsAllReducesDuringBackward) {
 
 
 TEST(Launch, MpirunWorksToo) {
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  NEED_TOOL(test::missing_command("mpirun", "Debian's openmpi-bin"));
   const auto dir = test::make_temp_dir("mpirun");
   const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
                           "-x MASTER_PORT=" + std::to_string(test::free_port()) + " " + bin("cudagrad-train") + " " +

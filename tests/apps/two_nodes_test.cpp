@@ -17,6 +17,7 @@
 #include "support/free_port.h"
 #include "support/processes.h"
 #include "support/two_machines.h"
+#include "support/need_tool.h"
 
 namespace cg {
 namespace {
@@ -70,12 +71,9 @@ std::string both_logs(const Job& job) {
 class TwoNodes : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = test::TwoMachines::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    NEED_TOOL(test::TwoMachines::unavailable());
     machines_ = std::make_unique<test::TwoMachines>();
     dir_ = test::make_temp_dir("two_nodes");
-  }
-  void need_iptables() {
-    if (const std::string why = test::TwoMachines::iptables_unavailable(); !why.empty()) GTEST_SKIP() << why;
   }
   OnNode in_namespaces() const {
     return [this](int node, const std::string& command) { return machines_->on(node, command); };
@@ -127,7 +125,7 @@ TEST_F(TwoNodes, ACleanLinkTrainsToTheLoopbackRunsCheckpointBitForBit) {
 class LossyLink : public TwoNodes, public ::testing::WithParamInterface<double> {};
 
 TEST_P(LossyLink, TrainsToTheSameCheckpointOnlySlower) {
-  need_iptables();
+  NEED_TOOL(test::TwoMachines::iptables_unavailable());
   const fs::path out = dir_ / "out";
   const Job clean = across_the_link(train_args(out, 30, kSteps), 240);
   ASSERT_EQ(clean.rc[0] | clean.rc[1], 0) << both_logs(clean);
@@ -156,7 +154,7 @@ bool names_rank(const std::string& log, int rank) {
 }
 
 TEST_F(TwoNodes, CuttingTheLinkMidRunEndsBothSidesWithinTheTimeout) {
-  need_iptables();
+  NEED_TOOL(test::TwoMachines::iptables_unavailable());
   const std::string args = train_args(dir_ / "out", kTimeoutS, "train.epochs=1000 data.synthetic_size=2048");
   Clock::time_point cut_at;
   const Job job = across_the_link(args, 120, [&] {
@@ -194,7 +192,7 @@ bool wait_for_file(const fs::path& path, const std::string& text, std::chrono::s
 // once the cut has failed it, the link comes back while the new ranks rendezvous, and they resume
 // from the newest checkpoint and finish.
 TEST_F(TwoNodes, ACutLinkThatComesBackResumesWithMaxRestarts) {
-  need_iptables();
+  NEED_TOOL(test::TwoMachines::iptables_unavailable());
   const fs::path out = dir_ / "out";
   const std::string args = train_args(out, kTimeoutS, "data.synthetic_size=2048 train.epochs=6 checkpoint.save_every=1");
   const Job job = across_the_link(args, 180, [&] {
@@ -246,7 +244,7 @@ TEST_F(TwoNodes, ANodeThatNeverStartsEndsTheOtherWithinTheTimeout) {
 // Rank 0's node drops every packet from the start: node 1's connection attempts to the store go
 // unanswered (no refusal comes back), and must still end within the timeout.
 TEST_F(TwoNodes, AnUnreachableRankZeroEndsTheOtherNodeWithinTheTimeout) {
-  need_iptables();
+  NEED_TOOL(test::TwoMachines::iptables_unavailable());
   machines_->cut(0);
   const int port = test::free_port();
   const auto t0 = Clock::now();

@@ -20,6 +20,7 @@
 #include "support/metrics_file.h"
 #include "support/paths.h"
 #include "support/processes.h"
+#include "support/need_tool.h"
 #include "util/safetensors.h"
 
 namespace cg {
@@ -124,7 +125,7 @@ TEST(ZeroSharding, ThreeRanksAdamWWithAccumulationBitIdenticalToUnsharded) {
 }
 
 TEST(ZeroSharding, MpirunTwoRanksAdamWBitIdenticalToUnsharded) {
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  NEED_TOOL(test::missing_command("mpirun", "Debian's openmpi-bin"));
   const auto dir = test::make_temp_dir("zero_mpirun");
   const std::string log = run(dir, "sharded", 2, kAdamW + " optim.zero_sharding=true", Via::mpirun);
   EXPECT_NE(log.find("Open MPI"), std::string::npos) << log;
@@ -195,8 +196,7 @@ class ZeroCompressed : public ::testing::TestWithParam<CompressedCase> {};
 
 TEST_P(ZeroCompressed, BitIdenticalToUnshardedCompressedDdpWithThe16BitBytesLogged) {
   const CompressedCase k = GetParam();
-  if (k.via == Via::mpirun && std::system("command -v mpirun > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  if (k.via == Via::mpirun) NEED_TOOL(test::missing_command("mpirun", "Debian's openmpi-bin"));
   const auto dir = test::make_temp_dir("zero_compressed");
   // AdamW with the cosine schedule and gradient accumulation; SGD with Nesterov momentum.
   const std::string optimizer = k.adamw ? kAdamW + " train.grad_accum_steps=2" : kSgdMomentum;

@@ -24,6 +24,12 @@ inline std::string missing_command(const std::string& command, const std::string
   return "needs " + command + " (" + package + ")";
 }
 
+// "" when Debian's /usr/bin/python3 imports `module`, else why the test cannot run.
+inline std::string missing_python_module(const std::string& module, const std::string& package) {
+  if (std::system(("/usr/bin/python3 -c 'import " + module + "' > /dev/null 2>&1").c_str()) == 0) return "";
+  return "needs /usr/bin/python3 with " + module + " (" + package + ")";
+}
+
 }  // namespace cg::test
 
 // Returns from the test (void function) when it cannot run.
