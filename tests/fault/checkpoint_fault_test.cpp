@@ -13,6 +13,7 @@
 #include "support/checkpoint_files.h"
 #include "support/metrics_file.h"
 #include "support/processes.h"
+#include "train/training_parts.h"
 #include "util/check.h"
 #include "util/safetensors.h"
 
@@ -151,6 +152,8 @@ TEST(FaultCheckpoint, SigkillMidWriteLeavesTheNewestCheckpointLoadableAndTheTemp
   for (int k = 0; k < kKills; ++k) kill_mid_write(dir, out, last.string(), k);
   if (HasFatalFailure()) return;
   EXPECT_EQ(temporary_files(ckpts), kKills);
+  // What a restart by cudagrad-launch would resume from: the temporaries are no candidates.
+  EXPECT_EQ(train::latest_checkpoint(ckpts), last.string());
   // A run that completes resumes from the same checkpoint; writing epoch_2 again removes the
   // temporaries the killed writers of epoch_2 left (their pids are gone).
   const std::string finish = "model.widths=[16,32] train.epochs=3 checkpoint.resume_from=" + last.string();
