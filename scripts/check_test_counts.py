@@ -11,6 +11,7 @@ under CUDAGRAD_REQUIRE_ALL=1; one seen here anyway is counted against the suite.
 of tests that exist, the GPU skips, how many must therefore pass and how many did; exit 1 when the
 last two differ (a failure, a non-GPU skip, or a test that never ran), listing the culprits.
 """
+import collections
 import json
 import re
 import subprocess
@@ -20,14 +21,20 @@ import xml.etree.ElementTree as ET
 GPU_REASON = re.compile(r"\bGPU\b|\bCUDA\b")
 
 
+def stable_name(name):
+    """A test's name without what changes from one listing to the next: gtest's "# GetParam() = ..."
+    comment and the byte dumps of parameters without a PrintTo (they hold pointers)."""
+    return re.sub(r"<[0-9A-F -]+>", "<bytes>", name.split("  # GetParam()")[0])
+
+
 def existing_tests(build_dir):
-    """{name: labels} of every test CTest knows in BUILD_DIR (gtest cases discovered)."""
+    """[(stable name, labels)] of every test CTest knows in BUILD_DIR (gtest cases discovered)."""
     out = subprocess.run(["ctest", "--test-dir", build_dir, "--show-only=json-v1"], check=True,
                          capture_output=True, text=True).stdout
-    tests = {}
+    tests = []
     for t in json.loads(out)["tests"]:
         labels = [p["value"] for p in t.get("properties", []) if p["name"] == "LABELS"]
-        tests[t["name"]] = set(labels[0]) if labels else set()
+        tests.append((stable_name(t["name"]), set(labels[0]) if labels else set()))
     return tests
 
 
@@ -43,13 +50,13 @@ def skip_reason(output):
 
 
 def outcomes(junit_xml):
-    """{name: (status, skip reason)}: status "passed", "failed" or "skipped"."""
-    found = {}
+    """[(stable name, status, skip reason)]: status "passed", "failed" or "skipped"."""
+    found = []
     for case in ET.parse(junit_xml).getroot().iter("testcase"):
         status = {"run": "passed", "fail": "failed"}.get(case.get("status"), "skipped")
         out = case.find("system-out")
         reason = skip_reason(out.text or "") if status == "skipped" and out is not None else ""
-        found[case.get("name")] = (status, reason)
+        found.append((stable_name(case.get("name")), status, reason))
     return found
 
 
@@ -58,16 +65,18 @@ def main():
         print(__doc__)
         return 2
     tests, ran = existing_tests(sys.argv[1]), outcomes(sys.argv[2])
-    gpu_skips, culprits = [], []
-    for name, labels in sorted(tests.items()):
-        status, reason = ran.get(name, ("never ran", ""))
-        if status == "skipped" and ("gpu" in labels or GPU_REASON.search(reason)):
-            gpu_skips.append(name)
+    labels = {name: lab for name, lab in tests}
+    gpu_skips, culprits = 0, []
+    for name, status, reason in sorted(ran):
+        if status == "skipped" and ("gpu" in labels.get(name, set()) or GPU_REASON.search(reason)):
+            gpu_skips += 1
         elif status != "passed":
             culprits.append(f"  {name}: {status}" + (f" ({reason})" if reason else ""))
-    passed = sum(1 for name in tests if ran.get(name, ("",))[0] == "passed")
-    must_pass = len(tests) - len(gpu_skips)
-    print(f"test counts: {len(tests)} exist (ctest -N), {len(gpu_skips)} skipped for want of a GPU, "
+    never_ran = collections.Counter(name for name, _ in tests) - collections.Counter(name for name, _, _ in ran)
+    culprits += [f"  {name}: never ran" for name in sorted(never_ran.elements())]
+    passed = sum(1 for _, status, _ in ran if status == "passed")
+    must_pass = len(tests) - gpu_skips
+    print(f"test counts: {len(tests)} exist (ctest -N), {gpu_skips} skipped for want of a GPU, "
           f"so {must_pass} must pass; {passed} passed")
     if passed != must_pass:
         print("test counts: these neither passed nor skipped for a GPU:\n" + "\n".join(culprits))
