@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "support/free_port.h"
+#include "support/launcher_restarts.h"
+#include "support/metrics_file.h"
 #include "support/paths.h"
 #include "support/processes.h"
 #include "support/need_tool.h"
@@ -286,11 +288,19 @@ TEST(Launch, MaxRestartsResumesFromTheLatestCheckpoint) {
   }
   ASSERT_GT(victim, 0) << read_file(dir / "log.txt");
   kill(victim, SIGKILL);
+  const std::string newest = test::newest_checkpoint_at_restart(dir / "log.txt", dir / "out" / "checkpoints", 1);
   const int rc = wait_for(pid, std::chrono::seconds(240));
   const std::string log = read_file(dir / "log.txt");
   EXPECT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("restarting the group (1 of 1)"), std::string::npos) << log;
   EXPECT_NE(log.find("resumed from"), std::string::npos) << log;
+  // The restarted group resumed from the newest checkpoint there was, at its step, and went on.
+  ASSERT_FALSE(newest.empty()) << log;
+  const std::vector<test::Resumption> r = test::resumptions(dir / "out");
+  ASSERT_EQ(r.size(), 1u) << "no resume record in metrics.jsonl\n" << log;
+  EXPECT_EQ(r[0].from, newest);
+  EXPECT_EQ(r[0].step, test::step_of(newest));
+  EXPECT_GT(r[0].first_train_step, r[0].step);
   EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
 }
 

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "support/checkpoint_files.h"
+#include "support/launcher_restarts.h"
 #include "support/metrics_file.h"
 #include "support/processes.h"
 #include "util/safetensors.h"
@@ -37,18 +38,6 @@ int count(const std::string& text, const std::string& needle) {
   int n = 0;
   for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
   return n;
-}
-
-// The newest checkpoint when the launcher announces restart number `k`: the old group is gone by
-// then and the new one cannot have written yet (that takes it an epoch), so this is what the new
-// generation must resume from. Empty if the notice does not come.
-std::string newest_at_restart(const fs::path& log, const fs::path& ckpts, int k) {
-  const std::string notice = "restarting the group (" + std::to_string(k) + " of";
-  for (int i = 0; i < 12000; ++i) {
-    if (test::read_text(log).find(notice) != std::string::npos) return test::newest_checkpoint(ckpts);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return "";
 }
 
 // Generation k+1 resumed from `newest[k]` at its step, and trained on from there.
@@ -96,7 +85,7 @@ TEST(RestartSoak, TenRandomKillsEndBitIdenticalToAnUninterruptedRun) {
     ASSERT_GT(victim, 0) << "rank " << rank << " not found (did the run finish early?)\n"
                          << test::read_text(dir / "soak.log");
     kill(victim, SIGKILL);
-    newest.push_back(newest_at_restart(dir / "soak.log", soaked / "checkpoints", k + 1));
+    newest.push_back(test::newest_checkpoint_at_restart(dir / "soak.log", soaked / "checkpoints", k + 1));
     ASSERT_FALSE(newest.back().empty()) << "no restart " << k + 1 << " or no checkpoint\n" << test::read_text(dir / "soak.log");
     newest_steps.push_back(test::step_of(newest.back()));
   }
