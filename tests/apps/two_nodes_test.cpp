@@ -14,7 +14,9 @@
 #include <string>
 #include <thread>
 
+#include "support/checkpoint_files.h"
 #include "support/free_port.h"
+#include "support/metrics_file.h"
 #include "support/processes.h"
 #include "support/two_machines.h"
 #include "support/need_tool.h"
@@ -195,11 +197,13 @@ TEST_F(TwoNodes, ACutLinkThatComesBackResumesWithMaxRestarts) {
   NEED_TOOL(test::TwoMachines::iptables_unavailable());
   const fs::path out = dir_ / "out";
   const std::string args = train_args(out, kTimeoutS, "data.synthetic_size=2048 train.epochs=6 checkpoint.save_every=1");
+  std::string newest;  // when both groups are down, before the link heals: nothing can write then
   const Job job = across_the_link(args, 180, [&] {
     if (!wait_for_file(out / "checkpoints" / "epoch_1.safetensors", "", std::chrono::seconds(60))) return;
     machines_->cut(1);
     for (int node = 0; node < 2; ++node)
       wait_for_file(dir_ / ("node" + std::to_string(node) + ".txt"), "restarting the group", std::chrono::seconds(60));
+    newest = test::newest_checkpoint(out / "checkpoints");
     machines_->heal(1);
   }, "", "--max-restarts 2");
   for (int node = 0; node < 2; ++node) {
@@ -208,6 +212,13 @@ TEST_F(TwoNodes, ACutLinkThatComesBackResumesWithMaxRestarts) {
   }
   EXPECT_NE(job.log[0].find("resumed from"), std::string::npos) << both_logs(job);
   EXPECT_NE(job.log[0].find("all 2 replicas hold identical weights"), std::string::npos) << both_logs(job);
+  // The restarted group resumed from that newest checkpoint, at its step, and trained on.
+  ASSERT_FALSE(newest.empty()) << both_logs(job);
+  const std::vector<test::Resumption> r = test::resumptions(out);
+  ASSERT_FALSE(r.empty()) << "no resume record in metrics.jsonl\n" << both_logs(job);
+  EXPECT_EQ(r[0].from, newest);
+  EXPECT_EQ(r[0].step, test::step_of(newest));
+  EXPECT_GT(r[0].first_train_step, r[0].step);
 }
 
 // Both ranks advertise 127.0.0.1 (GLOO_SOCKET_IFNAME=lo), as both did when the address came from
