@@ -132,6 +132,11 @@ void Trainer::resume() {
   if (log::is_main_process())
     metrics_ = MetricsWriter((out_dir_ / "metrics.jsonl").string(),
                              from.empty() ? MetricsWriter::Mode::truncate : MetricsWriter::Mode::append);
+  // So that the file itself shows where each run (each generation under cudagrad-launch) took
+  // over: without it a run that ignored its checkpoint would look like one that resumed.
+  if (!from.empty())
+    metrics_.write({{"kind", "resume"}, {"from", from}, {"epoch", pos_.epoch + 1}, {"batch", pos_.batch_in_epoch},
+                    {"step", pos_.step}});
 }
 
 // After loading: DDP broadcasts rank 0's weights; then where batches come from.

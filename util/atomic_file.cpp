@@ -3,6 +3,10 @@
 // A process killed outright (SIGKILL, OOM) cannot remove its temporary, so temporaries carry the
 // writer's pid (`.<name>.tmp.<pid>.XXXXXX`) and the next successful write of the same name removes
 // those whose writer no longer runs on this host.
+// Test hook, off unless set: CUDAGRAD_TEST_STALL_WRITE_MS=<ms> makes a file written in several
+// pieces (a checkpoint) pause that long after its first piece, so that a test can kill the writer
+// while its temporary is certainly incomplete (tests/fault/checkpoint_fault_test.cpp); a random
+// kill rarely lands inside a write that takes a few milliseconds.
 #include "util/atomic_file.h"
 
 #include <fcntl.h>
@@ -10,10 +14,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "util/check.h"
 
@@ -44,6 +50,16 @@ void remove_dead_writers_temporaries(const std::string& target, const std::files
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
   }
+}
+
+// The test hook above; a value that is not a count of milliseconds is refused, naming the variable.
+void stall_if_a_test_asks() {
+  const char* value = std::getenv("CUDAGRAD_TEST_STALL_WRITE_MS");
+  if (value == nullptr || *value == '\0') return;
+  char* end = nullptr;
+  const long ms = std::strtol(value, &end, 10);
+  CG_CHECK(*end == '\0' && ms >= 0, "CUDAGRAD_TEST_STALL_WRITE_MS={}: not a number of milliseconds", value);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 // Owns the temporary file until it has been renamed into place; removes it otherwise.
@@ -111,7 +127,10 @@ void write_file_atomically(const std::string& path, std::span<const std::string_
   if (ec) fail(path, "creating directory " + dir.string(), ec.value());
 
   TempFile tmp(path, dir);
-  for (std::string_view piece : pieces) tmp.write(piece);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    tmp.write(pieces[i]);
+    if (i == 0 && pieces.size() > 1) stall_if_a_test_asks();
+  }
   tmp.commit();
   sync_directory(path, dir);
   remove_dead_writers_temporaries(path, dir);

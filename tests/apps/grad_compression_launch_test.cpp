@@ -15,6 +15,7 @@
 #include "support/free_port.h"
 #include "support/paths.h"
 #include "support/processes.h"
+#include "support/need_tool.h"
 
 namespace cg {
 namespace {
@@ -117,7 +118,7 @@ TEST_P(CompressedLaunch, Fp16AndBf16TrainLikeFloat32WithHalfTheBytes) {
 INSTANTIATE_TEST_SUITE_P(World, CompressedLaunch, ::testing::Values(2, 3));
 
 TEST(CompressedLaunch, MpirunTrainsWithCompressionToo) {
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  NEED_TOOL(test::missing_command("mpirun", "Debian's openmpi-bin"));
   const TrainRun plain = launch(2, "none");
   ASSERT_EQ(plain.rc, 0) << plain.log;
   for (const char* c : {"fp16", "bf16"}) {

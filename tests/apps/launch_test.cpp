@@ -17,8 +17,11 @@
 #include <vector>
 
 #include "support/free_port.h"
+#include "support/launcher_restarts.h"
+#include "support/metrics_file.h"
 #include "support/paths.h"
 #include "support/processes.h"
+#include "support/need_tool.h"
 
 namespace cg {
 namespace {
@@ -143,7 +146,7 @@ bool have_fashion_mnist() { return fs::exists("/usr/share/datasets/fashion-mnist
 // to the source tree), with a step cap and an output folder appended; then the other spellings of
 // the program's options: --config=FILE and a quoted value with a space.
 TEST(Launch, TheReadmeCommandTrainsFashionMnistOnTwoRanks) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "needs Debian's dataset-fashion-mnist";
+  NEED_TOOL(have_fashion_mnist() ? "" : "needs Debian's dataset-fashion-mnist");
   const auto dir = test::make_temp_dir("launch_readme");
   const std::string cd = "cd " + test::source_dir().string() + " && exec ";
   const std::string cap = " train.max_steps=3 train.threads=1 data.num_workers=1";
@@ -233,8 +236,7 @@ TEST(Launch, TimelineShowsAllReducesDuringBackward) {
 
 
 TEST(Launch, MpirunWorksToo) {
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  NEED_TOOL(test::missing_command("mpirun", "Debian's openmpi-bin"));
   const auto dir = test::make_temp_dir("mpirun");
   const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "
                           "-x MASTER_PORT=" + std::to_string(test::free_port()) + " " + bin("cudagrad-train") + " " +
@@ -286,11 +288,19 @@ TEST(Launch, MaxRestartsResumesFromTheLatestCheckpoint) {
   }
   ASSERT_GT(victim, 0) << read_file(dir / "log.txt");
   kill(victim, SIGKILL);
+  const std::string newest = test::newest_checkpoint_at_restart(dir / "log.txt", dir / "out" / "checkpoints", 1);
   const int rc = wait_for(pid, std::chrono::seconds(240));
   const std::string log = read_file(dir / "log.txt");
   EXPECT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("restarting the group (1 of 1)"), std::string::npos) << log;
   EXPECT_NE(log.find("resumed from"), std::string::npos) << log;
+  // The restarted group resumed from the newest checkpoint there was, at its step, and went on.
+  ASSERT_FALSE(newest.empty()) << log;
+  const std::vector<test::Resumption> r = test::resumptions(dir / "out");
+  ASSERT_EQ(r.size(), 1u) << "no resume record in metrics.jsonl\n" << log;
+  EXPECT_EQ(r[0].from, newest);
+  EXPECT_EQ(r[0].step, test::step_of(newest));
+  EXPECT_GT(r[0].first_train_step, r[0].step);
   EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
 }
 

@@ -18,6 +18,7 @@
 #include "support/metrics_file.h"
 #include "support/paths.h"
 #include "support/processes.h"
+#include "support/need_tool.h"
 
 namespace cg {
 namespace {
@@ -112,7 +113,7 @@ TEST(SyncBatchNormTraining, TwoLaunchedRanksTrainLikeOneProcessOnTheUnionBatch) 
 }
 
 TEST(SyncBatchNormTraining, MpirunRanksTrainLikeOneProcessOnTheUnionBatch) {
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  NEED_TOOL(test::missing_command("mpirun", "Debian's openmpi-bin"));
   const TrainRun single = one_process("syncbn_mpi_one");
   const auto dir = test::make_temp_dir("syncbn_mpirun");
   const TrainRun synced = run("env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 "

@@ -14,9 +14,12 @@
 #include <string>
 #include <thread>
 
+#include "support/checkpoint_files.h"
 #include "support/free_port.h"
+#include "support/metrics_file.h"
 #include "support/processes.h"
 #include "support/two_machines.h"
+#include "support/need_tool.h"
 
 namespace cg {
 namespace {
@@ -70,12 +73,9 @@ std::string both_logs(const Job& job) {
 class TwoNodes : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const std::string why = test::TwoMachines::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    NEED_TOOL(test::TwoMachines::unavailable());
     machines_ = std::make_unique<test::TwoMachines>();
     dir_ = test::make_temp_dir("two_nodes");
-  }
-  void need_iptables() {
-    if (const std::string why = test::TwoMachines::iptables_unavailable(); !why.empty()) GTEST_SKIP() << why;
   }
   OnNode in_namespaces() const {
     return [this](int node, const std::string& command) { return machines_->on(node, command); };
@@ -127,7 +127,7 @@ TEST_F(TwoNodes, ACleanLinkTrainsToTheLoopbackRunsCheckpointBitForBit) {
 class LossyLink : public TwoNodes, public ::testing::WithParamInterface<double> {};
 
 TEST_P(LossyLink, TrainsToTheSameCheckpointOnlySlower) {
-  need_iptables();
+  NEED_TOOL(test::TwoMachines::iptables_unavailable());
   const fs::path out = dir_ / "out";
   const Job clean = across_the_link(train_args(out, 30, kSteps), 240);
   ASSERT_EQ(clean.rc[0] | clean.rc[1], 0) << both_logs(clean);
@@ -156,7 +156,7 @@ bool names_rank(const std::string& log, int rank) {
 }
 
 TEST_F(TwoNodes, CuttingTheLinkMidRunEndsBothSidesWithinTheTimeout) {
-  need_iptables();
+  NEED_TOOL(test::TwoMachines::iptables_unavailable());
   const std::string args = train_args(dir_ / "out", kTimeoutS, "train.epochs=1000 data.synthetic_size=2048");
   Clock::time_point cut_at;
   const Job job = across_the_link(args, 120, [&] {
@@ -194,14 +194,16 @@ bool wait_for_file(const fs::path& path, const std::string& text, std::chrono::s
 // once the cut has failed it, the link comes back while the new ranks rendezvous, and they resume
 // from the newest checkpoint and finish.
 TEST_F(TwoNodes, ACutLinkThatComesBackResumesWithMaxRestarts) {
-  need_iptables();
+  NEED_TOOL(test::TwoMachines::iptables_unavailable());
   const fs::path out = dir_ / "out";
   const std::string args = train_args(out, kTimeoutS, "data.synthetic_size=2048 train.epochs=6 checkpoint.save_every=1");
+  std::string newest;  // when both groups are down, before the link heals: nothing can write then
   const Job job = across_the_link(args, 180, [&] {
     if (!wait_for_file(out / "checkpoints" / "epoch_1.safetensors", "", std::chrono::seconds(60))) return;
     machines_->cut(1);
     for (int node = 0; node < 2; ++node)
       wait_for_file(dir_ / ("node" + std::to_string(node) + ".txt"), "restarting the group", std::chrono::seconds(60));
+    newest = test::newest_checkpoint(out / "checkpoints");
     machines_->heal(1);
   }, "", "--max-restarts 2");
   for (int node = 0; node < 2; ++node) {
@@ -210,6 +212,13 @@ TEST_F(TwoNodes, ACutLinkThatComesBackResumesWithMaxRestarts) {
   }
   EXPECT_NE(job.log[0].find("resumed from"), std::string::npos) << both_logs(job);
   EXPECT_NE(job.log[0].find("all 2 replicas hold identical weights"), std::string::npos) << both_logs(job);
+  // The restarted group resumed from that newest checkpoint, at its step, and trained on.
+  ASSERT_FALSE(newest.empty()) << both_logs(job);
+  const std::vector<test::Resumption> r = test::resumptions(out);
+  ASSERT_FALSE(r.empty()) << "no resume record in metrics.jsonl\n" << both_logs(job);
+  EXPECT_EQ(r[0].from, newest);
+  EXPECT_EQ(r[0].step, test::step_of(newest));
+  EXPECT_GT(r[0].first_train_step, r[0].step);
 }
 
 // Both ranks advertise 127.0.0.1 (GLOO_SOCKET_IFNAME=lo), as both did when the address came from
@@ -246,7 +255,7 @@ TEST_F(TwoNodes, ANodeThatNeverStartsEndsTheOtherWithinTheTimeout) {
 // Rank 0's node drops every packet from the start: node 1's connection attempts to the store go
 // unanswered (no refusal comes back), and must still end within the timeout.
 TEST_F(TwoNodes, AnUnreachableRankZeroEndsTheOtherNodeWithinTheTimeout) {
-  need_iptables();
+  NEED_TOOL(test::TwoMachines::iptables_unavailable());
   machines_->cut(0);
   const int port = test::free_port();
   const auto t0 = Clock::now();

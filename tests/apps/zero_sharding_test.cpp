@@ -3,7 +3,9 @@
 // AdamW with weight decay, the cosine schedule and gradient accumulation); rank 0 reports about
 // 1/world of the optimizer state; the timeline names the reduce-scatters and all-gathers; and
 // checkpoints interchange: written sharded on 2 ranks, resumed sharded on 2 (as if never
-// interrupted) and 3 ranks, and unsharded on 1 process, each matching its unsharded counterpart.
+// interrupted) and 3 ranks, each matching its unsharded counterpart, and unsharded on 1 process;
+// every resumed run shows in metrics.jsonl that it resumed at step 5 (a run ignoring its
+// checkpoint would match its counterpart just as well).
 // With dist.grad_compression (fp16, bf16) the same holds against unsharded compressed DDP, the
 // start-up log giving the 16-bit bytes reduce-scattered and the float32 bytes all-gathered.
 #include <gtest/gtest.h>
@@ -15,8 +17,10 @@
 #include <string>
 
 #include "support/free_port.h"
+#include "support/metrics_file.h"
 #include "support/paths.h"
 #include "support/processes.h"
+#include "support/need_tool.h"
 #include "util/safetensors.h"
 
 namespace cg {
@@ -69,6 +73,16 @@ void expect_same_tensors(const fs::path& a_path, const fs::path& b_path) {
   EXPECT_GT(optimizer_tensors, 0) << "no optimizer state in " << a_path;
 }
 
+// dir/name's run resumed once, from `checkpoint` at step 5 (where the partial runs stopped), and
+// trained on from there.
+void expect_resumed_at_step_5(const fs::path& dir, const std::string& name, const fs::path& checkpoint) {
+  const std::vector<test::Resumption> r = test::resumptions(dir / name);
+  ASSERT_EQ(r.size(), 1u) << name << " did not resume (no resume record in its metrics.jsonl)";
+  EXPECT_EQ(r[0].from, checkpoint.string()) << name;
+  EXPECT_EQ(r[0].step, 5) << name;
+  EXPECT_GT(r[0].first_train_step, 5) << name;
+}
+
 // The share of the optimizer state rank 0 reported holding at start-up.
 double reported_share(const std::string& log) {
   std::smatch m;
@@ -111,7 +125,7 @@ TEST(ZeroSharding, ThreeRanksAdamWWithAccumulationBitIdenticalToUnsharded) {
 }
 
 TEST(ZeroSharding, MpirunTwoRanksAdamWBitIdenticalToUnsharded) {
-  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  NEED_TOOL(test::missing_command("mpirun", "Debian's openmpi-bin"));
   const auto dir = test::make_temp_dir("zero_mpirun");
   const std::string log = run(dir, "sharded", 2, kAdamW + " optim.zero_sharding=true", Via::mpirun);
   EXPECT_NE(log.find("Open MPI"), std::string::npos) << log;
@@ -134,12 +148,17 @@ TEST(ZeroSharding, CheckpointsInterchangeAcrossShardingAndWorldSizes) {
 
   run(dir, "resumed2", 2, zero + from_sharded);
   expect_same_tensors(last(dir, "resumed2"), last(dir, "whole"));
+  expect_resumed_at_step_5(dir, "resumed2", last(dir, "part_sharded"));
   run(dir, "resumed3_sharded", 3, zero + from_sharded);
   run(dir, "resumed3_plain", 3, kAdamW + from_plain);
   expect_same_tensors(last(dir, "resumed3_sharded"), last(dir, "resumed3_plain"));
-  run(dir, "resumed1_from_sharded", 1, kAdamW + from_sharded);
-  run(dir, "resumed1_from_plain", 1, kAdamW + from_plain);
-  expect_same_tensors(last(dir, "resumed1_from_sharded"), last(dir, "resumed1_from_plain"));
+  expect_resumed_at_step_5(dir, "resumed3_sharded", last(dir, "part_sharded"));
+  expect_resumed_at_step_5(dir, "resumed3_plain", last(dir, "part_plain"));
+  // One process, unsharded, from the sharded checkpoint. No counterpart resumed from part_plain:
+  // its tensors are part_sharded's, byte for byte (checked above), so that run would be this one
+  // again; what is left to show is that the sharded checkpoint loads whole and the run resumes.
+  run(dir, "resumed1", 1, kAdamW + from_sharded);
+  expect_resumed_at_step_5(dir, "resumed1", last(dir, "part_sharded"));
 }
 
 // ---- ZeRO-1 with dist.grad_compression: gradients reduce-scattered in 16 bits (the first half of
@@ -177,8 +196,7 @@ class ZeroCompressed : public ::testing::TestWithParam<CompressedCase> {};
 
 TEST_P(ZeroCompressed, BitIdenticalToUnshardedCompressedDdpWithThe16BitBytesLogged) {
   const CompressedCase k = GetParam();
-  if (k.via == Via::mpirun && std::system("command -v mpirun > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "needs mpirun (Debian's openmpi-bin)";
+  if (k.via == Via::mpirun) NEED_TOOL(test::missing_command("mpirun", "Debian's openmpi-bin"));
   const auto dir = test::make_temp_dir("zero_compressed");
   // AdamW with the cosine schedule and gradient accumulation; SGD with Nesterov momentum.
   const std::string optimizer = k.adamw ? kAdamW + " train.grad_accum_steps=2" : kSgdMomentum;
@@ -239,9 +257,12 @@ TEST(ZeroSharding, CompressedCheckpointsInterchangeAcrossShardingAndWorldSizes) 
   const std::string from_plain = " checkpoint.resume_from=" + last(dir, "part_plain").string();
   run(dir, "resumed2", 2, zero + from_sharded);
   expect_same_tensors(last(dir, "resumed2"), last(dir, "whole"));
+  expect_resumed_at_step_5(dir, "resumed2", last(dir, "part_sharded"));
   run(dir, "resumed3_sharded", 3, zero + from_sharded);
   run(dir, "resumed3_plain", 3, plain + from_plain);
   expect_same_tensors(last(dir, "resumed3_sharded"), last(dir, "resumed3_plain"));
+  expect_resumed_at_step_5(dir, "resumed3_sharded", last(dir, "part_sharded"));
+  expect_resumed_at_step_5(dir, "resumed3_plain", last(dir, "part_plain"));
 }
 
 // The cross-rank config check covers the key: a rank started without sharding is refused.

@@ -2,6 +2,8 @@
 // dataset-fashion-mnist package); skipped, naming the folder, when it is not installed.
 #include <gtest/gtest.h>
 
+#include "support/need_tool.h"
+
 #include <cmath>
 #include <filesystem>
 
@@ -21,7 +23,7 @@ bool installed(const std::string& dir) {
 
 TEST(FashionMnist, RealDataWhenInstalled) {
   const std::string dir = default_data_path(DatasetKind::fashion_mnist);
-  if (!installed(dir)) GTEST_SKIP() << "needs Fashion-MNIST in " << dir << " (apt-get install dataset-fashion-mnist)";
+  NEED_TOOL(installed(dir) ? "" : "needs Fashion-MNIST in " + dir + " (apt-get install dataset-fashion-mnist)");
   DatasetOptions o;
   o.kind = DatasetKind::fashion_mnist;
   auto train = make_dataset(o);

@@ -28,6 +28,7 @@
 #include "support/paths.h"
 #include "support/random_data.h"
 #include "support/tiny_batches.h"
+#include "support/need_tool.h"
 #include "util/half.h"
 
 namespace cg::dist {
@@ -188,7 +189,6 @@ INSTANTIATE_TEST_SUITE_P(Wire, Compressed,
 // spanning fp16's subnormals to past its range. And against PyTorch's stock fp16/bf16_compress_hook
 // (default_hooks.py), which casts before dividing, the difference is as documented: one rank's
 // 65504 * 1.5 is infinity in the hook's fp16 and finite here; elsewhere a few last bits.
-bool have_torch() { return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0; }
 
 std::vector<float> read_floats(const fs::path& file, int64_t count) {
   std::vector<float> v(static_cast<size_t>(count));
@@ -199,7 +199,7 @@ std::vector<float> read_floats(const fs::path& file, int64_t count) {
 }
 
 TEST_P(Compressed, HostGlooMatchesPyTorchDividingFirstAndDiffersFromItsStockHookAsDocumented) {
-  if (!have_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (Debian's python3-torch)";
+  NEED_TOOL(test::missing_python_module("torch", "Debian's python3-torch"));
   const auto [world, dtype] = GetParam();
   const int64_t count = 6007;
   const float beyond_fp16 = 65504.f * 1.5f;

@@ -17,7 +17,7 @@ optionally check files it must leave; or SKIP it with the reason. A README comma
 PLAN fails the test, and so does a PLAN entry the README no longer shows. A command shown twice
 runs once, where it first appears. The commands run only against a Release build (what
 scripts/build.sh makes, and would make of any other); elsewhere the test checks PLAN against the
-README and then reports itself skipped (exit 77).
+README and then reports itself skipped (exit 77), or failed under CUDAGRAD_REQUIRE_ALL=1.
 """
 import os
 import re
@@ -121,6 +121,16 @@ def make_workdir(source, binary):
 SKIPPED = 77  # CTest's SKIP_RETURN_CODE for this test
 
 
+def skip_or_fail(why):
+    """CTest's skip (exit 77) saying why; with CUDAGRAD_REQUIRE_ALL=1 (scripts/test.sh, so CI) a
+    failure instead (exit 1), as NEED_TOOL does for the C++ tests (tests/support/need_tool.h)."""
+    if os.environ.get("CUDAGRAD_REQUIRE_ALL", "0") not in ("", "0"):
+        print(f"FAIL (CUDAGRAD_REQUIRE_ALL is set, so this may not skip): {why}")
+        return 1
+    print(f"skipped: {why}")
+    return SKIPPED
+
+
 def build_type(binary):
     """CMAKE_BUILD_TYPE of the build in BINARY_DIR ("" when unknown)."""
     try:
@@ -150,9 +160,8 @@ def main():
     # The README's scripts build with scripts/build.sh, which configures a Release build: run in
     # another build (a sanitizer's RelWithDebInfo, a Debug one), they would turn it into Release.
     if build_type(binary) != "Release":
-        print(f"skipped: README.md's commands run against the Release build scripts/build.sh makes; "
-              f"{binary} is a {build_type(binary) or 'unknown'} build")
-        return SKIPPED
+        return skip_or_fail(f"README.md's commands run against the Release build scripts/build.sh makes; "
+                            f"{binary} is a {build_type(binary) or 'unknown'} build")
 
     work = make_workdir(source, binary)
     env = dict(os.environ, BUILD_DIR=binary, JOBS=os.environ.get("JOBS", "2"))

@@ -1,45 +1,34 @@
 // Faults while checkpoints are written, with real trainer processes: the disk fills up (a file
 // size limit: writes fail with EFBIG exactly as they would with ENOSPC), and SIGKILL lands at
 // random moments of a run that checkpoints constantly. Either way the newest checkpoint on disk
-// must be complete, and a resumed run must continue from it.
+// must be complete, and a resumed run must continue from it. A random kill rarely lands inside
+// a write, so one test stalls the writer (CUDAGRAD_TEST_STALL_WRITE_MS, util/atomic_file.cpp) and
+// kills it the moment its temporary appears: every kill there lands mid-write, by construction.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <random>
 #include <regex>
 
+#include "support/checkpoint_files.h"
+#include "support/metrics_file.h"
 #include "support/processes.h"
+#include "train/training_parts.h"
 #include "util/check.h"
 #include "util/safetensors.h"
 
 namespace cg {
 namespace {
 namespace fs = std::filesystem;
+using test::newest_checkpoint;
+using test::step_of;
+using test::temporary_files;
 
 std::string trainer_args(const fs::path& out, const std::string& extra) {
   return test::app("cudagrad-train") +
          " data.dataset=synthetic data.synthetic_size=64 data.image_size=8 data.batch_size=16 data.num_workers=0 "
          "model.in_channels=3 model.blocks=[1,1] train.device=cpu train.threads=1 train.log_interval=1 "
          "output.dir=" + out.string() + " " + extra;
-}
-
-std::string newest_checkpoint(const fs::path& dir) {  // by modification time, as the trainer picks
-  std::string best;
-  fs::file_time_type best_time{};
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".safetensors") continue;
-    if (best.empty() || e.last_write_time() > best_time) {
-      best = e.path().string();
-      best_time = e.last_write_time();
-    }
-  }
-  return best;
-}
-
-int temporary_files(const fs::path& dir) {
-  int n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(".tmp.") != std::string::npos;
-  return n;
 }
 
 TEST(FaultCheckpoint, DiskFullKeepsThePreviousCheckpointAndNamesThePath) {
@@ -65,9 +54,6 @@ TEST(FaultCheckpoint, DiskFullKeepsThePreviousCheckpointAndNamesThePath) {
   EXPECT_NO_THROW(safetensors::load(ckpt.string()));
   EXPECT_EQ(temporary_files(out / "checkpoints"), 0) << "the failed write left its temporary file";
 }
-
-// The step a checkpoint records.
-int64_t step_of(const std::string& path) { return std::stoll(safetensors::load(path).metadata.at("cudagrad.step")); }
 
 TEST(FaultCheckpoint, SigkillAtRandomMomentsNeverLeavesAnIncompleteNewestCheckpoint) {
   const auto dir = test::make_temp_dir("fault_kill");
@@ -118,6 +104,63 @@ TEST(FaultCheckpoint, SigkillAtRandomMomentsNeverLeavesAnIncompleteNewestCheckpo
   // Not asserted (the kills are random), but worth seeing: how many kills landed mid-write.
   std::printf("%d of %d kills left a temporary file, i.e. landed while a checkpoint was being written\n",
               leftovers, kKills);
+}
+
+// Polls `ckpts` until the writer `pid` has a temporary there; false after `limit`, or at once
+// when a checkpoint newer than `newest` appears (a writer that wrote without a temporary).
+bool wait_for_temporary(const fs::path& ckpts, pid_t pid, const std::string& newest, std::chrono::seconds limit) {
+  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
+    if (temporary_files(ckpts, pid) > 0) return true;
+    if (newest_checkpoint(ckpts) != newest) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// One run resumed from `newest`, its first checkpoint write stalled after 8 bytes and killed there:
+// the temporary is left incomplete, `newest` unchanged, and the run did resume at its step.
+void kill_mid_write(const fs::path& dir, const fs::path& out, const std::string& newest, int k) {
+  const fs::path ckpts = out / "checkpoints", log = dir / ("mid_write" + std::to_string(k) + ".log");
+  const std::string before = test::read_text(newest);
+  const pid_t pid = test::start("env CUDAGRAD_TEST_STALL_WRITE_MS=60000 " +
+                                    trainer_args(out, "model.widths=[16,32] train.epochs=100000 "
+                                                      "checkpoint.save_every=1 checkpoint.resume_from=" + newest),
+                                log);
+  const bool mid_write = wait_for_temporary(ckpts, pid, newest, std::chrono::seconds(60));
+  kill(-pid, SIGKILL);
+  test::wait_for(pid, std::chrono::seconds(10));
+  ASSERT_TRUE(mid_write) << "the writer's temporary never appeared: the kill did not land mid-write\n"
+                         << test::read_text(log);
+  EXPECT_EQ(temporary_files(ckpts, pid), 1) << "the killed writer's temporary is gone: was it renamed early?";
+  EXPECT_EQ(newest_checkpoint(ckpts), newest) << "a checkpoint newer than " << newest << " appeared";
+  EXPECT_TRUE(test::read_text(newest) == before) << newest << " changed while the kill landed mid-write";
+  EXPECT_NO_THROW(safetensors::load(newest)) << newest;
+  const std::vector<test::Resumption> r = test::resumptions(out);
+  ASSERT_EQ(int(r.size()), k + 1) << "run " << k << " did not resume\n" << test::read_text(log);
+  EXPECT_EQ(r.back().from, newest);
+  EXPECT_EQ(r.back().step, step_of(newest));
+}
+
+TEST(FaultCheckpoint, SigkillMidWriteLeavesTheNewestCheckpointLoadableAndTheTemporaryIsCleanedUp) {
+  const auto dir = test::make_temp_dir("fault_mid_write");
+  const fs::path out = dir / "out", ckpts = out / "checkpoints", last = ckpts / "last.safetensors";
+  ASSERT_EQ(test::wait_for(test::start(trainer_args(out, "model.widths=[16,32] train.epochs=1"), dir / "first.log"),
+                           std::chrono::seconds(120)),
+            0)
+      << test::read_text(dir / "first.log");
+  constexpr int kKills = 3;
+  for (int k = 0; k < kKills; ++k) kill_mid_write(dir, out, last.string(), k);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(temporary_files(ckpts), kKills);
+  // What a restart by cudagrad-launch would resume from: the temporaries are no candidates.
+  EXPECT_EQ(train::latest_checkpoint(ckpts), last.string());
+  // A run that completes resumes from the same checkpoint; writing epoch_2 again removes the
+  // temporaries the killed writers of epoch_2 left (their pids are gone).
+  const std::string finish = "model.widths=[16,32] train.epochs=3 checkpoint.resume_from=" + last.string();
+  ASSERT_EQ(test::wait_for(test::start(trainer_args(out, finish), dir / "last.log"), std::chrono::seconds(120)), 0)
+      << test::read_text(dir / "last.log");
+  EXPECT_EQ(temporary_files(ckpts), 0) << "the killed writers' temporaries were left behind";
+  EXPECT_EQ(step_of(last.string()), 12);  // 3 epochs of 4 steps
 }
 
 }  // namespace

@@ -13,14 +13,11 @@
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 #include "support/paths.h"
+#include "support/need_tool.h"
 #include "util/safetensors.h"
 
 namespace cg::nn {
 namespace {
-
-bool have_torch() {
-  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
-}
 
 Tensor load(const safetensors::File& f, const std::string& name) {
   const safetensors::TensorRecord* r = f.find(name);
@@ -64,7 +61,7 @@ double excess(const Tensor& a, const Tensor& ref, double atol, double rtol) {
 }
 
 void check_step(const std::string& optimizer) {
-  if (!have_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (Debian's python3-torch)";
+  NEED_TOOL(test::missing_python_module("torch", "Debian's python3-torch"));
   auto dir = test::make_temp_dir("golden");
   const std::string path = (dir / "golden.safetensors").string();
   const std::string cmd = "/usr/bin/python3 " +
@@ -122,7 +119,7 @@ namespace {
 
 // A checkpoint written by cudagrad loads into the PyTorch model with strict=True.
 TEST(PyTorchGolden, CheckpointLoadsIntoPyTorch) {
-  if (!have_torch()) GTEST_SKIP() << "needs /usr/bin/python3 with torch (Debian's python3-torch)";
+  NEED_TOOL(test::missing_python_module("torch", "Debian's python3-torch"));
   auto dir = test::make_temp_dir("golden_ckpt");
   const std::string path = (dir / "ckpt.safetensors").string();
   MiniResNetOptions o;

@@ -7,8 +7,8 @@ Usage: cpu_bench_scripts_test.py SOURCE_DIR BINARY_DIR   (CTest runs it, label "
 First the refusals, which need neither PyTorch nor the data: a bad command line exits 2 naming the
 option, a missing build, a Python without torch or a missing dataset exit 1 saying so. Then, only
 when /usr/bin/python3 imports torch and Debian's Fashion-MNIST is installed (else the test reports
-itself skipped, exit 77, saying which is missing): train_throughput.py --self-check (PyTorch's
-variants compute the same model); cpu_time_to_accuracy.sh --smoke twice, with a target nobody
+itself skipped, exit 77, saying which is missing; failed, exit 1, under CUDAGRAD_REQUIRE_ALL=1):
+train_throughput.py --self-check (PyTorch's variants compute the same model); cpu_time_to_accuracy.sh --smoke twice, with a target nobody
 reaches in 32 steps (every row "not reached", two epoch accuracies each, PyTorch in both of 1.13's
 variants: eager NCHW and channels-last) and with one that anybody reaches (eager only: both rows
 with a time, the ratio line), that one again for 2 rounds (a row per engine and round, the median
@@ -28,6 +28,16 @@ import tempfile
 SKIPPED = 77
 FMNIST = "/usr/share/datasets/fashion-mnist"
 failures = []
+
+
+def skip_or_fail(why):
+    """CTest's skip (exit 77) saying why; with CUDAGRAD_REQUIRE_ALL=1 (scripts/test.sh, so CI) a
+    failure instead (exit 1), as NEED_TOOL does for the C++ tests (tests/support/need_tool.h)."""
+    if os.environ.get("CUDAGRAD_REQUIRE_ALL", "0") not in ("", "0"):
+        print(f"FAIL (CUDAGRAD_REQUIRE_ALL is set, so this may not skip): {why}")
+        return 1
+    print(f"skipped: {why}")
+    return SKIPPED
 
 
 def check(ok, what, output=""):
@@ -147,8 +157,7 @@ def main():
         print(f"{len(failures)} check(s) failed")
         return 1
     if missing:
-        print("skipped the runs (the refusals passed): " + "; ".join(missing))
-        return SKIPPED
+        return skip_or_fail("the runs (the refusals passed): " + "; ".join(missing))
     print("all checks passed")
     return 0
 

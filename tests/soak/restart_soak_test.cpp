@@ -1,12 +1,18 @@
 // The restart soak: a 2-rank CPU run under cudagrad-launch --max-restarts 10, one rank SIGKILLed at
 // a random moment ten times (each time after the group has made progress since its restart),
 // must end with weights and optimizer state bit-identical to an uninterrupted run of the same
-// steps. Label "soak" (ctest -L soak runs it alone); about a minute on 2 idle cores.
+// steps. Bit-identity alone would hold for a launcher that restarted from step 0 each time, so each
+// generation must have resumed from the newest checkpoint on disk when its predecessor died, at
+// that checkpoint's step (metrics.jsonl's "resume" records), and trained on from there. Label
+// "soak" (ctest -L soak runs it alone); about a minute on 2 idle cores.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <random>
 
+#include "support/checkpoint_files.h"
+#include "support/launcher_restarts.h"
+#include "support/metrics_file.h"
 #include "support/processes.h"
 #include "util/safetensors.h"
 
@@ -34,6 +40,18 @@ int count(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// Generation k+1 resumed from `newest[k]` at its step, and trained on from there.
+void expect_each_generation_resumed(const fs::path& out, const std::vector<std::string>& newest,
+                                    const std::vector<int64_t>& steps) {
+  const std::vector<test::Resumption> r = test::resumptions(out);
+  ASSERT_EQ(r.size(), newest.size()) << "resumes in metrics.jsonl != kills";
+  for (size_t k = 0; k < r.size(); ++k) {
+    EXPECT_EQ(r[k].from, newest[k]) << "generation " << k + 1 << " did not resume from the newest checkpoint";
+    EXPECT_EQ(r[k].step, steps[k]) << "generation " << k + 1 << " resumed at another step than its checkpoint's";
+    EXPECT_GT(r[k].first_train_step, r[k].step) << "generation " << k + 1 << " did not train on from its step";
+  }
+}
+
 TEST(RestartSoak, TenRandomKillsEndBitIdenticalToAnUninterruptedRun) {
   const auto dir = test::make_temp_dir("soak");
   const fs::path reference = dir / "reference", soaked = dir / "soaked";
@@ -48,6 +66,8 @@ TEST(RestartSoak, TenRandomKillsEndBitIdenticalToAnUninterruptedRun) {
   std::mt19937 rng(std::random_device{}());
   const pid_t pid = test::start(launch(soaked, kKills), dir / "soak.log");
   const std::string marker = soaked.string();
+  std::vector<std::string> newest;  // at each restart
+  std::vector<int64_t> newest_steps;
   for (int k = 0; k < kKills; ++k) {
     // This generation has started (generation k logs "checkpoint:" lines after its restart
     // notice), written at least one checkpoint of its own, and now dies at a random moment.
@@ -65,12 +85,16 @@ TEST(RestartSoak, TenRandomKillsEndBitIdenticalToAnUninterruptedRun) {
     ASSERT_GT(victim, 0) << "rank " << rank << " not found (did the run finish early?)\n"
                          << test::read_text(dir / "soak.log");
     kill(victim, SIGKILL);
+    newest.push_back(test::newest_checkpoint_at_restart(dir / "soak.log", soaked / "checkpoints", k + 1));
+    ASSERT_FALSE(newest.back().empty()) << "no restart " << k + 1 << " or no checkpoint\n" << test::read_text(dir / "soak.log");
+    newest_steps.push_back(test::step_of(newest.back()));
   }
   const int rc = test::wait_for(pid, std::chrono::seconds(300));
   const std::string log = test::read_text(dir / "soak.log");
   ASSERT_EQ(rc, 0) << log;
   EXPECT_EQ(count(log, "restarting the group ("), kKills) << log;
   EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
+  expect_each_generation_resumed(soaked, newest, newest_steps);
 
   const safetensors::File a = safetensors::load((reference / "checkpoints" / "last.safetensors").string());
   const safetensors::File b = safetensors::load((soaked / "checkpoints" / "last.safetensors").string());

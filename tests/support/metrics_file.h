@@ -1,8 +1,9 @@
-// Reading what cudagrad-train wrote: the records of one kind ("train", "eval", "event") of a run's
-// metrics.jsonl, in the order written.
+// Reading what cudagrad-train wrote: the records of one kind ("train", "eval", "event", "resume")
+// of a run's metrics.jsonl, in the order written; and where each resumed run took over.
 #pragma once
 #include <filesystem>
 #include <fstream>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,28 @@ inline std::vector<nlohmann::json> metrics_records(const std::filesystem::path& 
     if (j.value("kind", "") == kind) records.push_back(std::move(j));
   }
   return records;
+}
+
+// One "resume" record (a run that loaded a checkpoint, appending to the file) and what followed it.
+struct Resumption {
+  std::string from;                 // the checkpoint it loaded
+  int64_t step = -1;                // the step it resumed at
+  int64_t first_train_step = -1;    // the step of the first "train" record after it (-1: none)
+};
+
+// Every resumption in `out_dir`'s metrics.jsonl, in order. A trainer that ignored its checkpoint
+// writes none (and truncates the file), so this is the evidence that a resume happened.
+inline std::vector<Resumption> resumptions(const std::filesystem::path& out_dir) {
+  std::vector<Resumption> found;
+  std::ifstream in(out_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    const std::string kind = j.value("kind", "");
+    if (kind == "resume") found.push_back({j.at("from"), j.at("step"), -1});
+    else if (kind == "train" && !found.empty() && found.back().first_train_step < 0)
+      found.back().first_train_step = j.at("step");
+  }
+  return found;
 }
 
 }  // namespace cg::test

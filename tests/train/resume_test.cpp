@@ -1,12 +1,15 @@
 // Resume: a run interrupted mid-epoch and resumed from its checkpoint ends with weights that are
 // bit-identical to an uninterrupted run (CPU, same thread count), with gradient accumulation,
-// shuffling, augmentation and a warm-up schedule all in play.
+// shuffling, augmentation and a warm-up schedule all in play. Bit-identity alone would also hold
+// for a trainer that ignored the checkpoint and trained from step 0, so metrics.jsonl must show
+// the resume itself: one "resume" record at the interrupted step, training going on after it.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <fstream>
 
 #include "train/trainer.h"
+#include "support/metrics_file.h"
 #include "support/paths.h"
 #include "util/check.h"
 #include "util/safetensors.h"
@@ -41,6 +44,20 @@ void expect_same_model(const std::string& a_path, const std::string& b_path) {
   }
 }
 
+// `out_dir`'s metrics.jsonl holds the first run's records, then one resume from `checkpoint` at
+// `step`, then training from there on (the next log window ends within train.log_interval=4).
+void expect_resumed_at(const std::filesystem::path& out_dir, const std::string& checkpoint, int64_t step) {
+  const std::vector<test::Resumption> r = test::resumptions(out_dir);
+  ASSERT_EQ(r.size(), 1u) << "expected exactly one resume record in " << out_dir / "metrics.jsonl";
+  EXPECT_EQ(r[0].from, checkpoint);
+  EXPECT_EQ(r[0].step, step) << "resumed at another step than the checkpoint's";
+  EXPECT_GT(r[0].first_train_step, step) << "training after the resume did not go on from its step";
+  EXPECT_LE(r[0].first_train_step, step + 4);
+  const auto before = test::metrics_records(out_dir, "train");
+  ASSERT_FALSE(before.empty());
+  EXPECT_LE(before.front()["step"].get<int64_t>(), step) << "the interrupted run's records were lost";
+}
+
 void check_resume(int64_t accum, int64_t stop_step) {
   auto dir = test::make_temp_dir("resume");
   const TrainResult full = run(base_overrides((dir / "full").string(), accum));
@@ -54,6 +71,7 @@ void check_resume(int64_t accum, int64_t stop_step) {
   second.push_back("checkpoint.resume_from=" + part.checkpoint);
   const TrainResult resumed = run(second);
   EXPECT_EQ(resumed.steps, full.steps);
+  expect_resumed_at(dir / "part", part.checkpoint, stop_step);
   expect_same_model(full.checkpoint, resumed.checkpoint);
   EXPECT_EQ(resumed.test_accuracy, full.test_accuracy);
 }

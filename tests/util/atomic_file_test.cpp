@@ -103,13 +103,36 @@ TEST(AtomicFile, FailedRenameRemovesTheTemporaryAndKeepsTheTarget) {
   EXPECT_TRUE(fs::is_directory(dir / "target" / "child"));
 }
 
+// The write's error as a user without privileges sees it. Root ignores permission bits, so as root
+// a child that became nobody (uid 65534) tries the write and sends its error back: the test runs,
+// rather than skipping, where CI runs as root.
+std::string unprivileged_write_error(const std::string& path, std::string_view text) {
+  if (::geteuid() != 0) return write_error(path, text);
+  int fds[2];
+  if (::pipe(fds) != 0) return "(no pipe to the unprivileged child)";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    const bool nobody = ::setgid(65534) == 0 && ::setuid(65534) == 0;
+    const std::string err = nobody ? write_error(path, text) : "(the child could not become nobody)";
+    (void)!::write(fds[1], err.data(), err.size());
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string err;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, size_t(n));
+  ::close(fds[0]);
+  ::waitpid(child, nullptr, 0);
+  return err;
+}
+
 TEST(AtomicFile, UnwritableDirectoryNamesThePath) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root: permission bits do not stop writes";
   const auto dir = test::make_temp_dir("atomic_ro");
   fs::create_directories(dir / "ro");
   fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
   const std::string path = (dir / "ro" / "f.txt").string();
-  const std::string err = write_error(path, "y");
+  const std::string err = unprivileged_write_error(path, "y");
   fs::permissions(dir / "ro", fs::perms::owner_all);
   EXPECT_NE(err.find(path), std::string::npos) << err;
   EXPECT_NE(err.find("Permission denied"), std::string::npos) << err;
@@ -120,6 +143,26 @@ TEST(AtomicFile, RejectsAPathWithoutAFileName) {
   EXPECT_THROW(write_file_atomically("", "x"), Error);
   const auto dir = test::make_temp_dir("atomic_noname");
   EXPECT_THROW(write_file_atomically(dir.string() + "/", "x"), Error);
+}
+
+// The fault tests' hook (CUDAGRAD_TEST_STALL_WRITE_MS) refuses a value it cannot use, naming
+// itself, rather than silently not stalling; unset, nothing changes.
+TEST(AtomicFile, StallHookRefusesABadValueNamingTheVariable) {
+  const auto dir = test::make_temp_dir("atomic_stall");
+  const std::string path = (dir / "f.bin").string();
+  const std::vector<std::string_view> pieces{"ab", "cd"};
+  ::setenv("CUDAGRAD_TEST_STALL_WRITE_MS", "soon", 1);
+  std::string err = "(written without error)";
+  try {
+    write_file_atomically(path, pieces);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  ::unsetenv("CUDAGRAD_TEST_STALL_WRITE_MS");
+  EXPECT_NE(err.find("CUDAGRAD_TEST_STALL_WRITE_MS=soon"), std::string::npos) << err;
+  EXPECT_TRUE(entries(dir).empty()) << "the temporary file was left behind";
+  write_file_atomically(path, pieces);
+  EXPECT_EQ(contents(path), "abcd");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "support/paths.h"
+#include "support/need_tool.h"
 #include "util/atomic_file.h"
 #include "util/check.h"
 #include "util/safetensors.h"
@@ -285,8 +286,7 @@ TEST(Safetensors, SaveRejectsInconsistentRecords) {
 // PyTorch (via tests/python/read_safetensors.py, which uses only json, zlib and torch) reads
 // every tensor we write, with the right dtype, shape and values, and agrees on the checksum.
 TEST(Safetensors, PyTorchReadsWhatWeWrite) {
-  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "needs /usr/bin/python3 with torch installed";
+  NEED_TOOL(test::missing_python_module("torch", "Debian's python3-torch"));
   const auto dir = test::make_temp_dir("st_python");
   const std::string path = (dir / "a.safetensors").string(), out = (dir / "out.txt").string();
   save(path, sample());
@@ -323,15 +323,10 @@ TEST(Safetensors, PyTorchReadsWhatWeWrite) {
 
 // The reference implementation (the `safetensors` Python package, tests/python/
 // reference_safetensors.py) reads what we write, and we read what it writes.
-bool have_reference_package() {
-  return std::system("/usr/bin/python3 -c 'import safetensors.torch' > /dev/null 2>&1") == 0;
-}
-
 std::string reference_script() { return (test::source_dir() / "tests/python/reference_safetensors.py").string(); }
 
 TEST(Safetensors, ReferencePackageReadsWhatWeWrite) {
-  if (!have_reference_package())
-    GTEST_SKIP() << "needs /usr/bin/python3 with the safetensors package (scripts/install_deps.sh --for-tests)";
+  NEED_TOOL(test::missing_python_module("safetensors.torch", "scripts/install_deps.sh --for-tests"));
   const auto dir = test::make_temp_dir("st_reference_read");
   const std::string path = (dir / "a.safetensors").string(), out = (dir / "out.txt").string();
   save(path, sample());
@@ -355,8 +350,7 @@ TEST(Safetensors, ReferencePackageReadsWhatWeWrite) {
 }
 
 TEST(Safetensors, WeReadWhatTheReferencePackageWrites) {
-  if (!have_reference_package())
-    GTEST_SKIP() << "needs /usr/bin/python3 with the safetensors package (scripts/install_deps.sh --for-tests)";
+  NEED_TOOL(test::missing_python_module("safetensors.torch", "scripts/install_deps.sh --for-tests"));
   const auto dir = test::make_temp_dir("st_reference_write");
   const std::string path = (dir / "b.safetensors").string(), out = (dir / "out.txt").string();
   const int rc = std::system(("/usr/bin/python3 " + reference_script() + " write " + path + " > " + out + " 2>&1").c_str());
