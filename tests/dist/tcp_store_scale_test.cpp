@@ -25,6 +25,7 @@
 #include "dist/tcp_store.h"
 #include "dist/tcp_store_server.h"
 #include "support/free_port.h"
+#include "support/need_tool.h"
 #include "util/check.h"
 
 namespace cg::dist {
@@ -106,6 +107,7 @@ TEST(TcpStoreScale, ASetWakesOnlyTheRanksWaitingForItsKey) {
 // The listen backlog is the kernel's maximum (`ss` shows a listening socket's backlog as its
 // Send-Q): with 128, a thousand ranks connecting at once overflowed the accept queue.
 TEST(TcpStoreScale, ListensWithTheKernelsMaximumBacklog) {
+  NEED_TOOL(test::missing_command("ss", "iproute2"));
   const int port = test::free_port();
   TcpStoreServer server(port, 0);
   const std::string command = "ss -ltnH 'sport = :" + std::to_string(port) + "' 2>/dev/null";
@@ -113,7 +115,7 @@ TEST(TcpStoreScale, ListensWithTheKernelsMaximumBacklog) {
   char line[512] = {};
   const bool got = out && std::fgets(line, sizeof(line), out);
   if (out) ::pclose(out);
-  if (!got) GTEST_SKIP() << "no `ss` (iproute2) to read the backlog with";
+  ASSERT_TRUE(got) << "ss shows no socket listening on port " << port;
   long kernel_max = 0;  // listen() caps the backlog at net.core.somaxconn
   if (FILE* f = std::fopen("/proc/sys/net/core/somaxconn", "r")) {
     if (std::fscanf(f, "%ld", &kernel_max) != 1) kernel_max = 0;
@@ -204,7 +206,8 @@ rlimit nofile() {
 // descriptors there, its client's and the store's end).
 TEST(TcpStoreScale, TheStoreRaisesTheSoftDescriptorLimitToTheHardOne) {
   const int port = test::free_port(), world = 200;
-  if (nofile().rlim_max != RLIM_INFINITY && nofile().rlim_max < 2 * world + 64) GTEST_SKIP() << "hard limit too low";
+  if (nofile().rlim_max != RLIM_INFINITY && nofile().rlim_max < 2 * world + 64)
+    GTEST_SKIP() << "needs a hard RLIMIT_NOFILE of at least " << 2 * world + 64 << " (ulimit -Hn)";
   Child child = fork_child([&](const Report&) {
     set_nofile(64, nofile().rlim_max);
     TcpStore server(options(port, true, 10000, world));
