@@ -24,7 +24,11 @@ import re
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 import time
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from ctest_skip import skip_or_fail  # noqa: E402
 
 RUN, SKIP = "run", "skip"
 
@@ -116,19 +120,6 @@ def make_workdir(source, binary):
             os.symlink(os.path.join(source, name), os.path.join(work, name))
     os.symlink(binary, os.path.join(work, "build"))
     return work
-
-
-SKIPPED = 77  # CTest's SKIP_RETURN_CODE for this test
-
-
-def skip_or_fail(why):
-    """CTest's skip (exit 77) saying why; with CUDAGRAD_REQUIRE_ALL=1 (scripts/test.sh, so CI) a
-    failure instead (exit 1), as NEED_TOOL does for the C++ tests (tests/support/need_tool.h)."""
-    if os.environ.get("CUDAGRAD_REQUIRE_ALL", "0") not in ("", "0"):
-        print(f"FAIL (CUDAGRAD_REQUIRE_ALL is set, so this may not skip): {why}")
-        return 1
-    print(f"skipped: {why}")
-    return SKIPPED
 
 
 def build_type(binary):

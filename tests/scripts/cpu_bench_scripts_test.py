@@ -24,20 +24,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
-SKIPPED = 77
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))
+from ctest_skip import skip_or_fail  # noqa: E402
+
 FMNIST = "/usr/share/datasets/fashion-mnist"
 failures = []
-
-
-def skip_or_fail(why):
-    """CTest's skip (exit 77) saying why; with CUDAGRAD_REQUIRE_ALL=1 (scripts/test.sh, so CI) a
-    failure instead (exit 1), as NEED_TOOL does for the C++ tests (tests/support/need_tool.h)."""
-    if os.environ.get("CUDAGRAD_REQUIRE_ALL", "0") not in ("", "0"):
-        print(f"FAIL (CUDAGRAD_REQUIRE_ALL is set, so this may not skip): {why}")
-        return 1
-    print(f"skipped: {why}")
-    return SKIPPED
 
 
 def check(ok, what, output=""):
