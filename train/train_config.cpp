@@ -423,5 +423,6 @@ std::string to_yaml(const TrainConfig& c) {
 }
 
 std::string train_config_help() { return config::help(schema()); }
+std::string train_config_reference() { return config::markdown_reference(schema()); }
 
 }  // namespace cg::train

@@ -138,5 +138,7 @@ TrainConfig load_train_config(const std::string& yaml_path, const std::vector<st
 std::string to_yaml(const TrainConfig& config);
 // Every key with its type, allowed values, default and meaning.
 std::string train_config_help();
+// The same as Markdown tables, one per group: docs/config.md's generated part.
+std::string train_config_reference();
 
 }  // namespace cg::train

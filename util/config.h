@@ -89,6 +89,9 @@ Values load(const Schema& schema, const std::string& yaml_path, const std::vecto
 std::string to_yaml(const Schema& schema, const Values& values);
 // One line per key: name, type with its allowed range or values, default, help.
 std::string help(const Schema& schema);
+// The same as Markdown: one table per group (key, type with its range, default, help), for
+// docs/config.md, so the written reference is generated from the schema --help prints.
+std::string markdown_reference(const Schema& schema);
 
 // Pieces of the above, for messages: "int", "float", "list of int", "one of a|b".
 std::string type_name(const KeySpec& spec);

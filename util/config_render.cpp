@@ -1,5 +1,6 @@
 // Turning a schema and its values back into text: the resolved config as nested YAML (which
-// load() reads back to the same values) and the help listing. Rule: schema order, every key.
+// load() reads back to the same values), the help listing and its Markdown twin. Rule: schema
+// order, every key.
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -91,6 +92,24 @@ std::string to_yaml(const Schema& schema, const Values& values) {
   return out;
 }
 
+namespace {
+
+// "int [1, 10]", "list of int, each >= 1", "one of a|b": the type as help and reference show it.
+std::string type_with_range(const KeySpec& k) {
+  const std::string range = range_text(k);
+  if (range.empty()) return type_name(k);
+  return type_name(k) + (k.kind == Kind::int_list ? ", each " + range : " " + range);
+}
+
+// A Markdown table cell: '|' would end the cell, so it is escaped as Markdown wants.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
 std::string help(const Schema& schema) {
   struct Row {
     std::string name, type, default_text, help;
@@ -98,9 +117,7 @@ std::string help(const Schema& schema) {
   std::vector<Row> rows;
   size_t name_width = 0, type_width = 0, default_width = 0;  // columns as wide as their widest cell
   for (const auto& k : schema.keys()) {
-    Row r{k.name, type_name(k), to_text(k.default_value), k.help};
-    if (const std::string range = range_text(k); !range.empty())
-      r.type += k.kind == Kind::int_list ? ", each " + range : " " + range;
+    Row r{k.name, type_with_range(k), to_text(k.default_value), k.help};
     name_width = std::max(name_width, r.name.size());
     type_width = std::max(type_width, r.type.size());
     default_width = std::max(default_width, r.default_text.size());
@@ -110,6 +127,21 @@ std::string help(const Schema& schema) {
   for (const Row& r : rows)
     out += fmt::format("  {:<{}}  {:<{}}  default {:<{}}  {}\n", r.name, name_width, r.type, type_width,
                        r.default_text, default_width, r.help);
+  return out;
+}
+
+std::string markdown_reference(const Schema& schema) {
+  std::string out, group;
+  for (const auto& k : schema.keys()) {
+    const std::string key_group = k.name.substr(0, k.name.rfind('.'));
+    if (key_group != group) {  // Schema::add keeps a group's keys together: one table per group
+      group = key_group;
+      out += fmt::format("{}### {}\n\n| key | type | default | meaning |\n| --- | --- | --- | --- |\n",
+                         out.empty() ? "" : "\n", group);
+    }
+    out += fmt::format("| `{}` | {} | `{}` | {} |\n", k.name, cell(type_with_range(k)),
+                       cell(to_text(k.default_value)), cell(k.help));
+  }
   return out;
 }
 

@@ -22,6 +22,7 @@ struct CommandLine {
   std::string config_path;
   std::vector<std::string> overrides;
   bool print_config = false;
+  bool config_reference = false;
 };
 
 // The config key whose last part is `name` ("epochs" -> "train.epochs"), "" when none or several.
@@ -47,7 +48,8 @@ std::string option_meant_as_key(const std::string& arg, const char* next) {
   if (arg.rfind("--", 0) != 0 || arg.size() <= 2) return "";
   const size_t eq = arg.find('=');
   const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-  if (name == "config" || name == "print-config" || name == "help" || name == "help-all" || name == "version")
+  if (name == "config" || name == "print-config" || name == "help" || name == "help-all" || name == "version" ||
+      name == "config-reference")
     return "";
   const std::string key = key_named(name);
   const std::string value = eq != std::string::npos                                   ? arg.substr(eq + 1)
@@ -64,6 +66,8 @@ int parse(int argc, char** argv, CommandLine& cl) {
   cg::cli::configure(app, "cudagrad-train");
   app.add_option("--config", cl.config_path, "YAML config file (keys not in it keep their defaults)");
   app.add_flag("--print-config", cl.print_config, "print the resolved config as YAML and exit (trains nothing)");
+  app.add_flag("--config-reference", cl.config_reference,
+               "print every config key as Markdown tables (docs/config.md's generated part) and exit");
   app.add_option("overrides", cl.overrides, "config overrides, key=value");
   app.footer("Config keys:\n" + cg::train::train_config_help());
   for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
@@ -89,6 +93,10 @@ int main(int argc, char** argv) {
   std::string yaml;
   CommandLine cl;
   if (const int rc = parse(argc, argv, cl); rc >= 0) return rc;
+  if (cl.config_reference) {
+    std::printf("%s", cg::train::train_config_reference().c_str());
+    return 0;
+  }
   try {
     const cg::dist::Identity id = cg::dist::identity_from_env();  // rank-aware output from the start
     cg::log::set_rank(id.rank, id.world_size);

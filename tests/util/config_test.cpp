@@ -4,7 +4,9 @@
 
 #include "support/messages.h"
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "support/paths.h"
 #include "util/check.h"
@@ -234,6 +236,24 @@ TEST(Config, HelpListsEveryKeyWithTypeRangeDefaultAndHelp) {
     expect_mentions(row, {type_name(k), "default " + to_text(k.default_value), k.help});
   }
   expect_mentions(h, {"int [1, 10]", "float >= 0", "list of int, each >= 1", "one of fast|slow"});
+}
+
+TEST(Config, MarkdownReferenceHasOneTablePerGroupAndARowPerKey) {
+  const Schema s = schema();
+  const std::string md = markdown_reference(s);
+  for (const auto& k : s.keys()) {
+    const size_t row = md.find("| `" + k.name + "` |");
+    ASSERT_NE(row, std::string::npos) << k.name << "\n" << md;
+    // A '|' inside a cell would split it: "one of fast|slow" must stay one cell.
+    const std::string line = md.substr(row, md.find('\n', row) - row);
+    EXPECT_EQ(std::count(line.begin(), line.end(), '|') - std::count(line.begin(), line.end(), '\\'), 5) << line;
+  }
+  size_t groups = 0;
+  for (size_t at = md.find("### "); at != std::string::npos; at = md.find("### ", at + 1)) ++groups;
+  std::set<std::string> expected;
+  for (const auto& k : s.keys()) expected.insert(k.name.substr(0, k.name.rfind('.')));
+  EXPECT_EQ(groups, expected.size()) << md;
+  expect_mentions(md, {"one of fast\\|slow", "| key | type | default | meaning |"});
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""The README is tested: every shell command shown in a ```bash block of README.md runs as written,
-in order, from a clean output directory, and must exit 0.
+"""The documentation is tested: every shell command shown in a ```bash block of README.md and of
+every page under docs/ runs as written, in order (README.md first, then the pages by name), from a
+clean output directory, and must exit 0.
 
-Usage: readme_commands_test.py SOURCE_DIR BINARY_DIR   (CTest runs it, label "docs")
+Usage: commands_test.py SOURCE_DIR BINARY_DIR   (CTest runs it, label "docs")
 
 How: a fresh temporary folder holds a symlink to every top-level entry of the source tree except
 the outputs (build*, runs, *_out, ...), and `build` links to BINARY_DIR, so that `build/apps/...`,
@@ -13,11 +14,11 @@ date, so that step is quick.
 
 PLAN below says what happens to each command: RUN it, possibly with arguments appended to keep
 it short (only step caps and sizes, never anything that changes what the command does), and
-optionally check files it must leave; or SKIP it with the reason. A README command missing from
-PLAN fails the test, and so does a PLAN entry the README no longer shows. A command shown twice
+optionally check files it must leave; or SKIP it with the reason. A documented command missing
+from PLAN fails the test, and so does a PLAN entry no page shows any more. A command shown twice
 runs once, where it first appears. The commands run only against a Release build (what
 scripts/build.sh makes, and would make of any other); elsewhere the test checks PLAN against the
-README and then reports itself skipped (exit 77), or failed under CUDAGRAD_REQUIRE_ALL=1.
+pages and then reports itself skipped (exit 77), or failed under CUDAGRAD_REQUIRE_ALL=1.
 """
 import os
 import re
@@ -89,7 +90,13 @@ def strip_comment(line):
     return line.rstrip()
 
 
-def readme_commands(path):
+def pages(source):
+    """README.md, then every docs/*.md by name: the pages whose commands are tested."""
+    docs = sorted(p for p in (Path(source) / "docs").glob("*.md"))
+    return [Path(source) / "README.md"] + docs
+
+
+def page_commands(path):
     """[(line number, command)] of every ```bash block, continuation lines joined."""
     commands, in_block, pending, start = [], False, "", 0
     with open(path) as f:
@@ -136,40 +143,42 @@ def build_type(binary):
 
 def main():
     source, binary = (os.path.abspath(p) for p in sys.argv[1:3])
-    commands = readme_commands(os.path.join(source, "README.md"))
+    # (where, command): where is "page:line", the page relative to the source tree.
+    commands = [(f"{page.relative_to(source)}:{line}", command)
+                for page in pages(source) for line, command in page_commands(page)]
     errors = []
     shown = {c for _, c in commands}
-    for line, command in commands:
+    for where, command in commands:
         if command not in PLAN:
-            errors.append(f"README.md:{line}: `{command}` is neither run nor skipped: add it to PLAN in {__file__}")
+            errors.append(f"{where}: `{command}` is neither run nor skipped: add it to PLAN in {__file__}")
     for command in PLAN:
         if command not in shown:
-            errors.append(f"PLAN lists `{command}`, which README.md no longer shows: remove it")
+            errors.append(f"PLAN lists `{command}`, which no page shows any more: remove it")
     if errors:
         print("\n".join(errors))
         return 1
     # The README's scripts build with scripts/build.sh, which configures a Release build: run in
     # another build (a sanitizer's RelWithDebInfo, a Debug one), they would turn it into Release.
     if build_type(binary) != "Release":
-        return skip_or_fail(f"README.md's commands run against the Release build scripts/build.sh makes; "
+        return skip_or_fail(f"the documented commands run against the Release build scripts/build.sh makes; "
                             f"{binary} is a {build_type(binary) or 'unknown'} build")
 
     work = make_workdir(source, binary)
     env = dict(os.environ, BUILD_DIR=binary, JOBS=os.environ.get("JOBS", "2"))
-    print(f"running README.md's commands in {work}")
+    print(f"running the documented commands in {work}")
     done, failed = set(), []
-    for line, command in commands:
+    for where, command in commands:
         plan = PLAN[command]
         if plan[0] == SKIP:
-            print(f"SKIP README.md:{line}: {command}\n     because {plan[1]}")
+            print(f"SKIP {where}: {command}\n     because {plan[1]}")
             continue
         if command in done:
-            print(f"DONE README.md:{line}: {command} (ran above)")
+            print(f"DONE {where}: {command} (ran above)")
             continue
         done.add(command)
         _, appended, expected = plan
         full = command + (" " + appended if appended else "")
-        print(f"RUN  README.md:{line}: {full}", flush=True)
+        print(f"RUN  {where}: {full}", flush=True)
         t0 = time.monotonic()
         try:
             result = subprocess.run(["bash", "-c", full], cwd=work, env=env, stdout=subprocess.PIPE,
@@ -182,13 +191,13 @@ def main():
         if code != 0 or missing:
             tail = "\n".join(output.splitlines()[-60:])
             why = f"exit {code}" if code != 0 else "did not write " + ", ".join(missing)
-            failed.append(f"README.md:{line}: `{full}`: {why}")
+            failed.append(f"{where}: `{full}`: {why}")
             print(f"---- its output (last 60 lines) ----\n{tail}\n----")
     if failed:
         print("FAILED:\n" + "\n".join(failed))
         return 1
     subprocess.run(["rm", "-rf", work])
-    print(f"all {len(done)} README commands that run here passed")
+    print(f"all {len(done)} documented commands that run here passed")
     return 0
 
 
