@@ -3,10 +3,10 @@
 # -DCUDAGRAD_GPU_EMULATION=ON into build-emu/ (the kernels/cuda sources run on the CPU through
 # emulator/), and runs the GPU tests that emulation covers: the emulator's own tests and the
 # kernel, engine, data, distributed, nn and training-step GPU tests (the default GPU configuration's
-# step against the CPU, CUDA graph capture and replay), then the kernel tests once more with the
+# step against the CPU, CUDA graph capture and replay) and the trainer run end to end on the
+# emulated GPU (tests/apps/cuda, at a smaller size there), then the kernel tests once more with the
 # threads of each block run in reverse order. Tests of cuDNN, cuBLAS or NCCL, and of real
-# concurrency, skip there as needing a real GPU. The apps/ GPU tests (whole trainer runs, minutes
-# each in emulation) are not in this set.
+# concurrency, skip there as needing a real GPU.
 # Environment: BUILD_DIR (default build-emu), JOBS (default: all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +15,8 @@ BUILD_DIR=${BUILD_DIR:-build-emu}
 JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCUDAGRAD_GPU_EMULATION=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
-# Left out: GpuTraining.MixedPrecisionFp16Learns (40 fp16 steps, about 5 minutes here; fp16
-# training is covered by DefaultGpuConfig.*, a few steps against the CPU).
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
-  -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda" -E "MixedPrecisionFp16Learns" |
+  -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda|apps_cuda" |
   tee "$BUILD_DIR/ctest.log"
 # The race pass: the kernels again with each block's threads run in reverse order. A read of
 # shared memory that another thread writes between the same two barriers gives a result that

@@ -20,6 +20,15 @@ inline bool gpu_required() {
 
 inline bool gpu_visible() { return ::cg::kernels::cuda::device_count() > 0; }
 
+// Whether the GPU is the emulated one (-DCUDAGRAD_GPU_EMULATION=ON), where a step costs seconds: a
+// test whose large case takes minutes there runs a smaller one, the large case still running on a
+// real GPU.
+#ifdef CUDAGRAD_GPU_EMULATION
+inline constexpr bool kEmulatedGpu = true;
+#else
+inline constexpr bool kEmulatedGpu = false;
+#endif
+
 }  // namespace cg::test
 
 // Returns from the test (void function) when it cannot run.
