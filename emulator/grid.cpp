@@ -105,6 +105,7 @@ Lane& running_lane() {
 
 // Sets up the block's threads for one run; lanes and warps are reused across blocks.
 void prepare(Block& b, dim3 grid, dim3 block, uint3 block_idx) {
+  ++g_block_serial;  // a new block: its CG_SHARED arrays are poisoned again (grid.h)
   const int n = int(block.x * block.y * block.z);
   b.lanes.resize(size_t(n));
   b.warps.resize(size_t((n + 31) / 32));

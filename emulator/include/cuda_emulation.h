@@ -32,6 +32,16 @@
 #include "cg_emu/grid.h"
 #include "cg_emu/launch.h"
 
+// A block's shared array (kernels/cuda/shared_memory.cuh). A device's shared memory holds garbage
+// when a block starts, where the emulated one, a static per host thread, would hold the previous
+// block's values, so a kernel that reads a slot before any thread of the block wrote it could
+// pass here by luck. The first thread of each block to reach the declaration fills the array with
+// 0xFF bytes (NaN as a float or double, -1 as an integer), so such a read shows in the results.
+#define CG_SHARED(type, name, dims)                  \
+  static thread_local type name dims;                \
+  static thread_local uint64_t name##_poisoned_at = 0; \
+  ::cg_emu::poison_once_per_block(&name, sizeof(name), name##_poisoned_at)
+
 #define threadIdx (::cg_emu::current_thread()->thread_idx)
 #define blockIdx (::cg_emu::current_thread()->block_idx)
 #define blockDim (::cg_emu::current_thread()->block_dim)

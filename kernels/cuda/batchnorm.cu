@@ -18,6 +18,7 @@
 #include "kernels/cuda/batchnorm_parts.cuh"
 #include "kernels/cuda/batchnorm_rows.cuh"
 #include "kernels/cuda/dtype.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -93,7 +94,7 @@ __device__ __forceinline__ float stats_shift(const BatchNormShape& s, const T* x
 // partial[c][z] = (sum d, sum d^2) with d = x - shift over slice z of channel c.
 template <typename T, int V>
 __global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int slices, double2* partial) {
-  __shared__ double shared[kThreads];
+  CG_SHARED(double, shared, [kThreads]);
   const int64_t c = blockIdx.y;
   const Slice sl(s.n * hwv, slices);
   const float shift = stats_shift(s, x, c);
@@ -189,7 +190,7 @@ __global__ void affine_kernel(BatchNormShape s, int hwv, const T* x, const float
 template <typename T, int V>
 __global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, const T* x, const T* relu_y,
                                     T* d_residual, const float* mean, int slices, double2* partial) {
-  __shared__ double shared[kThreads];
+  CG_SHARED(double, shared, [kThreads]);
   const int64_t c = blockIdx.y;
   const Slice sl(s.n * hwv, slices);
   const float mu = mean[c];

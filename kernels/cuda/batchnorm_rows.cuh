@@ -5,6 +5,7 @@
 // (kernels/cuda/batchnorm.cu): they read the same partial[c][slice] layout written here.
 #pragma once
 #include "kernels/cuda/batchnorm_parts.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda::bn {
 
@@ -48,7 +49,7 @@ __device__ void store_row_partials(const RowLanes& at, int width, int64_t channe
 template <typename T, int V>
 __global__ void stats_rows_partial_kernel(int64_t rows, int64_t channels, int width, const T* x, int slices,
                                           double2* partial) {
-  __shared__ double2 shared[kThreads * V];
+  CG_SHARED(double2, shared, [kThreads * V]);
   const RowLanes at(channels, width, V);
   double sum[V] = {}, sq[V] = {};
   if (at.active) {
@@ -75,7 +76,7 @@ template <typename T, int V>
 __global__ void grad_rows_partial_kernel(int64_t rows, int64_t channels, int width, const T* dy, const T* x,
                                          const T* relu_y, T* d_residual, const float* mean, int slices,
                                          double2* partial) {
-  __shared__ double2 shared[kThreads * V];
+  CG_SHARED(double2, shared, [kThreads * V]);
   const RowLanes at(channels, width, V);
   double sg[V] = {}, sgx[V] = {};
   if (at.active) {

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/conv_native.h"
 #include "kernels/cuda/conv_native_tiles.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace conv_native {
@@ -151,7 +152,7 @@ __global__ void sum_slices_kernel(int64_t count, int slices, const float* __rest
 // block_sum's fixed tree.
 template <typename T>
 __global__ void bias_grad_kernel(Dims d, const T* __restrict__ dy, T* __restrict__ db) {
-  __shared__ double shared[kThreads];
+  CG_SHARED(double, shared, [kThreads]);
   const int o = blockIdx.x, plane = d.oh * d.ow;
   float s = 0.f;
   for (int image = 0; image < d.n; ++image) {

@@ -12,6 +12,7 @@
 #include "kernels/types.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/memory.h"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda::conv_native {
 
@@ -201,7 +202,7 @@ __global__ void __launch_bounds__(kTileThreads, 2) tile_kernel(Problem problem) 
   constexpr int kBSize = kBN * S::kLdB;
   static_assert(2 * (kASize + kBSize) * int(sizeof(T)) <= kSmemBytes, "A/B buffers must fit under C");
   static_assert((kASize * sizeof(T)) % 32 == 0 && (kBSize * sizeof(T)) % 32 == 0, "WMMA needs 32-byte alignment");
-  __shared__ __align__(128) unsigned char smem[kSmemBytes];
+  CG_SHARED(__align__(128) unsigned char, smem, [kSmemBytes]);
   T* as = reinterpret_cast<T*>(smem);  // [2][kASize]
   T* bs = as + 2 * kASize;             // [2][kBSize]
   float* cs = reinterpret_cast<float*>(smem);  // [kBN][kLdC], reused after the main loop

@@ -7,6 +7,7 @@
 #include "kernels/cuda/device_error.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/head.h"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -104,7 +105,7 @@ __device__ void report_bad_label(DeviceErrorRecord* record, int64_t label, int64
 // label is out of range is reported and makes the loss NaN instead of reading outside the row.
 __global__ void ce_forward_kernel(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,
                                   float* probs, int64_t* correct, DeviceErrorRecord* errors) {
-  __shared__ double shared[kThreads];
+  CG_SHARED(double, shared, [kThreads]);
   double l = 0, h = 0;
   for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
     const float* z = logits + r * classes;

@@ -8,6 +8,7 @@
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layout.h"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -17,7 +18,7 @@ constexpr int kTileRowsPerPass = 8;  // a block is kTile x 8 threads; each handl
 
 template <typename From, typename To>
 __global__ void transpose_kernel(int64_t batches, int64_t rows, int64_t cols, const From* src, To* dst) {
-  __shared__ float tile[kTile][kTile + 1];  // +1: reading a column hits 32 different banks
+  CG_SHARED(float, tile, [kTile][kTile + 1]);  // +1: reading a column hits 32 different banks
   const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
   const int64_t tiles = batches * row_tiles * col_tiles;
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {

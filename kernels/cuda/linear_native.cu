@@ -4,6 +4,7 @@
 // classes); this kernel is for correctness where cuBLAS is absent, not for speed.
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -20,8 +21,8 @@ struct Operands {
 
 template <typename T>
 __global__ void product_kernel(Operands p, const T* a, const T* b, T* c) {
-  __shared__ float as[kTile][kTile + 1];  // +1: the column reads below hit distinct banks
-  __shared__ float bs[kTile][kTile + 1];
+  CG_SHARED(float, as, [kTile][kTile + 1]);  // +1: the column reads below hit distinct banks
+  CG_SHARED(float, bs, [kTile][kTile + 1]);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t r = blockIdx.y * int64_t(kTile) + ty, col = blockIdx.x * int64_t(kTile) + tx;
   float sum = 0.f;

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/optim.h"
+#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -104,7 +105,7 @@ __global__ void adamw_kernel(const __grid_constant__ Pack pk, AdamWParams h, con
 // g *= inv_scale in place (the slot's `param`), found_inf = 1 on any inf/NaN result. Only ever
 // writes 1, so blocks racing on found_inf all write the same value; one write per block at most.
 __global__ void unscale_kernel(const __grid_constant__ Pack pk, const float* inv_scale, float* found_inf) {
-  __shared__ int bad_in_block;
+  CG_SHARED(int, bad_in_block, );
   if (threadIdx.x == 0) bad_in_block = 0;
   __syncthreads();
   const Work w(pk);

@@ -82,10 +82,41 @@ TEST(EmulatedDevice, AMissingBarrierReadsWhatIsNotWrittenYet) {
   EXPECT_GT(wrong, 0);
 }
 
+// Each block's thread 0 reads its cell before any thread of the block wrote it, then writes it; after
+// the barrier the last thread reads what thread 0 wrote.
+__global__ void read_before_write(int* first_read, int* after_barrier) {
+  CG_SHARED(int, cell, [1]);
+  if (threadIdx.x == 0) {
+    first_read[blockIdx.x] = cell[0];
+    cell[0] = 100 + int(blockIdx.x);
+  }
+  __syncthreads();
+  if (threadIdx.x == blockDim.x - 1) after_barrier[blockIdx.x] = cell[0];
+}
+
+TEST(EmulatedDevice, SharedMemoryIsPoisonedWhenEachBlockStartsNotLeftFromTheLastOne) {
+  // A block's shared memory is a static per host thread, which would hold the previous block's
+  // values; CG_SHARED fills it with 0xFF bytes (-1 as an int) for each block, in either order of
+  // its threads, without undoing what the block itself wrote.
+  for (const char* order : {"forward", "reverse"}) {
+    Schedule schedule(order);
+    constexpr int kBlocks = 64;
+    DeviceArray<int> first(kBlocks), after(kBlocks);
+    read_before_write<<<kBlocks, 64>>>(first.ptr, after.ptr);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<int> f = first.download(), a = after.download();
+    for (int b = 0; b < kBlocks; ++b) {
+      EXPECT_EQ(f[size_t(b)], -1) << order << ": block " << b << " read a value left in shared memory";
+      EXPECT_EQ(a[size_t(b)], 100 + b) << order << ": block " << b;
+    }
+  }
+}
+
 // Thread t reads what thread t - 1 wrote, with no barrier between: a race that the forward
 // schedule hides (thread t - 1 has run to the end before t starts) and the reverse one shows.
-// `salt` differs per launch: shared memory keeps the previous block's values on the emulator
-// (static storage per host thread), and the stale ones must not look right.
+// `salt` differs per launch: a plain __shared__ array keeps the previous block's values on the
+// emulator (static storage per host thread; only CG_SHARED arrays are poisoned), and the stale
+// ones must not look right.
 __global__ void read_lower_neighbour(int* out, int salt) {
   __shared__ int slots[256];
   const int t = threadIdx.x;

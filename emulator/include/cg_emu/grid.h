@@ -28,6 +28,16 @@ struct ThreadState {
 inline thread_local ThreadState* g_current = nullptr;
 inline ThreadState* current_thread() { return g_current; }
 
+// Counts the blocks this host thread has started (from 1): a shared array declared with CG_SHARED
+// remembers the count it was last poisoned at, so the first thread of each block to reach its
+// declaration fills it with 0xFF bytes and the others leave it alone.
+inline thread_local uint64_t g_block_serial = 0;
+inline void poison_once_per_block(void* array, size_t bytes, uint64_t& poisoned_at) {
+  if (poisoned_at == g_block_serial) return;
+  poisoned_at = g_block_serial;
+  __builtin_memset(array, 0xFF, bytes);
+}
+
 // The body every CUDA thread of a grid runs: fn(closure).
 struct KernelBody {
   void (*fn)(const void* closure);
