@@ -1,6 +1,7 @@
 #include "train/session.h"
 
-#include "train/training_parts.h"
+#include "train/builders.h"
+#include "train/device_setup.h"
 #include "util/log.h"
 
 namespace cg::train {
@@ -41,15 +42,9 @@ TrainSession::TrainSession(const TrainConfig& c)
 void TrainSession::start(const nn::TrainingProgress* resumed) {
   ddp_ = make_ddp(c_, dc_, model_, device_);
   if (c_.optim.zero_sharding) shard_optimizer();
-  step_ = std::make_unique<TrainStep>(c_, model_, *optimizer_, ddp_.get(), device_);
+  step_ = std::make_unique<TrainStep>(c_, model_, *optimizer_, ddp_.get(), compute_);
   if (step_->scaler() && resumed && resumed->loss_scale > 0)
     step_->scaler()->load(resumed->loss_scale, resumed->loss_scale_growth_tracker);
-  if (!c_.train.cuda_graph) return;
-  if (ddp_ && ddp_->comm().name().find("gloo") != std::string::npos)
-    throw UsageError(fmt::format("train.cuda_graph=true cannot capture DDP over {} (host code; chosen because ranks "
-                                 "share a GPU); set it false", ddp_->comm().name()));
-  graphed_ = std::make_unique<GraphedTrainStep>(*step_, *optimizer_, ddp_ ? &ddp_->comm() : nullptr, compute_);
-  log::info("train: the step is captured as a CUDA graph after {} eager steps", GraphedTrainStep::kEagerSteps);
 }
 
 // ZeRO-1: DDP cuts the optimizer's state to this rank's shards after the first step; the figures

@@ -1,8 +1,11 @@
-// The model side of training, built from a config and shared by the trainer and cudagrad-bench:
-// this process's distributed context, the device and its compute stream (current on this thread
-// while the session lives), the model and its optimizer, and, once start() is called, DDP and the
-// step (eager, or captured as a CUDA graph with train.cuda_graph). What the trainer adds on top is
-// data, the schedule, evaluation and checkpoints (train/trainer.h).
+// TrainSession: everything the training step runs on, built from the config in this one place for
+// cudagrad-train, cudagrad-bench and the step's tests: this process's distributed context, the
+// device and its compute stream (current on this thread while the session lives), the model and
+// its optimizer, and, once start() is called, DDP and the step (train/step.h: eager, or replayed
+// as a CUDA graph with train.cuda_graph). Built in two stages because a checkpoint loads in
+// between: into the model and optimizer of the first, before DDP broadcasts rank 0's weights and
+// the step's graph takes the loaded tensors' addresses. What the trainer adds on top is data, the
+// schedule, evaluation and checkpoints (train/trainer.h).
 #pragma once
 #include <memory>
 
@@ -13,9 +16,8 @@
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 #include "train/distributed.h"
-#include "train/graphed_step.h"
+#include "train/step.h"
 #include "train/train_config.h"
-#include "train/train_step.h"
 
 namespace cg::train {
 
@@ -28,8 +30,8 @@ class TrainSession {
   TrainSession& operator=(const TrainSession&) = delete;
 
   // After any checkpoint was loaded into model and optimizer (`resumed`, or null): DDP broadcasts
-  // rank 0's weights, the loss scaler takes its saved state, and a CUDA graph (train.cuda_graph)
-  // will capture the loaded tensors' addresses.
+  // rank 0's weights, the step is built, its loss scaler takes its saved state, and a CUDA graph
+  // (train.cuda_graph) will capture the loaded tensors' addresses.
   void start(const nn::TrainingProgress* resumed);
 
   DistContext& dist() { return dc_; }
@@ -41,7 +43,6 @@ class TrainSession {
   // After start():
   dist::DistributedDataParallel* ddp() { return ddp_.get(); }
   TrainStep& step() { return *step_; }
-  GraphedTrainStep* graphed() { return graphed_.get(); }  // null unless train.cuda_graph
 
  private:
   void shard_optimizer();  // optim.zero_sharding
@@ -56,7 +57,6 @@ class TrainSession {
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
   std::unique_ptr<TrainStep> step_;
-  std::unique_ptr<GraphedTrainStep> graphed_;
 };
 
 }  // namespace cg::train

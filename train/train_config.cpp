@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "train/training_parts.h"
+#include "train/builders.h"
 #include "util/check.h"
 #include "util/config.h"
 #include "util/log.h"

@@ -5,9 +5,10 @@
 #include <cmath>
 #include <csignal>
 
-#include "data/dataset_factory.h"
-#include "data/resident_feeder.h"
 #include "engine/device_allocator.h"
+#include "train/builders.h"
+#include "train/checkpoint_files.h"
+#include "train/evaluation.h"
 #include "util/atomic_file.h"
 #include "util/log.h"
 #include "util/trace.h"
@@ -52,60 +53,25 @@ Trainer::Trainer(const TrainConfig& config, std::string config_yaml)
   if (const std::string& from = c_.checkpoint.resume_from; !from.empty() && !fs::is_regular_file(from))
     throw Error(fmt::format("checkpoint.resume_from={}: {}", from,
                             fs::is_directory(from) ? "a folder, not a checkpoint file" : "no such file"));
-  setup_data();  // first: a config the data refuses leaves no output folder behind
+  // First: a config the data refuses leaves no output folder behind.
+  data_.emplace(c_, session_.dist().rank(), session_.dist().world_size());
   if (log::is_main_process()) {
     // Both folders now, so that a path that cannot be one fails before any work, naming its key.
     make_directory(out_dir_, "output.dir");
     make_directory(ckpt_dir_, c_.checkpoint.dir.empty() ? "output.dir" : "checkpoint.dir");
     write_file_atomically((out_dir_ / "config.yaml").string(), config_yaml_);
   }
-  nn::ScheduleOptions so;
-  so.kind = c_.sched.name;
-  so.base_lr = c_.optim.lr;
-  so.min_lr = c_.sched.min_lr;
-  so.warmup_steps = c_.sched.warmup_steps;
-  so.steps_per_epoch = (batches_per_epoch_ + c_.train.grad_accum_steps - 1) / c_.train.grad_accum_steps;
-  so.total_steps = so.steps_per_epoch * c_.train.epochs;
-  so.epochs = c_.train.epochs;
-  schedule_.emplace(so);
-  total_steps_ = c_.train.max_steps > 0 ? std::min(so.total_steps, c_.train.max_steps) : so.total_steps;
+  schedule_.emplace(make_schedule(c_, data_->batches_per_epoch()));
+  const int64_t steps = optimizer_steps_per_epoch(c_, data_->batches_per_epoch()) * c_.train.epochs;
+  total_steps_ = c_.train.max_steps > 0 ? std::min(steps, c_.train.max_steps) : steps;
 }
 
 Trainer::~Trainer() = default;
 
-void Trainer::setup_data() {
-  train_set_ = make_split(c_, Split::train);
-  test_set_ = make_split(c_, Split::test);
-  CG_CHECK(train_set_->channels() == c_.model.in_channels, "model.in_channels={} but {} images have {} channel(s)",
-           c_.model.in_channels, train_set_->name(), train_set_->channels());
-  log::info("data: {} train {} / test {} images, {}x{}x{}", train_set_->name(), train_set_->size(),
-            test_set_->size(), train_set_->channels(), train_set_->height(), train_set_->width());
-  DistContext& dc = session_.dist();
-  data::SamplerOptions so;
-  so.shuffle = c_.data.shuffle;
-  so.seed = uint64_t(c_.train.seed);
-  so.drop_last = true;
-  sampler_ = std::make_unique<data::DistributedSampler>(train_set_->size(), dc.rank(), dc.world_size(), so);
-  loader_options_.batch_size = c_.data.batch_size;
-  loader_options_.num_workers = int(c_.data.num_workers);
-  loader_options_.drop_last = true;
-  loader_options_.augment.enabled = c_.data.augment;
-  loader_options_.seed = uint64_t(c_.train.seed);
-  loader_options_.rank = dc.rank();  // augmentation differs per rank: seed, rank, epoch and sample
-  loader_ = std::make_unique<data::DataLoader>(*train_set_, *sampler_, loader_options_);
-  batches_per_epoch_ = loader_->batches_per_epoch();
-  // A config that does not fit the data (exit 2): an epoch drops its last incomplete batch, so
-  // with fewer images than one batch it would have none.
-  if (batches_per_epoch_ == 0)
-    throw UsageError(fmt::format("data.batch_size={} is larger than the {} training images {}; lower it",
-                                 c_.data.batch_size, sampler_->num_samples(),
-                                 dc.world_size() == 1 ? std::string("of the data set")
-                                                      : fmt::format("each of the {} ranks reads", dc.world_size())));
-}
-
 TrainResult Trainer::run() {
   resume();
-  start();
+  session_.start(resumed_ ? &*resumed_ : nullptr);  // after loading: DDP broadcasts rank 0's weights
+  batches_ = data_->batch_source(session_.device(), session_.compute());
   session_.model().train();
   stop_ = pos_.step >= total_steps_;
   while (!stop_ && pos_.epoch < c_.train.epochs) run_epoch();
@@ -139,30 +105,17 @@ void Trainer::resume() {
                     {"step", pos_.step}});
 }
 
-// After loading: DDP broadcasts rank 0's weights; then where batches come from.
-void Trainer::start() {
-  session_.start(resumed_ ? &*resumed_ : nullptr);
-  if (c_.data.gpu_resident) {
-    batches_ = std::make_unique<data::ResidentFeeder>(*train_set_, *sampler_, loader_options_, session_.device(),
-                                                      session_.compute());
-    log::info("data: training set resident on {}, batches built there", session_.device().str());
-  } else {
-    batches_ = std::make_unique<data::DeviceFeeder>(*loader_, session_.device(), session_.compute());
-  }
-}
-
 void Trainer::run_epoch() {
   batches_->start_epoch(pos_.epoch, pos_.batch_in_epoch);
-  ProgressBar bar(fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), batches_per_epoch_,
+  ProgressBar bar(fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), data_->batches_per_epoch(),
                   {.draw = log::is_main_process() && ProgressBar::stdout_is_terminal()});
   window_ = WindowStats();
-  micro_ = 0;
   window_start_ = Clock::now();
   while (auto batch = batches_->next())
     if (step(*batch, bar)) break;
   bar.finish();
   log_memory();
-  const bool epoch_done = pos_.batch_in_epoch >= batches_per_epoch_;
+  const bool epoch_done = pos_.batch_in_epoch >= data_->batches_per_epoch();
   if (epoch_done) {
     ++pos_.epoch;
     pos_.batch_in_epoch = 0;
@@ -174,44 +127,26 @@ void Trainer::run_epoch() {
     checkpoint(fmt::format("epoch_{}.safetensors", pos_.epoch));
 }
 
-// One micro-batch; when it ends its accumulation group, the optimizer step, the log line and the
+// One micro-batch; when it ends its accumulation group (the step says), the log line and the
 // checks for stopping. Returns whether to stop.
 bool Trainer::step(const data::DeviceBatch& batch, ProgressBar& bar) {
-  Tensor hits;
-  const Tensor loss = forward_backward(batch, &hits);
-  window_.add(loss, hits, batch.size);
-  ++pos_.batch_in_epoch;
-  if (++micro_ < c_.train.grad_accum_steps && pos_.batch_in_epoch < batches_per_epoch_) return false;
-  micro_ = 0;
+  const int64_t batches = data_->batches_per_epoch();
   const double lr = schedule_->lr_at(pos_.step);
-  if (!session_.graphed()) session_.step().optimizer_step(lr);
+  const MicroStepOutputs out =
+      session_.step().run_micro_step(batch, {.lr = lr, .close_group = pos_.batch_in_epoch + 1 == batches});
+  window_.add(out.loss, out.hits, batch.size);
+  ++pos_.batch_in_epoch;
+  if (!out.optimizer_stepped) return false;
   ++pos_.step;
   const std::string loss_text = std::isnan(last_loss_) ? "loss -" : fmt::format("loss {:.4f}", last_loss_);
   bar.update(pos_.batch_in_epoch, fmt::format("{} lr {:.4g}", loss_text, lr));
-  if (pos_.step % c_.train.log_interval == 0 || pos_.batch_in_epoch == batches_per_epoch_)
-    log_window(lr, !bar.enabled());
+  if (pos_.step % c_.train.log_interval == 0 || pos_.batch_in_epoch == batches) log_window(lr, !bar.enabled());
   if (pos_.step >= total_steps_) stop_ = true;
   if (session_.dist().any_rank(g_stop_signal.load() != 0)) {  // every rank stops at the same step
     result_.interrupted = stop_ = true;
     log::warn("stop requested (signal {}): checkpointing at step {} and stopping", g_stop_signal.load(), pos_.step);
   }
   return stop_;
-}
-
-// The micro-batch's forward and backward, or (train.cuda_graph) its whole replayed step.
-Tensor Trainer::forward_backward(const data::DeviceBatch& batch, Tensor* hits) {
-  if (GraphedTrainStep* graphed = session_.graphed()) {  // grad_accum_steps is 1
-    StepOutputs out = graphed->run(batch, schedule_->lr_at(pos_.step));
-    *hits = out.hits;
-    return out.loss;
-  }
-  // The last micro-batch of an accumulation group communicates; the others only accumulate.
-  const bool sync = micro_ + 1 == c_.train.grad_accum_steps || pos_.batch_in_epoch + 1 == batches_per_epoch_;
-  TrainStep& step = session_.step();
-  Tensor loss = step.forward(batch, {.sync = sync}, hits);
-  step.backward(loss);
-  step.finish_gradient_sync();
-  return loss;
 }
 
 // Summed over all ranks: one metrics.jsonl line, and a log line when no progress bar shows it.
@@ -239,18 +174,18 @@ void Trainer::log_memory() {
   const AllocatorStats m = allocator_for(device).stats();
   log::info("{} memory: {:.1f} MiB in use, peak {:.1f} MiB, {} cudaMalloc calls so far", device.str(),
             double(m.in_use_bytes) / (1 << 20), double(m.peak_in_use_bytes) / (1 << 20), m.backend_allocations);
-  const GraphedTrainStep* graphed = session_.graphed();
-  if (graphed && graphed->captured())
+  const StepGraph* graph = session_.step().graph();
+  if (graph && graph->captured())
     log::info("CUDA graph of the step: {} replays, its pool reserves {:.1f} MiB, {} cudaMalloc calls during its "
               "capture",
-              graphed->replays(), double(graphed->pool_stats().reserved_bytes) / (1 << 20),
-              graphed->backend_allocations_in_capture());
+              graph->replays(), double(graph->pool_stats().reserved_bytes) / (1 << 20),
+              graph->backend_allocations_in_capture());
 }
 
 // epoch_done: after a whole epoch (else training stopped mid-epoch, which the epoch number says).
 void Trainer::evaluate(bool epoch_done) {
   if (dist::DistributedDataParallel* ddp = session_.ddp()) ddp->wait_for_parameters();  // ZeRO-1's all-gathers
-  const EvalResult ev = train::evaluate(session_.model(), *test_set_, c_, session_.dist(), session_.device());
+  const EvalResult ev = train::evaluate(session_.model(), data_->test_set(), c_, session_.dist(), session_.device());
   result_.test_accuracy = ev.accuracy;
   result_.test_loss = ev.loss;
   const int64_t epoch = epoch_done ? pos_.epoch : pos_.epoch + 1;

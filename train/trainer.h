@@ -1,8 +1,10 @@
-// The training loop behind cudagrad-train: builds data, model, optimizer and schedule from a
-// TrainConfig, trains with gradient accumulation, evaluates after every epoch, logs metrics.jsonl,
-// checkpoints atomically and resumes bit-exactly. What the seed article's train.py does, natively.
-// Each phase is a function of its own (setup in the constructor, resume, epoch, step, evaluate,
-// checkpoint, finish), so run() reads as the whole loop.
+// The training loop behind cudagrad-train: over a TrainSession (train/session.h: ranks, device,
+// model, optimizer, DDP, the step) and the TrainingData (train/training_data.h), it iterates
+// epochs and batches, hands each batch to the step (train/step.h, which accumulates, communicates
+// and steps the optimizer, eagerly or from a CUDA graph), evaluates after every epoch
+// (train/evaluation.h), logs metrics.jsonl, checkpoints atomically and resumes bit-exactly. What
+// the seed article's train.py does, natively. Each phase is a function of its own (setup in the
+// constructor, resume, epoch, step, evaluate, checkpoint, finish), so run() reads as the whole loop.
 #pragma once
 #include <filesystem>
 #include <limits>
@@ -10,16 +12,13 @@
 #include <optional>
 #include <string>
 
-#include "data/dataset.h"
 #include "data/device_feeder.h"
-#include "data/loader.h"
-#include "data/sampler.h"
 #include "nn/checkpoint.h"
 #include "nn/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/session.h"
 #include "train/train_config.h"
-#include "train/training_parts.h"
+#include "train/training_data.h"
 #include "train/window_stats.h"
 #include "util/progress.h"
 
@@ -46,12 +45,9 @@ class Trainer {
   TrainResult run();
 
  private:
-  void setup_data();
   void resume();
-  void start();
   void run_epoch();
   bool step(const data::DeviceBatch& batch, ProgressBar& bar);  // true: stop
-  Tensor forward_backward(const data::DeviceBatch& batch, Tensor* hits);
   void log_window(double lr, bool to_log);
   void log_memory();
   void evaluate(bool epoch_done);
@@ -62,24 +58,19 @@ class Trainer {
   const std::string config_yaml_;
   TrainSession session_;
   std::filesystem::path out_dir_, ckpt_dir_;
-  std::unique_ptr<data::Dataset> train_set_, test_set_;
-  std::unique_ptr<data::DistributedSampler> sampler_;
-  data::LoaderOptions loader_options_;
-  std::unique_ptr<data::DataLoader> loader_;
+  std::optional<TrainingData> data_;
   std::unique_ptr<data::BatchSource> batches_;
-  int64_t batches_per_epoch_ = 0, total_steps_ = 0;
+  int64_t total_steps_ = 0;
   std::optional<nn::LrSchedule> schedule_;
   nn::TrainingProgress pos_;
   std::optional<nn::TrainingProgress> resumed_;
   MetricsWriter metrics_;
-  // The epoch in progress: the metrics window since the last log line, the micro-batch within
-  // the accumulation group.
+  // The epoch in progress: the metrics window since the last log line.
   WindowStats window_;
   Clock::time_point window_start_;
   // The mean loss of the last log window, for the progress bar (NaN before the first: the loss
   // stays on the device between log lines, so there is nothing to show yet).
   double last_loss_ = std::numeric_limits<double>::quiet_NaN();
-  int64_t micro_ = 0;
   bool stop_ = false;
   TrainResult result_;
 };

@@ -4,6 +4,10 @@
 
 namespace cg::train {
 
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
 void WindowStats::add(const Tensor& loss, const Tensor& hits, int64_t images) {
   losses_.push_back(loss.detach());
   hits_.push_back(hits);

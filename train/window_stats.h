@@ -1,13 +1,18 @@
 // Loss, correct predictions and images since the last log line. The per-step values are tensors
 // on the training device and are read only when the window is flushed, so on a GPU the host
-// waits for the device once per log interval instead of once per step.
+// waits for the device once per log interval instead of once per step. Windows are timed by the
+// steady clock below.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
 #include "engine/tensor.h"
 
 namespace cg::train {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t);
 
 struct WindowSums {
   double loss_sum = 0;  // sum over images of the loss

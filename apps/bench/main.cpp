@@ -1,14 +1,14 @@
 // cudagrad-bench --config FILE [key=value ...] [--warmup N] [--steps N]: training throughput of
-// the configured MiniResNet step (the trainer's own TrainStep: autocast, loss scaling, DDP or the
-// modeled communication backend), on a fixed set of random batches resident on the device, so
+// the configured MiniResNet step (the trainer's own TrainStep, train/step.h: autocast, loss
+// scaling, DDP or the modeled communication backend), on a fixed set of random batches resident on the device, so
 // that the data pipeline is not what is measured. Reports images/s from the median step, the
 // median of each phase (forward, backward, exposed communication, optimizer) and the peak device
 // memory; a table for people and, last, one JSON line for scripts (scripts/gpu_compare.sh).
 // On a GPU the phases are timed with CUDA events read after the last step: no step waits for
 // the host. On the CPU, with the wall clock. --cuda-graph runs the step as the trainer does with
-// train.cuda_graph=true (train/graphed_step.h): captured once during the warm-up, then
+// train.cuda_graph=true (train/step_graph.h): captured once during the warm-up, then
 // replayed, each step's time including the copy of its batch into the graph's inputs and of the
-// learning rate; total time only.
+// learning rate; total time only. Every measured micro-batch is a whole optimizer step.
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -48,8 +48,8 @@ int parse(int argc, char** argv, Options& o) {
   app.footer("Config keys:\n" + train_config_help());
   if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
   // The warm-up holds the graphed step's eager steps and its capture, so no measured step captures.
-  if (o.cuda_graph && o.warmup <= GraphedTrainStep::kEagerSteps)
-    return cli::usage_error(app, fmt::format("--cuda-graph needs --warmup {} or more", GraphedTrainStep::kEagerSteps + 1));
+  if (o.cuda_graph && o.warmup <= StepGraph::kEagerSteps)
+    return cli::usage_error(app, fmt::format("--cuda-graph needs --warmup {} or more", StepGraph::kEagerSteps + 1));
   return -1;
 }
 
@@ -72,24 +72,6 @@ std::vector<data::DeviceBatch> random_batches(const TrainConfig& c, Generator& g
   return batches;
 }
 
-// The trainer's step exactly as it runs it, its phase boundaries marked on the clock.
-void time_eager_steps(TrainStep& step, const std::vector<data::DeviceBatch>& batches, int64_t steps, double lr,
-                      StepClock& clock) {
-  for (int64_t s = 0; s < steps; ++s) {
-    const data::DeviceBatch& b = batches[size_t(s) % batches.size()];
-    clock.mark();
-    Tensor hits;
-    const Tensor loss = step.forward(b, {.sync = true}, &hits);
-    clock.mark();
-    step.backward(loss);
-    clock.mark();
-    step.finish_gradient_sync();
-    clock.mark();
-    step.optimizer_step(lr);
-    clock.mark();
-  }
-}
-
 // Milliseconds of every measured step: in total and, for eager steps, per phase.
 struct StepTimes {
   std::vector<double> total, fwd, bwd, comm, opt;
@@ -97,39 +79,35 @@ struct StepTimes {
   size_t peak_bytes = 0;  // device memory in use at the peak of the measured steps
 };
 
+// The trainer's step exactly as it runs it, each micro-batch a whole optimizer step, the ends of
+// its phases marked on the clock (a replayed step is one phase: nothing inside one launch can be
+// told apart).
 StepTimes measure(TrainSession& session, const std::vector<data::DeviceBatch>& batches, const Options& o, double lr) {
-  GraphedTrainStep* graphed = session.graphed();
-  for (int64_t s = 0; s < o.warmup; ++s) {
-    const data::DeviceBatch& b = batches[size_t(s) % batches.size()];
-    Tensor hits;
-    if (graphed) graphed->run(b, lr);
-    else session.step().run(b, lr, &hits);
-  }
+  TrainStep& step = session.step();
+  const MicroStep whole_step{.lr = lr, .close_group = true};
+  for (int64_t s = 0; s < o.warmup; ++s) step.run_micro_step(batches[size_t(s) % batches.size()], whole_step);
+  const StepGraph* graph = step.graph();
+  CG_CHECK(!graph || graph->captured(), "--cuda-graph: the warm-up did not capture the step");
   const Stream& compute = session.compute();
   compute.synchronize();
   allocator_for(session.device()).reset_peak();
   StepClock clock(session.device(), compute);
+  step.on_phase_end([&] { clock.mark(); });
+  for (int64_t s = 0; s < o.steps; ++s) {
+    clock.mark();
+    step.run_micro_step(batches[size_t(s) % batches.size()], whole_step);
+  }
+  step.on_phase_end(nullptr);
+  compute.synchronize();
   StepTimes t;
-  if (!graphed) {
-    time_eager_steps(session.step(), batches, o.steps, lr, clock);
-    compute.synchronize();
-    for (const auto& p : clock.intervals_ms(5)) {  // per step: 4 phases
-      t.fwd.push_back(p[0]);
-      t.bwd.push_back(p[1]);
-      t.comm.push_back(p[2]);
-      t.opt.push_back(p[3]);
-      t.total.push_back(p[0] + p[1] + p[2] + p[3]);
-    }
-  } else {
-    // Replays only (captured during the warm-up). Phases cannot be told apart inside one launch.
-    CG_CHECK(graphed->captured(), "--cuda-graph: the warm-up did not capture the step");
-    for (int64_t s = 0; s < o.steps; ++s) {
-      clock.mark();
-      graphed->run(batches[size_t(s) % batches.size()], lr);
-      clock.mark();
-    }
-    compute.synchronize();
-    for (const auto& p : clock.intervals_ms(2)) t.total.push_back(p[0]);
+  for (const auto& p : clock.intervals_ms(graph ? 2 : 5)) {  // per step: its start, then 1 or 4 phases
+    t.total.push_back(0);
+    for (const double ms : p) t.total.back() += ms;
+    if (graph) continue;
+    t.fwd.push_back(p[0]);
+    t.bwd.push_back(p[1]);
+    t.comm.push_back(p[2]);
+    t.opt.push_back(p[3]);
   }
   t.span_ms = clock.span_ms();
   t.peak_bytes = allocator_for(session.device()).stats().peak_in_use_bytes;
@@ -183,9 +161,9 @@ int run(const Options& o) {
   if (o.cuda_graph) overrides.push_back("train.cuda_graph=true");
   const TrainConfig c = load_train_config(o.config_path, overrides);
   // train.cuda_graph=true in the config graphs the step as the flag does, and needs the same warm-up.
-  if (c.train.cuda_graph && o.warmup <= GraphedTrainStep::kEagerSteps)
+  if (c.train.cuda_graph && o.warmup <= StepGraph::kEagerSteps)
     throw UsageError(fmt::format("train.cuda_graph=true (or --cuda-graph) needs --warmup {} or more",
-                                 GraphedTrainStep::kEagerSteps + 1));
+                                 StepGraph::kEagerSteps + 1));
   // Accepted (configs are shared with the trainer) but not read: say so rather than look like
   // a measurement of that data.
   if (!c.data.path.empty())

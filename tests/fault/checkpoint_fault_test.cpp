@@ -13,7 +13,7 @@
 #include "support/checkpoint_files.h"
 #include "support/metrics_file.h"
 #include "support/processes.h"
-#include "train/training_parts.h"
+#include "train/checkpoint_files.h"
 #include "util/check.h"
 #include "util/safetensors.h"
 

@@ -20,8 +20,7 @@
 #include "support/need_gpu.h"
 #include "support/paths.h"
 #include "support/tolerance.h"
-#include "train/train_step.h"
-#include "train/training_parts.h"
+#include "train/session.h"
 
 namespace cg::train {
 namespace {
@@ -36,25 +35,20 @@ TrainConfig default_config(const std::vector<std::string>& extra) {
   return load_train_config((test::source_dir() / "configs" / "fashion_mnist.yaml").string(), overrides);
 }
 
-// One model with its optimizer and step on `c`'s device; on a GPU, on its own compute stream,
-// made current before anything is allocated, as the training session does (the stream is
-// non-blocking: work left on the default stream would not be ordered before it).
+// One model with its optimizer and step on `c`'s device: the training session of `c` (on a GPU,
+// its compute stream is current).
 struct Trainee {
-  explicit Trainee(const TrainConfig& config)
-      : c(config), device(choose_device(c, 0)), compute(device.is_cuda() ? Stream::create(device) : Stream()),
-        on_compute(compute), gen(uint64_t(c.train.seed)), model(model_options(c), gen) {
-    model.to(device);
-    optimizer = make_optimizer(c, model);
-    step = std::make_unique<TrainStep>(c, model, *optimizer, nullptr, device);
+  explicit Trainee(const TrainConfig& config) : c(config), session(c) { session.start(nullptr); }
+  Device device() const { return session.device(); }
+  nn::MiniResNet& model() { return session.model(); }
+  TrainStep& step() { return session.step(); }
+  // One optimizer step on `batch`; returns its loss.
+  float run(const data::DeviceBatch& batch) {
+    return float(step().run_micro_step(batch, {.lr = kLr}).loss.item());
   }
+
   TrainConfig c;
-  Device device;
-  Stream compute;
-  StreamGuard on_compute;
-  Generator gen;
-  nn::MiniResNet model;
-  std::unique_ptr<nn::Optimizer> optimizer;
-  std::unique_ptr<TrainStep> step;
+  TrainSession session;
 };
 
 // 28x28 grayscale images, like Fashion-MNIST's.
@@ -79,12 +73,12 @@ std::vector<std::vector<float>> weights(const nn::Module& model) {
 // The gradients of `batch`'s loss (divided by the loss scale under fp16), every parameter's;
 // the step's gradients are then cleared, as if it had not run.
 std::vector<std::vector<float>> first_gradients(Trainee& t, const data::DeviceBatch& batch) {
-  t.step->backward(t.step->forward(batch, {}, nullptr));
-  const double scale = t.step->scaler() ? t.step->scaler()->scale() : 1.0;
+  t.step().backward(t.step().forward(batch, {}, nullptr));
+  const double scale = t.step().scaler() ? t.step().scaler()->scale() : 1.0;
   std::vector<std::vector<float>> out;
-  for (const auto& [name, p] : t.model.named_parameters())
+  for (const auto& [name, p] : t.model().named_parameters())
     out.push_back(ops::scale(p.grad(), 1.0 / scale).to(Device::cpu()).to_vector<float>());
-  t.optimizer->zero_grad();
+  t.session.optimizer().zero_grad();
   return out;
 }
 
@@ -110,7 +104,7 @@ Trajectory train_on_gpu(const std::string& conv, std::vector<data::DeviceBatch>&
       << "configs/fashion_mnist.yaml is no longer the combination this test is about";
   const data::SyntheticDataset ds = images();
   data::DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 5, .drop_last = true});
-  data::ResidentFeeder feeder(ds, sampler, loader_options(t.c), t.device, t.compute);
+  data::ResidentFeeder feeder(ds, sampler, loader_options(t.c), t.device(), t.session.compute());
   feeder.start_epoch(0, 0);
   std::vector<float> losses;
   std::vector<std::vector<float>> gradients;
@@ -123,7 +117,7 @@ Trajectory train_on_gpu(const std::string& conv, std::vector<data::DeviceBatch>&
     }
     cpu_batches.push_back({batch->images.to(Device::cpu()), batch->labels.to(Device::cpu()), batch->size});
     if (s == 0) gradients = first_gradients(t, *batch);
-    losses.push_back(float(t.step->run(*batch, kLr, nullptr).item()));
+    losses.push_back(t.run(*batch));
   }
   return {losses, gradients};
 }
@@ -134,7 +128,7 @@ Trajectory train_on_cpu(const std::vector<data::DeviceBatch>& batches) {
                             "model.channels_last=false"}));
   const std::vector<std::vector<float>> gradients = first_gradients(t, batches.front());
   std::vector<float> losses;
-  for (const data::DeviceBatch& b : batches) losses.push_back(float(t.step->run(b, kLr, nullptr).item()));
+  for (const data::DeviceBatch& b : batches) losses.push_back(t.run(b));
   return {losses, gradients};
 }
 
@@ -161,25 +155,25 @@ INSTANTIATE_TEST_SUITE_P(Conv, DefaultGpuConfig, ::testing::Values("cudnn", "nat
 TEST(DefaultGpuConfig, AnOverflowSkipsTheStepOnTheDeviceAndHalvesTheScale) {
   NEED_GPU();
   Trainee t(default_config({"kernels.conv=native", "data.gpu_resident=false"}));
-  nn::GradScaler* scaler = t.step->scaler();
+  nn::GradScaler* scaler = t.step().scaler();
   ASSERT_NE(scaler, nullptr) << "fp16 trains with a GradScaler";
-  const data::DeviceBatch batch = {Tensor::full({16, 1, 28, 28}, 0.5, DType::f32, t.device),
-                                   Tensor::zeros({16}, DType::i64, t.device), 16};
+  const data::DeviceBatch batch = {Tensor::full({16, 1, 28, 28}, 0.5, DType::f32, t.device()),
+                                   Tensor::zeros({16}, DType::i64, t.device()), 16};
   // The first steps may overflow at the initial scale (2^16) and halve it, as PyTorch's do.
-  for (int s = 0; s < 8 && (s == 0 || scaler->last_step_skipped()); ++s) t.step->run(batch, kLr, nullptr);
+  for (int s = 0; s < 8 && (s == 0 || scaler->last_step_skipped()); ++s) t.run(batch);
   ASSERT_FALSE(scaler->last_step_skipped());
   const double scale = scaler->scale();
-  const auto before = weights(t.model);
-  t.step->backward(t.step->forward(batch, {}, nullptr));
-  Tensor grad = t.model.named_parameters().front().second.grad();
+  const auto before = weights(t.model());
+  t.step().backward(t.step().forward(batch, {}, nullptr));
+  Tensor grad = t.model().named_parameters().front().second.grad();
   grad.fill_(std::numeric_limits<double>::infinity());  // as an fp16 overflow leaves it
-  t.step->optimizer_step(kLr);
+  t.step().optimizer_step(kLr);
   EXPECT_TRUE(scaler->last_step_skipped());
   EXPECT_EQ(scaler->scale(), scale / 2);
-  EXPECT_EQ(weights(t.model), before) << "a skipped step changes no weight (momentum and decay included)";
-  t.step->run(batch, kLr, nullptr);
+  EXPECT_EQ(weights(t.model()), before) << "a skipped step changes no weight (momentum and decay included)";
+  t.run(batch);
   EXPECT_FALSE(scaler->last_step_skipped());
-  EXPECT_NE(weights(t.model), before);
+  EXPECT_NE(weights(t.model()), before);
 }
 
 }  // namespace

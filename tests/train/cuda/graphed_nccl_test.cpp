@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "graphed_vs_eager.h"
-#include "train/graphed_step.h"
-#include "train/training_parts.h"
+#include "train/builders.h"
+#include "train/device_setup.h"
+#include "train/step.h"
 #include "dist/ddp.h"
 #include "dist/tcp_store.h"
 #include "engine/random.h"
@@ -35,7 +36,8 @@ struct Run {
 // `steps` optimizer steps of a small MiniResNet under single-rank NCCL DDP, graphed or eager.
 Run train(bool graphed, int steps, const std::vector<std::string>& extra) {
   std::vector<std::string> kv{"train.device=cuda", "model.widths=[8,16]", "model.blocks=[1,1]", "model.in_channels=3",
-                              "kernels.conv=native", "kernels.batch_norm=native", "dist.bucket_cap_mb=0.01"};
+                              "kernels.conv=native", "kernels.batch_norm=native", "dist.bucket_cap_mb=0.01",
+                              graphed ? "train.cuda_graph=true" : "train.cuda_graph=false"};
   kv.insert(kv.end(), extra.begin(), extra.end());
   const TrainConfig c = load_train_config("", kv);
   const Device device = choose_device(c, 0);
@@ -50,8 +52,8 @@ Run train(bool graphed, int steps, const std::vector<std::string>& extra) {
   dist::DdpOptions options;
   options.bucket_cap_mb = c.dist.bucket_cap_mb;  // several buckets: several captured all-reduces
   dist::DistributedDataParallel ddp(model, dist::make_nccl_comm(store, 0, 1, device, 60.0), options);
-  TrainStep step(c, model, *optimizer, &ddp, device);
-  GraphedTrainStep graph(step, *optimizer, &ddp.comm(), compute);
+  TrainStep step(c, model, *optimizer, &ddp, compute);
+  EXPECT_EQ(step.graph() != nullptr, graphed);
 
   const std::vector<data::DeviceBatch> data = batches(device, 3);
   Run out;
@@ -60,10 +62,10 @@ Run train(bool graphed, int steps, const std::vector<std::string>& extra) {
   for (int s = 0; s < steps; ++s) {
     const data::DeviceBatch& b = data[size_t(s) % data.size()];
     const double lr = 0.05 / (1.0 + 0.2 * s);
-    Tensor loss = graphed ? graph.run(b, lr).loss : step.run(b, lr, nullptr);
+    const Tensor loss = step.run_micro_step(b, {.lr = lr}).loss;
     out.losses.push_back(float(loss.item()));  // a replay's watchdog error would surface here
   }
-  out.replays = graph.replays();
+  out.replays = graphed ? step.graph()->replays() : 0;
   for (const auto& [name, p] : model.named_parameters()) out.weights.push_back(test::host_f32(p));
   compute.synchronize();
   return out;
@@ -73,7 +75,7 @@ void expect_graphed_equals_eager(const std::vector<std::string>& extra) {
   const int steps = 8;  // 3 eager, the capture, then replays
   const Run eager = train(false, steps, extra), graphed = train(true, steps, extra);
   EXPECT_NE(graphed.transport.find("nccl"), std::string::npos) << graphed.transport;
-  EXPECT_EQ(graphed.replays, steps - GraphedTrainStep::kEagerSteps);
+  EXPECT_EQ(graphed.replays, steps - StepGraph::kEagerSteps);
   expect_same_losses(eager.losses, graphed.losses);
   ASSERT_EQ(eager.weights.size(), graphed.weights.size());
   for (size_t i = 0; i < eager.weights.size(); ++i) EXPECT_EQ(eager.weights[i], graphed.weights[i]) << "parameter " << i;

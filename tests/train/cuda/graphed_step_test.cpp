@@ -1,5 +1,5 @@
-// train.cuda_graph on a GPU (train/graphed_step.h): from the same seed and batches, steps
-// replayed from a CUDA graph give bit for bit the losses, weights and BatchNorm statistics of the
+// train.cuda_graph on a GPU (train/step_graph.h, run by train/step.h): from the same seed and
+// batches, steps replayed from a CUDA graph give bit for bit the losses, weights and BatchNorm statistics of the
 // eager steps, with a learning rate that changes every step (fp32 SGD with momentum; fp16 with
 // loss scaling and AdamW). Bit-identical is expected because the native convolution and batch
 // norm kernels are deterministic (kernels.conv/batch_norm=native; cuDNN's timed algorithm choice
@@ -21,8 +21,7 @@
 
 #include "graphed_vs_eager.h"
 #include "dist/gradient_comm.h"
-#include "train/graphed_step.h"
-#include "train/training_parts.h"
+#include "train/session.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/device_allocator.h"
 #include "engine/random.h"
@@ -30,22 +29,18 @@
 #include "support/gpu_ops.h"
 #include "support/metrics_file.h"
 #include "support/paths.h"
+#include "util/check.h"
 
 namespace cg::train {
 namespace {
 
 using test::expect_same_losses;
 
-// A small MiniResNet with its optimizer and step, on its own compute stream (made current).
+// A small MiniResNet with its optimizer and step: the training session of `extra` over the base
+// settings (its compute stream made current). The base settings come first, so that `extra`
+// (applied after them) may override any.
 struct Trainee {
-  explicit Trainee(const std::vector<std::string>& extra)
-      : c(config(extra)), device(choose_device(c, 0)), compute(Stream::create(device)), on_compute(compute),
-        gen(uint64_t(c.train.seed)), model(model_options(c), gen) {
-    model.to(device);
-    optimizer = make_optimizer(c, model);
-    step = std::make_unique<TrainStep>(c, model, *optimizer, nullptr, device);
-  }
-  // The base settings first, so that `extra` (applied after them) may override any.
+  explicit Trainee(const std::vector<std::string>& extra) : session(config(extra)) { session.start(nullptr); }
   static TrainConfig config(const std::vector<std::string>& extra) {
     std::vector<std::string> overrides = {"train.device=cuda",  "model.widths=[8,16]",      "model.blocks=[1,1]",
                                           "model.in_channels=3", "kernels.conv=native",       "kernels.batch_norm=native",
@@ -53,16 +48,19 @@ struct Trainee {
     overrides.insert(overrides.end(), extra.begin(), extra.end());
     return load_train_config("", overrides);
   }
+  TrainStep& step() { return session.step(); }
+  const StepGraph& graph() {  // with train.cuda_graph=true
+    const StepGraph* graph = session.step().graph();
+    CG_CHECK(graph != nullptr, "train.cuda_graph=true left the step without its graph");
+    return *graph;
+  }
+  // One optimizer step on `batch`.
+  StepOutputs run(const data::DeviceBatch& batch, double lr) { return step().run_micro_step(batch, {.lr = lr}); }
 
-  TrainConfig c;
-  Device device;
-  Stream compute;
-  StreamGuard on_compute;
-  Generator gen;
-  nn::MiniResNet model;
-  std::unique_ptr<nn::Optimizer> optimizer;
-  std::unique_ptr<TrainStep> step;
+  TrainSession session;
 };
+
+const std::string kGraphed = "train.cuda_graph=true";
 
 std::vector<data::DeviceBatch> batches(Device device, int count) { return test::step_batches(device, count, 3); }
 
@@ -83,26 +81,22 @@ std::vector<std::vector<unsigned char>> state_bytes(const nn::Module& model) {
   return out;
 }
 
-Trajectory train(const std::vector<std::string>& extra, bool graphed, int steps) {
+// The same steps through the one step object, with train.cuda_graph as `graphed` says.
+Trajectory train(std::vector<std::string> extra, bool graphed, int steps) {
+  if (graphed) extra.push_back(kGraphed);
   Trainee t(extra);
-  const std::vector<data::DeviceBatch> data = batches(t.device, 4);
-  GraphedTrainStep graph(*t.step, *t.optimizer, nullptr, t.compute);
+  EXPECT_EQ(t.step().graph() != nullptr, graphed);
+  const std::vector<data::DeviceBatch> data = batches(t.session.device(), 4);
   Trajectory out;
   for (int s = 0; s < steps; ++s) {
-    const data::DeviceBatch& b = data[size_t(s) % data.size()];
-    Tensor loss, hits;
-    if (graphed) {
-      loss = graph.run(b, lr_at(s)).loss;
-    } else {
-      loss = t.step->run(b, lr_at(s), &hits);
-    }
-    out.losses.push_back(float(loss.item()));
+    const StepOutputs step = t.run(data[size_t(s) % data.size()], lr_at(s));
+    out.losses.push_back(float(step.loss.item()));
   }
-  if (graphed) {
-    EXPECT_EQ(graph.replays(), steps - GraphedTrainStep::kEagerSteps);
+  if (graphed && t.step().graph()) {
+    EXPECT_EQ(t.graph().replays(), steps - StepGraph::kEagerSteps);
   }
-  EXPECT_EQ(t.optimizer->steps_taken(), steps);
-  out.state = state_bytes(t.model);
+  EXPECT_EQ(t.session.optimizer().steps_taken(), steps);
+  out.state = state_bytes(t.session.model());
   return out;
 }
 
@@ -114,12 +108,12 @@ void expect_graph_matches_eager(const std::vector<std::string>& extra) {
   for (size_t i = 0; i < eager.state.size(); ++i) EXPECT_EQ(eager.state[i], graphed.state[i]) << "state tensor " << i;
 }
 
-TEST(GraphedTrainStep, Fp32SgdMatchesEagerBitForBit) {
+TEST(StepGraph, Fp32SgdMatchesEagerBitForBit) {
   NEED_GPU();
   expect_graph_matches_eager({"optim.name=sgd", "optim.momentum=0.9"});
 }
 
-TEST(GraphedTrainStep, Fp16AdamWMatchesEagerBitForBit) {
+TEST(StepGraph, Fp16AdamWMatchesEagerBitForBit) {
   NEED_GPU();
   expect_graph_matches_eager({"optim.name=adamw", "amp.enabled=true", "amp.dtype=fp16"});
 }
@@ -128,7 +122,7 @@ TEST(GraphedTrainStep, Fp16AdamWMatchesEagerBitForBit) {
 // synchronizes and allocates, both illegal in a capture) runs in the eager steps, so the capture
 // only records the chosen kernels. The graphed and eager runs may pick different algorithms (a
 // timed search), so their losses agree within a tolerance rather than bit for bit.
-TEST(GraphedTrainStep, CudnnConvolutionsCaptureAndReplayCloseToEager) {
+TEST(StepGraph, CudnnConvolutionsCaptureAndReplayCloseToEager) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("cuDNN");
   const std::vector<std::string> extra = {"kernels.conv=cudnn", "kernels.batch_norm=cudnn", "optim.name=sgd",
@@ -150,51 +144,52 @@ std::vector<std::vector<unsigned char>> parameter_bytes(const nn::Module& model)
   return out;
 }
 
-TEST(GraphedTrainStep, ReplaysReadTheLearningRateOfTheirStep) {
+TEST(StepGraph, ReplaysReadTheLearningRateOfTheirStep) {
   NEED_GPU();
-  Trainee t({"optim.name=sgd", "optim.momentum=0.9"});
-  const std::vector<data::DeviceBatch> data = batches(t.device, 2);
-  GraphedTrainStep graph(*t.step, *t.optimizer, nullptr, t.compute);
-  for (int s = 0; s <= GraphedTrainStep::kEagerSteps; ++s) graph.run(data[size_t(s) % 2], 0.05);
-  ASSERT_TRUE(graph.captured());
-  const auto before = parameter_bytes(t.model);
-  graph.run(data[0], 0.0);
-  EXPECT_EQ(parameter_bytes(t.model), before) << "lr 0 must leave every weight as it was";
-  graph.run(data[1], 0.05);
-  EXPECT_NE(parameter_bytes(t.model), before) << "the replay kept the captured learning rate";
+  Trainee t({"optim.name=sgd", "optim.momentum=0.9", kGraphed});
+  const std::vector<data::DeviceBatch> data = batches(t.session.device(), 2);
+  for (int s = 0; s <= StepGraph::kEagerSteps; ++s) t.run(data[size_t(s) % 2], 0.05);
+  ASSERT_TRUE(t.graph().captured());
+  const auto before = parameter_bytes(t.session.model());
+  t.run(data[0], 0.0);
+  EXPECT_EQ(parameter_bytes(t.session.model()), before) << "lr 0 must leave every weight as it was";
+  t.run(data[1], 0.05);
+  EXPECT_NE(parameter_bytes(t.session.model()), before) << "the replay kept the captured learning rate";
 }
 
-TEST(GraphedTrainStep, ItsPoolIsNotUsedOutsideTheCaptureAndReplaysDoNotAllocate) {
+TEST(StepGraph, ItsPoolIsNotUsedOutsideTheCaptureAndReplaysDoNotAllocate) {
   NEED_GPU();
-  Trainee t({"optim.name=sgd"});
-  const std::vector<data::DeviceBatch> data = batches(t.device, 2);
-  GraphedTrainStep graph(*t.step, *t.optimizer, nullptr, t.compute);
-  for (int s = 0; s <= GraphedTrainStep::kEagerSteps + 1; ++s) graph.run(data[size_t(s) % 2], 0.05);
+  Trainee t({"optim.name=sgd", kGraphed});
+  const std::vector<data::DeviceBatch> data = batches(t.session.device(), 2);
+  for (int s = 0; s <= StepGraph::kEagerSteps + 1; ++s) t.run(data[size_t(s) % 2], 0.05);
+  const StepGraph& graph = t.graph();
   EXPECT_EQ(graph.backend_allocations_in_capture(), 0u) << "the last eager step left its blocks in the pool";
-  CachingAllocator& allocator = allocator_for(t.device);
+  CachingAllocator& allocator = allocator_for(t.session.device());
   const PoolStats pool = graph.pool_stats();
   EXPECT_GT(pool.reserved_bytes, 0u);
   const size_t backend_calls = allocator.stats().backend_allocations;
   for (int s = 0; s < 5; ++s) {
-    const StepOutputs out = graph.run(data[size_t(s) % 2], 0.05);
+    const StepOutputs out = t.run(data[size_t(s) % 2], 0.05);
     EXPECT_EQ(allocator.pool_of(out.loss.raw_data()), 0u);
   }
   EXPECT_EQ(allocator.stats().backend_allocations, backend_calls) << "steady replays reached cudaMalloc";
   EXPECT_EQ(graph.pool_stats().reserved_bytes, pool.reserved_bytes);
   {  // an evaluation between replays: every tensor it makes comes from the shared cache
     autograd::NoGradGuard no_grad;
-    t.model.eval();
-    const Tensor logits = t.model(data[0].images);
+    nn::MiniResNet& model = t.session.model();
+    model.eval();
+    const Tensor logits = model(data[0].images);
     EXPECT_EQ(allocator.pool_of(logits.raw_data()), 0u);
-    t.model.train();
+    model.train();
   }
   EXPECT_EQ(graph.pool_stats().in_use_bytes, pool.in_use_bytes);
-  graph.run(data[0], 0.05);
-  t.compute.synchronize();
+  t.run(data[0], 0.05);
+  t.session.compute().synchronize();
 }
 
 // A transport whose communication has failed once `failed` is set, as after the watchdog aborted
-// a timed-out replay. It is only asked about its health and to watch replays: the step has no DDP.
+// a timed-out replay. It is only asked about its health and to watch replays: the graph is given
+// an eager step without DDP.
 class FailingComm : public dist::GradientComm {
  public:
   bool failed = false;
@@ -211,13 +206,14 @@ class FailingComm : public dist::GradientComm {
   }
 };
 
-TEST(GraphedTrainStep, NoReplayAfterCommunicationFailed) {
+TEST(StepGraph, NoReplayAfterCommunicationFailed) {
   NEED_GPU();
   Trainee t({"optim.name=sgd"});
-  const std::vector<data::DeviceBatch> data = batches(t.device, 2);
+  const std::vector<data::DeviceBatch> data = batches(t.session.device(), 2);
   FailingComm comm;
-  GraphedTrainStep graph(*t.step, *t.optimizer, &comm, t.compute);
-  for (int s = 0; s <= GraphedTrainStep::kEagerSteps; ++s) graph.run(data[size_t(s) % 2], 0.05);
+  StepGraph graph([&](const data::DeviceBatch& b, double lr) { return t.run(b, lr); }, t.session.optimizer(), &comm,
+                  t.session.compute());
+  for (int s = 0; s <= StepGraph::kEagerSteps; ++s) graph.run(data[size_t(s) % 2], 0.05);
   ASSERT_EQ(graph.replays(), 1);
   EXPECT_EQ(comm.watched, 1);
   comm.failed = true;
@@ -228,7 +224,7 @@ TEST(GraphedTrainStep, NoReplayAfterCommunicationFailed) {
     EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
   }
   EXPECT_EQ(graph.replays(), 1) << "the captured collectives were launched on an aborted communicator";
-  t.compute.synchronize();
+  t.session.compute().synchronize();
 }
 
 // ---- cudagrad-train as a program

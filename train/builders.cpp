@@ -1,0 +1,79 @@
+#include "train/builders.h"
+
+#include "util/log.h"
+
+namespace cg::train {
+
+nn::MiniResNetOptions model_options(const TrainConfig& c) {
+  nn::MiniResNetOptions mo;
+  mo.in_channels = c.model.in_channels;
+  mo.num_classes = c.model.num_classes;
+  mo.widths = c.model.widths;
+  mo.blocks = c.model.blocks;
+  mo.layout = c.model.channels_last ? ops::Layout::nhwc : ops::Layout::nchw;
+  return mo;
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
+  if (c.optim.name == OptimizerName::sgd) {
+    nn::SgdOptions h;
+    h.lr = float(c.optim.lr);
+    h.momentum = float(c.optim.momentum);
+    h.weight_decay = float(c.optim.weight_decay);
+    h.nesterov = c.optim.nesterov;
+    return std::make_unique<nn::SGD>(model.named_parameters(), h);
+  }
+  nn::AdamWOptions h;
+  h.lr = float(c.optim.lr);
+  h.beta1 = float(c.optim.beta1);
+  h.beta2 = float(c.optim.beta2);
+  h.eps = float(c.optim.eps);
+  h.weight_decay = float(c.optim.weight_decay);
+  return std::make_unique<nn::AdamW>(model.named_parameters(), h);
+}
+
+int64_t optimizer_steps_per_epoch(const TrainConfig& c, int64_t batches_per_epoch) {
+  return (batches_per_epoch + c.train.grad_accum_steps - 1) / c.train.grad_accum_steps;
+}
+
+nn::LrSchedule make_schedule(const TrainConfig& c, int64_t batches_per_epoch) {
+  nn::ScheduleOptions so;
+  so.kind = c.sched.name;
+  so.base_lr = c.optim.lr;
+  so.min_lr = c.sched.min_lr;
+  so.warmup_steps = c.sched.warmup_steps;
+  so.steps_per_epoch = optimizer_steps_per_epoch(c, batches_per_epoch);
+  so.total_steps = so.steps_per_epoch * c.train.epochs;
+  so.epochs = c.train.epochs;
+  return nn::LrSchedule(so);
+}
+
+std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, DistContext& dc, nn::Module& model,
+                                                        Device device) {
+  auto comm = dc.make_gradient_comm(c.dist, device);
+  if (!comm) return nullptr;
+  dist::DdpOptions options;
+  options.bucket_cap_mb = c.dist.bucket_cap_mb;
+  options.zero_sharding = c.optim.zero_sharding;
+  options.sync_batchnorm = c.model.sync_batchnorm && dc.world_size() > 1;  // one real rank: nothing to sync
+  options.grad_compression = c.dist.grad_compression;
+  auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
+  const std::string wire = c.dist.grad_compression == dist::GradCompression::none
+                               ? std::string("float32")
+                               : fmt::format("{} compressed", enum_name(c.dist.grad_compression));
+  if (options.zero_sharding)  // from the second step on; the first is all-reduced
+    log::info("DDP: {} gradient buckets over {}, {} bytes reduce-scattered per step ({}), {} bytes of parameters "
+              "all-gathered (float32)",
+              ddp->num_buckets(), ddp->comm().name(), ddp->bytes_per_step(), wire, ddp->gather_bytes_per_step());
+  else
+    log::info("DDP: {} gradient buckets over {}, {} bytes all-reduced per step ({})", ddp->num_buckets(),
+              ddp->comm().name(), ddp->bytes_per_step(), wire);
+  if (const double modeled = ddp->modeled_ms_per_step(); modeled > 0)
+    log::info("DDP: the ring model's time for one step's collectives: {:.4f} ms", modeled);
+  if (options.sync_batchnorm)
+    log::info("SyncBatchNorm: {} batch-norm layers, statistics over {} ranks", ddp->sync_batchnorm_layers(),
+              dc.world_size());
+  return ddp;
+}
+
+}  // namespace cg::train

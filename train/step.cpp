@@ -1,0 +1,105 @@
+#include "train/step.h"
+
+#include "engine/autocast.h"
+#include "engine/ops.h"
+#include "util/log.h"
+#include "util/nvtx.h"
+#include "util/trace.h"
+
+namespace cg::train {
+
+TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
+                     dist::DistributedDataParallel* ddp, const Stream& compute)
+    : model_(model), optimizer_(optimizer), ddp_(ddp), params_(model.named_parameters()),
+      amp_(c.amp.enabled), amp_dtype_(c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16),
+      accum_(c.train.grad_accum_steps) {
+  if (amp_ && amp_dtype_ == DType::f16)
+    scaler_ = std::make_unique<nn::GradScaler>(nn::GradScalerOptions{}, compute.device());
+  if (ddp_ && scaler_) ddp_->attach(*scaler_);  // every rank skips an overflowing step together
+  if (!c.train.cuda_graph) return;
+  if (ddp_ && ddp_->comm().name().find("gloo") != std::string::npos)
+    throw UsageError(fmt::format("train.cuda_graph=true cannot capture DDP over {} (host code; chosen because ranks "
+                                 "share a GPU); set it false", ddp_->comm().name()));
+  // What the graph captures and, before that, runs eagerly: a whole step (grad_accum_steps is 1).
+  auto whole_step = [this](const data::DeviceBatch& batch, double lr) { return run_phases(batch, true, lr); };
+  graph_ = std::make_unique<StepGraph>(whole_step, optimizer_, ddp_ ? &ddp_->comm() : nullptr, compute);
+  log::info("train: the step is captured as a CUDA graph after {} eager steps", StepGraph::kEagerSteps);
+}
+
+MicroStepOutputs TrainStep::run_micro_step(const data::DeviceBatch& batch, MicroStep where) {
+  MicroStepOutputs out;
+  if (graph_) {
+    static_cast<StepOutputs&>(out) = graph_->run(batch, where.lr);
+    if (phase_end_) phase_end_();
+    out.optimizer_stepped = true;
+    return out;
+  }
+  // The last micro-batch of an accumulation group communicates and steps; the others only accumulate.
+  out.optimizer_stepped = ++micro_ == accum_ || where.close_group;
+  if (out.optimizer_stepped) micro_ = 0;
+  static_cast<StepOutputs&>(out) = run_phases(batch, out.optimizer_stepped, where.lr);
+  return out;
+}
+
+StepOutputs TrainStep::run_phases(const data::DeviceBatch& batch, bool ends_group, double lr) {
+  StepOutputs out;
+  const Tensor loss = forward(batch, {.sync = ends_group}, &out.hits);
+  phase_ended();
+  backward(loss);
+  phase_ended();
+  finish_gradient_sync();
+  phase_ended();
+  if (ends_group) {
+    optimizer_step(lr);
+    phase_ended();
+  }
+  out.loss = loss.detach();  // the autograd graph (and what it saved) goes now, not with the loss
+  return out;
+}
+
+// Eager phases only: inside the graph's warm-up and capture the hook would be recorded too.
+void TrainStep::phase_ended() const {
+  if (phase_end_ && !graph_) phase_end_();
+}
+
+Tensor TrainStep::forward(const data::DeviceBatch& batch, ForwardOptions options, Tensor* hits) {
+  trace::Span span("forward", "compute");
+  CG_NVTX_RANGE("forward");
+  autocast::Scope autocast({.enabled = amp_, .dtype = amp_dtype_});
+  if (!ddp_) return ops::cross_entropy(model_(batch.images), batch.labels, hits);
+  std::optional<dist::DistributedDataParallel::NoSync> accumulate_only;
+  if (!options.sync) accumulate_only.emplace(ddp_->no_sync());
+  return ops::cross_entropy((*ddp_)(batch.images), batch.labels, hits);
+}
+
+void TrainStep::backward(const Tensor& loss) {
+  trace::Span span("backward", "compute");
+  CG_NVTX_RANGE("backward");
+  const Tensor l = accum_ > 1 ? ops::scale(loss, 1.0 / double(accum_)) : loss;
+  if (scaler_) scaler_->backward(l);
+  else l.backward();
+}
+
+void TrainStep::finish_gradient_sync() {
+  if (!ddp_) return;
+  trace::Span span("wait for all-reduces", "compute");
+  CG_NVTX_RANGE("wait for all-reduces");
+  ddp_->wait_for_gradients();
+}
+
+void TrainStep::optimizer_step(double lr) {
+  {
+    trace::Span span("optimizer", "compute");
+    CG_NVTX_RANGE("optimizer");
+    if (scaler_) {
+      scaler_->step(optimizer_, params_, lr);  // agreed over the ranks by DDP (attach)
+    } else {
+      optimizer_.step(lr);
+    }
+  }
+  if (ddp_) ddp_->start_parameter_gather();  // ZeRO-1: the shards each rank updated, to all
+  if (ddp_) ddp_->zero_grad();  // gradients stay views of DDP's flat buffer
+  else optimizer_.zero_grad();
+}
+
+}  // namespace cg::train
