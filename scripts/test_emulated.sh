@@ -3,8 +3,9 @@
 # -DCUDAGRAD_GPU_EMULATION=ON into build-emu/ (the kernels/cuda sources run on the CPU through
 # emulator/), and runs the GPU tests that emulation covers: the emulator's own tests and the
 # kernel, engine, data, distributed, nn and training-step GPU tests (the default GPU configuration's
-# step against the CPU, CUDA graph capture and replay), then the kernel tests once more with the
-# threads of each block run in reverse order. Tests of cuDNN, cuBLAS or NCCL, and of real
+# step against the CPU, CUDA graph capture and replay) and the op families' conformance suites
+# (tests/conformance/cuda: every registered GPU implementation against a float64 reference), then
+# the kernel tests once more with the threads of each block run in reverse order. Tests of cuDNN, cuBLAS or NCCL, and of real
 # concurrency, skip there as needing a real GPU. The apps/ GPU tests (whole trainer runs, minutes
 # each in emulation) are not in this set.
 # Environment: BUILD_DIR (default build-emu), JOBS (default: all cores).
@@ -18,7 +19,7 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 # Left out: GpuTraining.MixedPrecisionFp16Learns (40 fp16 steps, about 5 minutes here; fp16
 # training is covered by DefaultGpuConfig.*, a few steps against the CPU).
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
-  -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda" -E "MixedPrecisionFp16Learns" |
+  -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda|conformance_cuda" -E "MixedPrecisionFp16Learns" |
   tee "$BUILD_DIR/ctest.log"
 # The race pass: the kernels again with each block's threads run in reverse order. A read of
 # shared memory that another thread writes between the same two barriers gives a result that

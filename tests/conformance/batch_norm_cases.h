@@ -113,8 +113,11 @@ inline std::vector<double> batch_norm_reference_forward(const BatchNormRow& r, c
 }
 
 // The forward, the running statistics after a training step (unbiased variance, as PyTorch) and
-// the analytic gradients.
-inline BatchNormResults batch_norm_reference(const BatchNormRow& r, const BatchNormValues& v) {
+// the analytic gradients. The fused ReLU passes the gradient where relu_y (the forward's output the
+// backward is given; the reference's own when empty) is positive: where the sum lands within
+// rounding of 0 a half-precision forward may legitimately cut what the reference passes.
+inline BatchNormResults batch_norm_reference(const BatchNormRow& r, const BatchNormValues& v,
+                                             const std::vector<double>& relu_y = {}) {
   const ChannelStats s = bn_stats(r, v);
   const int64_t hw = r.h * r.w, m = r.n * hw;
   BatchNormResults out;
@@ -126,7 +129,7 @@ inline BatchNormResults batch_norm_reference(const BatchNormRow& r, const BatchN
   out.dbeta.assign(size_t(r.c), 0.0);
   for (size_t i = 0; i < g.size(); ++i) {
     const size_t c = size_t((int64_t(i) / hw) % r.c);
-    g[i] = r.relu && out.y[i] <= 0 ? 0.0 : v.dy[i];
+    g[i] = r.relu && (relu_y.empty() ? out.y : relu_y)[i] <= 0 ? 0.0 : v.dy[i];
     xhat[i] = (v.x[i] - s.mean[c]) * s.invstd[c];
     out.dgamma[c] += g[i] * xhat[i];
     out.dbeta[c] += g[i];

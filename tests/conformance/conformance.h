@@ -32,9 +32,14 @@ struct Param {
   std::string refused;
 };
 
-// How GoogleTest prints a case (listings, failures): its implementation, row and dtype.
+// How GoogleTest prints a case (listings, failures): its implementation, row and dtype, or why
+// the implementation runs nothing here.
 template <typename Interface, typename Case>
 void PrintTo(const Param<Interface, Case>& p, std::ostream* os) {
+  if (!p.refused.empty()) {
+    *os << p.implementation.name << " " << p.refused;
+    return;
+  }
   *os << p.implementation.name << ", " << p.c.name << ", " << dtype_name(p.dtype)
       << (p.layout == Layout::nhwc ? ", channels-last" : "");
 }
