@@ -5,9 +5,9 @@
 # kernel, engine, data, distributed, nn and training-step GPU tests (the default GPU configuration's
 # step against the CPU, CUDA graph capture and replay) and the op families' conformance suites
 # (tests/conformance/cuda: every registered GPU implementation against a float64 reference), then
-# the kernel tests once more with the threads of each block run in reverse order. Tests of cuDNN, cuBLAS or NCCL, and of real
-# concurrency, skip there as needing a real GPU. The apps/ GPU tests (whole trainer runs, minutes
-# each in emulation) are not in this set.
+# the kernel and conformance tests once more with the threads of each block run in reverse order.
+# Tests of cuDNN, cuBLAS or NCCL, and of real concurrency, skip there as needing a real GPU. The
+# apps/ GPU tests (whole trainer runs, minutes each in emulation) are not in this set.
 # Environment: BUILD_DIR (default build-emu), JOBS (default: all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,6 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
 # differs from the reference in one of the two orders (emulator/grid.cpp).
 echo "== the kernels again, threads in reverse order (shared-memory races) =="
 CG_EMU_SCHEDULE=reverse ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
-  -L "emulator|kernels_cuda|engine_cuda|data_cuda" | tee "$BUILD_DIR/ctest_reverse.log"
+  -L "emulator|kernels_cuda|engine_cuda|data_cuda|conformance_cuda" | tee "$BUILD_DIR/ctest_reverse.log"
 grep -E "tests passed" "$BUILD_DIR/ctest.log" | tail -n 1
 grep -E "tests passed" "$BUILD_DIR/ctest_reverse.log" | sed 's/^/reverse schedule: /' | tail -n 1

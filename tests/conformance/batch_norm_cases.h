@@ -19,15 +19,19 @@ struct BatchNormRow {
   bool training = true;
   bool relu = false;
   bool residual = false;  // relu(bn(x) + residual), as batch_norm_add_relu (relu set too)
+  bool sync = false;      // SyncBatchNorm's two phases around the sum over replicas (here one)
 };
 
-// Channels not a multiple of 4 or 16, batch 1, 1x1 planes, planes that leave a partial block.
+// Channels not a multiple of 4 or 16, batch 1, 1x1 planes, planes that leave a partial block;
+// training and eval, with and without the fused ReLU and residual, and SyncBatchNorm's phases.
 inline std::vector<BatchNormRow> batch_norm_rows() {
   return {{"train", 2, 3, 5, 7},
           {"train_relu_batch1", 1, 20, 3, 3, true, true},
           {"train_add_relu", 2, 16, 4, 4, true, true, true},
           {"train_plane1", 8, 33, 1, 1},
           {"train_odd_plane", 2, 4, 17, 19, true, true},
+          {"sync_train", 2, 5, 3, 4, true, false, false, true},
+          {"sync_add_relu", 2, 6, 3, 3, true, true, true, true},
           {"eval", 3, 5, 2, 3, false},
           {"eval_add_relu", 2, 7, 3, 3, false, true, true}};
 }
@@ -49,6 +53,7 @@ inline impl::BatchNormProblem batch_norm_problem(const BatchNormRow& r, DType dt
   p.needs_backward = true;
   p.activation = r.relu ? Activation::relu : Activation::none;
   p.residual = r.residual;
+  p.cross_replica = r.sync;
   p.layer = "conformance batch_norm " + r.name;
   return p;
 }

@@ -27,6 +27,29 @@ struct BnImages {
   }
 };
 
+// The forward as ops::batch_norm runs it: one call, or (SyncBatchNorm) the local moments, then the
+// forward with them (one replica: the summed moments are the local ones), which it returns.
+inline Tensor bn_forward(const impl::BatchNormImpl& im, const impl::BatchNormProblem& p,
+                         const impl::BatchNormForward& f) {
+  if (!p.cross_replica) {
+    im.forward(p, f);
+    return Tensor();
+  }
+  const Tensor moments = Tensor::empty({2 * p.shape.c + 1}, DType::f64, p.device);
+  im.local_moments(p, f, moments);
+  im.forward_with_moments(p, f, moments);
+  return moments;
+}
+
+// The backward likewise: one call, or the local gradient sums, then dx from them.
+inline void bn_backward(const impl::BatchNormImpl& im, const impl::BatchNormProblem& p,
+                        const impl::BatchNormBackwardArgs& b, const Tensor& moments) {
+  if (!p.cross_replica) return im.backward(p, b);
+  const Tensor sums = Tensor::empty({2 * p.shape.c}, DType::f64, p.device);
+  im.local_grad_sums(p, b, sums);
+  im.backward_with_sums(p, b, sums, moments);
+}
+
 // Forward, then backward, as ops::batch_norm runs them. Per-channel tensors are float32 on the
 // GPU and in the compute dtype on the CPU.
 inline BatchNormResults run_batch_norm(const BatchNormParam& p, const BatchNormValues& v) {
@@ -45,7 +68,7 @@ inline BatchNormResults run_batch_norm(const BatchNormParam& p, const BatchNormV
     f.save_invstd = Tensor::empty({r.c}, channel_dtype, device);
   }
   const Selected selected(p.implementation);
-  p.implementation.impl->forward(problem, f);
+  const Tensor moments = bn_forward(*p.implementation.impl, problem, f);
   impl::BatchNormBackwardArgs b{.dy = images.to_tensor(v.dy), .x = f.x, .gamma = f.weight,
                                 .mean = r.training ? f.save_mean : channel(v.running_mean),
                                 .stat = r.training ? f.save_invstd : channel(v.running_var),
@@ -54,7 +77,7 @@ inline BatchNormResults run_batch_norm(const BatchNormParam& p, const BatchNormV
   b.dgamma = Tensor::empty({r.c}, channel_dtype, device);
   b.dbeta = Tensor::empty({r.c}, channel_dtype, device);
   if (r.residual) b.d_residual = Tensor::empty(f.x.shape(), p.dtype, device);
-  p.implementation.impl->backward(problem, b);
+  bn_backward(*p.implementation.impl, problem, b, moments);
   return {images.from_tensor(f.y),     values_of(f.running_mean), values_of(f.running_var),
           images.from_tensor(b.dx),    values_of(b.dgamma),       values_of(b.dbeta),
           r.residual ? images.from_tensor(b.d_residual) : std::vector<double>()};
