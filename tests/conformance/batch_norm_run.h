@@ -87,7 +87,7 @@ inline void expect_batch_norm_conforms(const BatchNormParam& p) {
   const BatchNormValues v = batch_norm_values(p.c, p.dtype);
   const BatchNormResults got = run_batch_norm(p, v);
   const BatchNormResults ref = batch_norm_reference(p.c, v, got.y);
-  const Tolerance tol = budget_for(p.dtype);
+  const Tolerance tol = budget_for(p.dtype, p.implementation.device);
   EXPECT_TRUE(matches_reference(got.y, ref.y, tol)) << "forward y";
   EXPECT_TRUE(matches_reference(got.running_mean, ref.running_mean, tol)) << "running_mean";
   EXPECT_TRUE(matches_reference(got.running_var, ref.running_var, tol)) << "running_var";

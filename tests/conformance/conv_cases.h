@@ -138,7 +138,7 @@ inline void expect_conv_conforms(const Param<impl::ConvImpl, ConvRow>& p) {
   const ConvValues v = conv_values(p.c, p.dtype);
   const ConvResults ref = conv_reference(p.c, v);
   const ConvResults got = run_conv(p, v);
-  const Tolerance tol = budget_for(p.dtype);
+  const Tolerance tol = budget_for(p.dtype, p.implementation.device);
   EXPECT_TRUE(matches_reference(got.y, ref.y, tol)) << "forward y";
   EXPECT_TRUE(matches_reference(got.dx, ref.dx, tol)) << "dx";
   EXPECT_TRUE(matches_reference(got.dw, ref.dw, tol)) << "dw";

@@ -76,7 +76,7 @@ inline ElementwiseResults run_elementwise(const ElementwiseParam& p, const std::
 inline void expect_elementwise_conforms(const ElementwiseParam& p) {
   const std::vector<double> a = random_values(p.c.n, 61, p.dtype), b = random_values(p.c.n, 62, p.dtype);
   const ElementwiseResults ref = elementwise_reference(a, b), got = run_elementwise(p, a, b);
-  const Tolerance tol = budget_for(p.dtype);
+  const Tolerance tol = budget_for(p.dtype, p.implementation.device);
   EXPECT_TRUE(matches_reference(got.relu, ref.relu, tol)) << "relu";
   EXPECT_TRUE(matches_reference(got.relu_backward, ref.relu_backward, tol)) << "relu backward";
   EXPECT_TRUE(matches_reference(got.add, ref.add, tol)) << "add";

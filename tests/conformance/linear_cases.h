@@ -89,7 +89,7 @@ inline LinearResults run_linear(const LinearParam& p, const LinearValues& v) {
 inline void expect_linear_conforms(const LinearParam& p) {
   const LinearValues v = linear_values(p.c, p.dtype);
   const LinearResults ref = linear_reference(p.c, v), got = run_linear(p, v);
-  const Tolerance tol = budget_for(p.dtype);
+  const Tolerance tol = budget_for(p.dtype, p.implementation.device);
   EXPECT_TRUE(matches_reference(got.y, ref.y, tol)) << "forward y";
   EXPECT_TRUE(matches_reference(got.dx, ref.dx, tol)) << "dx";
   EXPECT_TRUE(matches_reference(got.dw, ref.dw, tol)) << "dw";
