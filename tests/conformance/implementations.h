@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/impl/conv.h"
 #include "engine/impl/registry.h"
 #include "engine/ops.h"
 
