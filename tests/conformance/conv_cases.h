@@ -104,9 +104,28 @@ inline ConvResults conv_reference(const ConvRow& r, const ConvValues& v) {
   return out;
 }
 
-// Runs the implementation forward and backward (all gradients) on the row, in the case's dtype
-// and layout, the weight as a training step holds it: the parameter's dtype on the CPU, float32
-// on the GPU (the implementation casts it and returns dw in float32).
+// The backward asked for one side only (a first layer's input needs no gradient, a frozen
+// layer's weight none): that side as the full backward gave it, the other not computed.
+inline void expect_one_sided_backwards_agree(const Param<impl::ConvImpl, ConvRow>& p, const impl::ConvProblem& problem,
+                                             const impl::ConvSaved& saved, const Tensor& dy,
+                                             const impl::ConvGrads& full) {
+  const impl::ConvImpl& im = *p.implementation.impl;
+  const Tolerance tol = budget_for(p.dtype, p.implementation.device);
+  const impl::ConvGrads only_dx = im.backward(problem, saved, dy, true, false, p.c.bias);
+  const impl::ConvGrads only_w = im.backward(problem, saved, dy, false, true, p.c.bias);
+  EXPECT_FALSE(only_dx.dw.defined() || only_dx.db.defined()) << "need_w=false computed dw or db";
+  EXPECT_FALSE(only_w.dx.defined()) << "need_dx=false computed dx";
+  if (!only_dx.dx.defined() || !only_w.dw.defined()) {
+    ADD_FAILURE() << "a one-sided backward left out the side it was asked for";
+    return;
+  }
+  EXPECT_TRUE(matches_reference(values_of(only_dx.dx), values_of(full.dx), tol)) << "dx alone";
+  EXPECT_TRUE(matches_reference(values_of(only_w.dw), values_of(full.dw), tol)) << "dw alone";
+}
+
+// Runs the implementation forward and backward (all gradients, then each side alone) on the row,
+// in the case's dtype and layout, the weight as a training step holds it: the parameter's dtype
+// on the CPU, float32 on the GPU (the implementation casts it and returns dw in float32).
 inline ConvResults run_conv(const Param<impl::ConvImpl, ConvRow>& p, const ConvValues& v) {
   const kernels::Conv2dShape& s = p.c.s;
   const Device device = device_of(p.implementation.device);
@@ -130,6 +149,7 @@ inline ConvResults run_conv(const Param<impl::ConvImpl, ConvRow>& p, const ConvV
   EXPECT_EQ(y.dtype(), p.dtype) << "y keeps the compute dtype";
   EXPECT_EQ(g.dw.dtype(), w_dtype) << "dw leaves in the parameter's dtype";
   EXPECT_EQ(g.dx.shape(), x.shape()) << "dx is laid out like x";
+  expect_one_sided_backwards_agree(p, problem, saved, dy, g);
   return {from_image(y, s.c_out, s.out_h() * s.out_w()), from_image(g.dx, s.c_in, s.h * s.w), values_of(g.dw),
           p.c.bias ? values_of(g.db) : std::vector<double>()};
 }
