@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build-emu}
-LABELS="emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda"
+LABELS="emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|conformance_cuda"
 [[ -d "$BUILD_DIR" ]] || { echo "emulation_mutants: no $BUILD_DIR; run scripts/test_emulated.sh first" >&2; exit 2; }
 
 backup=""

@@ -3,10 +3,11 @@
 # -DCUDAGRAD_GPU_EMULATION=ON into build-emu/ (the kernels/cuda sources run on the CPU through
 # emulator/), and runs the GPU tests that emulation covers: the emulator's own tests and the
 # kernel, engine, data, distributed, nn and training-step GPU tests (the default GPU configuration's
-# step against the CPU, CUDA graph capture and replay) and the trainer run end to end on the
-# emulated GPU (tests/apps/cuda, at a smaller size there), then the kernel tests once more with the
-# threads of each block run in reverse order. Tests of cuDNN, cuBLAS or NCCL, and of real
-# concurrency, skip there as needing a real GPU.
+# step against the CPU, CUDA graph capture and replay), the op families' conformance suites
+# (tests/conformance/cuda: every registered GPU implementation against a float64 reference) and
+# the trainer run end to end on the emulated GPU (tests/apps/cuda, at a smaller size there), then
+# the kernel and conformance tests once more with the threads of each block run in reverse order.
+# Tests of cuDNN, cuBLAS or NCCL, and of real concurrency, skip there as needing a real GPU.
 # Environment: BUILD_DIR (default build-emu), JOBS (default: all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCUDAGRAD_GPU_EMULATION=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
-  -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda|apps_cuda" |
+  -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda|apps_cuda|conformance_cuda" |
   tee "$BUILD_DIR/ctest.log"
 # What still needs a real GPU, test by test with the library it needs (before the next run
 # replaces CTest's log).
@@ -26,6 +27,6 @@ python3 scripts/emulated_skips.py "$BUILD_DIR" | tee "$BUILD_DIR/needs_real_gpu.
 # differs from the reference in one of the two orders (emulator/grid.cpp).
 echo "== the kernels again, threads in reverse order (shared-memory races) =="
 CG_EMU_SCHEDULE=reverse ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
-  -L "emulator|kernels_cuda|engine_cuda|data_cuda" | tee "$BUILD_DIR/ctest_reverse.log"
+  -L "emulator|kernels_cuda|engine_cuda|data_cuda|conformance_cuda" | tee "$BUILD_DIR/ctest_reverse.log"
 grep -E "tests passed" "$BUILD_DIR/ctest.log" | tail -n 1
 grep -E "tests passed" "$BUILD_DIR/ctest_reverse.log" | sed 's/^/reverse schedule: /' | tail -n 1

@@ -97,6 +97,11 @@ class Registry {
   }
 
   const std::string& family() const { return family_; }
+  // Every registered entry, in registration order (a copy: the conformance tests run each one).
+  std::vector<Entry> entries() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return entries_;
+  }
   // The name `impl` was registered under ("" when it is not registered): for tests and messages.
   std::string name_of(const Interface* impl) const {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,0 +1,24 @@
+// Every GPU linear implementation in the registry against the float64 reference over the
+// family's table (conformance/linear_cases.h), in every dtype it supports. An implementation this build
+// lacks refuses every row: its one case skips with the registry's reason. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "conformance/linear_cases.h"
+#include "support/need_gpu.h"
+
+namespace cg::test {
+namespace {
+
+class GpuLinearConformance : public ::testing::TestWithParam<LinearParam> {};
+
+TEST_P(GpuLinearConformance, MatchesTheFloat64Reference) {
+  NEED_GPU();
+  if (!GetParam().refused.empty()) GTEST_SKIP() << GetParam().implementation.name << " " << GetParam().refused;
+  expect_linear_conforms(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Registered, GpuLinearConformance, ::testing::ValuesIn(linear_params(DeviceType::cuda)),
+                         ParamName());
+
+}  // namespace
+}  // namespace cg::test

@@ -1,0 +1,92 @@
+// The elementwise family's conformance (relu and its backward, add, add_relu, scale, gradient
+// accumulation): its table of element counts, the float64 reference of each op and the check of
+// one implementation on one row in one dtype.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "conformance/conformance.h"
+#include "engine/impl/elementwise.h"
+
+namespace cg::test {
+
+struct ElementwiseRow {
+  std::string name;
+  int64_t n;
+};
+
+// One element, fewer than a vector, and counts that leave a tail after whole vectors and blocks.
+inline std::vector<ElementwiseRow> elementwise_rows() {
+  return {{"one", 1}, {"seven", 7}, {"block_tail", 1027}, {"grid_tail", 4099}};
+}
+
+inline impl::ElementwiseProblem elementwise_problem(const ElementwiseRow& r, DType dtype, Layout, Device device) {
+  return {r.n, device, dtype};
+}
+
+using ElementwiseParam = Param<impl::ElementwiseImpl, ElementwiseRow>;
+constexpr double kScale = -0.375;
+
+// Each op's result on the same two inputs a, b (and b as relu's output gradient).
+struct ElementwiseResults {
+  std::vector<double> relu, relu_backward, add, add_relu, scale, accumulate;
+};
+
+inline ElementwiseResults elementwise_reference(const std::vector<double>& a, const std::vector<double>& b) {
+  ElementwiseResults out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    out.relu.push_back(std::max(a[i], 0.0));
+    out.relu_backward.push_back(a[i] > 0 ? b[i] : 0.0);
+    out.add.push_back(a[i] + b[i]);
+    out.add_relu.push_back(std::max(a[i] + b[i], 0.0));
+    out.scale.push_back(kScale * a[i]);
+  }
+  out.accumulate = out.add;  // b += a
+  return out;
+}
+
+inline ElementwiseResults run_elementwise(const ElementwiseParam& p, const std::vector<double>& a,
+                                          const std::vector<double>& b) {
+  const Device device = device_of(p.implementation.device);
+  const impl::ElementwiseProblem problem = elementwise_problem(p.c, p.dtype, Layout::nchw, device);
+  const impl::ElementwiseImpl& im = *p.implementation.impl;
+  const Tensor at = tensor_of(a, {p.c.n}, p.dtype, device), bt = tensor_of(b, {p.c.n}, p.dtype, device);
+  const auto result = [&](const auto& op) {
+    Tensor y = Tensor::empty({p.c.n}, p.dtype, device);
+    op(y);
+    return values_of(y);
+  };
+  const Selected selected(p.implementation);
+  ElementwiseResults out;
+  out.relu = result([&](Tensor& y) { im.relu(problem, at, y); });
+  const Tensor relu_y = tensor_of(out.relu, {p.c.n}, p.dtype, device);
+  out.relu_backward = result([&](Tensor& y) { im.relu_backward(problem, bt, relu_y, y); });
+  out.add = result([&](Tensor& y) { im.add(problem, at, bt, y); });
+  out.add_relu = result([&](Tensor& y) { im.add_relu(problem, at, bt, y); });
+  out.scale = result([&](Tensor& y) { im.scale(problem, at, kScale, y); });
+  Tensor dst = bt.clone();
+  im.accumulate(problem, at, dst);
+  out.accumulate = values_of(dst);
+  return out;
+}
+
+inline void expect_elementwise_conforms(const ElementwiseParam& p) {
+  const std::vector<double> a = random_values(p.c.n, 61, p.dtype), b = random_values(p.c.n, 62, p.dtype);
+  const ElementwiseResults ref = elementwise_reference(a, b), got = run_elementwise(p, a, b);
+  const Tolerance tol = budget_for(p.dtype, p.implementation.device);
+  EXPECT_TRUE(matches_reference(got.relu, ref.relu, tol)) << "relu";
+  EXPECT_TRUE(matches_reference(got.relu_backward, ref.relu_backward, tol)) << "relu backward";
+  EXPECT_TRUE(matches_reference(got.add, ref.add, tol)) << "add";
+  EXPECT_TRUE(matches_reference(got.add_relu, ref.add_relu, tol)) << "add_relu";
+  EXPECT_TRUE(matches_reference(got.scale, ref.scale, tol)) << "scale";
+  EXPECT_TRUE(matches_reference(got.accumulate, ref.accumulate, tol)) << "accumulate";
+}
+
+inline std::vector<ElementwiseParam> elementwise_params(DeviceType device) {
+  return params_of(impl::elementwise_registry(), device, elementwise_rows(), {Layout::nchw}, elementwise_problem);
+}
+
+}  // namespace cg::test
