@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "dist/ddp.h"
+#include "dist/sync_batchnorm.h"
 #include "engine/random.h"
 #include "engine/stream.h"
 #include "nn/checkpoint.h"
@@ -55,6 +56,7 @@ class TrainSession {
   nn::MiniResNet model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  std::unique_ptr<dist::SyncBatchNorm> sync_batchnorm_;  // after ddp_: its hooks use DDP's transport
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<GraphedTrainStep> graphed_;
 };

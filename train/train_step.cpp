@@ -1,5 +1,6 @@
 #include "train/train_step.h"
 
+#include "dist/overflow_agreement.h"
 #include "engine/autocast.h"
 #include "engine/ops.h"
 #include "util/nvtx.h"
@@ -13,7 +14,7 @@ TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& opt
       amp_(c.amp.enabled), amp_dtype_(c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16),
       accum_(c.train.grad_accum_steps) {
   if (amp_ && amp_dtype_ == DType::f16) scaler_ = std::make_unique<nn::GradScaler>(nn::GradScalerOptions{}, device);
-  if (ddp_ && scaler_) ddp_->attach(*scaler_);  // every rank skips an overflowing step together
+  if (ddp_ && scaler_) dist::agree_on_overflow(*scaler_, ddp_->comm());  // every rank skips an overflow together
 }
 
 Tensor TrainStep::forward(const data::DeviceBatch& batch, ForwardOptions options, Tensor* hits) {
@@ -34,17 +35,17 @@ void TrainStep::backward(const Tensor& loss) {
   else l.backward();
 }
 
-void TrainStep::finish_gradient_sync() {
+void TrainStep::wait_for_gradients() {
   if (!ddp_) return;
   trace::Span span("wait for all-reduces", "compute");
   CG_NVTX_RANGE("wait for all-reduces");
-  ddp_->wait_for_gradients();
+  ddp_->reducer().wait_for_gradients();
 }
 
 Tensor TrainStep::run(const data::DeviceBatch& batch, double lr, Tensor* hits) {
   const Tensor loss = forward(batch, {.sync = true}, hits);
   backward(loss);
-  finish_gradient_sync();
+  wait_for_gradients();
   optimizer_step(lr);
   return loss.detach();  // the autograd graph (and what it saved) goes now, not with the loss
 }
@@ -54,13 +55,13 @@ void TrainStep::optimizer_step(double lr) {
     trace::Span span("optimizer", "compute");
     CG_NVTX_RANGE("optimizer");
     if (scaler_) {
-      scaler_->step(optimizer_, params_, lr);  // agreed over the ranks by DDP (attach)
+      scaler_->step(optimizer_, params_, lr);  // agreed over the ranks (dist::agree_on_overflow)
     } else {
       optimizer_.step(lr);
     }
   }
-  if (ddp_) ddp_->start_parameter_gather();  // ZeRO-1: the shards each rank updated, to all
-  if (ddp_) ddp_->zero_grad();  // gradients stay views of DDP's flat buffer
+  if (ddp_) ddp_->reducer().start_parameter_gather();  // ZeRO-1: the shards each rank updated, to all
+  if (ddp_) ddp_->reducer().zero_grad();  // gradients stay views of DDP's flat buffer
   else optimizer_.zero_grad();
 }
 

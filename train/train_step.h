@@ -32,7 +32,7 @@ class TrainStep {
   // Returns the float32 mean loss on the device; *hits receives the correct-prediction count.
   Tensor forward(const data::DeviceBatch& batch, ForwardOptions options, Tensor* hits);
   void backward(const Tensor& loss);
-  void finish_gradient_sync();  // DDP's wait for the gradients' all-reduces
+  void wait_for_gradients();  // DDP's wait for the gradients' collectives
   void optimizer_step(double lr);  // and zero the gradients
   // The four phases in a row for one batch that ends its accumulation group: what a CUDA graph
   // captures (train/graphed_step.h). Returns the detached loss; *hits as forward's.

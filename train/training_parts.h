@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "dist/ddp.h"
+#include "dist/sync_batchnorm.h"
 #include "nn/lr_schedule.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
@@ -38,6 +39,10 @@ Device choose_device(const TrainConfig& c, int local_rank);
 // nothing to communicate (one process, dist.backend not modeled).
 std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, DistContext& dc, nn::Module& model,
                                                         Device device);
+// model.sync_batchnorm: every BatchNorm2d's statistics over the ranks, through DDP's transport
+// (dist/sync_batchnorm.h); null without it, without DDP, or with one process.
+std::unique_ptr<dist::SyncBatchNorm> make_sync_batchnorm(const TrainConfig& c, DistContext& dc, nn::Module& model,
+                                                         dist::DistributedDataParallel* ddp);
 
 struct EvalResult {
   double loss = 0, accuracy = 0, images_per_s = 0;
