@@ -18,6 +18,8 @@
 
 namespace cg::dist {
 
+class GradientComm;
+
 // Every parameter's (and gradient's) offset in the flat buffers is a multiple of this many bytes;
 // the gaps between parameters belong to no parameter and stay zero. Packed end to end, a float32
 // parameter would start at any 4-byte offset, and cuDNN's filter pointers and vectorized (float4)
@@ -104,7 +106,6 @@ class GradientBuckets {
 
 // The modeled transport's time for one step's bucket collectives (the ring model of each bucket,
 // summed); 0 for a real transport.
-class GradientComm;
 double modeled_ms_per_step(const GradientBuckets& buckets, const GradientComm& comm);
 
 }  // namespace cg::dist

@@ -198,7 +198,7 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
   int rank() const override { return 0; }
   int size() const override { return 1; }  // the one real rank's data is every modeled rank's
   std::shared_ptr<Work> all_reduce_average(Tensor& data, const Stream& compute, const std::string& what) override {
-    return busy(compute, "all_reduce", what, data.nbytes(), modeled_ms(data.nbytes()), {});
+    return busy(compute, "all_reduce", what, data, modeled_ms(data.nbytes()), {});
   }
   void wait(Work& work, const Stream& compute) override {
     if (stream_) stream_->wait(work, compute);
@@ -220,10 +220,10 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
   ShardCollectives* shards() override { return this; }
   std::vector<int64_t> shard_bounds(int64_t count) const override { return {0, count}; }
   std::shared_ptr<Work> reduce_scatter_average(Tensor& data, const Stream& compute, const std::string& what) override {
-    return busy(compute, "reduce_scatter", what, data.nbytes(), ring_half_ms(data.nbytes(), ranks_, link_), {});
+    return busy(compute, "reduce_scatter", what, data, ring_half_ms(data.nbytes(), ranks_, link_), {});
   }
   std::shared_ptr<Work> all_gather_shards(Tensor& data, const Stream& compute, const std::string& what) override {
-    return busy(compute, "all_gather", what, data.nbytes(), ring_half_ms(data.nbytes(), ranks_, link_), {});
+    return busy(compute, "all_gather", what, data, ring_half_ms(data.nbytes(), ranks_, link_), {});
   }
 
   // The modeled ring's time for the 16-bit bytes (half a ring for the reduce-scatter), the stages
@@ -231,21 +231,22 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
   Wire16Collectives* wire16() override { return this; }
   std::shared_ptr<Work> all_reduce_sum(Tensor& wire, const Stream& compute, const std::string& what,
                                        WireStages stages) override {
-    return busy(compute, "all_reduce", what, wire.nbytes(), modeled_ms(wire.nbytes()), std::move(stages));
+    return busy(compute, "all_reduce", what, wire, modeled_ms(wire.nbytes()), std::move(stages));
   }
   std::shared_ptr<Work> reduce_scatter_sum(Tensor& wire, const Stream& compute, const std::string& what,
                                            WireStages stages) override {
-    return busy(compute, "reduce_scatter", what, wire.nbytes(), ring_half_ms(wire.nbytes(), ranks_, link_),
-                std::move(stages));
+    return busy(compute, "reduce_scatter", what, wire, ring_half_ms(wire.nbytes(), ranks_, link_), std::move(stages));
   }
 
  private:
   // The communication stream (or, on the CPU, a worker thread) kept busy for `ms`, between the
   // stages: on the stream, all three enqueued there; on the CPU, `before` here and `after` on the
   // worker once the time is up.
-  std::shared_ptr<Work> busy(const Stream& compute, const std::string& op, const std::string& what, size_t bytes,
+  std::shared_ptr<Work> busy(const Stream& compute, const std::string& op, const std::string& what, const Tensor& data,
                              double ms, WireStages stages) {
-    const std::string detail = fmt::format("{}, {:.1f} MB, modeled {:.3f} ms", what, double(bytes) / 1e6, ms);
+    const std::string wire = data.dtype() == DType::f32 ? std::string() : fmt::format(" {}", dtype_name(data.dtype()));
+    const std::string detail =
+        fmt::format("{}, {:.1f} MB{}, modeled {:.3f} ms", what, double(data.nbytes()) / 1e6, wire, ms);
     if (stream_) {
       auto work = stream_->begin(compute);
       {
