@@ -45,7 +45,8 @@ class CompressedComm : public GradientComm, public ShardCollectives {
   std::vector<int64_t> shard_bounds(int64_t count) const override { return transport_.shards()->shard_bounds(count); }
   // The whole (padded) bucket divided and cast, the 16-bit reduce-scatter, and this rank's shard
   // cast back: the bits the compressed all-reduce leaves there (the rest of `bucket` is scratch).
-  std::shared_ptr<Work> reduce_scatter_average(Tensor& bucket, const Stream& compute, const std::string& what) override {
+  std::shared_ptr<Work> reduce_scatter_average(Tensor& bucket, const Stream& compute,
+                                               const std::string& what) override {
     Tensor wire = mirror_of(bucket);
     const std::vector<int64_t> bounds = shard_bounds(bucket.numel());
     const int64_t lo = bounds[size_t(rank())], n = bounds[size_t(rank()) + 1] - lo;

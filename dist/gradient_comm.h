@@ -1,13 +1,16 @@
-// How DDP averages a bucket of its flat gradient buffer over the ranks, and broadcasts tensors
-// from rank 0, whatever the buffer's device and the transport:
-//   HostGlooComm     CPU tensors, Gloo on the process group's communication thread;
+// How DDP's reducers average a bucket of the flat gradient buffer over the ranks, and how tensors
+// are broadcast from rank 0, whatever the buffer's device and the transport. Every transport has
+// the float32 collectives of GradientComm; ZeRO-1's halves of the ring (ShardCollectives) and the
+// 16-bit sums of dist.grad_compression (Wire16Collectives) are families a transport may offer:
+//   HostGlooComm     CPU tensors, Gloo on the process group's communication thread (both);
 //   StagedGlooComm   CUDA tensors through pinned host memory and Gloo (several ranks may share
-//                    one GPU, which NCCL refuses);
+//                    one GPU, which NCCL refuses; neither family);
 //   NcclComm         CUDA tensors, NCCL on a high-priority communication stream, with a watchdog
-//                    (dist/comm_stream.h, dist/watchdog.h);
+//                    (dist/comm_stream.h, dist/watchdog.h; both);
 //   ModeledComm      one real rank: the data stays (an average of identical replicas) while the
 //                    communication stream is kept busy as long as an N-rank ring all-reduce on a
-//                    given link would take, so one GPU measures how much communication overlap hides.
+//                    given link would take, so one GPU measures how much communication overlap
+//                    hides (both, timed as the ring's halves and 16-bit bytes).
 // Which one a job uses: dist/backend_choice.h.
 // On a GPU every all-reduce starts after an event recorded on the compute stream, and the compute
 // stream waits for it with an event: the host never waits inside a step (except through Gloo,
@@ -79,7 +82,8 @@ class ShardCollectives {
   virtual std::vector<int64_t> shard_bounds(int64_t count) const = 0;
   // Starts averaging the float32 bucket over the ranks into this rank's shard only (the rest of
   // `data` is left holding partial sums).
-  virtual std::shared_ptr<Work> reduce_scatter_average(Tensor& data, const Stream& compute, const std::string& what) = 0;
+  virtual std::shared_ptr<Work> reduce_scatter_average(Tensor& data, const Stream& compute,
+                                                       const std::string& what) = 0;
   // Starts copying every rank's shard of `data` into the other ranks' `data`.
   virtual std::shared_ptr<Work> all_gather_shards(Tensor& data, const Stream& compute, const std::string& what) = 0;
 };

@@ -1,8 +1,8 @@
 // ZeRO-1 (sharded_buckets.h): which elements a rank owns, the optimizer cut to them, the buckets'
 // collectives and the parameters' all-gather after the step (the optimizer state gathered back
-// whole for checkpoints: sharded_state.cpp). Rule: a rank owns shard rank() of every bucket (ShardCollectives::shard_bounds), so
-// the reduce-scatter leaves exactly the gradients it updates, and the all-gather exactly the
-// parameters the others updated.
+// whole for checkpoints: sharded_state.cpp). Rule: a rank owns shard rank() of every bucket
+// (ShardCollectives::shard_bounds), so the reduce-scatter leaves exactly the gradients it updates,
+// and the all-gather exactly the parameters the others updated.
 #include "dist/sharded_buckets.h"
 
 #include <algorithm>

@@ -105,7 +105,8 @@ nn::NamedTensors ShardedBuckets::gather_optimizer_state() {
     std::vector<std::shared_ptr<Work>> works;
     for (size_t b = 0; b < buckets_.size(); ++b) {
       Tensor bucket = flat.view_at(buckets_[b].offset, {buckets_[b].padded});
-      works.push_back(shards_.all_gather_shards(bucket, s, fmt::format("optimizer state '{}' of bucket {}", kinds[k], b)));
+      const std::string what = fmt::format("optimizer state '{}' of bucket {}", kinds[k], b);
+      works.push_back(shards_.all_gather_shards(bucket, s, what));
     }
     for (auto& w : works) transport_.wait(*w, s);
     gathered[kinds[k]] = flat;
