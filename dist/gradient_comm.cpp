@@ -12,7 +12,6 @@
 #include "dist/serial_worker.h"
 #include "dist/staging_buffers.h"
 #include "engine/device_copy.h"
-#include "engine/grad_compression.h"
 #include "engine/runtime.h"
 #include "util/check.h"
 #include "util/nvtx.h"
@@ -22,50 +21,44 @@ namespace cg::dist {
 namespace {
 
 // CPU tensors: Gloo straight on the buffer, on the process group's communication thread.
-class HostGlooComm : public GradientComm {
+class HostGlooComm : public GradientComm, public ShardCollectives, public Wire16Collectives {
  public:
   explicit HostGlooComm(ProcessGroup& g) : group_(g) {}
+  std::string name() const override { return "gloo"; }
+  int rank() const override { return group_.rank(); }
+  int size() const override { return group_.size(); }
   void all_reduce_sum(double* data, int64_t count, const Stream&, const std::string& what) override {
     trace::Span span(fmt::format("{} ({} doubles)", what, count), "communication");
     group_.all_reduce(data, count);  // in issue order behind the buckets already queued
   }
-  std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream&, const std::string&) override {
-    return group_.all_reduce_async(data, count, ReduceOp::average);
+  std::shared_ptr<Work> all_reduce_average(Tensor& data, const Stream&, const std::string&) override {
+    return group_.all_reduce_async(data.data<float>(), data.numel(), ReduceOp::average);
   }
   void wait(Work& work, const Stream&) override { work.wait(); }
   void broadcast(Tensor& t, const Stream&) override { group_.broadcast(t.raw_data(), t.nbytes(), 0); }
-  std::string name() const override { return "gloo"; }
+
+  ShardCollectives* shards() override { return this; }
   std::vector<int64_t> shard_bounds(int64_t count) const override { return ring_shard_bounds(count, group_.size()); }
-  int shard_rank() const override { return group_.rank(); }
-  std::shared_ptr<Work> reduce_scatter_average(float* data, int64_t count, const Stream&, const std::string&) override {
-    return group_.reduce_scatter_async(data, count, ReduceOp::average);
+  std::shared_ptr<Work> reduce_scatter_average(Tensor& data, const Stream&, const std::string&) override {
+    return group_.reduce_scatter_async(data.data<float>(), data.numel(), ReduceOp::average);
   }
-  std::shared_ptr<Work> all_gather_shards(float* data, int64_t count, const Stream&, const std::string&) override {
-    return group_.all_gather_shards_async(data, count);
+  std::shared_ptr<Work> all_gather_shards(Tensor& data, const Stream&, const std::string&) override {
+    return group_.all_gather_shards_async(data.data<float>(), data.numel());
   }
 
-  // Compressed on the calling thread (as PyTorch runs the hook), summed and cast back on the
+  // `before` on the calling thread (as PyTorch runs its hook), the sum and `after` on the
   // communication thread.
-  std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream&,
-                                              const std::string&) override {
-    ops::compress_gradients(bucket, compressed, group_.size());
-    auto cast_back = [bucket, compressed]() mutable { ops::decompress_gradients(compressed, bucket); };
-    return group_.all_reduce_16bit_async(compressed.raw_data(), compressed.numel(), compressed.dtype(), cast_back);
+  Wire16Collectives* wire16() override { return this; }
+  std::shared_ptr<Work> all_reduce_sum(Tensor& wire, const Stream&, const std::string&, WireStages stages) override {
+    if (stages.before) stages.before();
+    return group_.all_reduce_16bit_async(wire.raw_data(), wire.numel(), wire.dtype(), std::move(stages.after));
   }
-  // The same, stopping after the 16-bit reduce-scatter: this rank's shard (ring_shard_bounds, the
-  // chunk the exchange sums here) is cast back.
-  std::shared_ptr<Work> reduce_scatter_compressed(Tensor& bucket, Tensor& compressed, const Stream&,
-                                                  const std::string&) override {
-    ops::compress_gradients(bucket, compressed, group_.size());
-    const std::vector<int64_t> bounds = shard_bounds(bucket.numel());
-    const int64_t lo = bounds[size_t(group_.rank())], n = bounds[size_t(group_.rank()) + 1] - lo;
-    auto cast_back = [shard = bucket.view_at(lo, {n}), wire = compressed.view_at(lo, {n}), n]() mutable {
-      if (n > 0) ops::decompress_gradients(wire, shard);
-    };
-    return group_.reduce_scatter_16bit_async(compressed.raw_data(), compressed.numel(), compressed.dtype(),
-                                             cast_back);
+  // The sum of this rank's chunk: ring_shard_bounds' block rank(), as shard_bounds says.
+  std::shared_ptr<Work> reduce_scatter_sum(Tensor& wire, const Stream&, const std::string&,
+                                           WireStages stages) override {
+    if (stages.before) stages.before();
+    return group_.reduce_scatter_16bit_async(wire.raw_data(), wire.numel(), wire.dtype(), std::move(stages.after));
   }
-  std::string why_no_compression() const override { return ""; }
 
  private:
   ProcessGroup& group_;
@@ -83,11 +76,16 @@ class StagedGlooComm : public GradientComm {
     pinned_.reset();
   }
 
-  std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
-                                           const std::string& what) override {
+  std::string name() const override { return "gloo (staged through pinned host memory)"; }
+  int rank() const override { return group_.rank(); }
+  int size() const override { return group_.size(); }
+
+  std::shared_ptr<Work> all_reduce_average(Tensor& tensor, const Stream& compute, const std::string& what) override {
     auto work = std::make_shared<Work>();
     Event ready = Event::create(device_);
     ready.record(compute);
+    float* data = tensor.data<float>();
+    const int64_t count = tensor.numel();
     const size_t bytes = size_t(count) * sizeof(float);
     void* host = pinned_->get(data, bytes);
     worker_->post([=, this] {
@@ -125,7 +123,6 @@ class StagedGlooComm : public GradientComm {
     group_.broadcast(host.raw_data(), host.nbytes(), 0);
     t.copy_(host);
   }
-  std::string name() const override { return "gloo (staged through pinned host memory)"; }
   // A few kilobytes per layer, staged synchronously like broadcast (ranks sharing a GPU are a test
   // and small-scale setting). The collective itself runs as a job of the worker, behind the
   // buckets posted before it, so every rank issues its collectives in the same order.
@@ -146,7 +143,7 @@ class StagedGlooComm : public GradientComm {
     summed.get_future().get();
     copy_bytes(data, device_, host.data(), Device::cpu(), bytes);  // returns once host may go
   }
-  std::string why_no_compression() const override {
+  std::string why_no_wire16() const override {
     return "the staged Gloo transport (ranks sharing a GPU) has no 16-bit all-reduce yet; give each rank a GPU of "
            "its own (NCCL), or set dist.grad_compression=none";
   }
@@ -192,27 +189,16 @@ class StagedGlooComm : public GradientComm {
 
 // One real rank standing for `ranks`: the data is already the average; the communication stream
 // (or, on the CPU, a worker thread) is busy for the modeled time.
-class ModeledComm : public GradientComm {
+class ModeledComm : public GradientComm, public ShardCollectives, public Wire16Collectives {
  public:
   ModeledComm(int ranks, Link link, Device d) : ranks_(ranks), link_(std::move(link)), device_(d) {
     if (d.is_cuda()) stream_ = std::make_unique<CommStream>(d, CollectiveWatchdog::Options{});
   }
-  std::shared_ptr<Work> all_reduce_average(float*, int64_t count, const Stream& compute,
-                                           const std::string& what) override {
-    const size_t bytes = size_t(count) * sizeof(float);
-    return busy(compute, "all_reduce", what, bytes, modeled_ms(bytes));
-  }
-  // ZeRO-1: the one real rank owns every shard; the stream is busy for half a ring each time.
-  std::vector<int64_t> shard_bounds(int64_t count) const override { return {0, count}; }
-  std::shared_ptr<Work> reduce_scatter_average(float*, int64_t count, const Stream& compute,
-                                               const std::string& what) override {
-    const size_t bytes = size_t(count) * sizeof(float);
-    return busy(compute, "reduce_scatter", what, bytes, ring_half_ms(bytes, ranks_, link_));
-  }
-  std::shared_ptr<Work> all_gather_shards(float*, int64_t count, const Stream& compute,
-                                          const std::string& what) override {
-    const size_t bytes = size_t(count) * sizeof(float);
-    return busy(compute, "all_gather", what, bytes, ring_half_ms(bytes, ranks_, link_));
+  std::string name() const override { return fmt::format("modeled ring of {} ranks on {}", ranks_, link_.name); }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }  // the one real rank's data is every modeled rank's
+  std::shared_ptr<Work> all_reduce_average(Tensor& data, const Stream& compute, const std::string& what) override {
+    return busy(compute, "all_reduce", what, data, modeled_ms(data.nbytes()), {});
   }
   void wait(Work& work, const Stream& compute) override {
     if (stream_) stream_->wait(work, compute);
@@ -225,74 +211,61 @@ class ModeledComm : public GradientComm {
   void check_health() const override {
     if (stream_) stream_->check_health();
   }
-  std::string name() const override { return fmt::format("modeled ring of {} ranks on {}", ranks_, link_.name); }
   double modeled_ms(size_t bytes) const override { return ring_all_reduce_ms(bytes, ranks_, link_); }
   // The modeled ranks hold identical batches: the sum of N equal moment vectors (counts included)
   // gives the statistics this rank has, so the data stays.
   void all_reduce_sum(double*, int64_t, const Stream&, const std::string&) override {}
 
-  // The time of the modeled ring for the 16-bit bytes; the data as a one-rank compressed all-reduce
-  // would leave it (each gradient rounded to 16 bits; one rank has nothing to divide by, so the
-  // order of division and cast does not arise), with the casts' real cost.
-  std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
-                                              const std::string& what) override {
-    return busy_compressed(bucket, compressed, compute, "all_reduce", what, modeled_ms(compressed.nbytes()));
+  // ZeRO-1: the one real rank owns every shard; the stream is busy for half a ring each time.
+  ShardCollectives* shards() override { return this; }
+  std::vector<int64_t> shard_bounds(int64_t count) const override { return {0, count}; }
+  std::shared_ptr<Work> reduce_scatter_average(Tensor& data, const Stream& compute, const std::string& what) override {
+    return busy(compute, "reduce_scatter", what, data, ring_half_ms(data.nbytes(), ranks_, link_), {});
   }
-  // ZeRO-1 with compression: the one real rank owns the whole bucket; half a ring of 16-bit bytes.
-  std::shared_ptr<Work> reduce_scatter_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
-                                                  const std::string& what) override {
-    return busy_compressed(bucket, compressed, compute, "reduce_scatter", what,
-                           ring_half_ms(compressed.nbytes(), ranks_, link_));
+  std::shared_ptr<Work> all_gather_shards(Tensor& data, const Stream& compute, const std::string& what) override {
+    return busy(compute, "all_gather", what, data, ring_half_ms(data.nbytes(), ranks_, link_), {});
   }
-  std::string why_no_compression() const override { return ""; }
+
+  // The modeled ring's time for the 16-bit bytes (half a ring for the reduce-scatter), the stages
+  // around it with their real cost; the one real rank's sum is its own values.
+  Wire16Collectives* wire16() override { return this; }
+  std::shared_ptr<Work> all_reduce_sum(Tensor& wire, const Stream& compute, const std::string& what,
+                                       WireStages stages) override {
+    return busy(compute, "all_reduce", what, wire, modeled_ms(wire.nbytes()), std::move(stages));
+  }
+  std::shared_ptr<Work> reduce_scatter_sum(Tensor& wire, const Stream& compute, const std::string& what,
+                                           WireStages stages) override {
+    return busy(compute, "reduce_scatter", what, wire, ring_half_ms(wire.nbytes(), ranks_, link_), std::move(stages));
+  }
 
  private:
-  // The communication stream (or, on the CPU, a worker thread) kept busy for `ms`.
-  std::shared_ptr<Work> busy(const Stream& compute, const std::string& op, const std::string& what, size_t bytes,
-                             double ms) {
-    const std::string detail = fmt::format("{}, {:.1f} MB, modeled {:.3f} ms", what, double(bytes) / 1e6, ms);
-    if (stream_) {
-      auto work = stream_->begin(compute);
-      runtime::spin(stream_->stream(), ms * 1000.0);
-      stream_->end(work, op, detail);
-      return work;
-    }
-    auto work = std::make_shared<Work>();
-    work->started = std::chrono::steady_clock::now();
-    worker_.post([work, ms, op, detail] {
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-      work->finished = std::chrono::steady_clock::now();
-      trace::record(op + " (" + detail + ")", "communication", work->started, work->finished);
-      work->finish();
-    });
-    return work;
-  }
-
-  // busy() around the casts of a one-rank compressed collective: compress, `ms` of modeled
-  // communication, cast back.
-  std::shared_ptr<Work> busy_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
-                                        const std::string& op, const std::string& what, double ms) {
-    const std::string detail = fmt::format("{}, {:.1f} MB {}, modeled {:.3f} ms", what,
-                                           double(compressed.nbytes()) / 1e6, dtype_name(compressed.dtype()), ms);
+  // The communication stream (or, on the CPU, a worker thread) kept busy for `ms`, between the
+  // stages: on the stream, all three enqueued there; on the CPU, `before` here and `after` on the
+  // worker once the time is up.
+  std::shared_ptr<Work> busy(const Stream& compute, const std::string& op, const std::string& what, const Tensor& data,
+                             double ms, WireStages stages) {
+    const std::string wire = data.dtype() == DType::f32 ? std::string() : fmt::format(" {}", dtype_name(data.dtype()));
+    const std::string detail =
+        fmt::format("{}, {:.1f} MB{}, modeled {:.3f} ms", what, double(data.nbytes()) / 1e6, wire, ms);
     if (stream_) {
       auto work = stream_->begin(compute);
       {
         StreamGuard on_comm(stream_->stream());
-        ops::compress_gradients(bucket, compressed, 1);
+        if (stages.before) stages.before();
         runtime::spin(stream_->stream(), ms * 1000.0);
-        ops::decompress_gradients(compressed, bucket);
+        if (stages.after) stages.after();
       }
       stream_->end(work, op, detail);
       return work;
     }
-    ops::compress_gradients(bucket, compressed, 1);
+    if (stages.before) stages.before();
     auto work = std::make_shared<Work>();
     work->started = std::chrono::steady_clock::now();
-    worker_.post([work, ms, op, detail, bucket, compressed]() mutable {
+    worker_.post([work, ms, op, detail, after = std::move(stages.after)] {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
       std::exception_ptr error;
       try {
-        ops::decompress_gradients(compressed, bucket);
+        if (after) after();
       } catch (const std::exception&) {
         error = std::current_exception();
       }
@@ -311,34 +284,6 @@ class ModeledComm : public GradientComm {
 };
 
 }  // namespace
-
-std::vector<int64_t> GradientComm::shard_bounds(int64_t) const {
-  throw UsageError(fmt::format("optim.zero_sharding=true: the {} transport has no reduce-scatter and all-gather; "
-                               "use gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
-                               name()));
-}
-std::shared_ptr<Work> GradientComm::reduce_scatter_average(float*, int64_t count, const Stream&, const std::string&) {
-  shard_bounds(count);  // refuses
-  return nullptr;
-}
-std::shared_ptr<Work> GradientComm::all_gather_shards(float*, int64_t count, const Stream&, const std::string&) {
-  shard_bounds(count);
-  return nullptr;
-}
-
-void GradientComm::all_reduce_sum(double*, int64_t, const Stream&, const std::string& what) {
-  CG_FAIL("{}: the {} transport has no float64 sum (SyncBatchNorm)", what, name());
-}
-
-std::shared_ptr<Work> GradientComm::all_reduce_compressed(Tensor&, Tensor&, const Stream&, const std::string&) {
-  throw Error(why_no_compression());
-}
-std::shared_ptr<Work> GradientComm::reduce_scatter_compressed(Tensor&, Tensor&, const Stream&, const std::string&) {
-  throw UsageError(fmt::format("optim.zero_sharding=true with dist.grad_compression: the {} transport has no "
-                               "16-bit reduce-scatter; use gloo on the CPU, nccl on GPUs of their own, or the modeled "
-                               "backend",
-                               name()));
-}
 
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group) { return std::make_unique<HostGlooComm>(group); }
 std::unique_ptr<GradientComm> make_staged_gloo_comm(ProcessGroup& group, Device device) {

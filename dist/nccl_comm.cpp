@@ -10,7 +10,6 @@
 #include "dist/gradient_comm.h"
 #include "dist/host_deadline.h"
 #include "dist/nccl_api.h"
-#include "engine/grad_compression.h"
 #include "util/check.h"
 
 namespace cg::dist {
@@ -18,7 +17,7 @@ namespace {
 
 std::string megabytes(size_t bytes) { return fmt::format("{:.1f} MB", double(bytes) / 1e6); }
 
-class NcclComm : public GradientComm {
+class NcclComm : public GradientComm, public ShardCollectives, public Wire16Collectives {
  public:
   NcclComm(TcpStore& store, int rank, int world, Device d, double timeout_s) : rank_(rank), world_(world) {
     CG_CHECK(d.is_cuda(), "NCCL needs CUDA tensors, the model is on {}", d.str());
@@ -69,12 +68,15 @@ class NcclComm : public GradientComm {
     if (!aborted_) nccl::destroy(comm_);  // ncclCommAbort already freed an aborted one
   }
 
-  std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
-                                           const std::string& what) override {
+  std::string name() const override { return fmt::format("nccl {}", nccl::version()); }
+  int rank() const override { return rank_; }
+  int size() const override { return world_; }
+
+  std::shared_ptr<Work> all_reduce_average(Tensor& data, const Stream& compute, const std::string& what) override {
     std::lock_guard<std::timed_mutex> lock(issue_mutex_);
     auto work = stream_->begin(compute);  // throws once communication has failed
-    nccl::all_reduce_average(comm_, data, count, stream_->stream().handle());
-    stream_->end(work, "all_reduce", fmt::format("{}, {}", what, megabytes(size_t(count) * sizeof(float))));
+    nccl::all_reduce_average(comm_, data.data<float>(), data.numel(), stream_->stream().handle());
+    stream_->end(work, "all_reduce", fmt::format("{}, {}", what, megabytes(data.nbytes())));
     return work;
   }
 
@@ -107,78 +109,66 @@ class NcclComm : public GradientComm {
     stream_->wait(*work, compute);
   }
 
-  std::string name() const override { return fmt::format("nccl {}", nccl::version()); }
-
   // ZeRO-1: NCCL's reduce-scatter wants equal shards, so a bucket is padded to world * shard.
+  ShardCollectives* shards() override { return this; }
   std::vector<int64_t> shard_bounds(int64_t count) const override {
     const int64_t shard = (count + world_ - 1) / world_;
     std::vector<int64_t> bounds(size_t(world_) + 1);
     for (int r = 0; r <= world_; ++r) bounds[size_t(r)] = int64_t(r) * shard;
     return bounds;
   }
-  int shard_rank() const override { return rank_; }
-  std::shared_ptr<Work> reduce_scatter_average(float* data, int64_t count, const Stream& compute,
-                                               const std::string& what) override {
-    const int64_t shard = shard_of(count);
+  std::shared_ptr<Work> reduce_scatter_average(Tensor& data, const Stream& compute, const std::string& what) override {
+    const int64_t shard = shard_of(data.numel());
     std::lock_guard<std::timed_mutex> lock(issue_mutex_);
     auto work = stream_->begin(compute);
-    nccl::reduce_scatter_average(comm_, data, shard, rank_, stream_->stream().handle());
-    stream_->end(work, "reduce_scatter", fmt::format("{}, {}", what, megabytes(size_t(count) * sizeof(float))));
+    nccl::reduce_scatter_average(comm_, data.data<float>(), shard, rank_, stream_->stream().handle());
+    stream_->end(work, "reduce_scatter", fmt::format("{}, {}", what, megabytes(data.nbytes())));
     return work;
   }
-  std::shared_ptr<Work> all_gather_shards(float* data, int64_t count, const Stream& compute,
-                                          const std::string& what) override {
-    const int64_t shard = shard_of(count);
+  std::shared_ptr<Work> all_gather_shards(Tensor& data, const Stream& compute, const std::string& what) override {
+    const int64_t shard = shard_of(data.numel());
     std::lock_guard<std::timed_mutex> lock(issue_mutex_);
     auto work = stream_->begin(compute);
-    nccl::all_gather(comm_, data, shard, rank_, stream_->stream().handle());
-    stream_->end(work, "all_gather", fmt::format("{}, {}", what, megabytes(size_t(count) * sizeof(float))));
+    nccl::all_gather(comm_, data.data<float>(), shard, rank_, stream_->stream().handle());
+    stream_->end(work, "all_gather", fmt::format("{}, {}", what, megabytes(data.nbytes())));
     return work;
   }
-  // Divide and cast, NCCL's 16-bit sum and cast back, all on the communication stream after the gradients:
-  // the compute stream neither waits nor runs the casts.
-  std::shared_ptr<Work> all_reduce_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
-                                              const std::string& what) override {
-    std::lock_guard<std::timed_mutex> lock(issue_mutex_);
-    auto work = stream_->begin(compute);  // throws once communication has failed
-    {
-      StreamGuard on_comm(stream_->stream());
-      ops::compress_gradients(bucket, compressed, world_);
-      nccl::all_reduce_sum_16bit(comm_, compressed.raw_data(), compressed.numel(),
-                                 compressed.dtype() == DType::bf16, stream_->stream().handle());
-      ops::decompress_gradients(compressed, bucket);
-    }
-    stream_->end(work, "all_reduce",
-                 fmt::format("{}, {} {}", what, megabytes(compressed.nbytes()), dtype_name(compressed.dtype())));
-    return work;
+
+  // The stages and NCCL's 16-bit sum all on the communication stream after the compute stream's
+  // work: the compute stream neither waits nor runs the casts.
+  Wire16Collectives* wire16() override { return this; }
+  std::shared_ptr<Work> all_reduce_sum(Tensor& wire, const Stream& compute, const std::string& what,
+                                       WireStages stages) override {
+    return sum_16bit("all_reduce", wire, compute, what, stages, [&] {
+      nccl::all_reduce_sum_16bit(comm_, wire.raw_data(), wire.numel(), wire.dtype() == DType::bf16,
+                                 stream_->stream().handle());
+    });
   }
-  // ZeRO-1 with compression: the padded bucket divided and cast, NCCL's 16-bit reduce-scatter and
-  // this rank's shard cast back, all on the communication stream as above.
-  std::shared_ptr<Work> reduce_scatter_compressed(Tensor& bucket, Tensor& compressed, const Stream& compute,
-                                                  const std::string& what) override {
-    const int64_t shard = shard_of(bucket.numel());
-    CG_CHECK(compressed.numel() == bucket.numel(), "NCCL 16-bit reduce-scatter: {} 16-bit values for {} floats",
-             compressed.numel(), bucket.numel());
-    std::lock_guard<std::timed_mutex> lock(issue_mutex_);
-    auto work = stream_->begin(compute);  // throws once communication has failed
-    {
-      StreamGuard on_comm(stream_->stream());
-      ops::compress_gradients(bucket, compressed, world_);
-      nccl::reduce_scatter_sum_16bit(comm_, compressed.raw_data(), shard, rank_, compressed.dtype() == DType::bf16,
+  std::shared_ptr<Work> reduce_scatter_sum(Tensor& wire, const Stream& compute, const std::string& what,
+                                           WireStages stages) override {
+    const int64_t shard = shard_of(wire.numel());
+    return sum_16bit("reduce_scatter", wire, compute, what, stages, [&] {
+      nccl::reduce_scatter_sum_16bit(comm_, wire.raw_data(), shard, rank_, wire.dtype() == DType::bf16,
                                      stream_->stream().handle());
-      if (shard > 0) {
-        const Tensor mine = compressed.view_at(int64_t(rank_) * shard, {shard});
-        Tensor into = bucket.view_at(int64_t(rank_) * shard, {shard});
-        ops::decompress_gradients(mine, into);
-      }
-    }
-    stream_->end(work, "reduce_scatter",
-                 fmt::format("{}, {} {}", what, megabytes(compressed.nbytes()), dtype_name(compressed.dtype())));
-    return work;
+    });
   }
-  std::string why_no_compression() const override { return ""; }
 
  private:
+  template <typename Collective>
+  std::shared_ptr<Work> sum_16bit(const char* op, const Tensor& wire, const Stream& compute, const std::string& what,
+                                  const WireStages& stages, Collective collective) {
+    std::lock_guard<std::timed_mutex> lock(issue_mutex_);
+    auto work = stream_->begin(compute);  // throws once communication has failed
+    {
+      StreamGuard on_comm(stream_->stream());
+      if (stages.before) stages.before();
+      collective();
+      if (stages.after) stages.after();
+    }
+    stream_->end(work, op, fmt::format("{}, {} {}", what, megabytes(wire.nbytes()), dtype_name(wire.dtype())));
+    return work;
+  }
+
   // On the watchdog's thread. Issuing holds issue_mutex_, so the communicator is never freed
   // under a call in progress; a call stuck inside NCCL for seconds gets aborted regardless, since
   // abort is what unblocks it.

@@ -15,7 +15,7 @@
 namespace cg::dist {
 
 // Holds the attachment: its destructor detaches the hooks (they refer to `comm`, so this must not
-// outlive it; DDP keeps it beside its GradientComm).
+// outlive it; the trainer's session keeps it beside DDP, whose transport it uses).
 class SyncBatchNorm {
  public:
   // Attaches a hook named after each layer's dotted name ("layer1.0.bn1") to every BatchNorm2d

@@ -103,6 +103,14 @@ Tensor Tensor::view_at(int64_t offset, const Shape& shape) const {
   return t;
 }
 
+void Tensor::relocate_to(const Tensor& place) {
+  CG_CHECK(place.shape() == shape() && place.dtype() == dtype() && place.device() == device(),
+           "relocate_to: {} cannot move into {}", str(), place.str());
+  copy_bytes(place.raw_data(), device(), raw_data(), device(), nbytes());
+  impl().storage = place.impl().storage;
+  impl().offset = place.impl().offset;
+}
+
 void Tensor::copy_(const Tensor& src) {
   CG_CHECK(src.shape() == shape(), "copy_ from {} into {}", src.str(), str());
   if (src.dtype() == dtype()) return copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());

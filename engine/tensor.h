@@ -103,6 +103,11 @@ class Tensor {
   void copy_(const Tensor& src);          // overwrite values (same shape; dtype converted)
   void fill_(double value);
   void zero_() { fill_(0.0); }
+  // Moves this tensor's values into `place` (same shape, dtype and device, e.g. a view_at of a
+  // larger buffer) and keeps them there: from now on this tensor reads and writes `place`'s
+  // memory. Its identity stays (autograd state, hooks, and whoever holds it: a module, an
+  // optimizer), so a parameter can join a flat buffer without anyone noticing. No autograd.
+  void relocate_to(const Tensor& place);
 
   // ---- autograd
   bool requires_grad() const { return impl().requires_grad; }

@@ -42,7 +42,7 @@ class GradScaler {
   // last_step_skipped()).
   // `agree`, when given, replaces the agreement installed with set_overflow_agreement for this step.
   bool step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& agree = {});
-  // How every later step agrees with the other ranks (DistributedDataParallel::attach installs it).
+  // How every later step agrees with the other ranks (dist::agree_on_overflow installs it).
   void set_overflow_agreement(AgreeOnOverflow agree) { agree_ = std::move(agree); }
   // The scale rule alone, for a decision made elsewhere (tests, the CPU path).
   void update(bool found_inf);

@@ -55,25 +55,31 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   dist::DdpOptions options;
   options.bucket_cap_mb = c.dist.bucket_cap_mb;
   options.zero_sharding = c.optim.zero_sharding;
-  options.sync_batchnorm = c.model.sync_batchnorm && dc.world_size() > 1;  // one real rank: nothing to sync
   options.grad_compression = c.dist.grad_compression;
   auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
+  const dist::GradientBuckets& buckets = ddp->reducer().buckets();
   const std::string wire = c.dist.grad_compression == dist::GradCompression::none
                                ? std::string("float32")
                                : fmt::format("{} compressed", enum_name(c.dist.grad_compression));
   if (options.zero_sharding)  // from the second step on; the first is all-reduced
     log::info("DDP: {} gradient buckets over {}, {} bytes reduce-scattered per step ({}), {} bytes of parameters "
               "all-gathered (float32)",
-              ddp->num_buckets(), ddp->comm().name(), ddp->bytes_per_step(), wire, ddp->gather_bytes_per_step());
+              buckets.size(), ddp->comm().name(), buckets.bytes_per_step(), wire,
+              ddp->sharded()->gather_bytes_per_step());
   else
-    log::info("DDP: {} gradient buckets over {}, {} bytes all-reduced per step ({})", ddp->num_buckets(),
-              ddp->comm().name(), ddp->bytes_per_step(), wire);
-  if (const double modeled = ddp->modeled_ms_per_step(); modeled > 0)
+    log::info("DDP: {} gradient buckets over {}, {} bytes all-reduced per step ({})", buckets.size(),
+              ddp->comm().name(), buckets.bytes_per_step(), wire);
+  if (const double modeled = dist::modeled_ms_per_step(buckets, ddp->comm()); modeled > 0)
     log::info("DDP: the ring model's time for one step's collectives: {:.4f} ms", modeled);
-  if (options.sync_batchnorm)
-    log::info("SyncBatchNorm: {} batch-norm layers, statistics over {} ranks", ddp->sync_batchnorm_layers(),
-              dc.world_size());
   return ddp;
+}
+
+std::unique_ptr<dist::SyncBatchNorm> make_sync_batchnorm(const TrainConfig& c, DistContext& dc, nn::Module& model,
+                                                         dist::DistributedDataParallel* ddp) {
+  if (!c.model.sync_batchnorm || !ddp || dc.world_size() == 1) return nullptr;  // one real rank: nothing to sync
+  auto sync = std::make_unique<dist::SyncBatchNorm>(model, ddp->comm());
+  log::info("SyncBatchNorm: {} batch-norm layers, statistics over {} ranks", sync->num_layers(), dc.world_size());
+  return sync;
 }
 
 }  // namespace cg::train

@@ -41,6 +41,7 @@ TrainSession::TrainSession(const TrainConfig& c)
 
 void TrainSession::start(const nn::TrainingProgress* resumed) {
   ddp_ = make_ddp(c_, dc_, model_, device_);
+  sync_batchnorm_ = make_sync_batchnorm(c_, dc_, model_, ddp_.get());
   if (c_.optim.zero_sharding) shard_optimizer();
   step_ = std::make_unique<TrainStep>(c_, model_, *optimizer_, ddp_.get(), compute_);
   if (step_->scaler() && resumed && resumed->loss_scale > 0)
@@ -55,10 +56,11 @@ void TrainSession::shard_optimizer() {
     log::info("optim.zero_sharding: one process, nothing to shard");
     return;
   }
-  ddp_->attach(*optimizer_);
+  ddp_->sharded()->attach(*optimizer_);
   const bool sgd = c_.optim.name == OptimizerName::sgd;
   const int64_t bytes_per_element = sgd ? (c_.optim.momentum > 0 ? 4 : 0) : 8;  // momentum; AdamW's two moments
-  const int64_t mine = ddp_->owned_elements() * bytes_per_element, all = ddp_->total_elements() * bytes_per_element;
+  const int64_t mine = ddp_->sharded()->owned_elements() * bytes_per_element;
+  const int64_t all = ddp_->sharded()->total_elements() * bytes_per_element;
   log::info("ZeRO-1: optimizer state {} bytes on this rank ({:.2f} MiB; unsharded {} bytes, {:.2f} MiB: {:.3f} of it)",
             mine, double(mine) / (1 << 20), all, double(all) / (1 << 20), all > 0 ? double(mine) / double(all) : 0.0);
 }

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "dist/ddp.h"
+#include "dist/sync_batchnorm.h"
 #include "engine/random.h"
 #include "engine/stream.h"
 #include "nn/checkpoint.h"
@@ -56,6 +57,7 @@ class TrainSession {
   nn::MiniResNet model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  std::unique_ptr<dist::SyncBatchNorm> sync_batchnorm_;  // after ddp_: its hooks use DDP's transport
   std::unique_ptr<TrainStep> step_;
 };
 

@@ -1,5 +1,6 @@
 #include "train/step.h"
 
+#include "dist/overflow_agreement.h"
 #include "engine/autocast.h"
 #include "engine/ops.h"
 #include "util/log.h"
@@ -15,7 +16,7 @@ TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& opt
       accum_(c.train.grad_accum_steps) {
   if (amp_ && amp_dtype_ == DType::f16)
     scaler_ = std::make_unique<nn::GradScaler>(nn::GradScalerOptions{}, compute.device());
-  if (ddp_ && scaler_) ddp_->attach(*scaler_);  // every rank skips an overflowing step together
+  if (ddp_ && scaler_) dist::agree_on_overflow(*scaler_, ddp_->comm());  // every rank skips an overflow together
   if (!c.train.cuda_graph) return;
   if (ddp_ && ddp_->comm().name().find("gloo") != std::string::npos)
     throw UsageError(fmt::format("train.cuda_graph=true cannot capture DDP over {} (host code; chosen because ranks "
@@ -47,7 +48,7 @@ StepOutputs TrainStep::run_phases(const data::DeviceBatch& batch, bool ends_grou
   phase_ended();
   backward(loss);
   phase_ended();
-  finish_gradient_sync();
+  wait_for_gradients();
   phase_ended();
   if (ends_group) {
     optimizer_step(lr);
@@ -80,11 +81,11 @@ void TrainStep::backward(const Tensor& loss) {
   else l.backward();
 }
 
-void TrainStep::finish_gradient_sync() {
+void TrainStep::wait_for_gradients() {
   if (!ddp_) return;
   trace::Span span("wait for all-reduces", "compute");
   CG_NVTX_RANGE("wait for all-reduces");
-  ddp_->wait_for_gradients();
+  ddp_->reducer().wait_for_gradients();
 }
 
 void TrainStep::optimizer_step(double lr) {
@@ -92,13 +93,13 @@ void TrainStep::optimizer_step(double lr) {
     trace::Span span("optimizer", "compute");
     CG_NVTX_RANGE("optimizer");
     if (scaler_) {
-      scaler_->step(optimizer_, params_, lr);  // agreed over the ranks by DDP (attach)
+      scaler_->step(optimizer_, params_, lr);  // agreed over the ranks (dist::agree_on_overflow)
     } else {
       optimizer_.step(lr);
     }
   }
-  if (ddp_) ddp_->start_parameter_gather();  // ZeRO-1: the shards each rank updated, to all
-  if (ddp_) ddp_->zero_grad();  // gradients stay views of DDP's flat buffer
+  if (ddp_) ddp_->reducer().start_parameter_gather();  // ZeRO-1: the shards each rank updated, to all
+  if (ddp_) ddp_->reducer().zero_grad();  // gradients stay views of DDP's flat buffer
   else optimizer_.zero_grad();
 }
 

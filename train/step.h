@@ -58,7 +58,7 @@ class TrainStep {
   // correct-prediction count.
   Tensor forward(const data::DeviceBatch& batch, ForwardOptions options, Tensor* hits);
   void backward(const Tensor& loss);
-  void finish_gradient_sync();     // DDP's wait for the gradients' all-reduces
+  void wait_for_gradients();       // DDP's wait for the gradients' collectives
   void optimizer_step(double lr);  // and zero the gradients
 
   // Called at the end of each eager phase (forward, backward, the wait, the optimizer) and after

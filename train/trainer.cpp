@@ -184,7 +184,7 @@ void Trainer::log_memory() {
 
 // epoch_done: after a whole epoch (else training stopped mid-epoch, which the epoch number says).
 void Trainer::evaluate(bool epoch_done) {
-  if (dist::DistributedDataParallel* ddp = session_.ddp()) ddp->wait_for_parameters();  // ZeRO-1's all-gathers
+  if (dist::DistributedDataParallel* ddp = session_.ddp()) ddp->reducer().wait_for_parameters();  // ZeRO-1's all-gathers
   const EvalResult ev = train::evaluate(session_.model(), data_->test_set(), c_, session_.dist(), session_.device());
   result_.test_accuracy = ev.accuracy;
   result_.test_loss = ev.loss;
@@ -217,9 +217,9 @@ void Trainer::checkpoint(const std::string& name) {
   const std::string path = (ckpt_dir_ / name).string();
   // ZeRO-1: every rank takes part in gathering the optimizer's state whole (today's format).
   dist::DistributedDataParallel* ddp = session_.ddp();
-  if (ddp) ddp->wait_for_parameters();
-  const bool sharded = ddp && ddp->zero_sharding();
-  const nn::NamedTensors gathered = sharded ? ddp->gather_optimizer_state() : nn::NamedTensors{};
+  if (ddp) ddp->reducer().wait_for_parameters();
+  const bool sharded = ddp && ddp->sharded();
+  const nn::NamedTensors gathered = sharded ? ddp->sharded()->gather_optimizer_state() : nn::NamedTensors{};
   if (log::is_main_process()) {
     nn::save_checkpoint(path, session_.model(), session_.optimizer(), pos_, sharded ? &gathered : nullptr);
     log::info("checkpoint: {}", path);
@@ -232,9 +232,9 @@ void Trainer::checkpoint(const std::string& name) {
 // last checkpoint is written, and the timeline when profiling.
 TrainResult Trainer::finish() {
   if (dist::DistributedDataParallel* ddp = session_.ddp()) {
-    if (ddp->zero_sharding())  // what the shards hold, against the start-up figure
+    if (ddp->sharded())  // what the shards hold, against the start-up figure
       log::info("ZeRO-1: optimizer state held at the end: {} bytes on this rank", session_.optimizer().state_bytes());
-    ddp->wait_for_parameters();
+    ddp->reducer().wait_for_parameters();
     ddp->sync_buffers();
     session_.dist().check_replicas_equal(state_fingerprint(session_.model()));
   }

@@ -119,11 +119,12 @@ void report(const TrainConfig& c, const Options& o, TrainSession& session, const
   if (!log::is_main_process()) return;
   const Device device = session.device();
   const int world = session.dist().world_size();
-  const dist::DistributedDataParallel* ddp = session.ddp();
+  dist::DistributedDataParallel* ddp = session.ddp();
+  const size_t bytes_per_step = ddp ? ddp->reducer().buckets().bytes_per_step() : 0;
   const int64_t n = c.data.batch_size;
   const double step_ms = median(t.total), ips = double(n * world) / (step_ms / 1000.0);
   // With the modeled backend: what the all-reduces of one step would take if nothing overlapped.
-  const double comm_total_ms = ddp ? ddp->modeled_ms_per_step() : 0.0;
+  const double comm_total_ms = ddp ? dist::modeled_ms_per_step(ddp->reducer().buckets(), ddp->comm()) : 0.0;
   const std::string device_name = device.is_cuda() ? runtime::describe_device(device.index) : std::string("cpu");
   std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n, world,
               c.amp.enabled ? enum_name(c.amp.dtype) : "off");
@@ -131,7 +132,7 @@ void report(const TrainConfig& c, const Options& o, TrainSession& session, const
   std::printf("| %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", ips, step_ms, median(t.fwd), median(t.bwd),
               median(t.comm), median(t.opt), double(t.peak_bytes) / (1 << 20));
   if (ddp)
-    std::printf("all-reduced per step: %.2f MB (%s)\n", double(ddp->bytes_per_step()) / 1e6,
+    std::printf("all-reduced per step: %.2f MB (%s)\n", double(bytes_per_step) / 1e6,
                 c.dist.grad_compression == dist::GradCompression::none ? "float32"
                                                                         : enum_name(c.dist.grad_compression));
   if (comm_total_ms > 0)
@@ -146,7 +147,7 @@ void report(const TrainConfig& c, const Options& o, TrainSession& session, const
                    {"forward_ms", median(t.fwd)}, {"backward_ms", median(t.bwd)}, {"comm_exposed_ms", median(t.comm)},
                    {"optimizer_ms", median(t.opt)}, {"peak_mem_bytes", t.peak_bytes}, {"steps", o.steps},
                    {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
-                   {"comm_bytes_per_step", ddp ? ddp->bytes_per_step() : 0},
+                   {"comm_bytes_per_step", bytes_per_step},
                    {"grad_compression", enum_name(c.dist.grad_compression)},
                    {"cuda_graph", c.train.cuda_graph}};
   std::printf("%s\n", j.dump().c_str());

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "dist/ddp.h"
+#include "dist/overflow_agreement.h"
 #include "engine/ops.h"
 #include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
@@ -68,10 +69,10 @@ TEST_P(DdpWorld, AveragedGradientsEqualUnionBatchGradients) {
     o.bucket_cap_mb = 0.002;  // several buckets even for a tiny model
     o.first_bucket_mb = 0.0005;
     DistributedDataParallel ddp(model, group, o);
-    EXPECT_GT(ddp.num_buckets(), 2u);
+    EXPECT_GT(ddp.reducer().buckets().size(), 2u);
     ops::cross_entropy(ddp(batch_images(rank * kPerRank, kPerRank)), batch_labels(rank * kPerRank, kPerRank))
         .backward();
-    ddp.wait_for_gradients();
+    ddp.reducer().wait_for_gradients();
     got[size_t(rank)] = flat_grads(model);
   });
   for (int r = 0; r < world; ++r) {
@@ -92,9 +93,9 @@ TEST_P(DdpWorld, ReplicasStayBitIdenticalOverTrainingSteps) {
     for (int step = 0; step < 4; ++step) {
       const int64_t first = (step * world + rank) * kPerRank;
       ops::cross_entropy(ddp(batch_images(first, kPerRank)), batch_labels(first, kPerRank)).backward();
-      ddp.wait_for_gradients();
+      ddp.reducer().wait_for_gradients();
       sgd.step(0.05);
-      ddp.zero_grad();
+      ddp.reducer().zero_grad();
     }
     // Running statistics differ per rank until the next forward's broadcast: do it, then compare.
     ddp.sync_buffers();
@@ -137,7 +138,7 @@ TEST(Ddp, NoSyncAccumulatesWithoutCommunicating) {
       } else {
         loss().backward();
       }
-      ddp.wait_for_gradients();
+      ddp.reducer().wait_for_gradients();
     }
     sgd.step(0.1);
     for (auto& [n, p] : model.named_parameters()) {
@@ -185,14 +186,14 @@ TEST(Ddp, AllReducesOverlapBackward) {
           const auto t0 = Clock::now();
           l.backward();
           best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-          ddp.wait_for_gradients();
-          ddp.zero_grad();
+          ddp.reducer().wait_for_gradients();
+          ddp.reducer().zero_grad();
         }
         Tensor l = loss();
         const auto t0 = Clock::now();
         l.backward();
         const auto backward_end = Clock::now();
-        ddp.wait_for_gradients();
+        ddp.reducer().wait_for_gradients();
         const auto end = Clock::now();
         if (rank != 0) return;
         auto ms = [&](Clock::time_point t) { return std::chrono::duration<double, std::milli>(t - t0).count(); };
@@ -201,12 +202,12 @@ TEST(Ddp, AllReducesOverlapBackward) {
         backward_end_ms = ms(backward_end);
         comm_ms = 0;  // measured: the delay plus the real transfer
         first_start_ms = first_finish_ms = 1e9;
-        for (auto& w : ddp.last_all_reduces()) {
+        for (auto& w : ddp.reducer().buckets().works()) {
           first_start_ms = std::min(first_start_ms, ms(w->started));
           first_finish_ms = std::min(first_finish_ms, ms(w->finished));
           comm_ms += std::chrono::duration<double, std::milli>(w->finished - w->started).count();
         }
-        EXPECT_GE(ddp.num_buckets(), 3u);
+        EXPECT_GE(ddp.reducer().buckets().size(), 3u);
       },
       {.comm_delay = {delay}});
   // Overlap shown by order within the one step, not by comparing durations (which a loaded
@@ -228,7 +229,7 @@ TEST(Ddp, UnusedParameterIsNamed) {
     Tensor w = model.named_parameters().front().second;
     ops::scale(ops::conv2d(batch_images(0, 2), w, Tensor(), {1, 1}), 1.0).backward(Tensor::full({2, 4, 8, 8}, 1.0));
     try {
-      ddp.wait_for_gradients();
+      ddp.reducer().wait_for_gradients();
       ADD_FAILURE() << "unused parameters went unnoticed";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("fc.weight"), std::string::npos) << e.what();
@@ -245,14 +246,14 @@ TEST(Ddp, ZeroingThroughTheOptimizerIsAnError) {
     DistributedDataParallel ddp(model, group, {});
     nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
     ops::cross_entropy(ddp(batch_images(rank * kPerRank, kPerRank)), batch_labels(0, kPerRank)).backward();
-    ddp.wait_for_gradients();
+    ddp.reducer().wait_for_gradients();
     sgd.step(0.1);
     sgd.zero_grad();  // the misuse
     try {
       ddp(batch_images(0, kPerRank));
       ADD_FAILURE() << "forward ran on gradients the optimizer had freed";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("DistributedDataParallel::zero_grad()"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("DistributedDataParallel::reducer().zero_grad()"), std::string::npos) << e.what();
     }
   });
 }
@@ -261,16 +262,20 @@ TEST(Ddp, ZeroingThroughTheOptimizerIsAnError) {
 class CountingComm : public GradientComm {
  public:
   CountingComm(std::unique_ptr<GradientComm> inner, int64_t* broadcasts) : inner_(std::move(inner)), broadcasts_(broadcasts) {}
-  std::shared_ptr<Work> all_reduce_average(float* data, int64_t count, const Stream& compute,
-                                           const std::string& what) override {
-    return inner_->all_reduce_average(data, count, compute, what);
+  std::string name() const override { return "counting " + inner_->name(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::shared_ptr<Work> all_reduce_average(Tensor& data, const Stream& compute, const std::string& what) override {
+    return inner_->all_reduce_average(data, compute, what);
+  }
+  void all_reduce_sum(double* data, int64_t count, const Stream& compute, const std::string& what) override {
+    inner_->all_reduce_sum(data, count, compute, what);
   }
   void wait(Work& work, const Stream& compute) override { inner_->wait(work, compute); }
   void broadcast(Tensor& t, const Stream& compute) override {
     ++*broadcasts_;
     inner_->broadcast(t, compute);
   }
-  std::string name() const override { return "counting " + inner_->name(); }
 
  private:
   std::unique_ptr<GradientComm> inner_;
@@ -312,10 +317,10 @@ TEST(Ddp, AttachedScalerSkipsOnEveryRankWhenOneOverflows) {
     nn::MiniResNet model(tiny(), gen);
     DistributedDataParallel ddp(model, group, {});
     nn::GradScaler scaler;
-    ddp.attach(scaler);
+    agree_on_overflow(scaler, ddp.comm());
     nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
     scaler.backward(ops::cross_entropy(ddp(batch_images(rank * kPerRank, kPerRank)), batch_labels(0, kPerRank)));
-    ddp.wait_for_gradients();
+    ddp.reducer().wait_for_gradients();
     // After the all-reduce, only rank 0's gradients overflow.
     if (rank == 0) model.named_parameters().front().second.grad().fill_(std::numeric_limits<double>::infinity());
     const std::vector<uint8_t> before = state_bytes(model);

@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "dist/ddp.h"
+#include "dist/overflow_agreement.h"
 #include "engine/ops.h"
 #include "nn/grad_scaler.h"
 #include "nn/optimizer.h"
@@ -143,16 +144,16 @@ TEST_P(Compressed, DdpGradientsEqualTheCompressionAppliedToEachRanksGradient) {
     o.first_bucket_mb = 0.0005;
     o.grad_compression = dtype == DType::f16 ? GradCompression::fp16 : GradCompression::bf16;
     DistributedDataParallel ddp(model, group, o);
-    EXPECT_GT(ddp.num_buckets(), 2u);
+    EXPECT_GT(ddp.reducer().buckets().size(), 2u);
     ops::cross_entropy(ddp(test::union_images(rank * kPerRank, kPerRank)),
                        test::union_labels(rank * kPerRank, kPerRank))
         .backward();
-    ddp.wait_for_gradients();
+    ddp.reducer().wait_for_gradients();
     got[size_t(rank)] = flat_grads(model);
-    bytes[size_t(rank)] = ddp.bucket_bytes_per_step();
+    bytes[size_t(rank)] = ddp.reducer().buckets().bytes_per_bucket();
     o.grad_compression = GradCompression::none;
     DistributedDataParallel plain(model, group, o);
-    plain_bytes[size_t(rank)] = plain.bucket_bytes_per_step();
+    plain_bytes[size_t(rank)] = plain.reducer().buckets().bytes_per_bucket();
   });
   const size_t n = local[0].size();
   int differs_from_float32 = 0;
@@ -225,11 +226,11 @@ TEST_P(Compressed, HostGlooMatchesPyTorchDividingFirstAndDiffersFromItsStockHook
 
   std::vector<std::vector<float>> got(static_cast<size_t>(world));
   test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
-    auto comm = make_host_gloo_comm(group);
+    auto transport = make_host_gloo_comm(group);
+    auto comm = make_compressed_comm(*transport, dtype == DType::f16 ? GradCompression::fp16 : GradCompression::bf16);
     const std::vector<float> mine(all.begin() + rank * count, all.begin() + (rank + 1) * count);
     Tensor bucket = Tensor::from_vector(mine, {count});
-    Tensor compressed = Tensor::empty({count}, dtype);
-    auto work = comm->all_reduce_compressed(bucket, compressed, Stream(), "golden bucket");
+    auto work = comm->all_reduce_average(bucket, Stream(), "golden bucket");
     comm->wait(*work, Stream());
     got[size_t(rank)] = bucket.to_vector<float>();
   });
@@ -291,11 +292,11 @@ TEST(CompressedDdp, ScalerOverflowAgreementStillSkipsOnEveryRank) {
       nn::GradScalerOptions so;
       so.init_scale = init_scale;
       nn::GradScaler scaler(so);
-      ddp.attach(scaler);
+      agree_on_overflow(scaler, ddp.comm());
       nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
       scaler.backward(ops::cross_entropy(ddp(test::union_images(rank * kPerRank, kPerRank)),
                                          test::union_labels(0, kPerRank)));
-      ddp.wait_for_gradients();
+      ddp.reducer().wait_for_gradients();
       if (rank == 0 && init_scale < 1e6)  // only rank 0's gradients overflow, after the all-reduce
         model.named_parameters().front().second.grad().fill_(std::numeric_limits<double>::infinity());
       const std::vector<uint8_t> before = state_bytes(model);
@@ -314,14 +315,17 @@ TEST(CompressedDdp, ScalerOverflowAgreementStillSkipsOnEveryRank) {
 // A transport without a 16-bit path (the staged Gloo one, or this stand-in) is refused by name.
 class NoCompressionComm : public GradientComm {
  public:
-  std::shared_ptr<Work> all_reduce_average(float*, int64_t, const Stream&, const std::string&) override {
+  std::shared_ptr<Work> all_reduce_average(Tensor&, const Stream&, const std::string&) override {
     auto w = std::make_shared<Work>();
     w->finish();
     return w;
   }
   void wait(Work& work, const Stream&) override { work.wait(); }
   void broadcast(Tensor&, const Stream&) override {}
+  void all_reduce_sum(double*, int64_t, const Stream&, const std::string&) override {}
   std::string name() const override { return "test transport"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
 };
 
 TEST(CompressedDdp, ATransportWithoutA16BitPathIsRefusedNamingTheKey) {
@@ -343,16 +347,17 @@ TEST(CompressedDdp, ATransportWithoutA16BitPathIsRefusedNamingTheKey) {
 
 TEST(CompressedDdp, ModeledBackendTimesThe16BitBytesAndRoundsTheData) {
   const Link slow{"slow", 0.001, 0.0};  // 1 MB/s: 100 KB over 2 ranks = 100 ms, 50 KB = 50 ms
-  auto comm = make_modeled_comm(2, slow, Device::cpu());
-  ASSERT_EQ(comm->why_no_compression(), "");
+  auto transport = make_modeled_comm(2, slow, Device::cpu());
+  ASSERT_NE(transport->wire16(), nullptr);
+  auto comm = make_compressed_comm(*transport, GradCompression::fp16);
   const std::vector<float> values = test::random_vector<float>(25000, 3);
   Tensor bucket = Tensor::from_vector(values, {25000});
-  Tensor compressed = Tensor::empty({25000}, DType::f16);
+  const size_t wire_bytes = 25000 * 2;  // float16
   const auto start = std::chrono::steady_clock::now();
-  auto work = comm->all_reduce_compressed(bucket, compressed, Stream(), "test");
+  auto work = comm->all_reduce_average(bucket, Stream(), "test");
   comm->wait(*work, Stream());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NEAR(comm->modeled_ms(compressed.nbytes()), 50.0, 1e-9);
+  EXPECT_NEAR(comm->modeled_ms(wire_bytes), 50.0, 1e-9);
   EXPECT_GE(ms, 49.0);
   EXPECT_LT(ms, 95.0);  // not the 100 ms of float32
   const std::vector<float> got = bucket.to_vector<float>();
@@ -363,15 +368,16 @@ TEST(CompressedDdp, ModeledBackendTimesThe16BitBytesAndRoundsTheData) {
 // real rank's shard (the whole bucket) rounded to 16 bits as the all-reduce leaves it.
 TEST(CompressedDdp, ModeledBackendTimesTheReduceScatterOfThe16BitBytes) {
   const Link slow{"slow", 0.001, 0.0};  // 1 MB/s: half a ring of 50 KB over 2 ranks = 25 ms
-  auto comm = make_modeled_comm(2, slow, Device::cpu());
+  auto transport = make_modeled_comm(2, slow, Device::cpu());
+  auto comm = make_compressed_comm(*transport, GradCompression::bf16);
   const std::vector<float> values = test::random_vector<float>(25000, 4);
   Tensor bucket = Tensor::from_vector(values, {25000});
-  Tensor compressed = Tensor::empty({25000}, DType::bf16);
+  const size_t wire_bytes = 25000 * 2;  // bfloat16
   const auto start = std::chrono::steady_clock::now();
-  auto work = comm->reduce_scatter_compressed(bucket, compressed, Stream(), "test");
+  auto work = comm->shards()->reduce_scatter_average(bucket, Stream(), "test");
   comm->wait(*work, Stream());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NEAR(ring_half_ms(compressed.nbytes(), 2, slow), 25.0, 1e-9);
+  EXPECT_NEAR(ring_half_ms(wire_bytes, 2, slow), 25.0, 1e-9);
   EXPECT_GE(ms, 24.0);
   EXPECT_LT(ms, 49.0);  // not the 50 ms of the 16-bit all-reduce
   const std::vector<float> got = bucket.to_vector<float>();

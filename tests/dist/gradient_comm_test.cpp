@@ -29,15 +29,15 @@ TEST(RingModel, FollowsTheRingFormula) {
 TEST(ModeledComm, OnTheCpuTakesTheModeledTimeAndLeavesTheData) {
   const Link slow{"slow", 0.01, 0.0};  // 10 MB/s: 100 KB over 2 ranks = 10 ms
   auto comm = make_modeled_comm(2, slow, Device::cpu());
-  std::vector<float> data(25000, 1.5f);
+  Tensor data = Tensor::full({25000}, 1.5);
   const auto start = std::chrono::steady_clock::now();
-  auto work = comm->all_reduce_average(data.data(), int64_t(data.size()), Stream(), "test");
+  auto work = comm->all_reduce_average(data, Stream(), "test");
   comm->wait(*work, Stream());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NEAR(comm->modeled_ms(data.size() * 4), 10.0, 1e-9);
+  EXPECT_NEAR(comm->modeled_ms(data.nbytes()), 10.0, 1e-9);
   EXPECT_GE(ms, 9.5);
   EXPECT_LT(ms, 1000.0);
-  EXPECT_EQ(data, std::vector<float>(25000, 1.5f));
+  EXPECT_EQ(data.to_vector<float>(), std::vector<float>(25000, 1.5f));
 }
 
 TEST(ModeledComm, DdpOverItComputesWhatOneProcessDoes) {
@@ -48,7 +48,7 @@ TEST(ModeledComm, DdpOverItComputesWhatOneProcessDoes) {
   const Tensor x = test::union_images(0, 4), y = test::union_labels(0, 4);
   ops::cross_entropy(plain(x), y).backward();
   ops::cross_entropy(ddp(x), y).backward();
-  ddp.wait_for_gradients();
+  ddp.reducer().wait_for_gradients();
   const auto a = plain.named_parameters(), b = wrapped.named_parameters();
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_EQ(a[i].second.grad().to_vector<float>(), b[i].second.grad().to_vector<float>()) << a[i].first;

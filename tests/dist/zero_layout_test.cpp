@@ -34,9 +34,9 @@ std::vector<int64_t> padding_elements(const std::vector<int64_t>& offsets, const
 }
 
 // Checks the layout rules for the current buckets; returns the padding's element indices.
-std::vector<int64_t> expect_aligned_layout(const DistributedDataParallel& ddp, const nn::NamedTensors& params) {
-  const std::vector<int64_t>& offsets = ddp.flat_offsets();
-  const Tensor& flat = ddp.flat_parameters();
+std::vector<int64_t> expect_aligned_layout(DistributedDataParallel& ddp, const nn::NamedTensors& params) {
+  const std::vector<int64_t>& offsets = ddp.reducer().buckets().offsets();
+  const Tensor& flat = ddp.sharded()->flat_parameters();
   EXPECT_EQ(offsets.size(), params.size());
   std::vector<int64_t> numel;
   for (const auto& [name, p] : params) numel.push_back(p.numel());
@@ -46,7 +46,7 @@ std::vector<int64_t> expect_aligned_layout(const DistributedDataParallel& ddp, c
     EXPECT_LE(offsets[i] + numel[i], flat.numel()) << name << " runs past the flat buffer";
     // The parameter and its gradient really are views at that offset.
     EXPECT_EQ(static_cast<const float*>(p.raw_data()), flat.data<float>() + offsets[i]) << name;
-    EXPECT_EQ(static_cast<const float*>(p.grad().raw_data()), ddp.flat_gradients().data<float>() + offsets[i]) << name;
+    EXPECT_EQ(static_cast<const float*>(p.grad().raw_data()), ddp.reducer().buckets().flat().data<float>() + offsets[i]) << name;
     // In bytes: the flat buffer's base is the host allocator's 64-byte aligned block, so 64 here
     // (256 on a GPU, whose allocations are 256-byte aligned).
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p.raw_data()) % std::min<int64_t>(kFlatAlignmentBytes, 64), 0u) << name;
@@ -73,7 +73,7 @@ TEST(ZeroLayout, EveryParameterStartsAlignedAndThePaddingStaysZero) {
     o.zero_sharding = true;
     DistributedDataParallel ddp(model, group, o);
     nn::AdamW opt(model.named_parameters(), nn::AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
-    ddp.attach(opt);
+    ddp.sharded()->attach(opt);
     const nn::NamedTensors params = model.named_parameters();
     // Packed end to end, some parameter of this model would start unaligned: the check has teeth.
     int64_t packed = 0, unaligned_when_packed = 0;
@@ -86,23 +86,23 @@ TEST(ZeroLayout, EveryParameterStartsAlignedAndThePaddingStaysZero) {
     for (int step = 0; step < 3; ++step) {  // step 0 is plain DDP; the rebuild after it shards
       const int64_t first = (step * 3 + rank) * kPerRank % 48;
       ops::cross_entropy(ddp(test::union_images(first, kPerRank)), test::union_labels(first, kPerRank)).backward();
-      ddp.wait_for_gradients();
+      ddp.reducer().wait_for_gradients();
       if (step > 0) padding = expect_aligned_layout(ddp, params);  // the rebuilt, sharded layout
       opt.step(0.05);
-      ddp.start_parameter_gather();
-      ddp.wait_for_parameters();
+      ddp.reducer().start_parameter_gather();
+      ddp.reducer().wait_for_parameters();
       ASSERT_FALSE(padding.empty()) << "a layout of this model without padding: nothing tested";
-      const float* weights = ddp.flat_parameters().data<float>();
-      const float* grads = ddp.flat_gradients().data<float>();
+      const float* weights = ddp.sharded()->flat_parameters().data<float>();
+      const float* grads = ddp.reducer().buckets().flat().data<float>();
       for (int64_t e : padding) {
         ASSERT_EQ(weights[e], 0.f) << "rank " << rank << ", step " << step << ": padding element " << e;
         ASSERT_EQ(grads[e], 0.f) << "rank " << rank << ", step " << step << ": padding element " << e;
       }
-      ddp.zero_grad();
+      ddp.reducer().zero_grad();
     }
     for (const auto& [name, p] : params) total[size_t(rank)] += p.numel();
-    EXPECT_EQ(ddp.total_elements(), total[size_t(rank)]);
-    owned[size_t(rank)] = ddp.owned_elements();
+    EXPECT_EQ(ddp.sharded()->total_elements(), total[size_t(rank)]);
+    owned[size_t(rank)] = ddp.sharded()->owned_elements();
   });
   // The padding is nobody's: the ranks' shards add up to the model's parameters, no more.
   EXPECT_EQ(owned[0] + owned[1] + owned[2], total[0]);

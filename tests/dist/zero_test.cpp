@@ -13,6 +13,7 @@
 #include <random>
 
 #include "dist/ddp.h"
+#include "dist/overflow_agreement.h"
 #include "engine/ops.h"
 #include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
@@ -126,7 +127,7 @@ std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int 
     o.grad_compression = compression;
     DistributedDataParallel ddp(model, group, o);
     auto opt = make(which, model);
-    if (sharded) ddp.attach(*opt);
+    if (sharded) ddp.sharded()->attach(*opt);
     for (int step = 0; step < steps; ++step) {
       for (int micro = 0; micro < accum; ++micro) {
         const int64_t first = ((step * accum + micro) * world + rank) * kPerRank % 48;
@@ -136,24 +137,26 @@ std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int 
                    1.0 / accum)
             .backward();
         local.reset();
-        ddp.wait_for_gradients();
+        ddp.reducer().wait_for_gradients();
       }
       opt->step(0.05 * (1.0 - 0.1 * step));
-      ddp.start_parameter_gather();
-      ddp.zero_grad();
+      ddp.reducer().start_parameter_gather();
+      ddp.reducer().zero_grad();
     }
-    ddp.wait_for_parameters();
+    ddp.reducer().wait_for_parameters();
     if (sharded) {  // the last step all-gathered every bucket
-      EXPECT_EQ(ddp.last_all_gathers().size(), ddp.num_buckets());
-      for (const auto& w : ddp.last_all_gathers()) EXPECT_TRUE(w && w->done());
+      EXPECT_EQ(ddp.sharded()->last_all_gathers().size(), ddp.reducer().buckets().size());
+      for (const auto& w : ddp.sharded()->last_all_gathers()) EXPECT_TRUE(w && w->done());
     }
     ddp.sync_buffers();
     RunResult& r = out[size_t(rank)];
     r.weights = state_bytes(model);
-    r.optimizer = sharded ? ddp.gather_optimizer_state() : opt->state_tensors();
+    r.optimizer = sharded ? ddp.sharded()->gather_optimizer_state() : opt->state_tensors();
     r.state_bytes = opt->state_bytes();
-    r.owned = ddp.owned_elements();
-    r.total = ddp.total_elements();
+    if (sharded) {
+      r.owned = ddp.sharded()->owned_elements();
+      r.total = ddp.sharded()->total_elements();
+    }
   });
   return out;
 }
@@ -255,21 +258,27 @@ INSTANTIATE_TEST_SUITE_P(Wire, ZeroCompressed,
                          compressed_case_name);
 
 // A transport with both halves but no 16-bit reduce-scatter refuses the combination by name at
-// the first sharded step (the default of GradientComm::reduce_scatter_compressed).
+// the first sharded step (the default of Wire16Collectives::reduce_scatter_sum).
 TEST(Zero, ATransportWithoutA16BitReduceScatterRefusesNamingItself) {
-  class NoCompressedReduceScatter : public GradientComm {
+  class NoCompressedReduceScatter : public GradientComm, public ShardCollectives, public Wire16Collectives {
    public:
-    std::shared_ptr<Work> all_reduce_average(float*, int64_t, const Stream&, const std::string&) override {
+    std::shared_ptr<Work> all_reduce_average(Tensor&, const Stream&, const std::string&) override { return done(); }
+    Wire16Collectives* wire16() override { return this; }
+    std::shared_ptr<Work> all_reduce_sum(Tensor&, const Stream&, const std::string&, WireStages) override {
       return done();
     }
-    std::shared_ptr<Work> all_reduce_compressed(Tensor&, Tensor&, const Stream&, const std::string&) override {
-      return done();
-    }
-    std::string why_no_compression() const override { return ""; }
+    ShardCollectives* shards() override { return this; }
     std::vector<int64_t> shard_bounds(int64_t count) const override { return {0, count}; }
+    std::shared_ptr<Work> reduce_scatter_average(Tensor&, const Stream&, const std::string&) override {
+      return done();
+    }
+    std::shared_ptr<Work> all_gather_shards(Tensor&, const Stream&, const std::string&) override { return done(); }
     void wait(Work& work, const Stream&) override { work.wait(); }
     void broadcast(Tensor&, const Stream&) override {}
+    void all_reduce_sum(double*, int64_t, const Stream&, const std::string&) override {}
     std::string name() const override { return "half-built test"; }
+    int rank() const override { return 0; }
+    int size() const override { return 1; }
 
    private:
     static std::shared_ptr<Work> done() {
@@ -285,12 +294,12 @@ TEST(Zero, ATransportWithoutA16BitReduceScatterRefusesNamingItself) {
   o.grad_compression = GradCompression::bf16;
   DistributedDataParallel ddp(model, std::make_unique<NoCompressedReduceScatter>(), o);
   nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
-  ddp.attach(sgd);
+  ddp.sharded()->attach(sgd);
   try {
     for (int step = 0; step < 2; ++step) {  // the first step all-reduces; the second reduce-scatters
       ops::cross_entropy(ddp(test::union_images(0, 2)), test::union_labels(0, 2)).backward();
-      ddp.wait_for_gradients();
-      ddp.zero_grad();
+      ddp.reducer().wait_for_gradients();
+      ddp.reducer().zero_grad();
     }
     FAIL() << "a sharded compressed step ran without a 16-bit reduce-scatter";
   } catch (const UsageError& e) {
@@ -313,13 +322,13 @@ TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
     o.zero_sharding = true;
     DistributedDataParallel ddp(model, group, o);
     nn::SGD sgd(model.named_parameters(), {0.1f, 0.9f, 0.f, 0.f, false});
-    ddp.attach(sgd);
+    ddp.sharded()->attach(sgd);
     nn::GradScaler scaler;
-    ddp.attach(scaler);
+    agree_on_overflow(scaler, ddp.comm());
     for (int step = 0; step < 2; ++step) {  // the first step is unsharded; the second is sharded
       scaler.backward(
           ops::cross_entropy(ddp(test::union_images(rank * kPerRank, kPerRank)), test::union_labels(0, kPerRank)));
-      ddp.wait_for_gradients();
+      ddp.reducer().wait_for_gradients();
       if (step == 1 && rank == 2) {  // one element of rank 2's own shard
         const auto& owned = sgd.shard_ranges();
         ASSERT_FALSE(owned.empty());
@@ -329,9 +338,9 @@ TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
       }
       const std::vector<uint8_t> before = state_bytes(model);
       const bool took = scaler.step(sgd, model.named_parameters(), 0.1);
-      ddp.start_parameter_gather();
-      ddp.zero_grad();
-      ddp.wait_for_parameters();
+      ddp.reducer().start_parameter_gather();
+      ddp.reducer().zero_grad();
+      ddp.reducer().wait_for_parameters();
       if (step == 1) {
         stepped[size_t(rank)] = took ? 1 : 0;
         if (state_bytes(model) != before) moved[size_t(rank)] = "weights changed";
@@ -349,14 +358,17 @@ TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
 TEST(Zero, ATransportWithoutShardCollectivesRefusesNamingItself) {
   class AllReduceOnly : public GradientComm {
    public:
-    std::shared_ptr<Work> all_reduce_average(float*, int64_t, const Stream&, const std::string&) override {
+    std::shared_ptr<Work> all_reduce_average(Tensor&, const Stream&, const std::string&) override {
       auto w = std::make_shared<Work>();
       w->finish();
       return w;
     }
     void wait(Work& work, const Stream&) override { work.wait(); }
     void broadcast(Tensor&, const Stream&) override {}
+    void all_reduce_sum(double*, int64_t, const Stream&, const std::string&) override {}
     std::string name() const override { return "all-reduce-only test transport"; }
+    int rank() const override { return 0; }
+    int size() const override { return 1; }
   };
   Generator gen(0);
   nn::MiniResNet model(test::tiny_resnet(), gen);

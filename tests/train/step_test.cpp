@@ -66,7 +66,7 @@ TEST(TrainStep, MicroStepsGiveTheWeightsOfThePhasesCalledOneByOne) {
       TrainStep& phases = by_phase.session.step();
       const Tensor loss = phases.forward(batch(i), {.sync = last}, nullptr);
       phases.backward(loss);
-      phases.finish_gradient_sync();
+      phases.wait_for_gradients();
       if (last) phases.optimizer_step(kLr);
       EXPECT_EQ(out.loss.item(), loss.item()) << "micro-batch " << i;
     }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <thread>
 
+#include "dist/grad_compression.h"
 #include "dist/gradient_comm.h"
 #include "engine/runtime.h"
 #include "kernels/cuda/device_info.h"
@@ -51,7 +52,7 @@ TEST(CudaComm, SingleRankNcclAllReduceAndBroadcastOnDeviceTensors) {
   const std::vector<float> values = test::random_vector<float>(3001, 21);
   Tensor t = Tensor::from_vector(values, {3001}).to(kGpu);
   const Stream s = current_stream(kGpu);
-  auto work = comm->all_reduce_average(t.data<float>(), t.numel(), s, "test tensor");
+  auto work = comm->all_reduce_average(t, s, "test tensor");
   comm->wait(*work, s);
   EXPECT_EQ(t.to_vector<float>(), values);  // the average over one rank is the value itself
   comm->broadcast(t, s);
@@ -69,7 +70,7 @@ TEST(CudaComm, ModeledAllReduceOccupiesTheStreamForTheModeledTime) {
   const std::vector<float> values = test::random_vector<float>(250000, 22);
   Tensor t = Tensor::from_vector(values, {250000}).to(kGpu);
   const Stream s = current_stream(kGpu);
-  auto work = comm->all_reduce_average(t.data<float>(), t.numel(), s, "test tensor");
+  auto work = comm->all_reduce_average(t, s, "test tensor");
   comm->wait(*work, s);
   EXPECT_EQ(t.to_vector<float>(), values);
   expect_done_soon(*work);
@@ -87,14 +88,14 @@ TEST(CudaComm, SingleRankNcclCompressedAllReduceRoundsTo16Bits) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
   TcpStore store = test::one_rank_store();
-  auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
-  ASSERT_EQ(comm->why_no_compression(), "");
+  auto transport = make_nccl_comm(store, 0, 1, kGpu, 60.0);
+  ASSERT_NE(transport->wire16(), nullptr);
   const std::vector<float> values = test::random_vector<float>(3001, 23);
   for (DType dtype : {DType::f16, DType::bf16}) {
+    auto comm = make_compressed_comm(*transport, dtype == DType::f16 ? GradCompression::fp16 : GradCompression::bf16);
     Tensor bucket = Tensor::from_vector(values, {3001}).to(kGpu);
-    Tensor compressed = Tensor::empty({3001}, dtype, kGpu);
     const Stream s = current_stream(kGpu);
-    auto work = comm->all_reduce_compressed(bucket, compressed, s, "test bucket");
+    auto work = comm->all_reduce_average(bucket, s, "test bucket");
     comm->wait(*work, s);
     const std::vector<float> want = Tensor::from_vector(values, {3001}).to(dtype).to(DType::f32).to_vector<float>();
     EXPECT_EQ(bucket.to_vector<float>(), want) << dtype_name(dtype);
@@ -111,17 +112,17 @@ TEST(CudaComm, SingleRankNcclCompressedAllReduceWaitsForComputeAndStaysInItsBuck
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
   TcpStore store = test::one_rank_store();
-  auto comm = make_nccl_comm(store, 0, 1, kGpu, 60.0);
+  auto transport = make_nccl_comm(store, 0, 1, kGpu, 60.0);
   constexpr int64_t kMargin = 64, kCount = 3001;
   const std::vector<float> values = test::random_vector<float>(size_t(kCount + 2 * kMargin), 24);
   for (DType dtype : {DType::f16, DType::bf16}) {
     Tensor whole = Tensor::from_vector(values, {kCount + 2 * kMargin}).to(kGpu);
     Tensor bucket = whole.view_at(kMargin, {kCount});
-    Tensor compressed = Tensor::empty({kCount}, dtype, kGpu);
+    auto comm = make_compressed_comm(*transport, dtype == DType::f16 ? GradCompression::fp16 : GradCompression::bf16);
     const Stream s = current_stream(kGpu);
     runtime::spin(s, 50'000);      // 50 ms on the compute stream...
     bucket.fill_(1.0 / 3.0);       // ...then the bucket's final values
-    auto work = comm->all_reduce_compressed(bucket, compressed, s, "test bucket");
+    auto work = comm->all_reduce_average(bucket, s, "test bucket");
     comm->wait(*work, s);
     const float third = Tensor::full({1}, 1.0 / 3.0).to(dtype).to(DType::f32).to_vector<float>()[0];
     ASSERT_NE(third, float(1.0 / 3.0));
@@ -138,11 +139,11 @@ TEST(CudaComm, ModeledCompressedAllReduceTakesHalfTheBandwidthTime) {
   NEED_REAL_GPU("the modeled transfer is timed in wall-clock time");
   Profiling profiling;
   const Link slow{"slow", 0.1, 0.0};  // 100 MB/s: 1 MB over 2 ranks = 10 ms, 0.5 MB = 5 ms
-  auto comm = make_modeled_comm(2, slow, kGpu);
+  auto transport = make_modeled_comm(2, slow, kGpu);
+  auto comm = make_compressed_comm(*transport, GradCompression::fp16);
   Tensor bucket = Tensor::from_vector(test::random_vector<float>(250000, 24), {250000}).to(kGpu);
-  Tensor compressed = Tensor::empty({250000}, DType::f16, kGpu);
   const Stream s = current_stream(kGpu);
-  auto work = comm->all_reduce_compressed(bucket, compressed, s, "test bucket");
+  auto work = comm->all_reduce_average(bucket, s, "test bucket");
   comm->wait(*work, s);
   expect_done_soon(*work);
   ASSERT_TRUE(work->device_started.defined());

@@ -55,7 +55,7 @@ TEST(CudaDdp, TwoRanksOnOneGpuThroughStagedGloo) {
     DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), {});
     ops::cross_entropy(ddp(images(r * kPerRank, kPerRank).to(kGpu)), labels(r * kPerRank, kPerRank).to(kGpu))
         .backward();
-    ddp.wait_for_gradients();
+    ddp.reducer().wait_for_gradients();
     size_t i = 0;
     for (auto& [n, p] : m.named_parameters())
       if (!test::all_close(p.grad().to(Device::cpu()).to_vector<float>(), want[i++], {1e-5, 1e-4}))
@@ -90,7 +90,7 @@ TEST(CudaDdp, TwoRanksAllReduceDuringBackwardAndEndBitIdentical) {
     options.bucket_cap_mb = 0.002;  // about 500 floats: many buckets even for the tiny model
     options.first_bucket_mb = 0.002;
     DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), options);
-    buckets[size_t(r)] = ddp.num_buckets();
+    buckets[size_t(r)] = ddp.reducer().buckets().size();
     nn::SGD sgd(m.named_parameters(), {0.1f, 0.9f, 0.f, 0.f, false});
     for (int s = 0; s < kSteps; ++s) {
       const int64_t first = (s * kWorld + r) * 4;
@@ -100,16 +100,16 @@ TEST(CudaDdp, TwoRanksAllReduceDuringBackwardAndEndBitIdentical) {
       gate_open.record(gate);
       gate_open.wait(compute);
       const auto gated = std::chrono::steady_clock::now();
-      for (const auto& w : ddp.last_all_reduces()) {
+      for (const auto& w : ddp.reducer().buckets().works()) {
         w->wait();  // on the host: the collective, not the compute stream
         if (w->finished - gated > kGate / 2) late[size_t(r)] += fmt::format("step {} ", s);
       }
       // Nobody runs the gate before both ranks' all-reduces are done (the emulated device runs
       // one kernel at a time: a rank waiting out its gate would hold the other's copies).
       group.barrier();
-      ddp.wait_for_gradients();
+      ddp.reducer().wait_for_gradients();
       sgd.step(0.1);
-      ddp.zero_grad();
+      ddp.reducer().zero_grad();
     }
     for (const auto& [name, p] : m.named_parameters())
       weights[size_t(r)].push_back(p.to(Device::cpu()).to_vector<float>());
@@ -134,7 +134,7 @@ void expect_single_rank_unchanged(std::unique_ptr<GradientComm> comm) {
   const Tensor x = images(0, 4).to(kGpu), y = labels(0, 4).to(kGpu);
   ops::cross_entropy(plain(x), y).backward();
   ops::cross_entropy(ddp(x), y).backward();
-  ddp.wait_for_gradients();
+  ddp.reducer().wait_for_gradients();
   const auto a = plain.named_parameters(), b = wrapped.named_parameters();
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(test::all_close(b[i].second.grad().to(Device::cpu()).to_vector<float>(),
@@ -170,7 +170,7 @@ TEST(CudaDdp, SingleRankNcclCompressedGradientsAreThe16BitValues) {
     const Tensor x = images(0, 4).to(kGpu), y = labels(0, 4).to(kGpu);
     ops::cross_entropy(plain(x), y).backward();
     ops::cross_entropy(ddp(x), y).backward();
-    ddp.wait_for_gradients();
+    ddp.reducer().wait_for_gradients();
     const DType d = wire_dtype(c);
     const double rtol = d == DType::f16 ? 1.0 / 1024 : 1.0 / 128;
     int changed = 0;
@@ -226,20 +226,20 @@ TEST(CudaDdp, ModeledAllReducesStartBeforeBackwardEnds) {
   options.bucket_cap_mb = 0.002;  // about 500 floats: many buckets even for the tiny model
   options.first_bucket_mb = 0.002;
   DistributedDataParallel ddp(m, make_modeled_comm(8, nvlink_link(), kGpu), options);
-  ASSERT_GE(ddp.num_buckets(), 3u);
+  ASSERT_GE(ddp.reducer().buckets().size(), 3u);
   const Stream s = current_stream(kGpu);
   const Tensor x = images(0, 8).to(kGpu), y = labels(0, 8).to(kGpu);
   ops::cross_entropy(ddp(x), y).backward();
   Event backward_end = Event::create(kGpu, {.timing = true});
   backward_end.record(s);
-  ddp.wait_for_gradients();
+  ddp.reducer().wait_for_gradients();
   s.synchronize();
   trace::set_enabled(false);
   trace::clear();
   // ms from each bucket's all-reduce start to the end of backward: positive = started before.
   float earliest_lead = -1e9f;
   std::string leads;
-  for (const auto& w : ddp.last_all_reduces()) {
+  for (const auto& w : ddp.reducer().buckets().works()) {
     ASSERT_TRUE(w && w->device_started.defined());
     const float lead = Event::elapsed_ms(w->device_started, backward_end);
     earliest_lead = std::max(earliest_lead, lead);

@@ -40,7 +40,7 @@ TEST(NcclWatchdog, FiresOnACollectiveThatCannotCompleteAndNamesRankAndOperation)
   // The all-reduce starts after the work enqueued on compute: a kernel busy for kStuckS.
   runtime::spin(compute, kStuckS * 1e6);
   const auto issued = std::chrono::steady_clock::now();
-  auto work = comm->all_reduce_average(t.data<float>(), t.numel(), compute, "bucket 0");
+  auto work = comm->all_reduce_average(t, compute, "bucket 0");
   const std::string error = error_of(*work);  // the watchdog finishes it, with its error
   const double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - issued).count();
 
@@ -55,7 +55,7 @@ TEST(NcclWatchdog, FiresOnACollectiveThatCannotCompleteAndNamesRankAndOperation)
   EXPECT_LT(after_s, kStuckS + 30.0);
   // The training thread's next call throws the same failure.
   try {
-    comm->all_reduce_average(t.data<float>(), t.numel(), compute, "bucket 1");
+    comm->all_reduce_average(t, compute, "bucket 1");
     ADD_FAILURE() << "a collective was issued on an aborted communicator";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();

@@ -41,16 +41,16 @@ std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>&
   o.grad_compression = compression;
   DistributedDataParallel ddp(m, comm(), o);
   auto opt = make(adamw, m);
-  if (sharded) ddp.attach(*opt);
+  if (sharded) ddp.sharded()->attach(*opt);
   for (int step = 0; step < 4; ++step) {
     ops::cross_entropy(ddp(test::union_images(step * 4, 4).to(kGpu)), test::union_labels(step * 4, 4).to(kGpu))
         .backward();
-    ddp.wait_for_gradients();
+    ddp.reducer().wait_for_gradients();
     opt->step(0.05 * (1.0 - 0.1 * step));
-    ddp.start_parameter_gather();
-    ddp.zero_grad();
+    ddp.reducer().start_parameter_gather();
+    ddp.reducer().zero_grad();
   }
-  ddp.wait_for_parameters();
+  ddp.reducer().wait_for_parameters();
   std::vector<uint8_t> bytes;
   for (auto& [name, t] : m.state_dict()) {
     const Tensor h = t.to(Device::cpu());

@@ -194,12 +194,15 @@ class FailingComm : public dist::GradientComm {
  public:
   bool failed = false;
   mutable int watched = 0;
-  std::shared_ptr<dist::Work> all_reduce_average(float*, int64_t, const Stream&, const std::string&) override {
+  std::shared_ptr<dist::Work> all_reduce_average(Tensor&, const Stream&, const std::string&) override {
     return nullptr;
   }
   void wait(dist::Work&, const Stream&) override {}
   void broadcast(Tensor&, const Stream&) override {}
+  void all_reduce_sum(double*, int64_t, const Stream&, const std::string&) override {}
   std::string name() const override { return "failing"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
   void watch_replay(const Stream&, const std::string&) const override { ++watched; }
   void check_health() const override {
     if (failed) throw Error("graph_replay (training step, replay 1) timed out; communicator aborted");

@@ -1,4 +1,4 @@
-// DDP's gradient compression steps (engine/grad_compression.h) against a scalar reference written
+// DDP's gradient compression steps (engine/compress_ops.h) against a scalar reference written
 // from their definition: compressed = round16(g * (1.0f / W)), divided in float32 before the
 // cast (unlike PyTorch's stock hook, which casts first), back = float(that). Values picked to hit
 // every rounding case: ties, subnormals, fp16's overflow to infinity, signed zeros, NaN.
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "engine/grad_compression.h"
+#include "engine/compress_ops.h"
 #include "support/random_data.h"
 #include "util/half.h"
 

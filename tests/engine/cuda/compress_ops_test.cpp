@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "engine/grad_compression.h"
+#include "engine/compress_ops.h"
 #include "support/need_gpu.h"
 #include "support/random_data.h"
 

@@ -1,6 +1,6 @@
-// Gradient compression for DDP (engine/grad_compression.h): the existing cast kernels (Tensor::copy_)
+// Gradient compression for DDP (engine/compress_ops.h): the existing cast kernels (Tensor::copy_)
 // and the elementwise family's scale, in place.
-#include "engine/grad_compression.h"
+#include "engine/compress_ops.h"
 
 #include "engine/impl/elementwise.h"
 #include "util/check.h"

@@ -1,0 +1,50 @@
+// What DDP hands gradients to (PyTorch's Reducer, flashlight's fl::Reducer): DDP arms it before
+// each forward and tells it, through the autograd grad-ready hooks, which gradient is final; the
+// reducer owns the gradients' flat buffer and its buckets (dist/gradient_buckets.h) and
+// communicates each bucket the moment it is complete, while backward goes on. The training loop
+// then waits for the gradients, steps the optimizer and zeroes them through it. Two of them:
+//   BucketedAllReduce  each bucket all-reduced (averaged) over the ranks (bucketed_all_reduce.h);
+//   ShardedBuckets     ZeRO-1: each bucket reduce-scattered, the optimizer stepping this rank's
+//                      shards, the parameters all-gathered after the step (sharded_buckets.h).
+// dist.grad_compression is not a reducer of its own: the reducer's transport is wrapped in the
+// 16-bit decorator (dist/grad_compression.h).
+#pragma once
+#include <cstddef>
+
+#include "dist/gradient_buckets.h"
+
+namespace cg::dist {
+
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+
+  // ---- DDP's calls
+  // Before the forward whose backward follows: `sync` says whether that backward communicates
+  // (false under DDP's no_sync(): gradients only accumulate). Waits for parameters still being
+  // gathered. Fails when a gradient is no longer the reducer's view (see zero_grad).
+  virtual void prepare_for_backward(bool sync) = 0;
+  // The grad-ready hook of parameter `param` (named_parameters() order): its gradient is final.
+  virtual void gradient_ready(size_t param) = 0;
+
+  // ---- the training loop's
+  // After backward, before the optimizer: makes the current stream (the caller, on the CPU) wait
+  // for every bucket's collective (nothing to do after a no-sync forward). Fails naming any
+  // parameter that received no gradient.
+  virtual void wait_for_gradients() = 0;
+  // Zeroes the flat gradient buffer. The optimizer's or the module's zero_grad would free the
+  // views the reducer communicates, so the next forward refuses to run after them.
+  virtual void zero_grad() = 0;
+  // After the optimizer step: starts bringing the updated parameters to every rank (ZeRO-1's
+  // all-gathers, on the communication thread or stream); nothing to do where every rank updated
+  // all of them.
+  virtual void start_parameter_gather() = 0;
+  // Waits for those (the next forward does it too): before evaluating, checkpointing or
+  // comparing the weights.
+  virtual void wait_for_parameters() = 0;
+
+  // The flat buffer and its buckets (sizes, bytes, the last collectives: logs, benchmarks, tests).
+  virtual const GradientBuckets& buckets() const = 0;
+};
+
+}  // namespace cg::dist

@@ -1,0 +1,163 @@
+// ZeRO-1 (sharded_buckets.h): which elements a rank owns, the optimizer cut to them, the buckets'
+// collectives and the parameters' all-gather after the step (the optimizer state gathered back
+// whole for checkpoints: sharded_state.cpp). Rule: a rank owns shard rank() of every bucket
+// (ShardCollectives::shard_bounds), so the reduce-scatter leaves exactly the gradients it updates,
+// and the all-gather exactly the parameters the others updated.
+#include "dist/sharded_buckets.h"
+
+#include <algorithm>
+
+#include "engine/autograd/grad_mode.h"
+#include "util/check.h"
+#include "util/nvtx.h"
+#include "util/trace.h"
+
+namespace cg::dist {
+namespace {
+
+ShardCollectives& shard_collectives(GradientComm& transport) {
+  ShardCollectives* shards = transport.shards();
+  if (!shards)
+    throw UsageError(fmt::format("optim.zero_sharding=true: the {} transport has no reduce-scatter and all-gather; "
+                                 "use gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
+                                 transport.name()));
+  return *shards;
+}
+
+// Buckets padded as the transport's shards need.
+BucketOptions padded_for(BucketOptions options, ShardCollectives& shards) {
+  options.pad = [&shards](int64_t count) { return shards.shard_bounds(count).back(); };
+  return options;
+}
+
+}  // namespace
+
+ShardedBuckets::ShardedBuckets(const nn::NamedTensors& params, GradientComm& transport, GradientComm& bucket_comm,
+                               BucketOptions options)
+    : transport_(transport),
+      bucket_comm_(bucket_comm),
+      shards_(shard_collectives(transport)),
+      buckets_(params, padded_for(std::move(options), shards_)) {
+  lay_out_parameters();
+}
+
+ShardedBuckets::~ShardedBuckets() {
+  for (auto& w : gathers_) {  // the communication thread may still write into flat_params_
+    if (!w) continue;
+    try {
+      transport_.wait(*w, current_stream(buckets_.device()));
+    } catch (const std::exception&) {  // reported by whoever waited first, or moot now
+    }
+  }
+}
+
+// The parameters move into one flat buffer laid out as the gradients' (each at an aligned
+// offset, the padding zero): the all-gather then writes them in place, bucket by bucket. Each
+// parameter keeps its identity (the module, the optimizer and autograd hold it).
+void ShardedBuckets::lay_out_parameters() {
+  autograd::NoGradGuard no_grad;
+  Tensor flat = Tensor::zeros({buckets_.flat().numel()}, DType::f32, buckets_.device());
+  const nn::NamedTensors& params = buckets_.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor p = params[i].second;
+    CG_CHECK(p.dtype() == DType::f32, "DDP zero_sharding: parameter '{}' is {}, float32 expected", params[i].first,
+             p.str());
+    p.relocate_to(flat.view_at(buckets_.offsets()[i], p.shape()));
+  }
+  flat_params_ = flat;
+}
+
+void ShardedBuckets::attach(nn::Optimizer& optimizer) {
+  CG_CHECK(!sharding_active_, "DDP: attach the optimizer before the first forward");
+  optimizer_ = &optimizer;
+}
+
+void ShardedBuckets::prepare_for_backward(bool sync) {
+  CG_CHECK(optimizer_, "DDP with zero_sharding: attach(optimizer) before the first forward");
+  wait_for_parameters();
+  if (!buckets_.prepare(sync)) return;
+  // After the first synced step (all ranks updated everything alike) and the new layout: from
+  // now on the optimizer keeps this rank's shards only; the state it has is cut down to them.
+  lay_out_parameters();
+  optimizer_->shard(owned_ranges());
+  sharding_active_ = true;
+}
+
+void ShardedBuckets::gradient_ready(size_t param) {
+  const std::optional<size_t> complete = buckets_.ready(param);
+  if (!complete) return;
+  CG_NVTX_RANGE("DDP all-reduce issue");
+  GradientBuckets::Bucket& b = buckets_[*complete];
+  const Stream s = current_stream(buckets_.device());
+  const std::string what = fmt::format("bucket {}", *complete);
+  if (sharding_active_) {
+    Tensor bucket = buckets_.flat().view_at(b.offset, {b.padded});
+    b.work = bucket_comm_.shards()->reduce_scatter_average(bucket, s, what);
+  } else {
+    Tensor bucket = buckets_.flat().view_at(b.offset, {b.count});
+    b.work = bucket_comm_.all_reduce_average(bucket, s, what);
+  }
+}
+
+void ShardedBuckets::wait_for_gradients() {
+  if (!buckets_.finish_backward()) return;
+  const Stream s = current_stream(buckets_.device());
+  for (size_t b = 0; b < buckets_.size(); ++b) bucket_comm_.wait(*buckets_[b].work, s);
+}
+
+std::map<std::string, nn::Optimizer::Range> ShardedBuckets::owned_ranges() const {
+  std::map<std::string, nn::Optimizer::Range> out;
+  const int me = transport_.rank();
+  const nn::NamedTensors& params = buckets_.params();
+  const std::vector<int64_t>& offset = buckets_.offsets();
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const GradientBuckets::Bucket& b = buckets_[k];
+    const std::vector<int64_t> bounds = shards_.shard_bounds(b.count);
+    const int64_t lo = b.offset + bounds[size_t(me)], hi = b.offset + bounds[size_t(me) + 1];
+    for (size_t i : b.params) {
+      const int64_t begin = std::max(lo, offset[i]);
+      const int64_t end = std::min(hi, offset[i] + params[i].second.numel());
+      if (end > begin) out[params[i].first] = {begin - offset[i], end - begin};
+    }
+  }
+  return out;
+}
+
+void ShardedBuckets::start_parameter_gather() {
+  if (!sharding_active_) return;
+  CG_NVTX_RANGE("DDP all-gather issue");
+  gathers_.clear();
+  const Stream s = current_stream(buckets_.device());
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Tensor bucket = flat_params_.view_at(buckets_[i].offset, {buckets_[i].padded});
+    gathers_.push_back(shards_.all_gather_shards(bucket, s, fmt::format("parameters of bucket {}", i)));
+  }
+  gathers_pending_ = true;
+}
+
+void ShardedBuckets::wait_for_parameters() {
+  if (!gathers_pending_) return;
+  trace::Span span("wait for all-gathers", "compute");
+  gathers_pending_ = false;
+  for (auto& w : gathers_) transport_.wait(*w, current_stream(buckets_.device()));
+}
+
+int64_t ShardedBuckets::total_elements() const {
+  int64_t n = 0;
+  for (const auto& [name, p] : buckets_.params()) n += p.numel();
+  return n;
+}
+
+int64_t ShardedBuckets::owned_elements() const {
+  int64_t n = 0;
+  for (const auto& [name, r] : owned_ranges()) n += r.count;
+  return n;
+}
+
+size_t ShardedBuckets::gather_bytes_per_step() const {
+  size_t total = 0;
+  for (int64_t count : buckets_.sizes()) total += size_t(count) * sizeof(float);
+  return total;
+}
+
+}  // namespace cg::dist
