@@ -37,14 +37,13 @@ struct Options {
   std::vector<std::string> steps;  // LABEL=MS
 };
 
-// The problem the engine's convolution op would give the registry for this layer (fp32 NCHW CPU).
+// The problem the engine's convolution op would give the registry for this layer (fp32 NCHW CPU,
+// the default kernels.*).
 cg::impl::ConvProblem cpu_problem(const ConvLayer& c) {
-  return {c.shape, cg::Device::cpu(), cg::DType::f32, cg::ops::Layout::nchw, c.name};
+  return {c.shape, cg::Device::cpu(), cg::DType::f32, cg::ops::Layout::nchw, cg::ops::KernelPolicy{}, c.name};
 }
 
-std::shared_ptr<const cg::impl::ConvImpl> picked(const ConvLayer& c) {
-  return cg::impl::conv_registry().pick(cpu_problem(c), cg::impl::Choice::automatic, c.name);
-}
+std::shared_ptr<const cg::impl::ConvImpl> picked(const ConvLayer& c) { return cg::impl::pick_conv(cpu_problem(c)); }
 
 std::string cpu_algorithm(const ConvLayer& c) { return cg::impl::conv_registry().name_of(picked(c).get()); }
 

@@ -10,46 +10,12 @@
 #include <memory>
 
 #include "engine/cross_replica.h"
+#include "engine/kernel_policy.h"
 #include "engine/tensor.h"
 #include "util/enum_names.h"
 #include "util/layout.h"
 
 namespace cg::ops {
-
-// Which GPU implementation an op family uses (the config's kernels.* keys). automatic: conv2d
-// takes cuDNN, batch_norm the hand-written kernels. A choice that cannot run a given layer (shape
-// or dtype) fails naming the layer's shapes instead of quietly falling back.
-enum class GpuImpl { automatic, cudnn, native };
-inline EnumNames<GpuImpl> enum_names(GpuImpl) {
-  return {{GpuImpl::automatic, "auto"}, {GpuImpl::cudnn, "cudnn"}, {GpuImpl::native, "native"}};
-}
-struct GpuKernels {
-  GpuImpl conv = GpuImpl::automatic;
-  GpuImpl batch_norm = GpuImpl::automatic;
-};
-void set_gpu_kernels(const GpuKernels& kernels);  // process-wide
-GpuKernels gpu_kernels();
-
-// Which algorithm the CPU convolution uses (the config's kernels.cpu_conv). im2col: im2col + GEMM
-// for every layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3
-// stride-1 layers with at least 32 input and output channels, or with channels in groups of 16 on
-// planes up to 32x32 (4x fewer multiplications; not
-// bit-identical to im2col, error bounded in tests/kernels/winograd_test.cpp), im2col for the
-// rest. direct: the direct convolution (kernels/cpu/conv_direct.h) for every float32 3x3
-// padding-1 and 1x1 layer of stride 1 or 2 (not bit-identical to im2col either), im2col for the
-// rest. automatic: per layer, whichever measured fastest (bench/NOTES.md): Winograd for 3x3
-// stride-1 layers of 32+ channels or of channels in groups of 16 (its 16-plane transforms), direct
-// for the other 3x3 stride-1 layers below 32 channels and 3x3 stride-2 ones below 32 input
-// channels, im2col for the rest. All are deterministic across thread counts. Process-wide.
-enum class CpuConv { automatic, im2col, winograd, direct };
-inline EnumNames<CpuConv> enum_names(CpuConv) {
-  return {{CpuConv::automatic, "auto"},
-          {CpuConv::im2col, "im2col"},
-          {CpuConv::winograd, "winograd"},
-          {CpuConv::direct, "direct"}};
-}
-void set_cpu_conv(CpuConv algorithm);
-CpuConv cpu_conv();
 
 // A differentiable dtype conversion (backward converts the gradient back); x itself when it
 // already has `dtype`.
@@ -63,6 +29,7 @@ struct Conv2dOptions {
   int64_t stride = 1;
   int64_t padding = 0;
   Layout layout = Layout::nchw;  // of x and of the result
+  KernelPolicy kernels{};        // kernels.conv, kernels.cpu_conv, kernels.cudnn_algo_search
 };
 // x [N, Cin, H, W] (or [N, H, W, Cin] for nhwc), weight [Cout, Cin, kh, kw], bias [Cout] or
 // undefined.
@@ -81,6 +48,7 @@ struct BatchNormOptions {
   // over the replicas through this hook, with each replica's own count; null = this process only.
   // Eval mode never uses it.
   std::shared_ptr<CrossReplicaSum> cross_replica = nullptr;
+  KernelPolicy kernels{};  // kernels.batch_norm
 };
 // x [N, C, H, W] (or [N, H, W, C] for nhwc); weight, bias, running_mean, running_var [C]. Training mode normalizes with the
 // batch statistics and updates the running ones (and num_batches_tracked, when defined) in place;

@@ -2,9 +2,8 @@
 // kernels only through the engine. Semantics are torch.optim's (SGD with momentum, dampening,
 // nesterov and weight decay added to the gradient; AdamW with decoupled weight decay and
 // bias-corrected moments) and torch.cuda.amp.GradScaler's. All tensors float32, all of one call
-// on one device. Each call runs the implementation that the optimizer-update or loss-scaling
-// registry (engine/impl/optim.h) holds for that device: on the CPU one kernel call per tensor,
-// on the GPU a whole list in one multi-tensor launch on the current stream.
+// on one device. Each call runs its device's kernels (engine/ops/optim_devices.h): on the CPU one
+// kernel call per tensor, on the GPU a whole list in one multi-tensor launch on the current stream.
 // The "_multi" calls take device scalars: `found_inf` (float32, may be undefined) skips the
 // update when non-zero, read where the update runs, so a GPU mixed-precision step never waits
 // for the host; device_lr (may be undefined): a float32 scalar read as the learning rate instead

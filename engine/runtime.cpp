@@ -37,11 +37,6 @@ void spin(const Stream& stream, double microseconds) {
 AllocatorStats memory_stats(Device device) { return allocator_for(device).stats(); }
 void reset_peak_memory(Device device) { allocator_for(device).reset_peak(); }
 
-void set_conv_algo_search(ConvAlgoSearch search) {
-  kernels::cuda::set_cudnn_algo_search(search == ConvAlgoSearch::timed ? kernels::cuda::AlgoSearch::timed
-                                                                       : kernels::cuda::AlgoSearch::heuristic);
-}
-
 PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes > 0) data_ = kernels::cuda::pinned_malloc(bytes);
 }

@@ -1,7 +1,7 @@
 // The device runtime as the layers above the engine see it (nn/, data/, dist/, apps/): which GPUs
-// there are, waiting for one, memory statistics, pinned host memory, and a few process-wide
-// settings. Everything here is plain C++ over the engine's own types (Device, Stream); no CUDA
-// header and no kernels/ header leaks out, so an upper layer never needs to name a kernel.
+// there are, waiting for one, memory statistics and pinned host memory. Everything here is plain
+// C++ over the engine's own types (Device, Stream); no CUDA header and no kernels/ header leaks
+// out, so an upper layer never needs to name a kernel.
 // Safe on a machine without a GPU: device_count() is 0 and describe_device() says why.
 #pragma once
 #include <cstddef>
@@ -12,7 +12,6 @@
 #include "engine/device.h"
 #include "engine/stream.h"
 #include "util/check.h"
-#include "util/enum_names.h"
 
 namespace cg::runtime {
 
@@ -38,14 +37,6 @@ void spin(const Stream& stream, double microseconds);
 // How the caching allocator of `device` is doing (the host's for the CPU).
 AllocatorStats memory_stats(Device device);
 void reset_peak_memory(Device device);  // peak = in use now: measure the peak of what follows
-
-// How cuDNN picks a convolution algorithm for a new shape: by its heuristics, or by timing every
-// candidate once (like torch.backends.cudnn.benchmark = True, the default). Process-wide.
-enum class ConvAlgoSearch { heuristic, timed };
-inline EnumNames<ConvAlgoSearch> enum_names(ConvAlgoSearch) {
-  return {{ConvAlgoSearch::timed, "timed"}, {ConvAlgoSearch::heuristic, "heuristic"}};
-}
-void set_conv_algo_search(ConvAlgoSearch search);
 
 // Page-locked host memory, which asynchronous host<->GPU copies need: owned, freed on
 // destruction, movable. Accesses through span() are checked against the size.

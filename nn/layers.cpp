@@ -21,11 +21,12 @@ Conv2d::Conv2d(const Conv2dOptions& o, Generator& gen) : options_(o) {
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return ops::conv2d(x, weight_, bias_, {options_.stride, options_.padding, options_.layout});
+  return ops::conv2d(x, weight_, bias_, {options_.stride, options_.padding, options_.layout, options_.kernels});
 }
 
-BatchNorm2d::BatchNorm2d(int64_t channels, ops::Layout layout, double eps, double momentum)
-    : layout_(layout), eps_(eps), momentum_(momentum) {
+BatchNorm2d::BatchNorm2d(int64_t channels, ops::Layout layout, double eps, double momentum,
+                         const ops::KernelPolicy& kernels)
+    : layout_(layout), eps_(eps), momentum_(momentum), kernels_(kernels) {
   weight_ = register_parameter("weight", Tensor::full({channels}, 1.0));
   bias_ = register_parameter("bias", Tensor::zeros({channels}));
   running_mean_ = register_buffer("running_mean", Tensor::zeros({channels}));
@@ -34,7 +35,7 @@ BatchNorm2d::BatchNorm2d(int64_t channels, ops::Layout layout, double eps, doubl
 }
 
 ops::BatchNormOptions BatchNorm2d::options(ops::Activation act) const {
-  return {is_training(), momentum_, eps_, act, layout_, cross_replica_};
+  return {is_training(), momentum_, eps_, act, layout_, cross_replica_, kernels_};
 }
 Tensor BatchNorm2d::forward(const Tensor& x) {
   return ops::batch_norm(x, weight_, bias_, running_mean_, running_var_, num_batches_tracked_,

@@ -14,6 +14,7 @@ struct Conv2dOptions {
   bool bias = false;
   // Of the activations in and out; the weight is [out, in, k, k] either way (same state dict).
   ops::Layout layout = ops::Layout::nchw;
+  ops::KernelPolicy kernels{};  // which convolution runs (kernels.conv, cpu_conv, cudnn_algo_search)
 };
 
 class Conv2d : public Module {
@@ -29,9 +30,10 @@ class Conv2d : public Module {
 
 class BatchNorm2d : public Module {
  public:
-  // layout: of the activations this module normalizes (the parameters are [C] either way).
+  // layout: of the activations this module normalizes (the parameters are [C] either way);
+  // kernels: which implementation runs it (kernels.batch_norm).
   explicit BatchNorm2d(int64_t channels, ops::Layout layout = ops::Layout::nchw, double eps = 1e-5,
-                       double momentum = 0.1);
+                       double momentum = 0.1, const ops::KernelPolicy& kernels = {});
   Tensor forward(const Tensor& x) override;
   // relu(forward(x)) in one fused pass; the same result and state-dict as separate modules.
   Tensor forward_relu(const Tensor& x);
@@ -47,6 +49,7 @@ class BatchNorm2d : public Module {
   std::shared_ptr<CrossReplicaSum> cross_replica_;
   ops::Layout layout_;
   double eps_, momentum_;
+  ops::KernelPolicy kernels_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
 };
 

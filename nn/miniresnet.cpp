@@ -4,16 +4,29 @@
 
 namespace cg::nn {
 
-BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, ops::Layout layout, Generator& gen) {
+namespace {
+
+// PyTorch's BatchNorm2d defaults.
+constexpr double kBnEps = 1e-5, kBnMomentum = 0.1;
+
+std::shared_ptr<BatchNorm2d> batch_norm(int64_t channels, ops::Layout layout, const ops::KernelPolicy& kernels) {
+  return std::make_shared<BatchNorm2d>(channels, layout, kBnEps, kBnMomentum, kernels);
+}
+
+}  // namespace
+
+BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, ops::Layout layout, const ops::KernelPolicy& k,
+                       Generator& gen) {
   conv1_ = register_module("conv1",
-                           std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 3, stride, 1, false, layout}, gen));
-  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(cout, layout));
-  conv2_ = register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{cout, cout, 3, 1, 1, false, layout}, gen));
-  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(cout, layout));
+                           std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 3, stride, 1, false, layout, k}, gen));
+  bn1_ = register_module("bn1", batch_norm(cout, layout, k));
+  conv2_ =
+      register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{cout, cout, 3, 1, 1, false, layout, k}, gen));
+  bn2_ = register_module("bn2", batch_norm(cout, layout, k));
   if (stride != 1 || cin != cout) {
     auto down = register_module("downsample", std::make_shared<Sequential>());
-    down_conv_ = std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 1, stride, 0, false, layout}, gen);
-    down_bn_ = std::make_shared<BatchNorm2d>(cout, layout);
+    down_conv_ = std::make_shared<Conv2d>(Conv2dOptions{cin, cout, 1, stride, 0, false, layout, k}, gen);
+    down_bn_ = batch_norm(cout, layout, k);
     down->append(down_conv_);
     down->append(down_bn_);
   }
@@ -44,14 +57,16 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
   // The stem reads the NCHW input as it comes: with 1 or 3 input channels, channels-last gives
   // tensor cores nothing to work with (cuDNN's NHWC kernels want channels in multiples of 8).
   conv1_ = register_module("conv1", std::make_shared<Conv2d>(
-                                        Conv2dOptions{o.in_channels, o.widths[0], 3, 1, 1, false}, gen));
-  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(o.widths[0], o.layout));
+                                        Conv2dOptions{o.in_channels, o.widths[0], 3, 1, 1, false,
+                                                      ops::Layout::nchw, o.kernels},
+                                        gen));
+  bn1_ = register_module("bn1", batch_norm(o.widths[0], o.layout, o.kernels));
   int64_t cin = o.widths[0];
   for (size_t i = 0; i < o.widths.size(); ++i) {
     auto stage = register_module("layer" + std::to_string(i + 1), std::make_shared<Sequential>());
     for (int64_t j = 0; j < o.blocks[i]; ++j) {
       const int64_t stride = (i > 0 && j == 0) ? 2 : 1;
-      stage->append(std::make_shared<BasicBlock>(cin, o.widths[i], stride, o.layout, gen));
+      stage->append(std::make_shared<BasicBlock>(cin, o.widths[i], stride, o.layout, o.kernels, gen));
       cin = o.widths[i];
     }
     stages_.push_back(stage);

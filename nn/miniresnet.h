@@ -18,6 +18,8 @@ struct MiniResNetOptions {
   // nhwc (channels-last) lets cuDNN's tensor-core convolutions run without transposes. Parameters
   // and state dict are the same in both.
   ops::Layout layout = ops::Layout::nchw;
+  // Which kernels its convolutions and batch norms run (the config's kernels.*).
+  ops::KernelPolicy kernels{};
 };
 
 // How many trainable parameters MiniResNet(options) has, worked out from the shapes without
@@ -27,7 +29,8 @@ double parameter_count(const MiniResNetOptions& options);
 
 class BasicBlock : public Module {
  public:
-  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, ops::Layout layout, Generator& gen);
+  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, ops::Layout layout,
+             const ops::KernelPolicy& kernels, Generator& gen);
   Tensor forward(const Tensor& x) override;
 
  private:

@@ -11,6 +11,7 @@ nn::MiniResNetOptions model_options(const TrainConfig& c) {
   mo.widths = c.model.widths;
   mo.blocks = c.model.blocks;
   mo.layout = c.model.channels_last ? ops::Layout::nhwc : ops::Layout::nchw;
+  mo.kernels = c.kernels;
   return mo;
 }
 

@@ -16,7 +16,6 @@ void set_compute_threads(const TrainConfig& c, int world_size) {
 }
 
 Device choose_device(const TrainConfig& c, int local_rank) {
-  ops::set_cpu_conv(c.kernels.cpu_conv);  // CPU layers run on a GPU machine too (evaluation, tests)
   const int gpus = runtime::device_count();
   if (c.train.device == DeviceName::cpu || (c.train.device == DeviceName::auto_select && gpus == 0)) {
     const std::string why = c.train.device == DeviceName::cpu ? "train.device=cpu" : "no CUDA device is visible";
@@ -32,8 +31,6 @@ Device choose_device(const TrainConfig& c, int local_rank) {
     throw Error(fmt::format("train.device=cuda but no CUDA device is visible ({})", runtime::describe_device(0)));
   const Device device = Device::cuda(local_rank % gpus);
   runtime::set_device(device);
-  ops::set_gpu_kernels({c.kernels.conv, c.kernels.batch_norm});
-  runtime::set_conv_algo_search(c.kernels.cudnn_algo_search);
   log::info("device: {} ({}){}", device.str(), runtime::describe_device(device.index),
             c.amp.enabled ? fmt::format(", mixed precision {}", enum_name(c.amp.dtype)) : "");
   return device;

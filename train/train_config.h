@@ -18,7 +18,7 @@
 namespace cg::train {
 
 // The library's own enums are the config's (data::DatasetKind, nn::ScheduleKind,
-// dist::BackendRequest, ops::GpuImpl, runtime::ConvAlgoSearch), named by their tables; these are
+// dist::BackendRequest, ops::GpuImpl, ops::ConvAlgoSearch), named by their tables; these are
 // the choices only the config makes.
 enum class OptimizerName { sgd, adamw };
 enum class DeviceName { auto_select, cpu, cuda };  // "auto": CUDA when available
@@ -93,13 +93,9 @@ struct TrainConfig {
     AmpDtype dtype = AmpDtype::fp16;
     bool operator==(const Amp&) const = default;
   } amp;
-  struct Kernels {  // which GPU implementation each op family uses
-    ops::GpuImpl conv = ops::GpuImpl::automatic;        // auto: cuDNN
-    ops::GpuImpl batch_norm = ops::GpuImpl::automatic;  // auto: the hand-written kernels
-    runtime::ConvAlgoSearch cudnn_algo_search = runtime::ConvAlgoSearch::timed;
-    ops::CpuConv cpu_conv = ops::CpuConv::automatic;   // auto: direct or Winograd by shape
-    bool operator==(const Kernels&) const = default;
-  } kernels;
+  // Which implementation each op family uses: the engine's own value (engine/kernel_policy.h),
+  // handed to the model the session builds.
+  ops::KernelPolicy kernels;
   struct Checkpoint {
     std::string dir;          // "" = <output.dir>/checkpoints
     int64_t save_every = 1;   // epochs; 0 = only at the end

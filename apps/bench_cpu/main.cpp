@@ -48,11 +48,12 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"auto", "im2col", "winograd", "direct"}));
 }
 
-cg::ops::CpuConv cpu_conv_of(const std::string& name) {
-  return name == "im2col"     ? cg::ops::CpuConv::im2col
-         : name == "winograd" ? cg::ops::CpuConv::winograd
-         : name == "direct"   ? cg::ops::CpuConv::direct
-                              : cg::ops::CpuConv::automatic;
+cg::ops::CpuConvAlgorithm cpu_conv_of(const std::string& name) {
+  using cg::ops::CpuConvAlgorithm;
+  return name == "im2col"     ? CpuConvAlgorithm::im2col
+         : name == "winograd" ? CpuConvAlgorithm::winograd
+         : name == "direct"   ? CpuConvAlgorithm::direct
+                              : CpuConvAlgorithm::automatic;
 }
 
 // What the timed steps measured.
@@ -86,9 +87,9 @@ Timing time_training(const Options& o, cg::nn::MiniResNet& model, cg::nn::SGD& s
 // Builds the model, the optimizer and the random batch, times the steps and prints the results.
 void run(const Options& o) {
   omp_set_num_threads(o.threads);
-  cg::ops::set_cpu_conv(cpu_conv_of(o.cpu_conv));
   cg::Generator gen(0);
   cg::nn::MiniResNetOptions mo;
+  mo.kernels.cpu_conv = cpu_conv_of(o.cpu_conv);
   mo.in_channels = o.in_channels;
   mo.widths = o.widths;
   mo.blocks.assign(o.widths.size(), 2);

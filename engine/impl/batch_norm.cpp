@@ -4,15 +4,33 @@
 
 namespace cg::impl {
 
+// The GPU's implementations only where the build has them, as in conv_registry().
 BatchNormRegistry& batch_norm_registry() {
   static BatchNormRegistry* registry = [] {
-    auto* r = new BatchNormRegistry("batch_norm");  // never destroyed, like conv_registry()
-    register_batch_norm_cpu(*r);
-    register_batch_norm_native(*r);
-    register_batch_norm_cudnn(*r);
-    return r;
+    std::vector<BatchNormEntry> entries{batch_norm_cpu_entry()};
+#ifdef CUDAGRAD_WITH_CUDA
+    entries.push_back(batch_norm_native_entry());
+#endif
+#ifdef CUDAGRAD_WITH_CUDA_LIBRARIES
+    entries.push_back(batch_norm_cudnn_entry());
+#endif
+    return new BatchNormRegistry("batch_norm", std::move(entries));  // never destroyed, like conv_registry()
   }();
   return *registry;
+}
+
+Selection batch_norm_selection(const BatchNormProblem& p) {
+  if (p.device.is_cpu()) return {.keys = {"reference"}};
+  switch (p.policy.batch_norm) {
+    case ops::GpuImpl::cudnn: return {.keys = {"cudnn"}, .choice = "cudnn", .named = true};
+    case ops::GpuImpl::native: return {.keys = {"native"}, .choice = "native", .named = true};
+    case ops::GpuImpl::automatic: break;
+  }
+  return {.keys = {"native", "cudnn"}};
+}
+
+std::shared_ptr<const BatchNormImpl> pick_batch_norm(const BatchNormProblem& p) {
+  return batch_norm_registry().pick(p, batch_norm_selection(p), p.layer);
 }
 
 namespace {

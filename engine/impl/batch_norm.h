@@ -1,12 +1,14 @@
-// The batch-norm family: the interface every batch_norm implementation offers, and its registry.
-// Built in: the CPU reference, the hand-written GPU kernels and cuDNN (training forward and
-// backward, eval forward; it has no eval-mode backward, so a layer that needs one is refused
-// under kernels.batch_norm=cudnn rather than quietly run by another implementation).
+// The batch-norm family: the interface every batch_norm implementation offers, its registry and
+// its rule (batch_norm_selection). Built in: the CPU reference, the hand-written GPU kernels
+// (kernels.batch_norm=auto's) and cuDNN (training forward and backward, eval forward; it has no
+// eval-mode backward, so a layer that needs one is refused under kernels.batch_norm=cudnn rather
+// than quietly run by another implementation).
 // ops::batch_norm picks one per call and its backward node keeps it.
 #pragma once
 #include <string>
 
 #include "engine/impl/registry.h"
+#include "engine/ops.h"
 #include "engine/tensor.h"
 #include "kernels/types.h"
 
@@ -22,6 +24,7 @@ struct BatchNormProblem {
   Activation activation = Activation::none;
   bool residual = false;
   bool cross_replica = false;  // SyncBatchNorm: training statistics summed over the replicas
+  ops::KernelPolicy policy;    // kernels.batch_norm picks the GPU implementation
   std::string layer;  // "batch_norm layer with input [...]"
 };
 
@@ -42,11 +45,8 @@ struct BatchNormBackwardArgs {
   Tensor dx{}, dgamma{}, dbeta{}, d_residual{};  // outputs, allocated by the op before the call
 };
 
-class BatchNormImpl {
+class BatchNormImpl : public Supports<BatchNormProblem> {
  public:
-  virtual ~BatchNormImpl() = default;
-  // "" when this implementation runs `p`; else why not (after "kernels.batch_norm=<name> ").
-  virtual std::string why_unsupported(const BatchNormProblem& p) const = 0;
   virtual void forward(const BatchNormProblem& p, const BatchNormForward& a) const = 0;
   virtual void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const = 0;
 
@@ -58,7 +58,7 @@ class BatchNormImpl {
   // local_grad_sums writes dgamma, dbeta (this replica's), d_residual and sums [2C] (sum g,
   // sum g * xhat); backward_with_sums writes dx from the summed sums and moments[2C] (the
   // global count, as the forward's sum left it). An implementation without them refuses the
-  // layer in why_unsupported.
+  // layer in refusal().
   virtual void local_moments(const BatchNormProblem& p, const BatchNormForward& a, const Tensor& moments) const;
   virtual void forward_with_moments(const BatchNormProblem& p, const BatchNormForward& a,
                                     const Tensor& moments) const;
@@ -68,10 +68,18 @@ class BatchNormImpl {
 };
 
 using BatchNormRegistry = Registry<BatchNormImpl>;
+using BatchNormEntry = BatchNormRegistry::Entry;
+// The registry, built with the implementations of this build on first use.
 BatchNormRegistry& batch_norm_registry();
 
-void register_batch_norm_cpu(BatchNormRegistry& r);
-void register_batch_norm_native(BatchNormRegistry& r);
-void register_batch_norm_cudnn(BatchNormRegistry& r);
+// The rule: the CPU reference; on the GPU kernels.batch_norm by name, or under auto the
+// hand-written kernels (deterministic, and they fuse the residual and ReLU), else cuDNN.
+Selection batch_norm_selection(const BatchNormProblem& p);
+// The implementation batch_norm_selection(p) prefers, or the refusal naming p.layer.
+std::shared_ptr<const BatchNormImpl> pick_batch_norm(const BatchNormProblem& p);
+
+BatchNormEntry batch_norm_cpu_entry();
+BatchNormEntry batch_norm_native_entry();
+BatchNormEntry batch_norm_cudnn_entry();
 
 }  // namespace cg::impl

@@ -14,8 +14,8 @@ T* data_or_null(const Tensor& t) {
 
 class CpuBatchNorm : public BatchNormImpl {
  public:
-  std::string why_unsupported(const BatchNormProblem& p) const override {
-    return p.dtype == DType::f32 || p.dtype == DType::f64 ? "" : "runs float32 and float64 only";
+  const char* refusal(const BatchNormProblem& p) const override {
+    return p.dtype == DType::f32 || p.dtype == DType::f64 ? nullptr : "runs float32 and float64 only";
   }
 
   void forward(const BatchNormProblem& p, const BatchNormForward& a) const override {
@@ -88,8 +88,8 @@ class CpuBatchNorm : public BatchNormImpl {
 
 }  // namespace
 
-void register_batch_norm_cpu(BatchNormRegistry& r) {
-  r.add_builtin({"cpu reference", DeviceType::cpu, Choice::automatic, 0, std::make_shared<CpuBatchNorm>()});
+BatchNormEntry batch_norm_cpu_entry() {
+  return {"cpu reference", DeviceType::cpu, "reference", std::make_shared<CpuBatchNorm>()};
 }
 
 }  // namespace cg::impl

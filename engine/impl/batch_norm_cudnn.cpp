@@ -15,8 +15,7 @@ using ops::detail::raw_or_null;
 
 class CudnnBatchNorm : public BatchNormImpl {
  public:
-  std::string why_unsupported(const BatchNormProblem& p) const override {
-    if (cu::cudnn_version() == 0) return "is not in this build (no cuDNN: the emulated GPU runs native kernels)";
+  const char* refusal(const BatchNormProblem& p) const override {
     if (!ops::detail::gpu_dtype(p.dtype) || !cu::batchnorm_cudnn_supports(p.shape, p.dtype))
       return "does not support it";
     if (p.cross_replica && p.training)
@@ -24,7 +23,7 @@ class CudnnBatchNorm : public BatchNormImpl {
              "use kernels.batch_norm=native";
     if (!p.training && p.needs_backward)
       return "has no eval-mode backward (cuDNN offers none); use kernels.batch_norm=native";
-    return "";
+    return nullptr;
   }
 
   void forward(const BatchNormProblem& p, const BatchNormForward& a) const override {
@@ -55,8 +54,8 @@ class CudnnBatchNorm : public BatchNormImpl {
 
 }  // namespace
 
-void register_batch_norm_cudnn(BatchNormRegistry& r) {
-  r.add_builtin({"cudnn", DeviceType::cuda, Choice::cudnn, 0, std::make_shared<CudnnBatchNorm>()});
+BatchNormEntry batch_norm_cudnn_entry() {
+  return {"cudnn", DeviceType::cuda, "cudnn", std::make_shared<CudnnBatchNorm>()};
 }
 
 }  // namespace cg::impl

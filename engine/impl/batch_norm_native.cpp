@@ -16,8 +16,8 @@ using ops::detail::raw_or_null_m;
 
 class NativeBatchNorm : public BatchNormImpl {
  public:
-  std::string why_unsupported(const BatchNormProblem& p) const override {
-    return ops::detail::gpu_dtype(p.dtype) ? "" : "does not support it";
+  const char* refusal(const BatchNormProblem& p) const override {
+    return ops::detail::gpu_dtype(p.dtype) ? nullptr : "does not support it";
   }
 
   void forward(const BatchNormProblem& p, const BatchNormForward& a) const override {
@@ -88,9 +88,8 @@ class NativeBatchNorm : public BatchNormImpl {
 
 }  // namespace
 
-void register_batch_norm_native(BatchNormRegistry& r) {
-  // Preferred under kernels.batch_norm=auto: deterministic, and fuses the residual and ReLU.
-  r.add_builtin({"native", DeviceType::cuda, Choice::native, 1, std::make_shared<NativeBatchNorm>()});
+BatchNormEntry batch_norm_native_entry() {
+  return {"native", DeviceType::cuda, "native", std::make_shared<NativeBatchNorm>()};
 }
 
 }  // namespace cg::impl

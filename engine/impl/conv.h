@@ -1,14 +1,16 @@
-// The convolution family: the interface every conv2d implementation offers, and its registry.
-// Built in: the CPU reference (NCHW), the CPU Winograd for 3x3 stride-1 float32 NCHW layers
-// (ahead of the reference unless kernels.cpu_conv=im2col or direct), the CPU direct convolution
-// (ahead of both on few-channel layers unless kernels.cpu_conv=im2col or winograd), the CPU
-// channels-last convolution (the registry's NCHW one between two layout changes), the hand-written GPU implicit GEMM (NCHW) and
-// cuDNN (NCHW and channels-last). ops::conv2d picks one per call and its backward node keeps it.
+// The convolution family: the interface every conv2d implementation offers, its registry and its
+// rule (conv_selection, engine/impl/conv_choice.cpp). Built in: on the CPU the im2col reference,
+// Winograd and the direct convolution (NCHW; kernels.cpu_conv, or per layer shape under auto) and
+// the channels-last convolution (the NCHW one between two layout changes); on the GPU the
+// hand-written implicit GEMM (NCHW, and channels-last between layout changes) and cuDNN (NCHW and
+// channels-last), chosen by kernels.conv. ops::conv2d picks one per call and its backward node
+// keeps it.
 #pragma once
 #include <memory>
 #include <string>
 
 #include "engine/impl/registry.h"
+#include "engine/ops.h"
 #include "engine/tensor.h"
 #include "kernels/types.h"
 
@@ -19,6 +21,7 @@ struct ConvProblem {
   Device device;
   DType dtype;             // of x, y and the bias (the autocast compute dtype)
   ops::Layout layout;      // of x and y
+  ops::KernelPolicy policy;  // which implementation runs it (kernels.conv, cpu_conv, cudnn_algo_search)
   std::string layer;       // "conv2d layer with input [...] and weight [...] (stride 1, padding 1)"
 };
 
@@ -38,12 +41,8 @@ struct ConvGrads {
   Tensor dx, dw, db;
 };
 
-class ConvImpl {
+class ConvImpl : public Supports<ConvProblem> {
  public:
-  virtual ~ConvImpl() = default;
-  // "" when this implementation runs `p`; else why not, phrased after "kernels.conv=<name> ",
-  // e.g. "does not support it".
-  virtual std::string why_unsupported(const ConvProblem& p) const = 0;
   // y = conv(x, w) + b. x in p.layout and p.dtype; w the [c_out, c_in, kh, kw] parameter in its
   // own floating dtype; b [c_out] in p.dtype or undefined.
   virtual Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -55,15 +54,25 @@ class ConvImpl {
 };
 
 using ConvRegistry = Registry<ConvImpl>;
-// The registry, with the built-in implementations added on first use.
+using ConvEntry = ConvRegistry::Entry;
+// The registry, built with the implementations of this build on first use.
 ConvRegistry& conv_registry();
 
-// One line each in conv_registry(): the built-in implementations' registrations.
-void register_conv_cpu(ConvRegistry& r);
-void register_conv_cpu_winograd(ConvRegistry& r);
-void register_conv_cpu_direct(ConvRegistry& r);
-void register_conv_channels_last(ConvRegistry& r);
-void register_conv_native(ConvRegistry& r);
-void register_conv_cudnn(ConvRegistry& r);
+// The rule (conv_choice.cpp): which implementations may run `p` under p.policy, most preferred first.
+Selection conv_selection(const ConvProblem& p);
+// kernels.cpu_conv=auto's algorithm for an NCHW layer of this shape and dtype: whichever measured
+// fastest there (never automatic).
+ops::CpuConvAlgorithm cpu_conv_auto(const kernels::Conv2dShape& s, DType dtype);
+// The implementation conv_selection(p) prefers, or the refusal naming p.layer.
+std::shared_ptr<const ConvImpl> pick_conv(const ConvProblem& p);
+
+// One line each in conv_registry(): the built-in implementations' entries.
+ConvEntry conv_im2col_entry();
+ConvEntry conv_winograd_entry();
+ConvEntry conv_direct_entry();
+ConvEntry conv_cpu_channels_last_entry();
+ConvEntry conv_native_channels_last_entry();
+ConvEntry conv_native_entry();
+ConvEntry conv_cudnn_entry();
 
 }  // namespace cg::impl

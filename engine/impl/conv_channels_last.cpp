@@ -1,5 +1,5 @@
 // Channels-last convolution for the implementations that have none of their own: the NCHW
-// convolution that the registry picks for the same problem, between layout changes of the
+// convolution that the registry picks for the same problem under the same policy, between layout changes of the
 // activations and their gradients. The weight stays [c_out, c_in, kh, kw] in both layouts, so
 // results are bit-identical to the NCHW convolution.
 // On the CPU this is how every NHWC convolution runs. On the GPU it is kernels.conv=native's
@@ -24,18 +24,19 @@ ConvProblem as_nchw(const ConvProblem& p) {
 
 class ChannelsLastConv : public ConvImpl {
  public:
-  std::string why_unsupported(const ConvProblem& p) const override {
+  const char* refusal(const ConvProblem& p) const override {
     if (p.layout != ops::Layout::nhwc) return "runs channels-last only (NCHW has its own implementations)";
-    if (p.device.is_cpu()) return p.dtype == DType::f32 || p.dtype == DType::f64 ? "" : "runs float32 and float64 only";
+    if (p.device.is_cpu())
+      return p.dtype == DType::f32 || p.dtype == DType::f64 ? nullptr : "runs float32 and float64 only";
     if (!ops::detail::gpu_dtype(p.dtype) || !kernels::cuda::conv2d_native_supports(p.shape, p.dtype))
       return "does not support it";
-    return "";
+    return nullptr;
   }
 
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
                  ConvSaved& saved) const override {
     const ConvProblem q = as_nchw(p);
-    std::shared_ptr<const ConvImpl> inner = conv_registry().pick(q, ops::gpu_kernels().conv, q.layer);
+    std::shared_ptr<const ConvImpl> inner = pick_conv(q);
     const Tensor y = inner->forward(q, to_channels_first(x, x.dtype()), w, b, saved);
     saved.inner = std::move(inner);  // the backward runs the same NCHW implementation
     return to_channels_last(y, y.dtype());
@@ -53,9 +54,11 @@ class ChannelsLastConv : public ConvImpl {
 
 }  // namespace
 
-void register_conv_channels_last(ConvRegistry& r) {
-  r.add_builtin({"cpu channels-last", DeviceType::cpu, Choice::automatic, 0, std::make_shared<ChannelsLastConv>()});
-  r.add_builtin({"native channels-last", DeviceType::cuda, Choice::native, 0, std::make_shared<ChannelsLastConv>()});
+ConvEntry conv_cpu_channels_last_entry() {
+  return {"cpu channels-last", DeviceType::cpu, "channels-last", std::make_shared<ChannelsLastConv>()};
+}
+ConvEntry conv_native_channels_last_entry() {
+  return {"native channels-last", DeviceType::cuda, "native", std::make_shared<ChannelsLastConv>()};
 }
 
 }  // namespace cg::impl

@@ -1,4 +1,5 @@
-// The CPU reference convolution (kernels/cpu/conv2d.h): NCHW, float32 and float64.
+// The CPU reference convolution (kernels/cpu/conv2d.h), im2col + GEMM: NCHW, float32 and float64;
+// kernels.cpu_conv=im2col, and what the other CPU algorithms leave.
 #include "engine/impl/conv.h"
 #include "engine/impl/conv_cpu_tensors.h"
 #include "engine/ops/dispatch.h"
@@ -7,12 +8,12 @@
 namespace cg::impl {
 namespace {
 
-class CpuConv : public ConvImpl {
+class Im2colConv : public ConvImpl {
  public:
-  std::string why_unsupported(const ConvProblem& p) const override {
+  const char* refusal(const ConvProblem& p) const override {
     if (p.layout != ops::Layout::nchw) return "has no channels-last convolution on the CPU";
     if (p.dtype != DType::f32 && p.dtype != DType::f64) return "runs float32 and float64 only";
-    return "";
+    return nullptr;
   }
 
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -42,8 +43,6 @@ class CpuConv : public ConvImpl {
 
 }  // namespace
 
-void register_conv_cpu(ConvRegistry& r) {
-  r.add_builtin({"cpu reference", DeviceType::cpu, Choice::automatic, 0, std::make_shared<CpuConv>()});
-}
+ConvEntry conv_im2col_entry() { return {"cpu reference", DeviceType::cpu, "im2col", std::make_shared<Im2colConv>()}; }
 
 }  // namespace cg::impl

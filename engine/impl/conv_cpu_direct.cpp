@@ -1,8 +1,7 @@
 // The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
-// layers of stride 1 or 2. Under kernels.cpu_conv=auto it takes the shapes where it measured
-// fastest (the narrow network's stem and its first stride-2 layer; bench/NOTES.md), ahead of
-// Winograd and the im2col reference; kernels.cpu_conv=direct runs it on every layer it supports;
-// im2col and winograd turn it off.
+// layers of stride 1 or 2. kernels.cpu_conv=direct runs it on every layer it supports; auto on the
+// shapes where it measured fastest (the narrow network's stem and its first stride-2 layer;
+// cpu_conv_auto, conv_choice.cpp).
 #include "engine/impl/conv.h"
 #include "engine/impl/conv_cpu_tensors.h"
 #include "kernels/cpu/conv_direct.h"
@@ -10,30 +9,14 @@
 namespace cg::impl {
 namespace {
 
-// auto's rule, from per-layer A/B timings (cpu_conv_bench; the figures: bench/NOTES.md, "Figures
-// once kept in code comments"). 3x3 stride 1: the direct kernel beats im2col on every layer below
-// 32 channels in or out, and Winograd beats it where winograd_takes. 3x3 stride 2: direct below 32
-// input channels. 1x1: im2col, since the direct 1x1 reads its input planes once per tap with
-// nothing to reuse.
-bool direct_is_fastest(const kernels::Conv2dShape& s) {
-  if (s.kh != 3) return false;
-  if (s.stride == 2) return s.c_in < 32;
-  return (s.c_in < 32 || s.c_out < 32) && !winograd_takes(s);
-}
-
-class CpuDirectConv : public ConvImpl {
+class DirectConv : public ConvImpl {
  public:
-  std::string why_unsupported(const ConvProblem& p) const override {
-    const ops::CpuConv choice = ops::cpu_conv();
-    if (choice == ops::CpuConv::im2col || choice == ops::CpuConv::winograd)
-      return "is off (kernels.cpu_conv is not auto or direct)";
+  const char* refusal(const ConvProblem& p) const override {
     if (p.layout != ops::Layout::nchw) return "has no channels-last convolution";
     if (p.dtype != DType::f32) return "runs float32 only";
     if (!kernels::cpu::direct_conv_supports(p.shape))
       return "runs 3x3 padding-1 and 1x1 padding-0 layers of stride 1 or 2 only";
-    if (choice == ops::CpuConv::automatic && !direct_is_fastest(p.shape))
-      return "leaves this shape to Winograd or im2col under kernels.cpu_conv=auto (measured faster)";
-    return "";
+    return nullptr;
   }
 
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -61,8 +44,6 @@ class CpuDirectConv : public ConvImpl {
 
 }  // namespace
 
-void register_conv_cpu_direct(ConvRegistry& r) {
-  r.add_builtin({"cpu direct", DeviceType::cpu, Choice::automatic, 2, std::make_shared<CpuDirectConv>()});
-}
+ConvEntry conv_direct_entry() { return {"cpu direct", DeviceType::cpu, "direct", std::make_shared<DirectConv>()}; }
 
 }  // namespace cg::impl

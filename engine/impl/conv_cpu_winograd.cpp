@@ -1,22 +1,9 @@
 // The CPU Winograd convolution (kernels/cpu/winograd.h): NCHW float32 3x3 stride-1 layers with
-// at least 32 channels in and out, or channels in groups of 16 on planes up to 32x32. Registered ahead of the im2col reference (conv_cpu.cpp), so the
-// registry takes it wherever it applies, unless kernels.cpu_conv=im2col or direct turns it off. Also home of
-// the process-wide kernels.cpu_conv setting (engine/ops.h).
-#include <atomic>
-
+// at least 32 channels in and out, or channels in groups of 16 on planes up to 32x32. Selected by
+// kernels.cpu_conv=winograd, and by auto on the layers cpu_conv_auto gives it (conv_choice.cpp).
 #include "engine/impl/conv.h"
 #include "engine/impl/conv_cpu_tensors.h"
 #include "kernels/cpu/winograd.h"
-
-namespace cg::ops {
-namespace {
-std::atomic<CpuConv> cpu_conv_algorithm{CpuConv::automatic};
-}  // namespace
-
-void set_cpu_conv(CpuConv algorithm) { cpu_conv_algorithm = algorithm; }
-CpuConv cpu_conv() { return cpu_conv_algorithm.load(); }
-
-}  // namespace cg::ops
 
 namespace cg::impl {
 namespace {
@@ -36,17 +23,15 @@ bool winograd_takes(const kernels::Conv2dShape& s) {
 
 namespace {
 
-class CpuWinogradConv : public ConvImpl {
+class WinogradConv : public ConvImpl {
  public:
-  std::string why_unsupported(const ConvProblem& p) const override {
-    if (ops::cpu_conv() == ops::CpuConv::im2col || ops::cpu_conv() == ops::CpuConv::direct)
-      return "is off (kernels.cpu_conv is not auto or winograd)";
+  const char* refusal(const ConvProblem& p) const override {
     if (p.layout != ops::Layout::nchw) return "has no channels-last convolution";
     if (p.dtype != DType::f32) return "runs float32 only";
     if (!kernels::cpu::winograd_supports(p.shape)) return "runs 3x3 stride-1 layers only";
     if (!winograd_takes(p.shape))
       return "runs layers of at least 32 channels in and out, or of channels in groups of 16 up to 32x32, only";
-    return "";
+    return nullptr;
   }
 
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -74,8 +59,8 @@ class CpuWinogradConv : public ConvImpl {
 
 }  // namespace
 
-void register_conv_cpu_winograd(ConvRegistry& r) {
-  r.add_builtin({"cpu winograd", DeviceType::cpu, Choice::automatic, 1, std::make_shared<CpuWinogradConv>()});
+ConvEntry conv_winograd_entry() {
+  return {"cpu winograd", DeviceType::cpu, "winograd", std::make_shared<WinogradConv>()};
 }
 
 }  // namespace cg::impl

@@ -12,12 +12,16 @@ namespace {
 
 namespace cu = kernels::cuda;
 
+// kernels.cudnn_algo_search for the kernels (which cache one algorithm per shape and search mode).
+cu::AlgoSearch search_of(const ConvProblem& p) {
+  return p.policy.cudnn_algo_search == ops::ConvAlgoSearch::timed ? cu::AlgoSearch::timed : cu::AlgoSearch::heuristic;
+}
+
 class CudnnConv : public ConvImpl {
  public:
-  std::string why_unsupported(const ConvProblem& p) const override {
-    if (cu::cudnn_version() == 0) return "is not in this build (no cuDNN: the emulated GPU runs native kernels)";
+  const char* refusal(const ConvProblem& p) const override {
     if (!ops::detail::gpu_dtype(p.dtype) || !cu::conv2d_cudnn_supports(p.shape, p.dtype)) return "does not support it";
-    return "";
+    return nullptr;
   }
 
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w_param, const Tensor& b,
@@ -31,7 +35,7 @@ class CudnnConv : public ConvImpl {
     std::vector<Tensor> scratch;
     cu::conv2d_cudnn_forward(s, p.dtype, x.raw_data(), w.raw_data(), b.defined() ? b.raw_data() : nullptr,
                              y.raw_data(), ops::detail::workspace(x.device(), scratch), ops::detail::stream_of(x),
-                             p.layout);
+                             p.layout, search_of(p));
     saved = {x.detach(), w.detach(), w_param.dtype()};
     return y;
   }
@@ -45,13 +49,13 @@ class CudnnConv : public ConvImpl {
     if (need_dx) {
       g.dx = Tensor::empty(saved.x.shape(), p.dtype, dy.device());
       cu::conv2d_cudnn_backward_data(p.shape, p.dtype, dy.raw_data(), saved.w.raw_data(), g.dx.raw_data(), ws, stream,
-                                     p.layout);
+                                     p.layout, search_of(p));
     }
     if (need_w) {
       Tensor dw = Tensor::empty(saved.w.shape(), p.dtype, dy.device());
       if (has_bias) g.db = Tensor::empty({p.shape.c_out}, p.dtype, dy.device());
       cu::conv2d_cudnn_backward_filter(p.shape, p.dtype, saved.x.raw_data(), dy.raw_data(), dw.raw_data(),
-                                       g.db.defined() ? g.db.raw_data() : nullptr, ws, stream, p.layout);
+                                       g.db.defined() ? g.db.raw_data() : nullptr, ws, stream, p.layout, search_of(p));
       if (p.layout == ops::Layout::nhwc) g.dw = ops::detail::to_channels_first(dw, saved.weight_dtype);
       else g.dw = saved.weight_dtype == p.dtype ? dw : dw.to(saved.weight_dtype);
     }
@@ -61,9 +65,6 @@ class CudnnConv : public ConvImpl {
 
 }  // namespace
 
-void register_conv_cudnn(ConvRegistry& r) {
-  // Preferred under kernels.conv=auto wherever it supports the layer.
-  r.add_builtin({"cudnn", DeviceType::cuda, Choice::cudnn, 1, std::make_shared<CudnnConv>()});
-}
+ConvEntry conv_cudnn_entry() { return {"cudnn", DeviceType::cuda, "cudnn", std::make_shared<CudnnConv>()}; }
 
 }  // namespace cg::impl

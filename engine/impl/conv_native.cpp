@@ -10,12 +10,12 @@ namespace cu = kernels::cuda;
 
 class NativeConv : public ConvImpl {
  public:
-  std::string why_unsupported(const ConvProblem& p) const override {
+  const char* refusal(const ConvProblem& p) const override {
     if (p.layout != ops::Layout::nchw)
       return "runs NCHW only (channels-last goes through \"native channels-last\")";
     if (!ops::detail::gpu_dtype(p.dtype) || !cu::conv2d_native_supports(p.shape, p.dtype))
       return "does not support it";
-    return "";
+    return nullptr;
   }
 
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w_param, const Tensor& b,
@@ -52,8 +52,6 @@ class NativeConv : public ConvImpl {
 
 }  // namespace
 
-void register_conv_native(ConvRegistry& r) {
-  r.add_builtin({"native", DeviceType::cuda, Choice::native, 0, std::make_shared<NativeConv>()});
-}
+ConvEntry conv_native_entry() { return {"native", DeviceType::cuda, "native", std::make_shared<NativeConv>()}; }
 
 }  // namespace cg::impl

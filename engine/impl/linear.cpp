@@ -16,8 +16,8 @@ void* raw_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr
 // The CPU reference (kernels/cpu/linear.h, Eigen), float32 and float64.
 class CpuLinear : public LinearImpl {
  public:
-  std::string why_unsupported(const LinearProblem& p) const override {
-    return p.dtype == DType::f32 || p.dtype == DType::f64 ? "" : "runs float32 and float64 only";
+  const char* refusal(const LinearProblem& p) const override {
+    return p.dtype == DType::f32 || p.dtype == DType::f64 ? nullptr : "runs float32 and float64 only";
   }
   void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const override {
     ops::detail::dispatch_floating("linear", x, [&]<typename T>() {
@@ -38,10 +38,8 @@ class CpuLinear : public LinearImpl {
 template <auto Forward, auto Backward>
 class CudaLinear : public LinearImpl {
  public:
-  explicit CudaLinear(bool in_build, const char* missing) : in_build_(in_build), missing_(missing) {}
-  std::string why_unsupported(const LinearProblem& p) const override {
-    if (!in_build_) return missing_;
-    return ops::detail::gpu_dtype(p.dtype) ? "" : "runs float32, float16 and bfloat16 only";
+  const char* refusal(const LinearProblem& p) const override {
+    return ops::detail::gpu_dtype(p.dtype) ? nullptr : "runs float32, float16 and bfloat16 only";
   }
   void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const override {
     std::vector<Tensor> scratch;  // cuBLAS's workspace, from the caching allocator (or a graph's pool)
@@ -54,35 +52,31 @@ class CudaLinear : public LinearImpl {
     Backward(p.m, p.k, p.n, p.dtype, dy.raw_data(), x.raw_data(), w.raw_data(), raw_or_null(dx), dw.raw_data(),
              raw_or_null(db), ops::detail::stream_of(dy), ops::detail::workspace(dy.device(), scratch));
   }
-
- private:
-  bool in_build_;
-  const char* missing_;
 };
 using CublasLinear = CudaLinear<kernels::cuda::linear_cublas_forward, kernels::cuda::linear_cublas_backward>;
 using NativeLinear = CudaLinear<kernels::cuda::linear_native_forward, kernels::cuda::linear_native_backward>;
 
 }  // namespace
 
-void register_linear_cpu(LinearRegistry& r) {
-  r.add_builtin({"cpu reference", DeviceType::cpu, Choice::automatic, 0, std::make_shared<CpuLinear>()});
-}
-void register_linear_cuda(LinearRegistry& r) {
-  // cuBLAS first where it is built in; the native kernel otherwise.
-  r.add_builtin({"cublas", DeviceType::cuda, Choice::automatic, 1,
-                 std::make_shared<CublasLinear>(kernels::cuda::cublas_in_build(),
-                                                "is not in this build (the emulated GPU has no cuBLAS)")});
-  r.add_builtin({"native", DeviceType::cuda, Choice::automatic, 0, std::make_shared<NativeLinear>(true, "")});
-}
-
+// The GPU's implementations only where the build has them, as in conv_registry().
 LinearRegistry& linear_registry() {
   static LinearRegistry* registry = [] {
-    auto* r = new LinearRegistry("linear");  // never destroyed, like conv_registry()
-    register_linear_cpu(*r);
-    register_linear_cuda(*r);
-    return r;
+    std::vector<LinearRegistry::Entry> entries{
+        {"cpu reference", DeviceType::cpu, "reference", std::make_shared<CpuLinear>()}};
+#ifdef CUDAGRAD_WITH_CUDA_LIBRARIES
+    entries.push_back({"cublas", DeviceType::cuda, "cublas", std::make_shared<CublasLinear>()});
+#endif
+#ifdef CUDAGRAD_WITH_CUDA
+    entries.push_back({"native", DeviceType::cuda, "native", std::make_shared<NativeLinear>()});
+#endif
+    return new LinearRegistry("linear", std::move(entries));  // never destroyed, like conv_registry()
   }();
   return *registry;
+}
+
+Selection linear_selection(const LinearProblem& p) {
+  if (p.device.is_cpu()) return {.keys = {"reference"}};
+  return {.keys = {"cublas", "native"}};  // cuBLAS where it is built in
 }
 
 }  // namespace cg::impl

@@ -1,7 +1,7 @@
-// The linear (fully connected) family: the interface and its registry. Built in: the CPU
-// reference (Eigen), and on the GPU cuBLAS, ahead of cudagrad's own kernel (which takes over where
-// cuBLAS is not in the build, as on the emulated GPU); there is no kernels.* key for it. Tensors are in the compute dtype (autocast's casts are recorded by
-// ops::linear itself).
+// The linear (fully connected) family: the interface, its registry and its rule. Built in: the
+// CPU reference (Eigen), and on the GPU cuBLAS, ahead of cudagrad's own kernel (which takes over
+// where cuBLAS is not in the build, as on the emulated GPU); there is no kernels.* key for it.
+// Tensors are in the compute dtype (autocast's casts are recorded by ops::linear itself).
 #pragma once
 #include <string>
 
@@ -16,10 +16,8 @@ struct LinearProblem {
   DType dtype;
 };
 
-class LinearImpl {
+class LinearImpl : public Supports<LinearProblem> {
  public:
-  virtual ~LinearImpl() = default;
-  virtual std::string why_unsupported(const LinearProblem& p) const = 0;
   // b may be undefined.
   virtual void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const = 0;
   // dx and db may be undefined (not wanted, or no bias).
@@ -28,9 +26,9 @@ class LinearImpl {
 };
 
 using LinearRegistry = Registry<LinearImpl>;
+// The registry, built with the implementations of this build on first use.
 LinearRegistry& linear_registry();
-
-void register_linear_cpu(LinearRegistry& r);
-void register_linear_cuda(LinearRegistry& r);  // cuBLAS, and the native kernel
+// The rule: the CPU reference; on the GPU cuBLAS, else the native kernel.
+Selection linear_selection(const LinearProblem& p);
 
 }  // namespace cg::impl

@@ -1,144 +1,178 @@
-// Which implementation runs an op: one registry per op family (convolution, batch norm, ...),
-// in the spirit of Caffe's layer registry. Each implementation is an object behind the family's
-// interface (engine/impl/<family>.h), registered once with the device it runs on and the
-// kernels.* name that selects it; the op asks the registry for one from the problem at hand
-// (device, dtype, layout, shape) and the configured choice, and keeps the object it got for the
-// backward pass. The choice is made here and nowhere else:
-//   - a named choice (kernels.conv=native) takes that implementation, or refuses the layer;
-//   - automatic takes the highest-priority implementation that supports the problem;
-//   - nothing fitting is refused with a message naming the layer and its shapes.
-// Built-in implementations are added by the family's registry function (one line each);
-// tests add fakes with add(), which returns a handle that removes them again.
+// Which implementation runs an op, for the op families whose implementations compete
+// (convolution, batch norm, the fully connected layer), in the spirit of Caffe's layer registry.
+// Each implementation is an object behind the family's interface (engine/impl/<family>.h),
+// registered when the family's registry is first built (the implementations of this build only),
+// with the device it runs on and the kernels.* value that selects it.
+// The family's rule (conv_selection, batch_norm_selection, ...) turns the problem at hand and its
+// KernelPolicy into a Selection: the selecting values, most preferred first. pick() then takes
+// the first registered implementation of those that supports the problem, or refuses the layer:
+//   - a named choice (kernels.conv=native) refuses with that implementation's own reason;
+//   - otherwise with every candidate's reason after its name.
+// The entries never change after the registry is built, so pick() takes no lock. Tests may put
+// one fake ahead of them for a while (put_first), read with one atomic load.
 #pragma once
-#include <algorithm>
+#include <array>
+#include <atomic>
 #include <concepts>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/ranges.h>
 
 #include "engine/device.h"
-#include "engine/ops.h"
-#include "util/layout.h"
 #include "util/check.h"
+#include "util/dtype.h"
+#include "util/layout.h"
 
 namespace cg::impl {
 
-// The configured implementation for a family: automatic, or one selected by its name
-// ("cudnn", "native"). On the CPU there is one implementation per family, and the choice is
-// ignored (it only names GPU implementations).
-using Choice = ops::GpuImpl;
-const char* choice_name(Choice choice);
+// What every implementation interface offers its registry: a cheap yes or no for the hot path,
+// and the reason only when a refusal is written. An implementation writes one function, refusal,
+// returning a string literal, so asking costs no allocation.
+template <typename Problem>
+class Supports {
+ public:
+  virtual ~Supports() = default;
+  bool supports(const Problem& p) const { return refusal(p) == nullptr; }
+  // "" when supported; else why not, phrased after "kernels.<family>=<name> ", e.g. "does not support it".
+  std::string explain(const Problem& p) const {
+    const char* why = refusal(p);
+    return why ? why : "";
+  }
+
+ private:
+  // nullptr when this implementation runs `p`; else why not (see explain).
+  virtual const char* refusal(const Problem& p) const = 0;
+};
+
+// The implementations that may run a problem, as the family's rule says: entries are matched by
+// their `selected_by`, in this order. `named`: the configuration named one implementation
+// (kernels.conv=native), whose own reason a refusal then gives.
+struct Selection {
+  static constexpr size_t kMax = 3;
+  std::array<std::string_view, kMax> keys{};  // unused slots stay empty
+  std::string_view choice = "auto";           // the kernels.* value, for messages
+  bool named = false;
+};
 
 template <typename Interface>
 class Registry {
  public:
   struct Entry {
-    std::string name;     // what messages call it: "cudnn", "native", "cpu reference"
-    DeviceType device;    // where it runs
-    Choice selected_by;   // the kernels.* value that names it (automatic: the CPU's only one)
-    int priority = 0;     // under automatic, the highest supported wins
+    std::string name;         // what messages call it: "cudnn", "native", "cpu reference"
+    DeviceType device;        // where it runs
+    std::string selected_by;  // the value a Selection names it by: "cudnn", "winograd", "reference"
     std::shared_ptr<const Interface> impl;
   };
 
-  // Removes its entry when destroyed (tests' fakes).
-  class Handle {
+  // Removes its fake when destroyed (tests).
+  class FakeHandle {
    public:
-    Handle(Registry* r, const Interface* impl) : registry_(r), impl_(impl) {}
-    ~Handle() {
-      if (registry_) registry_->remove(impl_);
+    explicit FakeHandle(Registry* r) : registry_(r) {}
+    ~FakeHandle() {
+      if (registry_) delete registry_->fake_.exchange(nullptr);
     }
-    Handle(Handle&& o) noexcept : registry_(o.registry_), impl_(o.impl_) { o.registry_ = nullptr; }
-    Handle(const Handle&) = delete;
-    Handle& operator=(const Handle&) = delete;
+    FakeHandle(FakeHandle&& o) noexcept : registry_(o.registry_) { o.registry_ = nullptr; }
+    FakeHandle(const FakeHandle&) = delete;
+    FakeHandle& operator=(const FakeHandle&) = delete;
 
    private:
     Registry* registry_;
-    const Interface* impl_;
   };
 
-  explicit Registry(std::string family) : family_(std::move(family)) {}
-
-  [[nodiscard]] Handle add(Entry entry) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const Interface* impl = entry.impl.get();
-    entries_.push_back(std::move(entry));
-    return Handle(this, impl);
-  }
-  void add_builtin(Entry entry) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    entries_.push_back(std::move(entry));
-  }
-
-  // The implementation for `problem` (its `device`, `dtype` and, for the families that have one,
-  // `layout` say where and what it runs) under `choice`; `layer` names the layer and its shapes for the refusal.
-  template <typename Problem>
-  std::shared_ptr<const Interface> pick(const Problem& problem, Choice choice, const std::string& layer) const {
-    return pick(problem, choice, [&] { return layer; });
-  }
-  // The same with the layer's description made only for a refusal (ops called per element
-  // batch need not format one every call).
-  template <typename Problem, std::invocable Describe>
-  std::shared_ptr<const Interface> pick(const Problem& problem, Choice choice, const Describe& describe) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const bool named = problem.device.is_cuda() && choice != Choice::automatic;
-    const Entry* best = nullptr;
-    std::vector<std::string> refusals;
-    for (const Entry& e : entries_) {
-      if (e.device != problem.device.type || (named && e.selected_by != choice)) continue;
-      const std::string why = e.impl->why_unsupported(problem);
-      if (!why.empty()) refusals.push_back(named ? why : e.name + ": " + why);
-      else if (!best || e.priority > best->priority) best = &e;
-    }
-    if (best) return best->impl;
-    refuse(problem, choice, named, describe(), refusals);
-  }
+  Registry(std::string family, std::vector<Entry> entries) : family_(std::move(family)), entries_(std::move(entries)) {}
+  ~Registry() { delete fake_.load(); }
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
 
   const std::string& family() const { return family_; }
-  // Every registered entry, in registration order (a copy: the conformance tests run each one).
-  std::vector<Entry> entries() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return entries_;
+  // Every implementation registered in this build, in registration order (the tests' fake is not one).
+  const std::vector<Entry>& entries() const { return entries_; }
+
+  // The implementation for `problem` (its `device`, `dtype` and, for the families that have one,
+  // `layout` say where and what it runs) that `selection` prefers; `layer` names the layer and its
+  // shapes for a refusal.
+  template <typename Problem>
+  std::shared_ptr<const Interface> pick(const Problem& problem, const Selection& selection,
+                                        const std::string& layer) const {
+    return pick(problem, selection, [&] { return layer; });
   }
+  // The same with the layer's description made only for a refusal.
+  template <typename Problem, std::invocable Describe>
+  std::shared_ptr<const Interface> pick(const Problem& problem, const Selection& selection,
+                                        const Describe& describe) const {
+    const Entry* fake = fake_.load(std::memory_order_acquire);
+    for (std::string_view key : selection.keys) {
+      if (key.empty()) break;
+      if (fake && matches(*fake, problem.device.type, key) && fake->impl->supports(problem)) return fake->impl;
+      for (const Entry& e : entries_)
+        if (matches(e, problem.device.type, key) && e.impl->supports(problem)) return e.impl;
+    }
+    refuse(problem, selection, describe());
+  }
+
   // The name `impl` was registered under ("" when it is not registered): for tests and messages.
   std::string name_of(const Interface* impl) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    if (const Entry* fake = fake_.load(std::memory_order_acquire); fake && fake->impl.get() == impl) return fake->name;
     for (const Entry& e : entries_)
       if (e.impl.get() == impl) return e.name;
     return "";
   }
 
+  // Tests: `entry` comes first among the entries of its device and selecting value until the
+  // handle is destroyed. One fake at a time; not to be called while another thread picks.
+  [[nodiscard]] FakeHandle put_first(Entry entry) {
+    CG_CHECK(fake_.load() == nullptr, "{} registry: one fake at a time", family_);
+    fake_.store(new Entry(std::move(entry)), std::memory_order_release);
+    return FakeHandle(this);
+  }
+
  private:
-  // Throws the error for a layer that `pick` found nothing for: `named` when the configuration
-  // named one implementation (its refusal is then the implementation's own reason), else under
-  // automatic, with each implementation's reason (`refusals`) after its name.
+  static bool matches(const Entry& e, DeviceType device, std::string_view key) {
+    return e.device == device && e.selected_by == key;
+  }
+
+  // The candidates' reasons, each after its name unless the configuration named the implementation.
   template <typename Problem>
-  [[noreturn]] void refuse(const Problem& problem, Choice choice, bool named, const std::string& layer,
-                           const std::vector<std::string>& refusals) const {
-    // Layout only where the family has one (convolution, batch norm, pooling): an optimizer update
-    // or a loss has none to name.
+  std::vector<std::string> refusals(const Problem& problem, const Selection& selection) const {
+    std::vector<std::string> out;
+    const Entry* fake = fake_.load(std::memory_order_acquire);
+    for (std::string_view key : selection.keys) {
+      if (key.empty()) break;
+      if (fake && matches(*fake, problem.device.type, key)) out.push_back(reason(*fake, problem, selection.named));
+      for (const Entry& e : entries_)
+        if (matches(e, problem.device.type, key)) out.push_back(reason(e, problem, selection.named));
+    }
+    return out;
+  }
+  template <typename Problem>
+  static std::string reason(const Entry& e, const Problem& problem, bool named) {
+    return named ? e.impl->explain(problem) : e.name + ": " + e.impl->explain(problem);
+  }
+
+  // Throws the error for a layer that `pick` found nothing for.
+  template <typename Problem>
+  [[noreturn]] void refuse(const Problem& problem, const Selection& selection, const std::string& layer) const {
+    // Layout only where the family has one (convolution, batch norm).
     std::string what = fmt::format("{} ({}", layer, dtype_name(problem.dtype));
     if constexpr (requires { problem.layout; })
       what += problem.layout == Layout::nhwc ? " channels-last" : " NCHW";
     what += ")";
-    if (named && !refusals.empty())
-      CG_FAIL("{}: kernels.{}={} {}", what, family_, choice_name(choice), fmt::join(refusals, "; "));
-    if (named)
-      CG_FAIL("{}: kernels.{}={} is not available on {}", what, family_, choice_name(choice), problem.device.str());
+    const std::vector<std::string> why = refusals(problem, selection);
+    if (selection.named && !why.empty())
+      CG_FAIL("{}: kernels.{}={} {}", what, family_, selection.choice, fmt::join(why, "; "));
+    if (selection.named)
+      CG_FAIL("{}: kernels.{}={} is not in this build (nothing registered for {})", what, family_, selection.choice,
+              problem.device.str());
     CG_FAIL("{}: no {} implementation on {} supports it ({})", what, family_, problem.device.str(),
-            refusals.empty() ? std::string("none registered") : fmt::format("{}", fmt::join(refusals, "; ")));
-  }
-
-  void remove(const Interface* impl) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::erase_if(entries_, [&](const Entry& e) { return e.impl.get() == impl; });
+            why.empty() ? std::string("none registered") : fmt::format("{}", fmt::join(why, "; ")));
   }
 
   std::string family_;
-  mutable std::mutex mutex_;
   std::vector<Entry> entries_;
+  std::atomic<const Entry*> fake_{nullptr};
 };
 
 }  // namespace cg::impl

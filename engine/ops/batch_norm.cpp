@@ -1,7 +1,7 @@
 // batch_norm and batch_norm_add_relu: training mode (batch statistics, running-stat update) and
 // eval mode, NCHW or channels-last. The implementation (CPU reference, hand-written GPU kernels,
-// cuDNN) comes from the batch-norm registry (engine/impl/batch_norm.h) under
-// ops::gpu_kernels().batch_norm, in both modes, and the backward node keeps the one that ran.
+// cuDNN) comes from the batch-norm registry (engine/impl/batch_norm.h) under the options'
+// KernelPolicy, in both modes, and the backward node keeps the one that ran.
 // On the GPU the activations may be half while the parameters and statistics stay float32
 // (mixed precision). Channels-last is the same computation over the shape {N * H * W, C, 1}.
 // SyncBatchNorm (options.cross_replica, training only): each direction runs the implementation's
@@ -98,6 +98,7 @@ impl::BatchNormProblem problem_of(const Tensor& x, const Tensor& residual, const
   p.activation = options.activation;
   p.residual = residual.defined();
   p.cross_replica = options.training && options.cross_replica != nullptr;
+  p.policy = options.kernels;
   p.layer = fmt::format("{} layer with input {}", residual.defined() ? "batch_norm_add_relu" : "batch_norm", x.str());
   return p;
 }
@@ -174,7 +175,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& we
   check_inputs(x, residual, weight, bias, running_mean, running_var, s, options);
   const impl::BatchNormProblem p = problem_of(x, residual, weight, bias, s, options);
   if (x.device().is_cuda()) detail::on_gpu("batch_norm", x);  // names the op on a dtype the GPU lacks
-  auto implementation = impl::batch_norm_registry().pick(p, gpu_kernels().batch_norm, p.layer);
+  auto implementation = impl::pick_batch_norm(p);
   impl::BatchNormForward a{.x = x, .residual = residual, .weight = weight, .bias = bias, .running_mean = running_mean,
                            .running_var = running_var, .eps = options.eps, .momentum = options.momentum};
   a.y = Tensor::empty(x.shape(), x.dtype(), x.device());

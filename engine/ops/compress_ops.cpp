@@ -1,18 +1,21 @@
 // Gradient compression for DDP (engine/compress_ops.h): the existing cast kernels (Tensor::copy_)
-// and the elementwise family's scale, in place.
+// and the elementwise scale kernels, in place.
 #include "engine/compress_ops.h"
 
-#include "engine/impl/elementwise.h"
+#include "engine/ops/dispatch.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/elementwise.h"
 #include "util/check.h"
 
 namespace cg::ops {
 namespace {
 
+// The float32 bucket *= alpha (check_pair made sure it is float32).
 void scale_in_place(Tensor& t, float alpha) {
-  const impl::ElementwiseProblem problem{t.numel(), t.device(), t.dtype()};
-  impl::elementwise_registry()
-      .pick(problem, impl::Choice::automatic, [] { return std::string("gradient compression scale"); })
-      ->scale(problem, t, double(alpha), t);
+  if (t.device().is_cuda())
+    kernels::cuda::scale(t.numel(), t.dtype(), alpha, t.raw_data(), t.raw_data(), detail::stream_of(t));
+  else
+    kernels::cpu::scale<float>(t.numel(), alpha, t.data<float>(), t.data<float>());
 }
 
 void check_pair(const char* op, const Tensor& bucket, const Tensor& compressed) {

@@ -1,6 +1,6 @@
-// conv2d and its backward. The implementation (CPU reference, hand-written GPU kernels, cuDNN)
-// comes from the convolution registry (engine/impl/conv.h) under ops::gpu_kernels().conv, and
-// the backward node keeps the one that ran the forward. The compute dtype follows autocast.
+// conv2d and its backward. The implementation (the CPU's im2col, Winograd or direct, hand-written
+// GPU kernels, cuDNN) comes from the convolution registry (engine/impl/conv.h) under the options'
+// KernelPolicy, and the backward node keeps the one that ran the forward. The compute dtype follows autocast.
 #include "engine/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/impl/conv.h"
@@ -39,6 +39,7 @@ impl::ConvProblem problem_of(const Tensor& x, const Tensor& weight, const Conv2d
   p.device = x.device();
   p.dtype = dt;
   p.layout = options.layout;
+  p.policy = options.kernels;
   p.layer = fmt::format("conv2d layer with {}input {} and weight {} (stride {}, padding {})",
                         nhwc ? "channels-last " : "", x.str(), weight.str(), options.stride, options.padding);
   return p;
@@ -66,7 +67,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias_in, C
   CG_CHECK(s.stride >= 1 && s.pad >= 0 && s.out_h() >= 1 && s.out_w() >= 1,
            "conv2d: input {} too small for kernel {}x{} stride {} padding {}", x.str(), s.kh, s.kw, s.stride, s.pad);
   if (bias.defined()) CG_CHECK(bias.numel() == s.c_out, "conv2d: bias {} for {} outputs", bias.str(), s.c_out);
-  auto implementation = impl::conv_registry().pick(p, gpu_kernels().conv, p.layer);
+  auto implementation = impl::pick_conv(p);
   impl::ConvSaved saved;
   Tensor y = implementation->forward(p, x, weight, bias, saved);
   if (autograd::any_requires_grad({&x, &weight, &bias})) {

@@ -1,30 +1,64 @@
 // cross_entropy: mean over the batch of -log softmax(logits)[label], always in float32 on the GPU
 // (as autocast does: the loss is where half precision would hurt), with the hit count for
-// accuracy computed in the same pass. The implementation comes from the loss registry
-// (engine/impl/loss.h); the backward node keeps the one that ran the forward.
+// accuracy computed in the same pass: the CPU reference (kernels/cpu/loss.h, float32 and float64;
+// labels checked on the host) or the CUDA kernels (kernels/cuda/head.h, float32), by the device.
 #include "engine/autograd/node.h"
-#include "engine/impl/loss.h"
 #include "engine/ops.h"
 #include "engine/ops/dispatch.h"
+#include "kernels/cpu/loss.h"
+#include "kernels/cuda/device_error.h"
+#include "kernels/cuda/head.h"
 
 namespace cg::ops {
 namespace {
 
+// Writes loss (a scalar), probs [n, classes] (softmax, kept for the backward) and hits (int64
+// scalar). A label outside [0, classes) is an error (on the GPU reported at the next host read).
+void forward_into(const Tensor& logits, const Tensor& labels, Tensor& loss, Tensor& probs, Tensor& hits) {
+  const int64_t n = logits.size(0), classes = logits.size(1);
+  if (logits.device().is_cuda()) {
+    // The kernel checks the labels and records a bad one for the host (kernels/cuda/device_error.h):
+    // reported when the host next reads from the device (the loss) or here, at the next call.
+    // Checking them here would stall the host every step.
+    kernels::cuda::raise_device_error();
+    return kernels::cuda::cross_entropy_forward(n, classes, logits.data<float>(), labels.data<int64_t>(),
+                                                loss.data<float>(), probs.data<float>(), hits.data<int64_t>(),
+                                                detail::stream_of(logits));
+  }
+  const int64_t* lab = labels.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    CG_CHECK(lab[i] >= 0 && lab[i] < classes, "cross_entropy: label {} at row {} outside [0, {})", lab[i], i, classes);
+  detail::dispatch_floating("cross_entropy", logits, [&]<typename T>() {
+    hits.data<int64_t>()[0] =
+        kernels::cpu::cross_entropy_forward<T>(n, classes, logits.data<T>(), lab, loss.data<T>(), probs.data<T>());
+  });
+}
+
+// dlogits = dloss * (probs - one_hot(labels)) / n; dloss is a scalar on the logits' device.
+void backward_into(const Tensor& dloss, const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
+  const int64_t n = probs.size(0), classes = probs.size(1);
+  if (probs.device().is_cuda())  // dloss stays on the device (a loss scale, for instance): the host never reads it
+    return kernels::cuda::cross_entropy_backward(n, classes, dloss.data<float>(), probs.data<float>(),
+                                                 labels.data<int64_t>(), dlogits.data<float>(),
+                                                 detail::stream_of(probs));
+  detail::dispatch_floating("cross_entropy backward", probs, [&]<typename T>() {
+    kernels::cpu::cross_entropy_backward<T>(n, classes, T(dloss.item()), probs.data<T>(), labels.data<int64_t>(),
+                                            dlogits.data<T>());
+  });
+}
+
 class CrossEntropyBackward : public autograd::Node {
  public:
-  CrossEntropyBackward(std::shared_ptr<const impl::LossImpl> impl, impl::LossProblem p, Tensor probs, Tensor labels)
-      : impl_(std::move(impl)), p_(p), probs_(std::move(probs)), labels_(std::move(labels)) {}
+  CrossEntropyBackward(Tensor probs, Tensor labels) : probs_(std::move(probs)), labels_(std::move(labels)) {}
   std::string name() const override { return "CrossEntropyBackward"; }
   void release_saved() override { probs_ = labels_ = {}; }
   std::vector<Tensor> apply(const Tensor& dloss) override {
     Tensor dlogits = Tensor::empty(probs_.shape(), probs_.dtype(), probs_.device());
-    impl_->backward(p_, dloss, probs_, labels_, dlogits);
+    backward_into(dloss, probs_, labels_, dlogits);
     return {dlogits, Tensor()};
   }
 
  private:
-  std::shared_ptr<const impl::LossImpl> impl_;  // the implementation that ran the forward
-  impl::LossProblem p_;
   Tensor probs_, labels_;
 };
 
@@ -37,19 +71,14 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, Tensor* corr
            "cross_entropy: labels {} for logits {}", labels.str(), logits_in.str());
   const bool gpu = detail::on_gpu("cross_entropy", logits_in);
   const Tensor logits = gpu ? cast(logits_in, DType::f32) : logits_in;
-  const impl::LossProblem p{logits.size(0), logits.size(1), logits.device(), logits.dtype()};
-  auto implementation = impl::loss_registry().pick(p, impl::Choice::automatic, [&] {
-    return fmt::format("cross_entropy with logits {} and labels {}", logits.str(), labels.str());
-  });
-  Tensor loss = Tensor::empty({}, logits.dtype(), p.device);
-  Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), p.device);
-  Tensor hits = Tensor::empty({}, DType::i64, p.device);
-  implementation->forward(p, logits, labels, loss, probs, hits);
+  const Device device = logits.device();
+  Tensor loss = Tensor::empty({}, logits.dtype(), device);
+  Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), device);
+  Tensor hits = Tensor::empty({}, DType::i64, device);
+  forward_into(logits, labels, loss, probs, hits);
   if (correct) *correct = hits;
   if (autograd::any_requires_grad({&logits}))
-    autograd::connect(loss,
-                      std::make_shared<CrossEntropyBackward>(std::move(implementation), p, probs, labels.detach()),
-                      {&logits, nullptr});
+    autograd::connect(loss, std::make_shared<CrossEntropyBackward>(probs, labels.detach()), {&logits, nullptr});
   return loss;
 }
 

@@ -1,41 +1,66 @@
-// relu, add, add_relu and scale, with their backward nodes, and gradient accumulation. The
-// implementation comes from the elementwise registry (engine/impl/elementwise.h); relu's backward
-// node keeps the one that ran the forward.
+// relu, add, add_relu and scale, with their backward nodes, and gradient accumulation: the CPU
+// reference (kernels/cpu/elementwise.h, float32 and float64) or the CUDA kernels
+// (kernels/cuda/elementwise.h, f32, f16 and bf16, on the current stream), by the tensor's device.
 #include "engine/autograd/node.h"
-#include "engine/impl/elementwise.h"
 #include "engine/ops.h"
 #include "engine/ops/dispatch.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/elementwise.h"
 
 namespace cg::ops {
 namespace {
 
-using Impl = std::shared_ptr<const impl::ElementwiseImpl>;
+namespace cpu = kernels::cpu;
+namespace cu = kernels::cuda;
+using detail::dispatch_floating;
+using detail::on_gpu;
+using detail::stream_of;
 
-impl::ElementwiseProblem problem_of(const Tensor& t) { return {t.numel(), t.device(), t.dtype()}; }
+void relu_into(const Tensor& x, Tensor& y) {
+  if (on_gpu("relu", x)) return cu::relu_forward(x.numel(), x.dtype(), x.raw_data(), y.raw_data(), stream_of(x));
+  dispatch_floating("relu", x, [&]<typename T>() { cpu::relu_forward<T>(x.numel(), x.data<T>(), y.data<T>()); });
+}
 
-// The implementation for `op` on t's device and dtype.
-Impl pick(const char* op, const Tensor& t) {
-  if (t.device().is_cuda()) detail::on_gpu(op, t);  // names the op on a dtype the GPU lacks
-  return impl::elementwise_registry().pick(problem_of(t), impl::Choice::automatic,
-                                           [&] { return fmt::format("{} of {}", op, t.str()); });
+void relu_backward_into(const Tensor& dy, const Tensor& y, Tensor& dx) {
+  const int64_t n = dy.numel();
+  if (on_gpu("relu backward", dy))
+    return cu::relu_backward(n, dy.dtype(), dy.raw_data(), y.raw_data(), dx.raw_data(), stream_of(dy));
+  dispatch_floating("relu backward", dy,
+                    [&]<typename T>() { cpu::relu_backward<T>(n, dy.data<T>(), y.data<T>(), dx.data<T>()); });
+}
+
+void add_into(const Tensor& a, const Tensor& b, Tensor& y) {
+  if (on_gpu("add", a)) return cu::add(a.numel(), a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), stream_of(a));
+  dispatch_floating("add", a, [&]<typename T>() { cpu::add<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>()); });
+}
+
+void add_relu_into(const Tensor& a, const Tensor& b, Tensor& y) {
+  if (on_gpu("add_relu", a))
+    return cu::add_relu(a.numel(), a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), stream_of(a));
+  dispatch_floating("add_relu", a,
+                    [&]<typename T>() { cpu::add_relu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>()); });
+}
+
+void scale_into(const Tensor& x, double alpha, Tensor& y) {
+  if (on_gpu("scale", x))
+    return cu::scale(x.numel(), x.dtype(), float(alpha), x.raw_data(), y.raw_data(), stream_of(x));
+  dispatch_floating("scale", x, [&]<typename T>() { cpu::scale<T>(x.numel(), T(alpha), x.data<T>(), y.data<T>()); });
 }
 
 // relu and add_relu share a backward: the gradient passes where the output is positive, to every
 // input (one for relu, two for add_relu).
 class ReluBackward : public autograd::Node {
  public:
-  ReluBackward(Impl impl, Tensor y, int num_inputs)
-      : impl_(std::move(impl)), y_(std::move(y)), num_inputs_(num_inputs) {}
+  ReluBackward(Tensor y, int num_inputs) : y_(std::move(y)), num_inputs_(num_inputs) {}
   std::string name() const override { return num_inputs_ == 1 ? "ReluBackward" : "AddReluBackward"; }
   void release_saved() override { y_ = {}; }
   std::vector<Tensor> apply(const Tensor& dy) override {
     Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
-    impl_->relu_backward(problem_of(dy), dy, y_, dx);
+    relu_backward_into(dy, y_, dx);
     return std::vector<Tensor>(size_t(num_inputs_), dx);
   }
 
  private:
-  Impl impl_;  // the implementation that ran the forward
   Tensor y_;
   int num_inputs_;
 };
@@ -64,18 +89,16 @@ void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor relu(const Tensor& x) {
-  Impl implementation = pick("relu", x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  implementation->relu(problem_of(x), x, y);
-  if (autograd::any_requires_grad({&x}))
-    autograd::connect(y, std::make_shared<ReluBackward>(std::move(implementation), y.detach(), 1), {&x});
+  relu_into(x, y);
+  if (autograd::any_requires_grad({&x})) autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 1), {&x});
   return y;
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
   check_same_shape("add", a, b);
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
-  pick("add", a)->add(problem_of(a), a, b, y);
+  add_into(a, b, y);
   if (autograd::any_requires_grad({&a, &b}))
     autograd::connect(y, std::make_shared<AddBackward>(), {&a, &b});
   return y;
@@ -83,17 +106,16 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor add_relu(const Tensor& a, const Tensor& b) {
   check_same_shape("add_relu", a, b);
-  Impl implementation = pick("add_relu", a);
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
-  implementation->add_relu(problem_of(a), a, b, y);
+  add_relu_into(a, b, y);
   if (autograd::any_requires_grad({&a, &b}))
-    autograd::connect(y, std::make_shared<ReluBackward>(std::move(implementation), y.detach(), 2), {&a, &b});
+    autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 2), {&a, &b});
   return y;
 }
 
 Tensor scale(const Tensor& x, double alpha) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  pick("scale", x)->scale(problem_of(x), x, alpha, y);
+  scale_into(x, alpha, y);
   if (autograd::any_requires_grad({&x}))
     autograd::connect(y, std::make_shared<ScaleBackward>(alpha), {&x});
   return y;
@@ -101,7 +123,10 @@ Tensor scale(const Tensor& x, double alpha) {
 
 void accumulate_(Tensor& dst, const Tensor& src) {
   check_same_shape("accumulate_", dst, src);
-  pick("accumulate_", dst)->accumulate(problem_of(dst), src, dst);
+  const int64_t n = dst.numel();
+  if (on_gpu("accumulate_", dst))
+    return cu::accumulate(n, dst.dtype(), src.raw_data(), dst.raw_data(), stream_of(dst));
+  dispatch_floating("accumulate_", dst, [&]<typename T>() { cpu::accumulate<T>(n, src.data<T>(), dst.data<T>()); });
 }
 
 }  // namespace cg::ops

@@ -46,7 +46,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   if (bias.defined()) CG_CHECK(bias.numel() == n, "linear: bias {} for {} outputs", bias.str(), n);
   if (x.device().is_cuda()) detail::on_gpu("linear", x);  // names the op on a dtype the GPU lacks
   const impl::LinearProblem p{m, k, n, x.device(), dt};
-  auto implementation = impl::linear_registry().pick(p, impl::Choice::automatic, [&] {
+  auto implementation = impl::linear_registry().pick(p, impl::linear_selection(p), [&] {
     return fmt::format("linear layer with input {} and weight {}", x.str(), weight.str());
   });
   Tensor y = Tensor::empty({m, n}, x.dtype(), x.device());

@@ -1,30 +1,65 @@
-// Global average pooling (NCHW or channels-last; the implementation from the pooling registry,
-// engine/impl/pool.h, kept by the backward node) and the differentiable reshapes (flatten) of the
-// classifier head.
+// Global average pooling (NCHW or channels-last; the CPU reference, kernels/cpu/pool.h, or the CUDA
+// kernels, kernels/cuda/head.h, by the tensor's device) and the differentiable reshapes (flatten)
+// of the classifier head.
 #include <algorithm>
 
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
-#include "engine/impl/pool.h"
 #include "engine/ops/dispatch.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/cuda/head.h"
 
 namespace cg::ops {
 namespace {
 
+namespace cpu = kernels::cpu;
+namespace cu = kernels::cuda;
+
+// [N, C, H, W] (or [N, H, W, C]) -> [N, C].
+struct PoolShape {
+  int64_t n = 1, c = 1, hw = 1;
+  Layout layout;
+};
+
+void pool_forward(const PoolShape& p, const Tensor& x, Tensor& y) {
+  const bool nhwc = p.layout == Layout::nhwc;
+  if (detail::on_gpu("global_avg_pool", x)) {
+    const auto stream = detail::stream_of(x);
+    if (nhwc) return cu::global_avg_pool_nhwc_forward(p.n, p.hw, p.c, x.dtype(), x.raw_data(), y.raw_data(), stream);
+    return cu::global_avg_pool_forward(p.n * p.c, p.hw, x.dtype(), x.raw_data(), y.raw_data(), stream);
+  }
+  detail::dispatch_floating("global_avg_pool", x, [&]<typename T>() {
+    if (nhwc) cpu::global_avg_pool_nhwc_forward<T>(p.n, p.hw, p.c, x.data<T>(), y.data<T>());
+    else cpu::global_avg_pool_forward<T>(p.n * p.c, p.hw, x.data<T>(), y.data<T>());
+  });
+}
+
+void pool_backward(const PoolShape& p, const Tensor& dy, Tensor& dx) {
+  const bool nhwc = p.layout == Layout::nhwc;
+  if (detail::on_gpu("global_avg_pool backward", dy)) {
+    const auto stream = detail::stream_of(dy);
+    if (nhwc)
+      return cu::global_avg_pool_nhwc_backward(p.n, p.hw, p.c, dy.dtype(), dy.raw_data(), dx.raw_data(), stream);
+    return cu::global_avg_pool_backward(p.n * p.c, p.hw, dy.dtype(), dy.raw_data(), dx.raw_data(), stream);
+  }
+  detail::dispatch_floating("global_avg_pool backward", dy, [&]<typename T>() {
+    if (nhwc) cpu::global_avg_pool_nhwc_backward<T>(p.n, p.hw, p.c, dy.data<T>(), dx.data<T>());
+    else cpu::global_avg_pool_backward<T>(p.n * p.c, p.hw, dy.data<T>(), dx.data<T>());
+  });
+}
+
 class GlobalAvgPoolBackward : public autograd::Node {
  public:
-  GlobalAvgPoolBackward(std::shared_ptr<const impl::PoolImpl> impl, impl::PoolProblem p, Shape x_shape)
-      : impl_(std::move(impl)), p_(p), x_shape_(std::move(x_shape)) {}
+  GlobalAvgPoolBackward(PoolShape p, Shape x_shape) : p_(p), x_shape_(std::move(x_shape)) {}
   std::string name() const override { return "GlobalAvgPoolBackward"; }
   std::vector<Tensor> apply(const Tensor& dy) override {
     Tensor dx = Tensor::empty(x_shape_, dy.dtype(), dy.device());
-    impl_->backward(p_, dy, dx);
+    pool_backward(p_, dy, dx);
     return {dx};
   }
 
  private:
-  std::shared_ptr<const impl::PoolImpl> impl_;  // the implementation that ran the forward
-  impl::PoolProblem p_;
+  PoolShape p_;
   Shape x_shape_;
 };
 
@@ -43,15 +78,11 @@ class ReshapeBackward : public autograd::Node {
 Tensor global_avg_pool(const Tensor& x, Layout layout) {
   const bool nhwc = layout == Layout::nhwc;
   CG_CHECK(x.dim() == 4, "global_avg_pool: input {} must be 4-D ({})", x.str(), nhwc ? "NHWC" : "NCHW");
-  if (x.device().is_cuda()) detail::on_gpu("global_avg_pool", x);  // names the op on a dtype the GPU lacks
-  const impl::PoolProblem p{x.size(0), x.size(nhwc ? 3 : 1), nhwc ? x.size(1) * x.size(2) : x.size(2) * x.size(3),
-                            x.device(), x.dtype(), layout};
-  auto implementation = impl::pool_registry().pick(
-      p, impl::Choice::automatic, [&] { return fmt::format("global_avg_pool layer with input {}", x.str()); });
+  const PoolShape p{x.size(0), x.size(nhwc ? 3 : 1), nhwc ? x.size(1) * x.size(2) : x.size(2) * x.size(3), layout};
   Tensor y = Tensor::empty({p.n, p.c}, x.dtype(), x.device());
-  implementation->forward(p, x, y);
+  pool_forward(p, x, y);
   if (autograd::any_requires_grad({&x}))
-    autograd::connect(y, std::make_shared<GlobalAvgPoolBackward>(std::move(implementation), p, x.shape()), {&x});
+    autograd::connect(y, std::make_shared<GlobalAvgPoolBackward>(p, x.shape()), {&x});
   return y;
 }
 

@@ -1,7 +1,7 @@
 // cuDNN-backed convolution and batch norm, and the per-device handles they share. Same semantics
 // and argument order as the native kernels (kernels/cuda/conv_native.h, kernels/cuda/batchnorm.h).
-// Convolution algorithms are chosen once per (shape, dtype, direction) and cached: by cuDNN's
-// heuristics, or by timing every candidate once (set_cudnn_algo_search). Scratch memory comes
+// Convolution algorithms are chosen once per (shape, dtype, direction, search) and cached: by
+// cuDNN's heuristics, or by timing every candidate once (the caller's AlgoSearch). Scratch memory comes
 // from the caller through a WorkspaceFn, so it is served by the engine's caching allocator.
 // Convolutions take Layout::nhwc too: x, y, dx, dy are then [n, h, w, c] and the filter w, dw is
 // KRSC ([c_out, kh, kw, c_in]; kernels/cuda/layout.h converts from PyTorch's KCRS).
@@ -22,18 +22,19 @@ using kernels::BatchNormShape;
 using kernels::Conv2dShape;
 
 
-enum class AlgoSearch { heuristic, timed };
-void set_cudnn_algo_search(AlgoSearch search);  // default: timed (like cudnn.benchmark = True)
+enum class AlgoSearch { heuristic, timed };  // timed: like cudnn.benchmark = True
 int cudnn_version();                            // e.g. 91900
 
 bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype);
 void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
-                          const WorkspaceFn& workspace, Stream stream, Layout layout = Layout::nchw);
+                          const WorkspaceFn& workspace, Stream stream, Layout layout = Layout::nchw,
+                          AlgoSearch search = AlgoSearch::timed);
 void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
-                                const WorkspaceFn& workspace, Stream stream, Layout layout = Layout::nchw);
+                                const WorkspaceFn& workspace, Stream stream, Layout layout = Layout::nchw,
+                                AlgoSearch search = AlgoSearch::timed);
 void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
                                   void* db, const WorkspaceFn& workspace, Stream stream,
-                                  Layout layout = Layout::nchw);
+                                  Layout layout = Layout::nchw, AlgoSearch search = AlgoSearch::timed);
 
 // x, y, dy, dx in `dtype` (f32, f16, bf16); gamma, beta, statistics and their gradients float32.
 // save_invstd is 1/sqrt(var + eps) of the batch, as in the native kernels. The fused ReLU, when

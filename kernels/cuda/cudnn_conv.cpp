@@ -1,10 +1,10 @@
 // Convolution through cuDNN's convolution API: descriptors per call (cheap host work), the
-// algorithm per (shape, layout, dtype, direction) chosen once and cached, scratch from the caller.
+// algorithm per (shape, layout, dtype, direction, search) chosen once and cached, scratch from the
+// caller.
 // Layout::nhwc describes x, y and the filter (then KRSC) as CUDNN_TENSOR_NHWC, the format whose
 // tensor-core kernels need no internal transposes.
 // float32 runs with FMA math only (no TF32), so it matches the CPU reference; half types may use
 // tensor cores. All accumulate in float32.
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -16,8 +16,6 @@ namespace cg::kernels::cuda {
 namespace {
 
 using cudnn::TensorDesc;
-
-std::atomic<AlgoSearch> g_search{AlgoSearch::timed};
 
 enum class Dir { forward, data, filter };
 
@@ -73,10 +71,10 @@ Choice first_ok(const Perf* perf, int count, const char* what, const Conv2dShape
                           s.kw, s.n, s.c_in, s.h, s.w, layout == Layout::nhwc ? "NHWC" : "NCHW", dtype_name(dtype)));
 }
 
-Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, Layout layout, DType dtype, Dir dir) {
+Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, Layout layout, DType dtype, Dir dir,
+              AlgoSearch search) {
   static std::mutex mutex;
   static std::map<Key, Choice> cache;
-  const AlgoSearch search = g_search.load();
   const Key key = key_of(s, layout, dtype, dir, search);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -109,18 +107,16 @@ void* scratch(const WorkspaceFn& workspace, size_t bytes) { return bytes ? works
 
 }  // namespace
 
-void set_cudnn_algo_search(AlgoSearch search) { g_search = search; }
-
 bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype) {
   return (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) &&
          s.n * s.c_in * s.h * s.w < (int64_t(1) << 31);
 }
 
 void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
-                          const WorkspaceFn& workspace, Stream stream, Layout layout) {
+                          const WorkspaceFn& workspace, Stream stream, Layout layout, AlgoSearch search) {
   cudnnHandle_t h = cudnn::handle(stream);
   Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::forward);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::forward, search);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;  // scaling factors are float for every data type but double
   CG_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x.get(), x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
@@ -129,10 +125,10 @@ void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, cons
 }
 
 void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
-                                const WorkspaceFn& workspace, Stream stream, Layout layout) {
+                                const WorkspaceFn& workspace, Stream stream, Layout layout, AlgoSearch search) {
   cudnnHandle_t h = cudnn::handle(stream);
   Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::data);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::data, search);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;
   CG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y.get(), dy, d.conv,
@@ -141,10 +137,11 @@ void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* d
 }
 
 void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
-                                  void* db, const WorkspaceFn& workspace, Stream stream, Layout layout) {
+                                  void* db, const WorkspaceFn& workspace, Stream stream, Layout layout,
+                                  AlgoSearch search) {
   cudnnHandle_t h = cudnn::handle(stream);
   Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::filter);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::filter, search);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;
   CG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x.get(), x, d.y.get(), dy, d.conv,

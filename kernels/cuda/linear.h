@@ -17,7 +17,6 @@ namespace cg::kernels::cuda {
 // caller's allocator, so that a call captured in a CUDA graph and its replays use the graph's own
 // memory (and the same algorithm) rather than cuBLAS's internal pool. Empty: cuBLAS's pool. The
 // native kernel needs none and ignores it (one signature serves both implementations).
-bool cublas_in_build();  // false in the emulated-GPU build
 void linear_cublas_forward(int64_t m, int64_t k, int64_t n, DType dtype, const void* x, const void* w,
                            const void* bias, void* y, Stream stream, const WorkspaceFn& workspace);
 // dx (may be null) = dy w; dw = dy^T x; db (may be null) = column sums of dy. All written (=).

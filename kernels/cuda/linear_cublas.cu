@@ -51,7 +51,6 @@ void gemm(cublasHandle_t h, DType dtype, cublasOperation_t ta, cublasOperation_t
 
 }  // namespace
 
-bool cublas_in_build() { return true; }
 
 void linear_cublas_forward(int64_t m, int64_t k, int64_t n, DType dtype, const void* x, const void* w, const void* bias,
                            void* y, Stream stream, const WorkspaceFn& workspace) {

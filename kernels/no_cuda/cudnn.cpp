@@ -6,19 +6,18 @@
 
 namespace cg::kernels::cuda {
 
-void set_cudnn_algo_search(AlgoSearch) {}
 int cudnn_version() { return 0; }
 bool conv2d_cudnn_supports(const Conv2dShape&, DType) { return false; }
 void conv2d_cudnn_forward(const Conv2dShape&, DType, const void*, const void*, const void*, void*, const WorkspaceFn&,
-                          Stream, Layout) {
+                          Stream, Layout, AlgoSearch) {
   no_library("conv2d_cudnn_forward", "cuDNN");
 }
 void conv2d_cudnn_backward_data(const Conv2dShape&, DType, const void*, const void*, void*, const WorkspaceFn&, Stream,
-                                Layout) {
+                                Layout, AlgoSearch) {
   no_library("conv2d_cudnn_backward_data", "cuDNN");
 }
 void conv2d_cudnn_backward_filter(const Conv2dShape&, DType, const void*, const void*, void*, void*,
-                                  const WorkspaceFn&, Stream, Layout) {
+                                  const WorkspaceFn&, Stream, Layout, AlgoSearch) {
   no_library("conv2d_cudnn_backward_filter", "cuDNN");
 }
 bool batchnorm_cudnn_supports(const BatchNormShape&, DType) { return false; }

@@ -6,7 +6,6 @@
 namespace cg::kernels::cuda {
 
 #ifndef CUDAGRAD_WITH_CUDA_LIBRARIES
-bool cublas_in_build() { return false; }
 void linear_cublas_forward(int64_t, int64_t, int64_t, DType, const void*, const void*, const void*, void*, Stream, const WorkspaceFn&) {
   no_library("linear_cublas_forward", "cuBLAS");
 }

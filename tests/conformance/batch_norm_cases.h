@@ -43,7 +43,8 @@ inline kernels::BatchNormShape bn_shape(const BatchNormRow& r, Layout layout) {
                                 : kernels::BatchNormShape{r.n, r.c, r.h * r.w};
 }
 
-inline impl::BatchNormProblem batch_norm_problem(const BatchNormRow& r, DType dtype, Layout layout, Device device) {
+inline impl::BatchNormProblem batch_norm_problem(const BatchNormRow& r, DType dtype, Layout layout, Device device,
+                                                 const ops::KernelPolicy& policy) {
   impl::BatchNormProblem p;
   p.shape = bn_shape(r, layout);
   p.device = device;
@@ -54,6 +55,7 @@ inline impl::BatchNormProblem batch_norm_problem(const BatchNormRow& r, DType dt
   p.activation = r.relu ? Activation::relu : Activation::none;
   p.residual = r.residual;
   p.cross_replica = r.sync;
+  p.policy = policy;
   p.layer = "conformance batch_norm " + r.name;
   return p;
 }

@@ -1,4 +1,4 @@
-// Every CPU batch norm in the registry against the float64 reference over the family's table
+// Every CPU batch norm registered against the float64 reference over the family's table
 // (conformance/batch_norm_cases.h), in every dtype and layout it supports; and the reference's
 // gradients against central differences of its forward.
 #include <gtest/gtest.h>

@@ -58,7 +58,7 @@ inline BatchNormResults run_batch_norm(const BatchNormParam& p, const BatchNormV
   const DType channel_dtype = device.is_cpu() ? p.dtype : DType::f32;
   const BnImages images{r, p.layout, p.dtype, device};
   const auto channel = [&](const std::vector<double>& values) { return tensor_of(values, {r.c}, channel_dtype, device); };
-  const impl::BatchNormProblem problem = batch_norm_problem(r, p.dtype, p.layout, device);
+  const impl::BatchNormProblem problem = batch_norm_problem(r, p.dtype, p.layout, device, p.implementation.policy);
   impl::BatchNormForward f{.x = images.to_tensor(v.x), .residual = r.residual ? images.to_tensor(v.residual) : Tensor(),
                            .weight = channel(v.gamma), .bias = channel(v.beta), .running_mean = channel(v.running_mean),
                            .running_var = channel(v.running_var), .eps = kBnEps, .momentum = kBnMomentum};
@@ -67,7 +67,6 @@ inline BatchNormResults run_batch_norm(const BatchNormParam& p, const BatchNormV
     f.save_mean = Tensor::empty({r.c}, channel_dtype, device);
     f.save_invstd = Tensor::empty({r.c}, channel_dtype, device);
   }
-  const Selected selected(p.implementation);
   const Tensor moments = bn_forward(*p.implementation.impl, problem, f);
   impl::BatchNormBackwardArgs b{.dy = images.to_tensor(v.dy), .x = f.x, .gamma = f.weight,
                                 .mean = r.training ? f.save_mean : channel(v.running_mean),

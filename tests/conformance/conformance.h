@@ -21,8 +21,8 @@
 namespace cg::test {
 
 // One case: `c` (a row of the family's table, with a `name`) run by `implementation` in `dtype`
-// and `layout`. `refused`: an implementation that refuses every row here (a library missing from
-// this build) gets one case that skips, saying why.
+// and `layout`. `refused`: an implementation that refuses every row here, or a device with no
+// implementation registered, gets one case that skips, saying why.
 template <typename Interface, typename Case>
 struct Param {
   Implementation<Interface> implementation;
@@ -53,7 +53,9 @@ inline std::vector<DType> dtypes_on(DeviceType device) {
 inline Device device_of(DeviceType type) { return type == DeviceType::cpu ? Device::cpu() : Device::cuda(0); }
 
 // Every (implementation on `device`, row, dtype, layout) that the implementation supports, asked
-// through its own why_unsupported with `problem_of(row, dtype, layout, device)`.
+// through its own supports() with `problem_of(row, dtype, layout, device, policy)`, the policy being
+// the implementation's. An implementation that refuses every row gets one case that skips with its
+// explain(); a device with nothing registered (the GPU in a CPU-only build) one that says so.
 template <typename Interface, typename Case, typename ProblemOf>
 std::vector<Param<Interface, Case>> params_of(const impl::Registry<Interface>& registry, DeviceType device,
                                               const std::vector<Case>& rows, const std::vector<Layout>& layouts,
@@ -61,18 +63,32 @@ std::vector<Param<Interface, Case>> params_of(const impl::Registry<Interface>& r
   std::vector<Param<Interface, Case>> out;
   for (const Implementation<Interface>& im : implementations_of(registry)) {
     if (im.device != device) continue;
-    const Selected selected(im);
     std::string why;
     const size_t before = out.size();
     for (const Case& c : rows)
       for (DType dtype : dtypes_on(device))
         for (Layout layout : layouts) {
-          const std::string r = im.impl->why_unsupported(problem_of(c, dtype, layout, device_of(device)));
-          if (r.empty()) out.push_back({im, c, dtype, layout, ""});
-          else if (why.empty()) why = r;
+          const auto problem = problem_of(c, dtype, layout, device_of(device), im.policy);
+          if (im.impl->supports(problem)) out.push_back({im, c, dtype, layout, ""});
+          else if (why.empty()) why = im.impl->explain(problem);
         }
     if (out.size() == before) out.push_back({im, rows.front(), DType::f32, Layout::nchw, why});
   }
+  if (out.empty())
+    out.push_back({{"none registered", device, nullptr}, rows.front(), DType::f32, Layout::nchw,
+                   "for " + registry.family() + " on " + device_of(device).str() + " in this build"});
+  return out;
+}
+
+// A switched family's cases: every row in each of `dtypes` and `layouts`, run by `device`'s ops.
+template <typename Case>
+std::vector<Param<DeviceSwitch, Case>> device_params(DeviceType device, const std::vector<Case>& rows,
+                                                     const std::vector<DType>& dtypes,
+                                                     const std::vector<Layout>& layouts = {Layout::nchw}) {
+  std::vector<Param<DeviceSwitch, Case>> out;
+  for (const Case& c : rows)
+    for (DType dtype : dtypes)
+      for (Layout layout : layouts) out.push_back({device_implementation(device), c, dtype, layout, ""});
   return out;
 }
 
@@ -83,7 +99,9 @@ struct ParamName {
   std::string operator()(const ::testing::TestParamInfo<Param<Interface, Case>>& info) const {
     const Param<Interface, Case>& p = info.param;
     std::string name = p.implementation.name + "_";
-    name += p.refused.empty() ? p.c.name + "_" + std::string(dtype_name(p.dtype)) : "unavailable";
+    if (p.refused.empty()) name += p.c.name + "_" + std::string(dtype_name(p.dtype));
+    else if (p.implementation.impl) name += "unavailable";
+    else name.pop_back();  // "none registered"
     if (p.refused.empty() && p.layout == Layout::nhwc) name += "_nhwc";
     for (char& ch : name)
       if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';

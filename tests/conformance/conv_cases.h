@@ -34,8 +34,9 @@ inline std::vector<ConvRow> conv_rows() {
           {"tiletail", {3, 8, 9, 7, 70, 3, 3, 1, 1}}};
 }
 
-inline impl::ConvProblem conv_problem(const ConvRow& r, DType dtype, Layout layout, Device device) {
-  return {r.s, device, dtype, layout, "conformance conv " + r.name};
+inline impl::ConvProblem conv_problem(const ConvRow& r, DType dtype, Layout layout, Device device,
+                                      const ops::KernelPolicy& policy) {
+  return {r.s, device, dtype, layout, policy, "conformance conv " + r.name};
 }
 
 struct ConvValues {
@@ -131,7 +132,7 @@ inline ConvResults run_conv(const Param<impl::ConvImpl, ConvRow>& p, const ConvV
   const Device device = device_of(p.implementation.device);
   const bool nhwc = p.layout == Layout::nhwc;
   const DType w_dtype = device.is_cpu() ? p.dtype : DType::f32;
-  const impl::ConvProblem problem = conv_problem(p.c, p.dtype, p.layout, device);
+  const impl::ConvProblem problem = conv_problem(p.c, p.dtype, p.layout, device, p.implementation.policy);
   const auto image = [&](const std::vector<double>& nchw, int64_t c, int64_t h, int64_t w) {
     return nhwc ? tensor_of(nchw_to_nhwc(nchw, s.n, c, h * w), {s.n, h, w, c}, p.dtype, device)
                 : tensor_of(nchw, {s.n, c, h, w}, p.dtype, device);
@@ -142,7 +143,6 @@ inline ConvResults run_conv(const Param<impl::ConvImpl, ConvRow>& p, const ConvV
   const Tensor x = image(v.x, s.c_in, s.h, s.w), dy = image(v.dy, s.c_out, s.out_h(), s.out_w());
   const Tensor w = tensor_of(v.w, {s.c_out, s.c_in, s.kh, s.kw}, w_dtype, device);
   const Tensor b = p.c.bias ? tensor_of(v.b, {s.c_out}, p.dtype, device) : Tensor();
-  const Selected selected(p.implementation);
   impl::ConvSaved saved;
   const Tensor y = p.implementation.impl->forward(problem, x, w, b, saved);
   const impl::ConvGrads g = p.implementation.impl->backward(problem, saved, dy, true, true, p.c.bias);

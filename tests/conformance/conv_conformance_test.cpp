@@ -1,7 +1,7 @@
-// Every CPU convolution in the registry (each CPU algorithm under the kernels.cpu_conv value that
-// names it) against the float64 reference, over the family's table (conformance/conv_cases.h),
-// in every dtype and layout it supports; and the reference's gradients against central
-// differences of its forward.
+// Every CPU convolution registered (each CPU algorithm under the kernels.cpu_conv value that
+// selects it, placed in the problem's policy) against the float64 reference, over the family's
+// table (conformance/conv_cases.h), in every dtype and layout it supports; and the reference's
+// gradients against central differences of its forward.
 #include <gtest/gtest.h>
 
 #include "conformance/conv_cases.h"

@@ -1,6 +1,8 @@
 // The elementwise family's conformance (relu and its backward, add, add_relu, scale, gradient
 // accumulation): its table of element counts, the float64 reference of each op and the check of
-// one implementation on one row in one dtype.
+// one device on one row in one dtype. The elementwise ops are a device switch, so each device is
+// the implementation: the suite runs the public ops (ops::relu, add, add_relu, scale,
+// accumulate_) on that device's tensors, relu's backward through autograd seeded with a gradient.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -9,7 +11,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "engine/impl/elementwise.h"
+#include "engine/ops.h"
 
 namespace cg::test {
 
@@ -23,11 +25,7 @@ inline std::vector<ElementwiseRow> elementwise_rows() {
   return {{"one", 1}, {"seven", 7}, {"block_tail", 1027}, {"grid_tail", 4099}};
 }
 
-inline impl::ElementwiseProblem elementwise_problem(const ElementwiseRow& r, DType dtype, Layout, Device device) {
-  return {r.n, device, dtype};
-}
-
-using ElementwiseParam = Param<impl::ElementwiseImpl, ElementwiseRow>;
+using ElementwiseParam = Param<DeviceSwitch, ElementwiseRow>;
 constexpr double kScale = -0.375;
 
 // Each op's result on the same two inputs a, b (and b as relu's output gradient).
@@ -51,24 +49,19 @@ inline ElementwiseResults elementwise_reference(const std::vector<double>& a, co
 inline ElementwiseResults run_elementwise(const ElementwiseParam& p, const std::vector<double>& a,
                                           const std::vector<double>& b) {
   const Device device = device_of(p.implementation.device);
-  const impl::ElementwiseProblem problem = elementwise_problem(p.c, p.dtype, Layout::nchw, device);
-  const impl::ElementwiseImpl& im = *p.implementation.impl;
   const Tensor at = tensor_of(a, {p.c.n}, p.dtype, device), bt = tensor_of(b, {p.c.n}, p.dtype, device);
-  const auto result = [&](const auto& op) {
-    Tensor y = Tensor::empty({p.c.n}, p.dtype, device);
-    op(y);
-    return values_of(y);
-  };
-  const Selected selected(p.implementation);
   ElementwiseResults out;
-  out.relu = result([&](Tensor& y) { im.relu(problem, at, y); });
-  const Tensor relu_y = tensor_of(out.relu, {p.c.n}, p.dtype, device);
-  out.relu_backward = result([&](Tensor& y) { im.relu_backward(problem, bt, relu_y, y); });
-  out.add = result([&](Tensor& y) { im.add(problem, at, bt, y); });
-  out.add_relu = result([&](Tensor& y) { im.add_relu(problem, at, bt, y); });
-  out.scale = result([&](Tensor& y) { im.scale(problem, at, kScale, y); });
+  Tensor x = at.clone();
+  x.set_requires_grad(true);
+  const Tensor relu_y = ops::relu(x);
+  relu_y.backward(bt);
+  out.relu = values_of(relu_y);
+  out.relu_backward = values_of(x.grad());
+  out.add = values_of(ops::add(at, bt));
+  out.add_relu = values_of(ops::add_relu(at, bt));
+  out.scale = values_of(ops::scale(at, kScale));
   Tensor dst = bt.clone();
-  im.accumulate(problem, at, dst);
+  ops::accumulate_(dst, at);
   out.accumulate = values_of(dst);
   return out;
 }
@@ -86,7 +79,7 @@ inline void expect_elementwise_conforms(const ElementwiseParam& p) {
 }
 
 inline std::vector<ElementwiseParam> elementwise_params(DeviceType device) {
-  return params_of(impl::elementwise_registry(), device, elementwise_rows(), {Layout::nchw}, elementwise_problem);
+  return device_params(device, elementwise_rows(), dtypes_on(device));
 }
 
 }  // namespace cg::test

@@ -1,81 +1,82 @@
-// The implementations the conformance suites run: every entry of a family's registry, each with
-// what makes it the one that runs. This is the only place that knows how an implementation is
-// chosen (kernels.* values, kernels.cpu_conv); the suites call `implementations_of` and nothing
-// else, so a new implementation is tested by being registered.
+// The implementations the conformance suites run. For the families with a registry (convolution,
+// batch norm, linear): every entry of the registry, each with the ops::KernelPolicy that the
+// suite places in the problems it hands that entry (the policy that selects it, and for an entry
+// that runs another implementation inside, the one it picks there). This is the only place that
+// knows how an implementation is chosen; the suites call `implementations_of` and nothing else,
+// so a new implementation is tested by being registered. The families that are device switches
+// (pooling, elementwise, loss, optimizer updates, loss scaling) have no entries: there each device
+// is the implementation (`device_implementation`), run through the public engine ops.
 #pragma once
-#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/impl/registry.h"
-#include "engine/ops.h"
+#include "engine/kernel_policy.h"
 
 namespace cg::test {
 
 template <typename Interface>
 struct Implementation {
-  std::string name;  // the registry's name, with the CPU convolution algorithm where there is one
+  std::string name;  // the registry's name, with the CPU convolution algorithm run inside where there is one
   DeviceType device;
-  std::shared_ptr<const Interface> impl;
-  // Makes the process-wide choices under which `impl` runs every problem it supports (and, for an
-  // implementation that runs another inside, the one it picks); Selected undoes them.
-  std::function<void()> select = [] {};
+  std::shared_ptr<const Interface> impl;  // null for a device switch
+  // Placed in every problem the suite builds for `impl`: what selects it, and what it picks inside.
+  ops::KernelPolicy policy{};
 };
 
-// The process-wide choices back at their defaults.
-inline void reset_choices() {
-  ops::set_cpu_conv(ops::CpuConv::automatic);
-  ops::set_gpu_kernels({});
+// A switched family's implementation: the public ops on `device`'s tensors.
+struct DeviceSwitch {};
+inline Implementation<DeviceSwitch> device_implementation(DeviceType device) {
+  return {device == DeviceType::cpu ? "cpu" : "cuda", device, nullptr};
 }
-
-// Holds an implementation's choices for a scope.
-class Selected {
- public:
-  template <typename Interface>
-  explicit Selected(const Implementation<Interface>& implementation) {
-    implementation.select();
-  }
-  ~Selected() { reset_choices(); }
-  Selected(const Selected&) = delete;
-  Selected& operator=(const Selected&) = delete;
-};
 
 namespace detail {
 
-// A GPU entry is chosen by its kernels.* value, for the families that have a key.
-inline std::function<void()> gpu_choice(const std::string& family, impl::Choice choice) {
-  if (family == "conv") return [choice] { ops::set_gpu_kernels({.conv = choice}); };
-  if (family == "batch_norm") return [choice] { ops::set_gpu_kernels({.batch_norm = choice}); };
-  return [] {};
+// The policy naming a GPU entry by its selecting value (kernels.conv, kernels.batch_norm).
+inline ops::KernelPolicy gpu_policy(const std::string& family, const std::string& selected_by) {
+  const ops::GpuImpl choice = selected_by == "cudnn"    ? ops::GpuImpl::cudnn
+                              : selected_by == "native" ? ops::GpuImpl::native
+                                                        : ops::GpuImpl::automatic;
+  ops::KernelPolicy policy;
+  if (family == "conv") policy.conv = choice;
+  if (family == "batch_norm") policy.batch_norm = choice;
+  return policy;
 }
 
-// The CPU convolution algorithm an entry runs under kernels.cpu_conv (by name, so that each
-// algorithm runs every shape it supports rather than only those automatic gives it).
-inline ops::CpuConv cpu_conv_of(const std::string& name) {
-  if (name == "cpu winograd") return ops::CpuConv::winograd;
-  if (name == "cpu direct") return ops::CpuConv::direct;
-  return ops::CpuConv::im2col;
+// The kernels.cpu_conv value of a CPU convolution entry, by its selecting value.
+inline ops::CpuConvAlgorithm cpu_conv_of(const std::string& selected_by) {
+  if (selected_by == "winograd") return ops::CpuConvAlgorithm::winograd;
+  if (selected_by == "direct") return ops::CpuConvAlgorithm::direct;
+  return ops::CpuConvAlgorithm::im2col;
+}
+
+inline ops::KernelPolicy cpu_conv_policy(ops::CpuConvAlgorithm algorithm) {
+  ops::KernelPolicy policy;
+  policy.cpu_conv = algorithm;
+  return policy;
 }
 
 }  // namespace detail
 
-// Every entry of `registry`. CPU convolutions run under the kernels.cpu_conv value that names
-// them; the CPU channels-last one, which runs an NCHW one inside, once per algorithm.
+// Every entry of `registry`. CPU convolutions run under the kernels.cpu_conv value that selects
+// them; the CPU channels-last one, which runs the NCHW one its policy picks inside, once per
+// algorithm (so each algorithm runs every shape it supports, not only those auto gives it).
 template <typename Interface>
 std::vector<Implementation<Interface>> implementations_of(const impl::Registry<Interface>& registry) {
   std::vector<Implementation<Interface>> out;
   const std::string& family = registry.family();
   for (const auto& e : registry.entries()) {
     if (e.device == DeviceType::cuda) {
-      out.push_back({e.name, e.device, e.impl, detail::gpu_choice(family, e.selected_by)});
-    } else if (family == "conv" && e.name == "cpu channels-last") {
-      for (auto [algorithm, label] : {std::pair{ops::CpuConv::im2col, "im2col"},
-                                      {ops::CpuConv::winograd, "winograd"}, {ops::CpuConv::direct, "direct"}})
-        out.push_back({e.name + " " + label, e.device, e.impl, [algorithm] { ops::set_cpu_conv(algorithm); }});
+      out.push_back({e.name, e.device, e.impl, detail::gpu_policy(family, e.selected_by)});
+    } else if (family == "conv" && e.selected_by == "channels-last") {
+      for (auto [algorithm, label] : {std::pair{ops::CpuConvAlgorithm::im2col, "im2col"},
+                                      {ops::CpuConvAlgorithm::winograd, "winograd"},
+                                      {ops::CpuConvAlgorithm::direct, "direct"}})
+        out.push_back({e.name + " " + label, e.device, e.impl, detail::cpu_conv_policy(algorithm)});
     } else if (family == "conv") {
-      const ops::CpuConv algorithm = detail::cpu_conv_of(e.name);
-      out.push_back({e.name, e.device, e.impl, [algorithm] { ops::set_cpu_conv(algorithm); }});
+      out.push_back({e.name, e.device, e.impl, detail::cpu_conv_policy(detail::cpu_conv_of(e.selected_by))});
     } else {
       out.push_back({e.name, e.device, e.impl});
     }

@@ -24,7 +24,8 @@ inline std::vector<LinearRow> linear_rows() {
           {"tails", 33, 37, 65}};
 }
 
-inline impl::LinearProblem linear_problem(const LinearRow& r, DType dtype, Layout, Device device) {
+inline impl::LinearProblem linear_problem(const LinearRow& r, DType dtype, Layout, Device device,
+                                          const ops::KernelPolicy&) {
   return {r.m, r.k, r.n, device, dtype};
 }
 
@@ -74,13 +75,12 @@ using LinearParam = Param<impl::LinearImpl, LinearRow>;
 inline LinearResults run_linear(const LinearParam& p, const LinearValues& v) {
   const LinearRow& r = p.c;
   const Device device = device_of(p.implementation.device);
-  const impl::LinearProblem problem = linear_problem(r, p.dtype, Layout::nchw, device);
+  const impl::LinearProblem problem = linear_problem(r, p.dtype, Layout::nchw, device, p.implementation.policy);
   const Tensor x = tensor_of(v.x, {r.m, r.k}, p.dtype, device), w = tensor_of(v.w, {r.n, r.k}, p.dtype, device);
   const Tensor b = r.bias ? tensor_of(v.b, {r.n}, p.dtype, device) : Tensor();
   Tensor y = Tensor::empty({r.m, r.n}, p.dtype, device);
   Tensor dx = Tensor::empty(x.shape(), p.dtype, device), dw = Tensor::empty(w.shape(), p.dtype, device);
   Tensor db = r.bias ? Tensor::empty({r.n}, p.dtype, device) : Tensor();
-  const Selected selected(p.implementation);
   p.implementation.impl->forward(problem, x, w, b, y);
   p.implementation.impl->backward(problem, tensor_of(v.dy, {r.m, r.n}, p.dtype, device), x, w, dx, dw, db);
   return {values_of(y), values_of(dx), values_of(dw), r.bias ? values_of(db) : std::vector<double>()};

@@ -1,4 +1,4 @@
-// Every CPU linear implementation in the registry against the float64 reference over the
+// Every CPU linear implementation registered in this build against the float64 reference over the
 // family's table (conformance/linear_cases.h), in every dtype it supports.
 #include <gtest/gtest.h>
 

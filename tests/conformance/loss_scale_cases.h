@@ -1,6 +1,8 @@
 // The loss-scaling family's conformance (unscale with the inf/NaN check, GradScaler's scale
 // update): its table of gradient contents and scaler states, the float64 reference of
-// torch.cuda.amp.GradScaler's rules, and the check of one implementation on one row.
+// torch.cuda.amp.GradScaler's rules, and the check of one device on one row. Loss scaling is a
+// device switch, so each device is the implementation: the suite runs the public ops
+// (ops::unscale_and_check_multi, update_loss_scale) on its tensors.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -10,7 +12,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "engine/impl/optim.h"
+#include "engine/optim_ops.h"
 
 namespace cg::test {
 
@@ -23,7 +25,12 @@ struct LossScaleRow {
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-const impl::LossScaleRule kRule{2.f, 0.5f, 4};
+// GradScaler's rule: growth factor, backoff factor, growth interval.
+struct LossScaleRule {
+  float growth_factor, backoff_factor;
+  int64_t growth_interval;
+};
+constexpr LossScaleRule kRule{2.f, 0.5f, 4};
 // Gradient sizes: one element, a few, and a tail after whole vectors and chunks.
 inline const std::vector<int64_t> kGradSizes = {1, 5, 1031};
 
@@ -33,10 +40,6 @@ inline std::vector<LossScaleRow> loss_scale_rows() {
   return {{"finite", 1024, 1},  {"finite_grows", 1024, 3},          {"growth_overflows", 3e38, 3},
           {"inf_in_tail", 1024, 2, kInf, 1036}, {"nan_first", 65536, 0, std::nan(""), 0},
           {"minus_inf", 8, 3, -kInf, 3}};
-}
-
-inline impl::OptimProblem loss_scale_problem(const LossScaleRow&, DType dtype, Layout, Device device) {
-  return {device, dtype};
 }
 
 struct LossScaleResults {
@@ -75,7 +78,7 @@ inline LossScaleResults loss_scale_reference(const LossScaleRow& r, std::vector<
   return out;
 }
 
-using LossScaleParam = Param<impl::LossScaleImpl, LossScaleRow>;
+using LossScaleParam = Param<DeviceSwitch, LossScaleRow>;
 
 // Unscales (found_inf zeroed first, as GradScaler does), then updates the scale.
 inline LossScaleResults run_loss_scale(const LossScaleParam& p, const std::vector<std::vector<double>>& values) {
@@ -83,19 +86,18 @@ inline LossScaleResults run_loss_scale(const LossScaleParam& p, const std::vecto
   const Device device = device_of(p.implementation.device);
   std::vector<Tensor> grads;
   for (const auto& g : values) grads.push_back(tensor_of(g, {int64_t(g.size())}, DType::f32, device));
-  impl::LossScaleState state{Tensor::scalar(r.scale).to(device), Tensor::scalar(1.f / float(r.scale)).to(device),
-                             Tensor::scalar(double(r.tracker), DType::i64).to(device)};
+  Tensor scale = Tensor::scalar(r.scale).to(device), inv_scale = Tensor::scalar(1.f / float(r.scale)).to(device);
+  Tensor tracker = Tensor::scalar(double(r.tracker), DType::i64).to(device);
   Tensor found_inf = Tensor::scalar(0.0).to(device);
-  const impl::OptimProblem problem{device, DType::f32};
-  const Selected selected(p.implementation);
-  p.implementation.impl->unscale(problem, grads, state.inv_scale, found_inf);
-  p.implementation.impl->update_scale(problem, state, found_inf, kRule);
+  ops::unscale_and_check_multi(grads, inv_scale, found_inf);
+  ops::update_loss_scale(scale, inv_scale, tracker, found_inf, kRule.growth_factor, kRule.backoff_factor,
+                         kRule.growth_interval);
   LossScaleResults out;
   for (const Tensor& g : grads) out.grads.push_back(values_of(g));
   out.found_inf = found_inf.item();
-  out.scale = state.scale.item();
-  out.inv_scale = state.inv_scale.item();
-  out.tracker = int64_t(state.growth_tracker.item());
+  out.scale = scale.item();
+  out.inv_scale = inv_scale.item();
+  out.tracker = int64_t(tracker.item());
   return out;
 }
 
@@ -114,7 +116,7 @@ inline void expect_loss_scale_conforms(const LossScaleParam& p) {
 }
 
 inline std::vector<LossScaleParam> loss_scale_params(DeviceType device) {
-  return params_of(impl::loss_scale_registry(), device, loss_scale_rows(), {Layout::nchw}, loss_scale_problem);
+  return device_params(device, loss_scale_rows(), {DType::f32});  // loss scaling runs float32 only
 }
 
 }  // namespace cg::test

@@ -1,7 +1,9 @@
 // The optimizer-update family's conformance (SGD and AdamW over a list of parameters, AdamW's
 // step counter): its table of hyperparameter sets (momentum, Nesterov, weight decay, the first
 // step, a learning rate read from a tensor, an update skipped for an overflow), the float64
-// reference of torch.optim's update rules, and the check of one implementation on one row.
+// reference of torch.optim's update rules, and the check of one device on one row. The updates
+// are a device switch, so each device is the implementation: the suite runs the public
+// multi-tensor ops (ops::sgd_update_multi, adamw_update_multi, advance_step) on its tensors.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -10,7 +12,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "engine/impl/optim.h"
+#include "engine/optim_ops.h"
 
 namespace cg::test {
 
@@ -37,10 +39,6 @@ inline std::vector<OptimizerRow> optimizer_rows() {
           {"adamw_step7_decay", true, {}, {.lr = 1e-2f, .beta1 = 0.8f, .weight_decay = 0.1f}, false, 7},
           {"adamw_device_lr", true, {}, {}, false, 3, false, true},
           {"adamw_skipped", true, {}, {}, false, 2, true}};
-}
-
-inline impl::OptimProblem optimizer_problem(const OptimizerRow&, DType dtype, Layout, Device device) {
-  return {device, dtype};
 }
 
 // Parameter sizes: one element, a few, and a tail after whole vectors and chunks.
@@ -101,7 +99,7 @@ inline std::vector<SlotValues> optimizer_reference(const OptimizerRow& r, std::v
   return slots;
 }
 
-using OptimizerParam = Param<impl::OptimizerImpl, OptimizerRow>;
+using OptimizerParam = Param<DeviceSwitch, OptimizerRow>;
 
 // Advances the step counter (from step - 1), then updates: as the optimizers call them.
 inline std::vector<SlotValues> run_optimizer(const OptimizerParam& p, const std::vector<SlotValues>& values,
@@ -113,15 +111,12 @@ inline std::vector<SlotValues> run_optimizer(const OptimizerParam& p, const std:
   };
   std::vector<ops::UpdateSlot> slots;
   for (const SlotValues& s : values) slots.push_back({tensor(s.param), tensor(s.grad), tensor(s.state1), tensor(s.state2)});
-  const impl::UpdateScalars scalars{Tensor::scalar(r.skipped ? 1.0 : 0.0).to(device),
-                                    r.device_lr ? Tensor::scalar(kDeviceLr).to(device) : Tensor()};
+  const Tensor found_inf = Tensor::scalar(r.skipped ? 1.0 : 0.0).to(device);
+  const Tensor device_lr = r.device_lr ? Tensor::scalar(kDeviceLr).to(device) : Tensor();
   Tensor step = Tensor::scalar(double(r.step - 1), DType::i64).to(device);
-  const impl::OptimProblem problem{device, DType::f32};
-  const Selected selected(p.implementation);
-  const impl::OptimizerImpl& im = *p.implementation.impl;
-  im.advance_step(problem, step, scalars.found_inf);
-  if (r.adamw) im.adamw(problem, slots, r.adam, {r.step, step}, scalars);
-  else im.sgd(problem, slots, r.sgd, r.first_step, scalars);
+  ops::advance_step(step, found_inf);
+  if (r.adamw) ops::adamw_update_multi(slots, r.adam, step, found_inf, device_lr);
+  else ops::sgd_update_multi(slots, r.sgd, r.first_step, found_inf, device_lr);
   step_after = int64_t(step.item());
   std::vector<SlotValues> out;
   const auto back = [](const Tensor& t) { return t.defined() ? values_of(t) : std::vector<double>(); };
@@ -145,7 +140,7 @@ inline void expect_optimizer_conforms(const OptimizerParam& p) {
 }
 
 inline std::vector<OptimizerParam> optimizer_params(DeviceType device) {
-  return params_of(impl::optimizer_registry(), device, optimizer_rows(), {Layout::nchw}, optimizer_problem);
+  return device_params(device, optimizer_rows(), {DType::f32});  // the updates run float32 only
 }
 
 }  // namespace cg::test

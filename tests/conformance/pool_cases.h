@@ -1,6 +1,8 @@
 // The pooling family's conformance (global average pooling): its table of image shapes, the
 // float64 reference (the mean over each plane; the gradient spread evenly back) and the check of
-// one implementation on one row in one dtype and layout against it.
+// one device on one row in one dtype and layout against it. Pooling is a device switch, so each
+// device is the implementation: the suite runs ops::global_avg_pool on that device's tensors,
+// forward and (through autograd, seeded with an output gradient) backward.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -8,7 +10,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "engine/impl/pool.h"
+#include "engine/ops.h"
 
 namespace cg::test {
 
@@ -22,11 +24,7 @@ inline std::vector<PoolRow> pool_rows() {
   return {{"one", 1, 1, 1, 1}, {"odd", 2, 3, 5, 7}, {"c17", 3, 17, 4, 4}, {"head", 2, 64, 7, 7}};
 }
 
-inline impl::PoolProblem pool_problem(const PoolRow& r, DType dtype, Layout layout, Device device) {
-  return {r.n, r.c, r.h * r.w, device, dtype, layout};
-}
-
-using PoolParam = Param<impl::PoolImpl, PoolRow>;
+using PoolParam = Param<DeviceSwitch, PoolRow>;
 
 // y [n, c] and dx (NCHW) for the input x and output gradient dy.
 struct PoolResults {
@@ -48,13 +46,13 @@ inline PoolResults run_pool(const PoolParam& p, const std::vector<double>& x, co
   const Device device = device_of(p.implementation.device);
   const bool nhwc = p.layout == Layout::nhwc;
   const int64_t hw = r.h * r.w;
-  const impl::PoolProblem problem = pool_problem(r, p.dtype, p.layout, device);
-  const Tensor xt = nhwc ? tensor_of(nchw_to_nhwc(x, r.n, r.c, hw), {r.n, r.h, r.w, r.c}, p.dtype, device)
-                         : tensor_of(x, {r.n, r.c, r.h, r.w}, p.dtype, device);
-  Tensor y = Tensor::empty({r.n, r.c}, p.dtype, device), dx = Tensor::empty(xt.shape(), p.dtype, device);
-  const Selected selected(p.implementation);
-  p.implementation.impl->forward(problem, xt, y);
-  p.implementation.impl->backward(problem, tensor_of(dy, {r.n, r.c}, p.dtype, device), dx);
+  Tensor xt = nhwc ? tensor_of(nchw_to_nhwc(x, r.n, r.c, hw), {r.n, r.h, r.w, r.c}, p.dtype, device)
+                   : tensor_of(x, {r.n, r.c, r.h, r.w}, p.dtype, device);
+  xt.set_requires_grad(true);
+  const Tensor y = ops::global_avg_pool(xt, p.layout);
+  y.backward(tensor_of(dy, {r.n, r.c}, p.dtype, device));
+  const Tensor dx = xt.grad();
+  EXPECT_EQ(dx.shape(), xt.shape()) << "dx is laid out like x";
   return {values_of(y), nhwc ? nhwc_to_nchw(values_of(dx), r.n, r.c, hw) : values_of(dx)};
 }
 
@@ -69,7 +67,7 @@ inline void expect_pool_conforms(const PoolParam& p) {
 }
 
 inline std::vector<PoolParam> pool_params(DeviceType device) {
-  return params_of(impl::pool_registry(), device, pool_rows(), {Layout::nchw, Layout::nhwc}, pool_problem);
+  return device_params(device, pool_rows(), dtypes_on(device), {Layout::nchw, Layout::nhwc});
 }
 
 }  // namespace cg::test

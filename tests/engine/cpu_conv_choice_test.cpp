@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/impl/conv.h"
 #include "engine/ops.h"
 #include "engine/random.h"
 
@@ -20,20 +21,18 @@ struct Result {
 };
 
 // One forward and backward of conv2d(x, w) (no bias) with a fixed upstream gradient.
-Result run(ops::CpuConv algorithm, const std::vector<int64_t>& x_shape, const std::vector<int64_t>& w_shape,
+Result run(ops::CpuConvAlgorithm algorithm, const std::vector<int64_t>& x_shape, const std::vector<int64_t>& w_shape,
            int64_t stride) {
-  ops::set_cpu_conv(algorithm);
   Generator gen(7);
   Tensor x = Tensor::empty(x_shape), w = Tensor::empty(w_shape);
   normal_(x, gen, 0.0, 1.0);
   normal_(w, gen, 0.0, 0.1);
   x.set_requires_grad(true);
   w.set_requires_grad(true);
-  Tensor y = ops::conv2d(x, w, Tensor(), {.stride = stride, .padding = 1});
+  Tensor y = ops::conv2d(x, w, Tensor(), {.stride = stride, .padding = 1, .kernels = {.cpu_conv = algorithm}});
   Tensor dy = Tensor::empty(y.shape());
   normal_(dy, gen, 0.0, 1.0);
   y.backward(dy);
-  ops::set_cpu_conv(ops::CpuConv::automatic);
   return {y.to_vector<float>(), x.grad().to_vector<float>(), w.grad().to_vector<float>()};
 }
 
@@ -68,10 +67,10 @@ void expect_auto_ran(const Result& automatic, const Result& chosen, const Result
 TEST(CpuConvChoice, WinogradRunsWideAnd16ChannelGroup3x3StrideOneLayers) {
   for (const auto& [xs, ws] : {std::pair{std::vector<int64_t>{2, 32, 8, 8}, std::vector<int64_t>{32, 32, 3, 3}},
                                std::pair{std::vector<int64_t>{3, 16, 10, 10}, std::vector<int64_t>{16, 16, 3, 3}}}) {
-    const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
-    const Result winograd = run(ops::CpuConv::winograd, xs, ws, 1);
-    const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
-    const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
+    const Result automatic = run(ops::CpuConvAlgorithm::automatic, xs, ws, 1);
+    const Result winograd = run(ops::CpuConvAlgorithm::winograd, xs, ws, 1);
+    const Result direct = run(ops::CpuConvAlgorithm::direct, xs, ws, 1);
+    const Result im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, 1);
     expect_auto_ran(automatic, winograd, im2col, std::to_string(xs[1]) + " channels");
     EXPECT_FALSE(bit_identical(winograd.y, direct.y));
   }
@@ -82,8 +81,8 @@ TEST(CpuConvChoice, Im2colRunsTheRest) {
   // choice is im2col.
   for (const auto& [xs, ws, stride] : {std::tuple{std::vector<int64_t>{2, 8, 8, 8}, std::vector<int64_t>{8, 8, 3, 3}, 1},
                                        std::tuple{std::vector<int64_t>{2, 32, 8, 8}, std::vector<int64_t>{32, 32, 3, 3}, 2}}) {
-    const Result im2col = run(ops::CpuConv::im2col, xs, ws, stride);
-    const Result winograd = run(ops::CpuConv::winograd, xs, ws, stride);
+    const Result im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, stride);
+    const Result winograd = run(ops::CpuConvAlgorithm::winograd, xs, ws, stride);
     EXPECT_TRUE(bit_identical(winograd.y, im2col.y)) << xs[1] << " channels, stride " << stride;
     EXPECT_TRUE(bit_identical(winograd.dx, im2col.dx));
     EXPECT_TRUE(bit_identical(winograd.dw, im2col.dw));
@@ -92,24 +91,24 @@ TEST(CpuConvChoice, Im2colRunsTheRest) {
 
 TEST(CpuConvChoice, DirectRunsFewChannel3x3Layers) {
   const std::vector<int64_t> xs{3, 8, 10, 10}, ws{24, 8, 3, 3};
-  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
-  const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
-  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
+  const Result automatic = run(ops::CpuConvAlgorithm::automatic, xs, ws, 1);
+  const Result direct = run(ops::CpuConvAlgorithm::direct, xs, ws, 1);
+  const Result im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, 1);
   expect_auto_ran(automatic, direct, im2col, "8 -> 24 channels");  // its filter gradient sums in 16 lanes
 }
 
 TEST(CpuConvChoice, AutoRunsDirectOnFewChannelStrideTwoLayers) {
   // 16 -> 32 channels, stride 2: the direct kernel in all three phases.
   const std::vector<int64_t> xs{2, 16, 12, 12}, ws{32, 16, 3, 3};
-  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 2);
-  const Result direct = run(ops::CpuConv::direct, xs, ws, 2);
-  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 2);
+  const Result automatic = run(ops::CpuConvAlgorithm::automatic, xs, ws, 2);
+  const Result direct = run(ops::CpuConvAlgorithm::direct, xs, ws, 2);
+  const Result im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, 2);
   expect_auto_ran(automatic, direct, im2col, "16 -> 32 channels, stride 2");
   EXPECT_FALSE(bit_identical(direct.dx, im2col.dx));
   // 32 input channels: auto leaves it to im2col.
   const std::vector<int64_t> wide_xs{2, 32, 12, 12}, wide_ws{32, 32, 3, 3};
-  const Result wide_auto = run(ops::CpuConv::automatic, wide_xs, wide_ws, 2);
-  const Result wide_im2col = run(ops::CpuConv::im2col, wide_xs, wide_ws, 2);
+  const Result wide_auto = run(ops::CpuConvAlgorithm::automatic, wide_xs, wide_ws, 2);
+  const Result wide_im2col = run(ops::CpuConvAlgorithm::im2col, wide_xs, wide_ws, 2);
   EXPECT_TRUE(bit_identical(wide_auto.dw, wide_im2col.dw));
   EXPECT_TRUE(bit_identical(wide_auto.y, wide_im2col.y));
 }
@@ -117,19 +116,36 @@ TEST(CpuConvChoice, AutoRunsDirectOnFewChannelStrideTwoLayers) {
 TEST(CpuConvChoice, DirectByNameRunsWideLayersToo) {
   // 32 channels at 14x14: auto leaves it to Winograd, direct takes it.
   const std::vector<int64_t> xs{2, 32, 14, 14}, ws{32, 32, 3, 3};
-  const Result automatic = run(ops::CpuConv::automatic, xs, ws, 1);
-  const Result winograd = run(ops::CpuConv::winograd, xs, ws, 1);
-  const Result direct = run(ops::CpuConv::direct, xs, ws, 1);
-  const Result im2col = run(ops::CpuConv::im2col, xs, ws, 1);
+  const Result automatic = run(ops::CpuConvAlgorithm::automatic, xs, ws, 1);
+  const Result winograd = run(ops::CpuConvAlgorithm::winograd, xs, ws, 1);
+  const Result direct = run(ops::CpuConvAlgorithm::direct, xs, ws, 1);
+  const Result im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, 1);
   EXPECT_TRUE(bit_identical(automatic.dw, winograd.dw));
   EXPECT_FALSE(bit_identical(direct.dw, winograd.dw));
   EXPECT_FALSE(bit_identical(direct.dw, im2col.dw));
   EXPECT_LT(relative_difference(direct.dw, im2col.dw), 1e-5);
   // A stride-3 layer stays on im2col under direct.
-  const Result strided_direct = run(ops::CpuConv::direct, xs, ws, 3);
-  const Result strided_im2col = run(ops::CpuConv::im2col, xs, ws, 3);
+  const Result strided_direct = run(ops::CpuConvAlgorithm::direct, xs, ws, 3);
+  const Result strided_im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, 3);
   EXPECT_TRUE(bit_identical(strided_direct.y, strided_im2col.y));
   EXPECT_TRUE(bit_identical(strided_direct.dw, strided_im2col.dw));
+}
+
+// The auto rule, layer by layer of the narrow network (1 -> 16 -> 32 -> 64 channels on 28x28
+// images) and a few beside it: whichever kernel measured fastest for the shape (bench/NOTES.md).
+TEST(CpuConvChoice, AutoRuleTakesTheMeasuredFastestPerShape) {
+  using A = ops::CpuConvAlgorithm;
+  const auto layer = [](int64_t c_in, int64_t c_out, int64_t hw, int64_t k, int64_t stride) {
+    return kernels::Conv2dShape{8, c_in, hw, hw, c_out, k, k, stride, k == 3 ? 1 : 0};
+  };
+  EXPECT_EQ(impl::cpu_conv_auto(layer(1, 16, 28, 3, 1), DType::f32), A::direct);     // the stem
+  EXPECT_EQ(impl::cpu_conv_auto(layer(16, 16, 28, 3, 1), DType::f32), A::winograd);  // channels in groups of 16
+  EXPECT_EQ(impl::cpu_conv_auto(layer(16, 32, 28, 3, 2), DType::f32), A::direct);    // stride 2, few channels in
+  EXPECT_EQ(impl::cpu_conv_auto(layer(16, 32, 28, 1, 2), DType::f32), A::im2col);    // the 1x1 shortcut
+  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 32, 14, 3, 1), DType::f32), A::winograd);  // 32+ channels
+  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 64, 14, 3, 2), DType::f32), A::im2col);    // stride 2, 32 channels in
+  EXPECT_EQ(impl::cpu_conv_auto(layer(8, 24, 10, 3, 1), DType::f32), A::direct);     // few channels, no group of 16
+  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 32, 14, 3, 1), DType::f64), A::im2col);    // float64: the reference only
 }
 
 }  // namespace

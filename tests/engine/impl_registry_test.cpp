@@ -1,9 +1,11 @@
-// The implementation registries (engine/impl/): a fake convolution registered in one place is
-// picked by ops::conv2d and its backward runs the fake too, even after it is unregistered; named
-// choices and refusals name the layer. No GPU needed: GPU problems are only asked about.
+// The implementation registries (engine/impl/): a fake convolution put first is picked by
+// ops::conv2d and its backward runs the fake too, even after it is removed; named choices and
+// refusals name the layer; every registered implementation is listed once. No GPU needed: GPU
+// problems are only asked about.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <set>
 
 #include "engine/impl/batch_norm.h"
 #include "engine/impl/conv.h"
@@ -18,8 +20,8 @@ std::atomic<int> fake_forwards{0}, fake_backwards{0};
 // Outputs a constant 2 and gradients of constant 7 (dx) and 3 (dw, db): unmistakable.
 class FakeConv : public impl::ConvImpl {
  public:
-  std::string why_unsupported(const impl::ConvProblem& p) const override {
-    return p.dtype == DType::f64 ? "" : "only float64";
+  const char* refusal(const impl::ConvProblem& p) const override {
+    return p.dtype == DType::f64 ? nullptr : "only float64";
   }
   Tensor forward(const impl::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor&,
                  impl::ConvSaved& saved) const override {
@@ -51,10 +53,9 @@ TEST(ImplRegistry, AFakeConvolutionIsPickedAndRunsTheBackward) {
   ConvCall call;
   Tensor y;
   {
-    auto handle = impl::conv_registry().add(
-        {"fake", DeviceType::cpu, impl::Choice::automatic, 100, std::make_shared<FakeConv>()});
+    auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, "im2col", std::make_shared<FakeConv>()});
     y = call.run();
-  }  // unregistered here: the node must still hold the fake
+  }  // removed here: the node must still hold the fake
   EXPECT_EQ(fake_forwards.load(), 1);
   EXPECT_EQ(y.to_vector<double>()[0], 2.0);
   y.backward(Tensor::full(y.shape(), 1.0, DType::f64));
@@ -70,8 +71,7 @@ TEST(ImplRegistry, AFakeConvolutionIsPickedAndRunsTheBackward) {
 
 TEST(ImplRegistry, AFakeThatDoesNotFitIsPassedOver) {
   fake_forwards = 0;
-  auto handle = impl::conv_registry().add(
-      {"fake", DeviceType::cpu, impl::Choice::automatic, 100, std::make_shared<FakeConv>()});
+  auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, "im2col", std::make_shared<FakeConv>()});
   Tensor x = Tensor::full({1, 2, 4, 4}, 1.0, DType::f32);
   Tensor w = Tensor::full({3, 2, 3, 3}, 0.5, DType::f32);
   ops::conv2d(x, w, Tensor(), {});
@@ -93,10 +93,13 @@ TEST(ImplRegistry, NoImplementationRefusesNamingTheLayer) {
 // A fake that takes NCHW float64 only, like the CPU reference.
 class FakeNchwConv : public FakeConv {
  public:
-  std::string why_unsupported(const impl::ConvProblem& p) const override {
-    return p.layout == ops::Layout::nchw ? FakeConv::why_unsupported(p) : "NCHW only";
+  const char* refusal(const impl::ConvProblem& p) const override {
+    return p.layout == ops::Layout::nchw ? FakeConv::refusal(p) : "NCHW only";
   }
 };
+
+// The name of the implementation the registry picks for p.
+std::string picked(const impl::ConvProblem& p) { return impl::conv_registry().name_of(impl::pick_conv(p).get()); }
 
 TEST(ImplRegistry, ChannelsLastCpuTensorsGetTheChannelsLastConvolutionAroundTheNchwOne) {
   impl::ConvProblem p;
@@ -104,18 +107,18 @@ TEST(ImplRegistry, ChannelsLastCpuTensorsGetTheChannelsLastConvolutionAroundTheN
   p.device = Device::cpu();
   p.dtype = DType::f32;
   p.layer = "conv2d layer under test";
-  auto& registry = impl::conv_registry();
   p.layout = ops::Layout::nhwc;
-  EXPECT_EQ(registry.name_of(registry.pick(p, impl::Choice::automatic, p.layer).get()), "cpu channels-last");
+  EXPECT_EQ(picked(p), "cpu channels-last");
   p.layout = ops::Layout::nchw;  // a 2-channel 3x3 float32 layer: auto's direct convolution
-  EXPECT_EQ(registry.name_of(registry.pick(p, impl::Choice::automatic, p.layer).get()), "cpu direct");
+  EXPECT_EQ(picked(p), "cpu direct");
   p.dtype = DType::f64;
-  EXPECT_EQ(registry.name_of(registry.pick(p, impl::Choice::automatic, p.layer).get()), "cpu reference");
+  EXPECT_EQ(picked(p), "cpu reference");
   p.dtype = DType::f32;
 
   // Inside, it runs the NCHW convolution the registry holds (here a fake), forward and backward.
   fake_forwards = fake_backwards = 0;
-  auto handle = registry.add({"fake nchw", DeviceType::cpu, impl::Choice::automatic, 100, std::make_shared<FakeNchwConv>()});
+  auto handle =
+      impl::conv_registry().put_first({"fake nchw", DeviceType::cpu, "im2col", std::make_shared<FakeNchwConv>()});
   ConvCall call;
   const Tensor x_nhwc = ops::to_layout(call.x.detach(), ops::Layout::nchw, ops::Layout::nhwc).set_requires_grad(true);
   Tensor y = ops::conv2d(x_nhwc, call.w, call.b, {.stride = 1, .padding = 1, .layout = ops::Layout::nhwc});
@@ -141,36 +144,43 @@ impl::ConvProblem gpu_conv(ops::Layout layout) {
 TEST(ImplRegistry, ANamedChoiceThatCannotRunTheLayerIsRefused) {
   impl::ConvProblem p = gpu_conv(ops::Layout::nhwc);
   p.dtype = DType::f64;  // neither native entry (NCHW, channels-last) runs float64
+  p.policy.conv = ops::GpuImpl::native;
   try {
-    impl::conv_registry().pick(p, impl::Choice::native, "conv2d layer under test");
+    impl::pick_conv(p);
     FAIL() << "native took a float64 convolution";
   } catch (const Error& e) {
-    test::expect_mentions(e.what(), {"conv2d layer under test", "float64 channels-last", "kernels.conv=native",
-                                     "does not support it", "runs NCHW only"});
+    test::expect_mentions(e.what(), {"conv2d layer under test", "float64 channels-last", "kernels.conv=native"});
+#ifdef CUDAGRAD_WITH_CUDA
+    test::expect_mentions(e.what(), {"does not support it", "runs NCHW only"});
+#else
+    test::expect_mentions(e.what(), {"not in this build", "nothing registered for cuda:0"});
+#endif
   }
 }
 
 // kernels.conv=native on a channels-last layer is the NCHW kernel between layout changes.
 TEST(ImplRegistry, NativeTakesChannelsLastThroughTheNchwKernel) {
-  const impl::ConvRegistry& r = impl::conv_registry();
-  std::shared_ptr<const impl::ConvImpl> nchw;
+  impl::ConvProblem nchw = gpu_conv(ops::Layout::nchw), nhwc = gpu_conv(ops::Layout::nhwc);
+  nchw.policy.conv = nhwc.policy.conv = ops::GpuImpl::native;
+  std::string name;
   try {
-    nchw = r.pick(gpu_conv(ops::Layout::nchw), impl::Choice::native, "conv2d layer under test");
+    name = picked(nchw);
   } catch (const Error& e) {
     GTEST_SKIP() << "this build has no CUDA kernels: " << e.what();
   }
-  EXPECT_EQ(r.name_of(nchw.get()), "native");
-  const auto nhwc = r.pick(gpu_conv(ops::Layout::nhwc), impl::Choice::native, "conv2d layer under test");
-  EXPECT_EQ(r.name_of(nhwc.get()), "native channels-last");
+  EXPECT_EQ(name, "native");
+  EXPECT_EQ(picked(nhwc), "native channels-last");
 }
 
 TEST(ImplRegistry, NamedChoicesPickTheirImplementation) {
   auto fake = std::make_shared<FakeConv>();
-  auto handle = impl::conv_registry().add({"fake gpu", DeviceType::cuda, impl::Choice::native, -5, fake});
+  auto handle = impl::conv_registry().put_first({"fake gpu", DeviceType::cuda, "native", fake});
   impl::ConvProblem p = gpu_conv(ops::Layout::nchw);
   p.dtype = DType::f64;  // only the fake takes it: the built-in native refuses
-  EXPECT_EQ(impl::conv_registry().pick(p, impl::Choice::native, p.layer).get(), fake.get());
-  EXPECT_THROW(impl::conv_registry().pick(p, impl::Choice::cudnn, p.layer), Error);
+  p.policy.conv = ops::GpuImpl::native;
+  EXPECT_EQ(impl::pick_conv(p).get(), fake.get());
+  p.policy.conv = ops::GpuImpl::cudnn;
+  EXPECT_THROW(impl::pick_conv(p), Error);
 }
 
 TEST(ImplRegistry, CudnnBatchNormRefusesAnEvalBackwardInsteadOfRunningAnother) {
@@ -182,8 +192,9 @@ TEST(ImplRegistry, CudnnBatchNormRefusesAnEvalBackwardInsteadOfRunningAnother) {
   p.training = false;
   p.needs_backward = true;
   p.layer = "batch_norm layer under test";
+  p.policy.batch_norm = ops::GpuImpl::cudnn;
   try {
-    impl::batch_norm_registry().pick(p, impl::Choice::cudnn, p.layer);
+    impl::pick_batch_norm(p);
     FAIL() << "kernels.batch_norm=cudnn accepted an eval-mode backward";
   } catch (const Error& e) {
     test::expect_mentions(e.what(), {"batch_norm layer under test", "kernels.batch_norm=cudnn"});
@@ -193,8 +204,38 @@ TEST(ImplRegistry, CudnnBatchNormRefusesAnEvalBackwardInsteadOfRunningAnother) {
   }
   p.needs_backward = false;  // eval forward only: cuDNN runs it (where the build has cuDNN)
 #ifdef CUDAGRAD_WITH_CUDA
-  EXPECT_NO_THROW(impl::batch_norm_registry().pick(p, impl::Choice::cudnn, p.layer));
+  EXPECT_NO_THROW(impl::pick_batch_norm(p));
 #endif
+}
+
+// entries() lists each implementation of this build once (what conformance tests enumerate),
+// the CPU's four convolutions among them; the tests' fake is not one of them.
+TEST(ImplRegistry, EntriesListEveryImplementationOnce) {
+  auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, "im2col", std::make_shared<FakeConv>()});
+  std::set<std::string> names;
+  for (const impl::ConvEntry& e : impl::conv_registry().entries()) {
+    EXPECT_TRUE(names.insert(e.name).second) << e.name << " twice";
+    EXPECT_TRUE(e.impl) << e.name;
+  }
+  for (const char* cpu : {"cpu reference", "cpu winograd", "cpu direct", "cpu channels-last"})
+    EXPECT_EQ(names.count(cpu), 1u) << cpu;
+  // The GPU's only where the build has them.
+#ifdef CUDAGRAD_WITH_CUDA
+  EXPECT_EQ(names.count("native"), 1u);
+#else
+  EXPECT_EQ(names.count("native"), 0u);
+#endif
+#ifdef CUDAGRAD_WITH_CUDA_LIBRARIES
+  EXPECT_EQ(names.count("cudnn"), 1u);
+#else
+  EXPECT_EQ(names.count("cudnn"), 0u);
+#endif
+  EXPECT_EQ(names.count("fake"), 0u);
+  for (const auto& e : impl::batch_norm_registry().entries()) {
+    if (e.device == DeviceType::cpu) {
+      EXPECT_EQ(e.name, "cpu reference");
+    }
+  }
 }
 
 }  // namespace

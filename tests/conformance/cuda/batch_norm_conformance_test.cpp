@@ -1,7 +1,6 @@
-// Every GPU batch norm in the registry against the float64 reference over the family's table
-// (conformance/batch_norm_cases.h), in every dtype and layout it supports. An implementation this
-// build lacks (cuDNN on the emulated GPU) refuses every row: its one case skips with the
-// registry's reason. Skips without a GPU.
+// Every GPU batch norm registered in this build against the float64 reference over the family's
+// table (conformance/batch_norm_cases.h), in every dtype and layout it supports. A build with no GPU implementation
+// registered (CPU-only) has one case that skips saying so. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "conformance/batch_norm_run.h"

@@ -1,7 +1,6 @@
-// Every GPU convolution in the registry against the float64 reference over the family's table
-// (conformance/conv_cases.h), in every dtype and layout it supports. An implementation this build
-// lacks (cuDNN on the emulated GPU) refuses every row: its one case skips with the registry's
-// reason. Skips without a GPU.
+// Every GPU convolution registered in this build against the float64 reference over the family's
+// table (conformance/conv_cases.h), in every dtype and layout it supports. A build with no GPU implementation
+// registered (CPU-only) has one case that skips saying so. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "conformance/conv_cases.h"

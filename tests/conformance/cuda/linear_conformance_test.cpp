@@ -1,6 +1,6 @@
-// Every GPU linear implementation in the registry against the float64 reference over the
-// family's table (conformance/linear_cases.h), in every dtype it supports. An implementation this build
-// lacks refuses every row: its one case skips with the registry's reason. Skips without a GPU.
+// Every GPU linear implementation registered in this build against the float64 reference over the family's
+// table (conformance/linear_cases.h), in every dtype it supports. A build with no GPU implementation
+// registered (CPU-only) has one case that skips saying so. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include "conformance/linear_cases.h"

@@ -32,9 +32,11 @@ struct Result {
   std::vector<float> y, dx, dgamma, dbeta, dresidual, running_mean, running_var;
 };
 
-// relu(bn(x) + r) with activations in `dtype` on `device` (parameters and statistics f32).
-Result run(bool fused, bool training, Layout layout, Device device, DType dtype, const Tensor& x_values,
-           const Tensor& r_values, const Tensor& gamma_values, const Tensor& beta_values, const Tensor& dy) {
+// relu(bn(x) + r) with activations in `dtype` on `device` (parameters and statistics f32), under
+// kernels.batch_norm=impl.
+Result run(ops::GpuImpl impl, bool fused, bool training, Layout layout, Device device, DType dtype,
+           const Tensor& x_values, const Tensor& r_values, const Tensor& gamma_values, const Tensor& beta_values,
+           const Tensor& dy) {
   auto leaf = [&](const Tensor& t, DType dt) { return t.to(dt).to(device).set_requires_grad(true); };
   Tensor x = leaf(x_values, dtype), r = leaf(r_values, dtype);
   Tensor gamma = leaf(gamma_values, DType::f32), beta = leaf(beta_values, DType::f32);
@@ -42,6 +44,7 @@ Result run(bool fused, bool training, Layout layout, Device device, DType dtype,
   Tensor mean = Tensor::full({c}, 0.25).to(device), var = Tensor::full({c}, 1.5).to(device);
   Tensor count = Tensor::zeros({}, DType::i64).to(device);
   ops::BatchNormOptions o{training, 0.1, 1e-5, Activation::none, layout};
+  o.kernels.batch_norm = impl;
   Tensor y = fused ? ops::batch_norm_add_relu(x, r, gamma, beta, mean, var, count, o)
                    : ops::add_relu(ops::batch_norm(x, gamma, beta, mean, var, count, o), r);
   y.backward(dy.to(dtype).to(device));
@@ -80,10 +83,7 @@ std::string impl_case_name(const ::testing::TestParamInfo<ImplCase>& info) {
                      dtype_name(info.param.dtype));
 }
 
-class GpuBatchNormAddRelu : public ::testing::TestWithParam<ImplCase> {
- protected:
-  void TearDown() override { ops::set_gpu_kernels({}); }
-};
+class GpuBatchNormAddRelu : public ::testing::TestWithParam<ImplCase> {};
 
 // A half-type GPU result against the CPU's float32 one on the same rounded inputs.
 void expect_half_close_to_cpu(const Result& gpu, const Result& cpu, DType dtype, int64_t per_channel,
@@ -126,7 +126,7 @@ bool refused_eval_backward(ops::GpuImpl impl, bool training, const Case& k, DTyp
   if (impl != ops::GpuImpl::cudnn || training) return false;
   for (bool fused : {true, false}) {
     try {
-      run(fused, training, k.layout, kGpu, dtype, x, r, gamma, beta, dy);
+      run(impl, fused, training, k.layout, kGpu, dtype, x, r, gamma, beta, dy);
       ADD_FAILURE() << "kernels.batch_norm=cudnn ran an eval-mode backward";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("kernels.batch_norm=cudnn has no eval-mode backward"), std::string::npos)
@@ -140,7 +140,6 @@ TEST_P(GpuBatchNormAddRelu, IsBitIdenticalToSeparateOps) {
   NEED_GPU();
   const auto [impl, dtype] = GetParam();
   NEED_GPU_IMPL(impl);
-  ops::set_gpu_kernels({ops::GpuImpl::automatic, impl});
   uint64_t seed = 100;
   for (const Case& k : kCases)
     for (bool training : {true, false}) {
@@ -150,20 +149,20 @@ TEST_P(GpuBatchNormAddRelu, IsBitIdenticalToSeparateOps) {
       const std::string where = fmt::format("{} {} {} {}", dtype_name(dtype), shape_str(k.shape),
                                             k.layout == Layout::nhwc ? "nhwc" : "nchw", training ? "train" : "eval");
       if (refused_eval_backward(impl, training, k, dtype, x, r, gamma, beta, dy)) continue;
-      const Result fused = run(true, training, k.layout, kGpu, dtype, x, r, gamma, beta, dy);
-      const Result separate = run(false, training, k.layout, kGpu, dtype, x, r, gamma, beta, dy);
+      const Result fused = run(impl, true, training, k.layout, kGpu, dtype, x, r, gamma, beta, dy);
+      const Result separate = run(impl, false, training, k.layout, kGpu, dtype, x, r, gamma, beta, dy);
       const auto f = fields(fused), s = fields(separate);
       for (size_t i = 0; i < f.size(); ++i)
         EXPECT_EQ(*f[i].second, *s[i].second) << where << ": " << f[i].first << " fused vs separate";
       if (dtype != DType::f32) {
         const Tensor xs = as_seen_in(x, dtype), dys = as_seen_in(dy, dtype);
         const Tensor rs = as_seen_in(residual_away_from_kink(xs, as_seen_in(r, dtype), gamma, beta, training, k.layout), dtype);
-        const Result gpu = run(true, training, k.layout, kGpu, dtype, xs, rs, gamma, beta, dys);
-        const Result cpu = run(true, training, k.layout, Device::cpu(), DType::f32, xs, rs, gamma, beta, dys);
+        const Result gpu = run(impl, true, training, k.layout, kGpu, dtype, xs, rs, gamma, beta, dys);
+        const Result cpu = run(impl, true, training, k.layout, Device::cpu(), DType::f32, xs, rs, gamma, beta, dys);
         expect_half_close_to_cpu(gpu, cpu, dtype, shape_numel(k.shape) / c, where);
         continue;
       }
-      const Result cpu = run(true, training, k.layout, Device::cpu(), DType::f32, x, r, gamma, beta, dy);
+      const Result cpu = run(impl, true, training, k.layout, Device::cpu(), DType::f32, x, r, gamma, beta, dy);
       const auto h = fields(cpu);
       for (size_t i = 0; i < f.size(); ++i)
         EXPECT_TRUE(test::all_close(*f[i].second, *h[i].second, {5e-4, 5e-4}))

@@ -42,7 +42,7 @@ class GpuChannelsLastConv : public test::GpuConvChoice {};
 TEST_P(GpuChannelsLastConv, MatchesTheCpu) {
   NEED_GPU();
   NEED_GPU_IMPL(std::get<0>(GetParam()));
-  test::expect_conv_cases_match_cpu(kConvCases, Layout::nhwc, std::get<1>(GetParam()));
+  test::expect_conv_cases_match_cpu(kConvCases, Layout::nhwc, std::get<1>(GetParam()), kernels());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuChannelsLastConv,

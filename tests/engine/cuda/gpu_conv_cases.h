@@ -20,20 +20,21 @@ struct ConvCase {
   int64_t stride, pad;
 };
 
-// Sets kernels.conv to the case's choice for the test, and back to automatic after it.
+// A case per (kernels.conv choice, dtype); kernels() is the policy the case's convolutions run under.
 class GpuConvChoice : public ::testing::TestWithParam<std::tuple<ops::GpuImpl, DType>> {
  protected:
-  void SetUp() override { ops::set_gpu_kernels({std::get<0>(GetParam()), ops::GpuImpl::automatic}); }
-  void TearDown() override { ops::set_gpu_kernels({}); }
+  ops::KernelPolicy kernels() const { return {.conv = std::get<0>(GetParam())}; }
 };
 
 // float32 as it comes, with a bias; float16 and bfloat16 under autocast (float32 parameters and
 // gradients). Weight gradients sum ~1000 products of half-rounded values: about sqrt(1000) times
 // the type's rounding error in absolute terms.
-inline void expect_conv_cases_match_cpu(std::span<const ConvCase> cases, ops::Layout layout, DType dtype) {
+inline void expect_conv_cases_match_cpu(std::span<const ConvCase> cases, ops::Layout layout, DType dtype,
+                                        const ops::KernelPolicy& kernels) {
   if (dtype == DType::f32) {
     for (const ConvCase& c : cases)
-      expect_gpu_matches_cpu([&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad, layout}); },
+      expect_gpu_matches_cpu(
+          [&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad, layout, kernels}); },
                              {randn(c.x, 1), randn(c.w, 2, 0.0, 0.2), randn({c.w[0]}, 3)}, kGpuF32);
     return;
   }
@@ -42,7 +43,7 @@ inline void expect_conv_cases_match_cpu(std::span<const ConvCase> cases, ops::La
     expect_gpu_matches_cpu(
         [&](const auto& t) {
           autocast::Scope scope({.dtype = dtype});
-          return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, layout});
+          return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, layout, kernels});
         },
         {randn(c.x, 4), randn(c.w, 5, 0.0, 0.2)}, tol, dtype);
 }

@@ -38,7 +38,7 @@ class GpuConv : public test::GpuConvChoice {};
 TEST_P(GpuConv, MatchesTheCpu) {
   NEED_GPU();
   NEED_GPU_IMPL(std::get<0>(GetParam()));
-  test::expect_conv_cases_match_cpu(kConvCases, ops::Layout::nchw, std::get<1>(GetParam()));
+  test::expect_conv_cases_match_cpu(kConvCases, ops::Layout::nchw, std::get<1>(GetParam()), kernels());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuConv,
@@ -46,11 +46,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuConv,
                                             ::testing::ValuesIn(test::kGpuFloatTypes)),
                          test::impl_dtype_case_name);
 
-class GpuBatchNorm : public ::testing::TestWithParam<ops::GpuImpl> {
- protected:
-  void SetUp() override { ops::set_gpu_kernels({ops::GpuImpl::automatic, GetParam()}); }
-  void TearDown() override { ops::set_gpu_kernels({}); }
-};
+class GpuBatchNorm : public ::testing::TestWithParam<ops::GpuImpl> {};
 
 // kernels.batch_norm=cudnn in eval: cuDNN's forward matches the CPU, and a backward through it is
 // refused (cuDNN has none) instead of being run by the native kernels.
@@ -91,11 +87,7 @@ std::string batch_norm_case_name(const ::testing::TestParamInfo<BatchNormCase>& 
                      c.act == ops::Activation::relu ? "relu" : "none");
 }
 
-class GpuBatchNormModes : public ::testing::TestWithParam<BatchNormCase> {
- protected:
-  void SetUp() override { ops::set_gpu_kernels({ops::GpuImpl::automatic, GetParam().impl}); }
-  void TearDown() override { ops::set_gpu_kernels({}); }
-};
+class GpuBatchNormModes : public ::testing::TestWithParam<BatchNormCase> {};
 
 TEST_P(GpuBatchNormModes, MatchTheCpuWithStatistics) {
   NEED_GPU();
@@ -104,7 +96,8 @@ TEST_P(GpuBatchNormModes, MatchTheCpuWithStatistics) {
   Tensor rm_c = randn({16}, 7), rv_c = Tensor::full({16}, 1.5);
   Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
   Tensor nbt_g = Tensor::zeros({}, DType::i64).to(kGpu);
-  const ops::BatchNormOptions o{c.training, 0.1, 1e-5, c.act};
+  ops::BatchNormOptions o{c.training, 0.1, 1e-5, c.act};
+  o.kernels.batch_norm = c.impl;
   if (c.impl == ops::GpuImpl::cudnn && !c.training) {
     expect_cudnn_eval(o, rm_c, rv_c, rm_g, rv_g);
     return;
@@ -130,7 +123,9 @@ TEST_P(GpuBatchNorm, TakesHalfActivationsWithFloat32Parameters) {
   Tensor x = randn({8, 16, 6, 6}, 12).to(DType::f16).to(kGpu);
   Tensor w = Tensor::full({16}, 1.0).to(kGpu), b = Tensor::zeros({16}).to(kGpu);
   Tensor rm = Tensor::zeros({16}).to(kGpu), rv = Tensor::full({16}, 1.0).to(kGpu);
-  const Tensor y = ops::batch_norm(x, w, b, rm, rv, Tensor(), {true, 0.1, 1e-5, ops::Activation::relu});
+  ops::BatchNormOptions o{true, 0.1, 1e-5, ops::Activation::relu};
+  o.kernels.batch_norm = GetParam();
+  const Tensor y = ops::batch_norm(x, w, b, rm, rv, Tensor(), o);
   EXPECT_EQ(y.dtype(), DType::f16);
   const Tensor ref = ops::batch_norm(x.to(DType::f32).to(Device::cpu()), w.to(Device::cpu()), b.to(Device::cpu()),
                                      Tensor::zeros({16}), Tensor::full({16}, 1.0), Tensor(),

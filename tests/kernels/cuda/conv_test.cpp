@@ -38,9 +38,10 @@ struct Results {
   std::vector<float> y, dx, dw, db;
 };
 
-// Runs all three directions with the chosen implementation.
+// Runs all three directions with the chosen implementation (cuDNN's algorithms found by `search`).
 Results run_gpu(bool cudnn, const Conv2dShape& s, DType t, const std::vector<float>& x, const std::vector<float>& w,
-                const std::vector<float>& b, const std::vector<float>& dy) {
+                const std::vector<float>& b, const std::vector<float>& dy,
+                cuda::AlgoSearch search = cuda::AlgoSearch::timed) {
   const size_t ny = size_t(s.n * s.c_out * s.out_h() * s.out_w());
   DeviceBuffer gx(x, t), gw(w, t), gb(b, t), gdy(dy, t);
   DeviceBuffer gy(ny, t), gdx(x.size(), t), gdw(w.size(), t), gdb(b.size(), t);
@@ -51,9 +52,10 @@ Results run_gpu(bool cudnn, const Conv2dShape& s, DType t, const std::vector<flo
     return scratch.back();
   };
   if (cudnn) {
-    cuda::conv2d_cudnn_forward(s, t, gx.get(), gw.get(), gb.get(), gy.get(), ws, nullptr);
-    cuda::conv2d_cudnn_backward_data(s, t, gdy.get(), gw.get(), gdx.get(), ws, nullptr);
-    cuda::conv2d_cudnn_backward_filter(s, t, gx.get(), gdy.get(), gdw.get(), gdb.get(), ws, nullptr);
+    cuda::conv2d_cudnn_forward(s, t, gx.get(), gw.get(), gb.get(), gy.get(), ws, nullptr, Layout::nchw, search);
+    cuda::conv2d_cudnn_backward_data(s, t, gdy.get(), gw.get(), gdx.get(), ws, nullptr, Layout::nchw, search);
+    cuda::conv2d_cudnn_backward_filter(s, t, gx.get(), gdy.get(), gdw.get(), gdb.get(), ws, nullptr, Layout::nchw,
+                                       search);
   } else {
     cuda::conv2d_native_forward(s, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr);
     cuda::conv2d_native_backward_data(s, t, gdy.get(), gw.get(), gdx.get(), nullptr);
@@ -135,10 +137,8 @@ TEST(CudaConv, CudnnHeuristicAndTimedSearchAgree) {
   const auto w = test::random_rounded(size_t(s.c_out * s.c_in * s.kh * s.kw), 92, DType::f16, 0.2f);
   const auto b = test::random_rounded(size_t(s.c_out), 93, DType::f16);
   const auto dy = test::random_rounded(size_t(s.n * s.c_out * s.out_h() * s.out_w()), 94, DType::f16);
-  cuda::set_cudnn_algo_search(cuda::AlgoSearch::heuristic);
-  const Results heuristic = run_gpu(true, s, DType::f16, x, w, b, dy);
-  cuda::set_cudnn_algo_search(cuda::AlgoSearch::timed);
-  const Results timed = run_gpu(true, s, DType::f16, x, w, b, dy);
+  const Results heuristic = run_gpu(true, s, DType::f16, x, w, b, dy, cuda::AlgoSearch::heuristic);
+  const Results timed = run_gpu(true, s, DType::f16, x, w, b, dy, cuda::AlgoSearch::timed);
   expect_close(heuristic, timed, s, DType::f16, "heuristic vs timed");
 }
 

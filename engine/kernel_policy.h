@@ -1,0 +1,51 @@
+// Which kernels the ops run: one value, the config's kernels.* keys, owned by whoever builds the
+// model (the training session) and carried in each op's options and problem description down to
+// the implementation registries (engine/impl/). Nothing here is process-wide: two models in one
+// process may run different kernels.
+#pragma once
+#include "util/enum_names.h"
+
+namespace cg::ops {
+
+// Which GPU implementation an op family uses (kernels.conv, kernels.batch_norm). automatic:
+// conv2d takes cuDNN, batch_norm the hand-written kernels. A named choice that cannot run a given
+// layer (shape or dtype) fails naming the layer's shapes instead of quietly falling back.
+enum class GpuImpl { automatic, cudnn, native };
+inline EnumNames<GpuImpl> enum_names(GpuImpl) {
+  return {{GpuImpl::automatic, "auto"}, {GpuImpl::cudnn, "cudnn"}, {GpuImpl::native, "native"}};
+}
+
+// Which algorithm the CPU convolution uses (kernels.cpu_conv). im2col: im2col + GEMM for every
+// layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3 stride-1 layers
+// with at least 32 input and output channels, or with channels in groups of 16 on planes up to
+// 32x32 (4x fewer multiplications; not bit-identical to im2col, error bounded in
+// tests/kernels/winograd_test.cpp), im2col for the rest. direct: the direct convolution
+// (kernels/cpu/conv_direct.h) for every float32 3x3 padding-1 and 1x1 layer of stride 1 or 2 (not
+// bit-identical to im2col either), im2col for the rest. automatic: per layer, whichever measured
+// fastest (impl::cpu_conv_auto, engine/impl/conv_choice.cpp). All are deterministic across thread
+// counts.
+enum class CpuConvAlgorithm { automatic, im2col, winograd, direct };
+inline EnumNames<CpuConvAlgorithm> enum_names(CpuConvAlgorithm) {
+  return {{CpuConvAlgorithm::automatic, "auto"},
+          {CpuConvAlgorithm::im2col, "im2col"},
+          {CpuConvAlgorithm::winograd, "winograd"},
+          {CpuConvAlgorithm::direct, "direct"}};
+}
+
+// How cuDNN picks a convolution algorithm for a new shape (kernels.cudnn_algo_search): by its
+// heuristics, or by timing every candidate once (like torch.backends.cudnn.benchmark = True).
+enum class ConvAlgoSearch { heuristic, timed };
+inline EnumNames<ConvAlgoSearch> enum_names(ConvAlgoSearch) {
+  return {{ConvAlgoSearch::timed, "timed"}, {ConvAlgoSearch::heuristic, "heuristic"}};
+}
+
+// The config's kernels.* group; the defaults are the config's.
+struct KernelPolicy {
+  GpuImpl conv = GpuImpl::automatic;        // auto: cuDNN
+  GpuImpl batch_norm = GpuImpl::automatic;  // auto: the hand-written kernels
+  ConvAlgoSearch cudnn_algo_search = ConvAlgoSearch::timed;
+  CpuConvAlgorithm cpu_conv = CpuConvAlgorithm::automatic;  // auto: direct, Winograd or im2col by shape
+  bool operator==(const KernelPolicy&) const = default;
+};
+
+}  // namespace cg::ops
