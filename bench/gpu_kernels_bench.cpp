@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/stream.h"
-#include "kernels/cuda/batchnorm.h"
+#include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/conv_native.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/device_info.h"
@@ -178,37 +178,37 @@ int run() {
           run_var(size_t(c), DType::f32), save_mean(size_t(c), DType::f32), save_invstd(size_t(c), DType::f32),
           dgamma(size_t(c), DType::f32), dbeta(size_t(c), DType::f32);
       auto f = [](Buffer& b) { return static_cast<float*>(b.ptr); };
-      const bool has_cudnn = cu::batchnorm_cudnn_supports(bs, DType::f16);
+      const bool has_cudnn = cu::batch_norm_cudnn_supports(bs, DType::f16);
       // Train forward reads x and writes y (its statistics pass is the kernel's own business).
       const double fwd = gbs(2.0 * bytes, time_ms([&] {
-        cu::batchnorm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
+        cu::batch_norm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
                                     y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, nullptr, ws, nullptr);
       }));
       const double fwd_cudnn = !has_cudnn ? 0 : gbs(2.0 * bytes, time_ms([&] {
-        cu::batchnorm_cudnn_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean),
+        cu::batch_norm_cudnn_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean),
                                           f(run_var), y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu,
                                           nullptr, nullptr);
       }));
       rows.push_back({"batch norm + relu forward (train)", shape, "GB/s", fwd, fwd_cudnn, bandwidth});
       // With the residual: reads x and r, writes y.
       const double fwd_add = gbs(3.0 * bytes, time_ms([&] {
-        cu::batchnorm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
+        cu::batch_norm_forward_train(bs, DType::f16, x.ptr, f(gamma), f(beta), 1e-5f, 0.1f, f(run_mean), f(run_var),
                                     y.ptr, f(save_mean), f(save_invstd), cu::Activation::relu, r.ptr, ws, nullptr);
       }));
       rows.push_back({"batch norm + add + relu forward (train)", shape, "GB/s", fwd_add, 0, bandwidth});
       // Backward reads dy, x and the ReLU output y, writes dx.
       const double bwd = gbs(4.0 * bytes, time_ms([&] {
-        cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
+        cu::batch_norm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
                                      f(dgamma), f(dbeta), y.ptr, nullptr, ws, nullptr);
       }));
       const double bwd_cudnn = !has_cudnn ? 0 : gbs(4.0 * bytes, time_ms([&] {
-        cu::batchnorm_cudnn_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd),
+        cu::batch_norm_cudnn_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd),
                                            1e-5f, dx.ptr, f(dgamma), f(dbeta), y.ptr, nullptr, ws, nullptr);
       }));
       rows.push_back({"batch norm + relu backward", shape, "GB/s", bwd, bwd_cudnn, bandwidth});
       // With the residual: also writes the residual's gradient.
       const double bwd_add = gbs(5.0 * bytes, time_ms([&] {
-        cu::batchnorm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
+        cu::batch_norm_backward_train(bs, DType::f16, dy.ptr, x.ptr, f(gamma), f(save_mean), f(save_invstd), dx.ptr,
                                      f(dgamma), f(dbeta), y.ptr, dr.ptr, ws, nullptr);
       }));
       rows.push_back({"batch norm + add + relu backward", shape, "GB/s", bwd_add, 0, bandwidth});

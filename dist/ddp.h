@@ -9,7 +9,7 @@
 // Which reducer: DdpOptions::zero_sharding picks ShardedBuckets (dist/sharded_buckets.h), else
 // BucketedAllReduce; with dist.grad_compression the reducer's buckets travel through the 16-bit
 // decorator (dist/grad_compression.h). SyncBatchNorm is attached by whoever builds the model's
-// data parallelism (dist/sync_batchnorm.h), over comm().
+// data parallelism (dist/sync_batch_norm.h), over comm().
 #pragma once
 #include <memory>
 

@@ -48,7 +48,7 @@ class GradientComm {
   virtual void wait(Work& work, const Stream& compute) = 0;
   // Overwrites `t` with rank 0's values, in `compute` stream order.
   virtual void broadcast(Tensor& t, const Stream& compute) = 0;
-  // SyncBatchNorm (dist/sync_batchnorm.h): replaces `count` doubles at `data` (on the tensors'
+  // SyncBatchNorm (dist/sync_batch_norm.h): replaces `count` doubles at `data` (on the tensors'
   // device) by their sum over the ranks, the same bits on every rank. CPU: done on return. GPU: in
   // stream order after the work enqueued on `compute`, which waits for it (NCCL: on the
   // communication stream, no host wait). `what` names it in errors and timelines.

@@ -1,7 +1,7 @@
 // The hook through which a batch-norm layer combines its per-channel statistics with the other
 // replicas of a data-parallel job (SyncBatchNorm). The engine only declares it: dist/ implements it
 // over the job's communication (engine < nn < dist, so the op cannot call dist itself), and
-// nn::BatchNorm2d carries one when DDP's sync_batchnorm attaches it.
+// nn::BatchNorm2d carries one when DDP's sync_batch_norm attaches it.
 #pragma once
 #include "engine/tensor.h"
 

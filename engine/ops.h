@@ -25,7 +25,9 @@ Tensor cast(const Tensor& x, DType dtype);
 // (util/layout.h, a word every layer shares).
 using ::cg::Layout;
 
-struct Conv2dOptions {
+// One call's arguments, as F.conv2d's (nn::Conv2dOptions describes the module, its channels and
+// kernel size included).
+struct Conv2dFuncOptions {
   int64_t stride = 1;
   int64_t padding = 0;
   Layout layout = Layout::nchw;  // of x and of the result
@@ -33,7 +35,7 @@ struct Conv2dOptions {
 };
 // x [N, Cin, H, W] (or [N, H, W, Cin] for nhwc), weight [Cout, Cin, kh, kw], bias [Cout] or
 // undefined.
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dFuncOptions options);
 
 using ::cg::Activation;  // relu(op(x)) fused into one pass where an op offers it
 

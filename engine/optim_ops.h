@@ -13,16 +13,9 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "util/optim_options.h"
 
 namespace cg::ops {
-
-struct SgdHyper {
-  float lr = 0.01f, momentum = 0.f, weight_decay = 0.f, dampening = 0.f;
-  bool nesterov = false;
-};
-struct AdamWHyper {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
-};
 
 // One parameter of a multi-tensor update and its state (undefined where unused).
 struct UpdateSlot {
@@ -33,16 +26,16 @@ struct UpdateSlot {
 
 // One parameter. momentum_buffer may be undefined when momentum == 0; first_step: the
 // buffer takes the gradient (PyTorch's first step).
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdHyper& h, bool first_step);
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdOptions& h, bool first_step);
 // One parameter; step is 1-based.
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, int64_t step,
-                  const AdamWHyper& h);
+                  const AdamWOptions& h);
 
 // Many parameters on one device.
-void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdHyper& h, bool first_step, const Tensor& found_inf,
+void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdOptions& h, bool first_step, const Tensor& found_inf,
                       const Tensor& device_lr);
 // device_step: an int64 scalar holding the 1-based step of this update (advance it first).
-void adamw_update_multi(const std::vector<UpdateSlot>& slots, const AdamWHyper& h, const Tensor& device_step,
+void adamw_update_multi(const std::vector<UpdateSlot>& slots, const AdamWOptions& h, const Tensor& device_step,
                         const Tensor& found_inf, const Tensor& device_lr);
 // device_step += 1 unless found_inf is non-zero.
 void advance_step(Tensor& device_step, const Tensor& found_inf);

@@ -7,6 +7,7 @@
 
 #include "util/dtype.h"
 #include "util/layout.h"
+#include "util/optim_options.h"
 
 namespace cg::kernels {
 
@@ -29,14 +30,5 @@ struct BatchNormShape {
 inline BatchNormShape channels_last_shape(int64_t n, int64_t h, int64_t w, int64_t c) {
   return {n * h * w, c, 1};
 }
-
-// torch.optim.SGD's and AdamW's hyperparameters as the update kernels take them.
-struct SgdParams {
-  float lr = 0.01f, momentum = 0.f, weight_decay = 0.f, dampening = 0.f;
-  bool nesterov = false;
-};
-struct AdamWParams {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
-};
 
 }  // namespace cg::kernels

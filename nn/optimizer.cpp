@@ -150,7 +150,7 @@ std::vector<std::string> SGD::state_names() const { return {"momentum_buffer"}; 
 
 void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                  std::map<std::string, Tensor>& state) {
-  const ops::SgdHyper h = hyper_at(hyper_, lr);
+  const SgdOptions h = hyper_at(hyper_, lr);
   Tensor buf;
   bool first = false;
   if (h.momentum != 0) {
@@ -165,7 +165,7 @@ void SGD::update(const std::string& name, Tensor& param, const Tensor& grad, dou
 }
 
 void SGD::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
-  const ops::SgdHyper h = hyper_at(hyper_, lr);
+  const SgdOptions h = hyper_at(hyper_, lr);
   // New momentum buffers start at zero and take b = g on their first update; zero rather than
   // uninitialized so that a first step skipped on the device (found_inf) leaves them valid: the
   // next update's momentum * 0 + g is the same b = g (dampening aside, which nesterov forbids).
@@ -197,7 +197,7 @@ AdamW::AdamW(NamedTensors params, const AdamWOptions& hyper)
 
 void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
                    std::map<std::string, Tensor>& state) {
-  const ops::AdamWHyper h = hyper_at(hyper_, lr);
+  const AdamWOptions h = hyper_at(hyper_, lr);
   Tensor& m = state["exp_avg"];
   Tensor& v = state["exp_avg_sq"];
   Tensor& step = state["step"];  // per parameter, as in PyTorch (a parameter may skip steps)
@@ -212,7 +212,7 @@ void AdamW::update(const std::string& name, Tensor& param, const Tensor& grad, d
 }
 
 void AdamW::update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) {
-  const ops::AdamWHyper h = hyper_at(hyper_, lr);
+  const AdamWOptions h = hyper_at(hyper_, lr);
   const Device device = entries.front().param->device();
   if (!device_step_.defined()) device_step_ = Tensor::zeros({}, DType::i64, device);
   std::vector<ops::UpdateSlot> slots;

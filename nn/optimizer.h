@@ -12,14 +12,11 @@
 
 #include "engine/optim_ops.h"
 #include "nn/module.h"
+#include "util/optim_options.h"
 
 namespace cg::nn {
 
-// torch.optim.SGD's and AdamW's hyperparameters, the engine's own (engine/optim_ops.h). lr is the
-// initial rate; step() is given the scheduled one.
-using SgdOptions = ops::SgdHyper;
-using AdamWOptions = ops::AdamWHyper;
-
+// The hyperparameters (SgdOptions, AdamWOptions) are util/optim_options.h's, the kernels' too.
 class Optimizer {
  public:
   explicit Optimizer(NamedTensors params) : params_(std::move(params)) {}

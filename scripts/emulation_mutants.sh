@@ -55,7 +55,7 @@ mutant shuffle_offset kernels/cuda/head.cu \
 mutant wmma_layouts kernels/cuda/conv_native_tiles.cuh \
   "std::conditional_t<kARowMajor, nvcuda::wmma::row_major, nvcuda::wmma::col_major>" \
   "std::conditional_t<kARowMajor, nvcuda::wmma::col_major, nvcuda::wmma::row_major>"
-mutant batchnorm_vector_width kernels/cuda/batchnorm.cu \
+mutant batch_norm_vector_width kernels/cuda/batch_norm.cu \
   "affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V)," \
   "affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / (2 * V)),"
 mutant missing_stream_wait engine/stream.cpp \

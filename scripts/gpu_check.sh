@@ -125,7 +125,7 @@ stage_sanitize() {
     sanitize_one memcheck "$t" || status=FAILED
   done
   # racecheck where kernels share memory between threads
-  for t in conv_native batchnorm head optim; do
+  for t in conv_native batch_norm head optim; do
     local exe="$BUILD/tests/kernels_cuda_${t}_test"
     [ -x "$exe" ] || continue
     sanitize_one racecheck "$exe" --racecheck-report hazard || status=FAILED

@@ -17,14 +17,14 @@ nn::MiniResNetOptions model_options(const TrainConfig& c) {
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {
   if (c.optim.name == OptimizerName::sgd) {
-    nn::SgdOptions h;
+    SgdOptions h;
     h.lr = float(c.optim.lr);
     h.momentum = float(c.optim.momentum);
     h.weight_decay = float(c.optim.weight_decay);
     h.nesterov = c.optim.nesterov;
     return std::make_unique<nn::SGD>(model.named_parameters(), h);
   }
-  nn::AdamWOptions h;
+  AdamWOptions h;
   h.lr = float(c.optim.lr);
   h.beta1 = float(c.optim.beta1);
   h.beta2 = float(c.optim.beta2);
@@ -75,7 +75,7 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   return ddp;
 }
 
-std::unique_ptr<dist::SyncBatchNorm> make_sync_batchnorm(const TrainConfig& c, DistContext& dc, nn::Module& model,
+std::unique_ptr<dist::SyncBatchNorm> make_sync_batch_norm(const TrainConfig& c, DistContext& dc, nn::Module& model,
                                                          dist::DistributedDataParallel* ddp) {
   if (!c.model.sync_batchnorm || !ddp || dc.world_size() == 1) return nullptr;  // one real rank: nothing to sync
   auto sync = std::make_unique<dist::SyncBatchNorm>(model, ddp->comm());

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "dist/ddp.h"
-#include "dist/sync_batchnorm.h"
+#include "dist/sync_batch_norm.h"
 #include "nn/lr_schedule.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
@@ -28,8 +28,8 @@ nn::LrSchedule make_schedule(const TrainConfig& c, int64_t batches_per_epoch);
 std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, DistContext& dc, nn::Module& model,
                                                         Device device);
 // model.sync_batchnorm: every BatchNorm2d's statistics over the ranks, through DDP's transport
-// (dist/sync_batchnorm.h); null without it, without DDP, or with one process.
-std::unique_ptr<dist::SyncBatchNorm> make_sync_batchnorm(const TrainConfig& c, DistContext& dc, nn::Module& model,
+// (dist/sync_batch_norm.h); null without it, without DDP, or with one process.
+std::unique_ptr<dist::SyncBatchNorm> make_sync_batch_norm(const TrainConfig& c, DistContext& dc, nn::Module& model,
                                                          dist::DistributedDataParallel* ddp);
 
 }  // namespace cg::train

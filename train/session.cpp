@@ -41,7 +41,7 @@ TrainSession::TrainSession(const TrainConfig& c)
 
 void TrainSession::start(const nn::TrainingProgress* resumed) {
   ddp_ = make_ddp(c_, dc_, model_, device_);
-  sync_batchnorm_ = make_sync_batchnorm(c_, dc_, model_, ddp_.get());
+  sync_batch_norm_ = make_sync_batch_norm(c_, dc_, model_, ddp_.get());
   if (c_.optim.zero_sharding) shard_optimizer();
   step_ = std::make_unique<TrainStep>(c_, model_, *optimizer_, ddp_.get(), compute_);
   if (step_->scaler() && resumed && resumed->loss_scale > 0)

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "dist/ddp.h"
-#include "dist/sync_batchnorm.h"
+#include "dist/sync_batch_norm.h"
 #include "engine/random.h"
 #include "engine/stream.h"
 #include "nn/checkpoint.h"
@@ -57,7 +57,7 @@ class TrainSession {
   nn::MiniResNet model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
-  std::unique_ptr<dist::SyncBatchNorm> sync_batchnorm_;  // after ddp_: its hooks use DDP's transport
+  std::unique_ptr<dist::SyncBatchNorm> sync_batch_norm_;  // after ddp_: its hooks use DDP's transport
   std::unique_ptr<TrainStep> step_;
 };
 

@@ -44,7 +44,7 @@ struct TrainConfig {
     int64_t num_classes = 10;
     std::string init_from;  // safetensors weights to start from; "" = random init
     bool channels_last = false;  // NHWC activations (GPU: cuDNN tensor-core convolutions); same weights
-    bool sync_batchnorm = false;  // batch-norm statistics over all ranks (dist/sync_batchnorm.h)
+    bool sync_batchnorm = false;  // batch-norm statistics over all ranks (dist/sync_batch_norm.h)
     bool operator==(const Model&) const = default;
   } model;
   struct Data {

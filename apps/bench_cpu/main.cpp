@@ -96,7 +96,7 @@ void run(const Options& o) {
   cg::nn::MiniResNet model(mo, gen);
   int64_t parameters = 0;  // bench/cpu_compare.sh checks that PyTorch built the same network
   for (auto& [name, t] : model.named_parameters()) parameters += t.numel();
-  cg::nn::SgdOptions h;
+  cg::SgdOptions h;
   h.lr = 0.01f;
   h.momentum = 0.9f;
   h.weight_decay = 1e-4f;

@@ -52,7 +52,7 @@ class BatchNormImpl : public Supports<BatchNormProblem> {
 
   // SyncBatchNorm (p.cross_replica, training): each direction in two phases around the sum over
   // replicas (engine/cross_replica.h), float64 vectors on the layer's device, with the
-  // semantics of the CPU reference's batchnorm_local_moments & co. (kernels/cpu/batchnorm.h):
+  // semantics of the CPU reference's batch_norm_local_moments & co. (kernels/cpu/batch_norm.h):
   // local_moments fills moments [2C + 1] (sum x, sum x^2 per channel, this replica's count);
   // forward_with_moments normalizes with the summed ones and updates the running statistics;
   // local_grad_sums writes dgamma, dbeta (this replica's), d_residual and sums [2C] (sum g,

@@ -1,8 +1,8 @@
-// The CPU reference batch norm (kernels/cpu/batchnorm.h), float32 and float64, any layout
+// The CPU reference batch norm (kernels/cpu/batch_norm.h), float32 and float64, any layout
 // (channels-last is the same computation over kernels::channels_last_shape).
 #include "engine/impl/batch_norm.h"
 #include "engine/ops/dispatch.h"
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/batch_norm.h"
 
 namespace cg::impl {
 namespace {
@@ -22,12 +22,12 @@ class CpuBatchNorm : public BatchNormImpl {
     ops::detail::dispatch_floating("batch_norm", a.x, [&]<typename T>() {
       const T* r = data_or_null<T>(a.residual);
       if (p.training) {
-        kernels::cpu::batchnorm_forward_train<T>(p.shape, a.x.data<T>(), a.weight.data<T>(), a.bias.data<T>(),
+        kernels::cpu::batch_norm_forward_train<T>(p.shape, a.x.data<T>(), a.weight.data<T>(), a.bias.data<T>(),
                                                  T(a.eps), T(a.momentum), a.running_mean.data<T>(),
                                                  a.running_var.data<T>(), a.y.data<T>(), a.save_mean.data<T>(),
                                                  a.save_invstd.data<T>(), p.activation, r);
       } else {
-        kernels::cpu::batchnorm_forward_eval<T>(p.shape, a.x.data<T>(), a.weight.data<T>(), a.bias.data<T>(),
+        kernels::cpu::batch_norm_forward_eval<T>(p.shape, a.x.data<T>(), a.weight.data<T>(), a.bias.data<T>(),
                                                 a.running_mean.data<T>(), a.running_var.data<T>(), T(a.eps),
                                                 a.y.data<T>(), p.activation, r);
       }
@@ -39,11 +39,11 @@ class CpuBatchNorm : public BatchNormImpl {
       const T* relu_y = data_or_null<T>(a.relu_y);
       T* d_res = data_or_null<T>(a.d_residual);
       if (p.training) {
-        kernels::cpu::batchnorm_backward_train<T>(p.shape, a.dy.data<T>(), a.x.data<T>(), a.gamma.data<T>(),
+        kernels::cpu::batch_norm_backward_train<T>(p.shape, a.dy.data<T>(), a.x.data<T>(), a.gamma.data<T>(),
                                                   a.mean.data<T>(), a.stat.data<T>(), a.dx.data<T>(),
                                                   a.dgamma.data<T>(), a.dbeta.data<T>(), relu_y, d_res);
       } else {
-        kernels::cpu::batchnorm_backward_eval<T>(p.shape, a.dy.data<T>(), a.x.data<T>(), a.gamma.data<T>(),
+        kernels::cpu::batch_norm_backward_eval<T>(p.shape, a.dy.data<T>(), a.x.data<T>(), a.gamma.data<T>(),
                                                  a.mean.data<T>(), a.stat.data<T>(), T(a.eps), a.dx.data<T>(),
                                                  a.dgamma.data<T>(), a.dbeta.data<T>(), relu_y, d_res);
       }
@@ -52,14 +52,14 @@ class CpuBatchNorm : public BatchNormImpl {
 
   void local_moments(const BatchNormProblem& p, const BatchNormForward& a, const Tensor& moments) const override {
     ops::detail::dispatch_floating("batch_norm (SyncBatchNorm statistics)", a.x, [&]<typename T>() {
-      kernels::cpu::batchnorm_local_moments<T>(p.shape, a.x.data<T>(), moments.data<double>());
+      kernels::cpu::batch_norm_local_moments<T>(p.shape, a.x.data<T>(), moments.data<double>());
     });
   }
 
   void forward_with_moments(const BatchNormProblem& p, const BatchNormForward& a,
                             const Tensor& moments) const override {
     ops::detail::dispatch_floating("batch_norm (SyncBatchNorm)", a.x, [&]<typename T>() {
-      kernels::cpu::batchnorm_forward_with_moments<T>(
+      kernels::cpu::batch_norm_forward_with_moments<T>(
           p.shape, a.x.data<T>(), a.weight.data<T>(), a.bias.data<T>(), T(a.eps), T(a.momentum),
           moments.data<double>(), a.running_mean.data<T>(), a.running_var.data<T>(), a.y.data<T>(),
           a.save_mean.data<T>(), a.save_invstd.data<T>(), p.activation, data_or_null<T>(a.residual));
@@ -68,7 +68,7 @@ class CpuBatchNorm : public BatchNormImpl {
 
   void local_grad_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums) const override {
     ops::detail::dispatch_floating("batch_norm backward (SyncBatchNorm sums)", a.dy, [&]<typename T>() {
-      kernels::cpu::batchnorm_local_grad_sums<T>(p.shape, a.dy.data<T>(), a.x.data<T>(), a.mean.data<T>(),
+      kernels::cpu::batch_norm_local_grad_sums<T>(p.shape, a.dy.data<T>(), a.x.data<T>(), a.mean.data<T>(),
                                                  a.stat.data<T>(), a.dgamma.data<T>(), a.dbeta.data<T>(),
                                                  sums.data<double>(), a.dx.data<T>(), data_or_null<T>(a.relu_y),
                                                  data_or_null<T>(a.d_residual));
@@ -78,7 +78,7 @@ class CpuBatchNorm : public BatchNormImpl {
   void backward_with_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums,
                           const Tensor& moments) const override {
     ops::detail::dispatch_floating("batch_norm backward (SyncBatchNorm)", a.dy, [&]<typename T>() {
-      kernels::cpu::batchnorm_backward_with_sums<T>(
+      kernels::cpu::batch_norm_backward_with_sums<T>(
           p.shape, a.dy.data<T>(), a.x.data<T>(), a.gamma.data<T>(), a.mean.data<T>(), a.stat.data<T>(),
           sums.data<double>(), moments.data<double>()[2 * p.shape.c], a.dx.data<T>(), data_or_null<T>(a.relu_y),
           data_or_null<T>(a.d_residual));

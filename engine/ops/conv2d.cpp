@@ -31,7 +31,7 @@ class Conv2dBackward : public autograd::Node {
   bool has_bias_;
 };
 
-impl::ConvProblem problem_of(const Tensor& x, const Tensor& weight, const Conv2dOptions& options, DType dt) {
+impl::ConvProblem problem_of(const Tensor& x, const Tensor& weight, const Conv2dFuncOptions& options, DType dt) {
   const bool nhwc = options.layout == Layout::nhwc;
   impl::ConvProblem p;
   p.shape = {x.size(0), weight.size(1), x.size(nhwc ? 1 : 2), x.size(nhwc ? 2 : 3), weight.size(0),
@@ -47,7 +47,7 @@ impl::ConvProblem problem_of(const Tensor& x, const Tensor& weight, const Conv2d
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias_in, Conv2dOptions options) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias_in, Conv2dFuncOptions options) {
   const bool nhwc = options.layout == Layout::nhwc;
   CG_CHECK(x_in.dim() == 4 && weight.dim() == 4, "conv2d: input {} and weight {} must be 4-D", x_in.str(),
            weight.str());

@@ -50,19 +50,19 @@ detail::UpdateScalars scalars_of(const char* op, const OptimProblem& p, const Te
 
 }  // namespace
 
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdHyper& h, bool first_step) {
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdOptions& h, bool first_step) {
   sgd_update_multi({{param, grad, momentum_buffer, Tensor()}}, h, first_step, Tensor(), Tensor());
 }
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, int64_t step,
-                  const AdamWHyper& h) {
+                  const AdamWOptions& h) {
   const std::vector<UpdateSlot> slots{{param, grad, exp_avg, exp_avg_sq}};
   const OptimProblem p = problem_of("adamw_update", slots);
   if (p.device.is_cuda()) detail::cuda::adamw(slots, h, {step, Tensor()}, {});
   else detail::cpu::adamw(slots, h, {step, Tensor()}, {});
 }
 
-void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdHyper& h, bool first_step, const Tensor& found_inf,
+void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdOptions& h, bool first_step, const Tensor& found_inf,
                       const Tensor& device_lr) {
   if (slots.empty()) return;
   const OptimProblem p = problem_of("sgd_update", slots);
@@ -71,7 +71,7 @@ void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdHyper& h, b
   else detail::cpu::sgd(slots, h, first_step, scalars);
 }
 
-void adamw_update_multi(const std::vector<UpdateSlot>& slots, const AdamWHyper& h, const Tensor& device_step,
+void adamw_update_multi(const std::vector<UpdateSlot>& slots, const AdamWOptions& h, const Tensor& device_step,
                         const Tensor& found_inf, const Tensor& device_lr) {
   if (slots.empty()) return;
   const OptimProblem p = problem_of("adamw_update", slots);

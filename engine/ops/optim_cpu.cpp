@@ -19,17 +19,17 @@ float lr_of(float given, const UpdateScalars& s) { return s.lr.defined() ? s.lr.
 
 }  // namespace
 
-void sgd(const std::vector<UpdateSlot>& slots, const SgdHyper& h, bool first_step, const UpdateScalars& scalars) {
+void sgd(const std::vector<UpdateSlot>& slots, const SgdOptions& h, bool first_step, const UpdateScalars& scalars) {
   if (skipped(scalars.found_inf)) return;
-  const kernels::SgdParams p{lr_of(h.lr, scalars), h.momentum, h.weight_decay, h.dampening, h.nesterov};
+  const SgdOptions p{lr_of(h.lr, scalars), h.momentum, h.weight_decay, h.dampening, h.nesterov};
   for (const UpdateSlot& s : slots)
     k::sgd_update(s.param.numel(), p, first_step, s.param.data<float>(), s.grad.data<float>(), f32_or_null(s.state1));
 }
 
-void adamw(const std::vector<UpdateSlot>& slots, const AdamWHyper& h, const AdamWStep& step,
+void adamw(const std::vector<UpdateSlot>& slots, const AdamWOptions& h, const AdamWStep& step,
            const UpdateScalars& scalars) {
   if (skipped(scalars.found_inf)) return;
-  const kernels::AdamWParams p{lr_of(h.lr, scalars), h.beta1, h.beta2, h.eps, h.weight_decay};
+  const AdamWOptions p{lr_of(h.lr, scalars), h.beta1, h.beta2, h.eps, h.weight_decay};
   const int64_t t = step.device.defined() ? step.device.data<int64_t>()[0] : step.host;
   CG_CHECK(t >= 1, "adamw update: the step must be 1 or more (got {}); advance it before the update", t);
   for (const UpdateSlot& s : slots)

@@ -23,19 +23,19 @@ std::vector<cu::TensorSlot> slots_of(const std::vector<UpdateSlot>& slots) {
 
 }  // namespace
 
-void sgd(const std::vector<UpdateSlot>& slots, const SgdHyper& h, bool first_step, const UpdateScalars& scalars) {
-  const kernels::SgdParams k{h.lr, h.momentum, h.weight_decay, h.dampening, h.nesterov};
+void sgd(const std::vector<UpdateSlot>& slots, const SgdOptions& h, bool first_step, const UpdateScalars& scalars) {
+  const SgdOptions k{h.lr, h.momentum, h.weight_decay, h.dampening, h.nesterov};
   cu::sgd_update_multi(slots_of(slots), k, first_step, f32_or_null(scalars.found_inf), stream_of(slots.front().param),
                        f32_or_null(scalars.lr));
 }
 
-void adamw(const std::vector<UpdateSlot>& slots, const AdamWHyper& h, const AdamWStep& step,
+void adamw(const std::vector<UpdateSlot>& slots, const AdamWOptions& h, const AdamWStep& step,
            const UpdateScalars& scalars) {
   const Device device = slots.front().param.device();
   CG_CHECK(step.device.defined() && step.device.device() == device && step.device.dtype() == DType::i64,
            "adamw update on {}: the step must be an int64 scalar on that device (got {})", device.str(),
            step.device.defined() ? step.device.str() : std::string("a host step"));
-  const kernels::AdamWParams k{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay};
+  const AdamWOptions k{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay};
   cu::adamw_update_multi(slots_of(slots), k, step.device.data<int64_t>(), f32_or_null(scalars.found_inf),
                          stream_of(slots.front().param), f32_or_null(scalars.lr));
 }

@@ -39,16 +39,16 @@ struct LossScaleRule {
 // update_scale: on overflow scale *= backoff and tracker = 0; else tracker += 1 and at
 // growth_interval scale *= growth (unless that overflows) and tracker = 0; then inv_scale = 1 / scale.
 namespace cpu {
-void sgd(const std::vector<UpdateSlot>& slots, const SgdHyper& h, bool first_step, const UpdateScalars& s);
-void adamw(const std::vector<UpdateSlot>& slots, const AdamWHyper& h, const AdamWStep& step, const UpdateScalars& s);
+void sgd(const std::vector<UpdateSlot>& slots, const SgdOptions& h, bool first_step, const UpdateScalars& s);
+void adamw(const std::vector<UpdateSlot>& slots, const AdamWOptions& h, const AdamWStep& step, const UpdateScalars& s);
 void advance_step(Tensor& device_step, const Tensor& found_inf);
 void unscale(const std::vector<Tensor>& grads, const Tensor& inv_scale, Tensor& found_inf);
 void update_scale(LossScaleState& state, const Tensor& found_inf, const LossScaleRule& rule);
 }  // namespace cpu
 
 namespace cuda {
-void sgd(const std::vector<UpdateSlot>& slots, const SgdHyper& h, bool first_step, const UpdateScalars& s);
-void adamw(const std::vector<UpdateSlot>& slots, const AdamWHyper& h, const AdamWStep& step, const UpdateScalars& s);
+void sgd(const std::vector<UpdateSlot>& slots, const SgdOptions& h, bool first_step, const UpdateScalars& s);
+void adamw(const std::vector<UpdateSlot>& slots, const AdamWOptions& h, const AdamWStep& step, const UpdateScalars& s);
 void advance_step(Tensor& device_step, const Tensor& found_inf);
 void unscale(const std::vector<Tensor>& grads, const Tensor& inv_scale, Tensor& found_inf);
 void update_scale(LossScaleState& state, const Tensor& found_inf, const LossScaleRule& rule);

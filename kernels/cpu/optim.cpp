@@ -10,7 +10,7 @@
 
 namespace cg::kernels::cpu {
 
-void sgd_update(int64_t n, const SgdParams& h, bool first_step, float* param, const float* grad,
+void sgd_update(int64_t n, const SgdOptions& h, bool first_step, float* param, const float* grad,
                 float* momentum_buf) {
   CG_CHECK(n == 0 || h.momentum == 0.f || momentum_buf != nullptr, "SGD with momentum {} needs a momentum buffer",
            h.momentum);
@@ -51,7 +51,7 @@ void sgd_update(int64_t n, const SgdParams& h, bool first_step, float* param, co
   }
 }
 
-void adamw_update(int64_t n, const AdamWParams& h, int64_t step, float* param, const float* grad,
+void adamw_update(int64_t n, const AdamWOptions& h, int64_t step, float* param, const float* grad,
                   float* exp_avg, float* exp_avg_sq) {
   CG_CHECK(step >= 1, "AdamW step counts from 1, got {}", step);
   // Per-call scalars in double, then rounded once, as PyTorch computes them in Python floats.

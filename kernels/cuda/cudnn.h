@@ -1,5 +1,5 @@
 // cuDNN-backed convolution and batch norm, and the per-device handles they share. Same semantics
-// and argument order as the native kernels (kernels/cuda/conv_native.h, kernels/cuda/batchnorm.h).
+// and argument order as the native kernels (kernels/cuda/conv_native.h, kernels/cuda/batch_norm.h).
 // Convolution algorithms are chosen once per (shape, dtype, direction, search) and cached: by
 // cuDNN's heuristics, or by timing every candidate once (the caller's AlgoSearch). Scratch memory comes
 // from the caller through a WorkspaceFn, so it is served by the engine's caching allocator.
@@ -39,17 +39,17 @@ void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void*
 // x, y, dy, dx in `dtype` (f32, f16, bf16); gamma, beta, statistics and their gradients float32.
 // save_invstd is 1/sqrt(var + eps) of the batch, as in the native kernels. The fused ReLU, when
 // cuDNN cannot fuse it for this layout and dtype, runs as a separate pass.
-bool batchnorm_cudnn_supports(const BatchNormShape& s, DType dtype);
-void batchnorm_cudnn_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+bool batch_norm_cudnn_supports(const BatchNormShape& s, DType dtype);
+void batch_norm_cudnn_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                                    const float* beta, float eps, float momentum, float* running_mean,
                                    float* running_var, void* y, float* save_mean, float* save_invstd,
                                    Activation act, const void* residual, Stream stream);
-void batchnorm_cudnn_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+void batch_norm_cudnn_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                                   const float* beta, const float* running_mean, const float* running_var, float eps,
                                   void* y, Activation act, const void* residual, Stream stream);
 // relu_y: the fused ReLU's forward output (dy is masked where it is zero), or null. d_residual:
 // receives the gradient of the forward's residual (the masked dy), or null.
-void batchnorm_cudnn_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+void batch_norm_cudnn_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                                     const float* gamma, const float* save_mean, const float* save_invstd,
                                     float eps, void* dx, float* dgamma, float* dbeta, const void* relu_y,
                                     void* d_residual, const WorkspaceFn& workspace, Stream stream);

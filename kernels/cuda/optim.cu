@@ -57,7 +57,7 @@ __device__ __forceinline__ float learning_rate(float from_launch, const float* d
 }
 
 // kernels/cpu/optim.cpp's sgd_update, element for element.
-__global__ void sgd_kernel(const __grid_constant__ Pack pk, SgdParams h, bool first, const float* found_inf,
+__global__ void sgd_kernel(const __grid_constant__ Pack pk, SgdOptions h, bool first, const float* found_inf,
                            const float* device_lr) {
   if (skipped(found_inf)) return;
   const float lr = learning_rate(h.lr, device_lr);
@@ -80,7 +80,7 @@ __global__ void sgd_kernel(const __grid_constant__ Pack pk, SgdParams h, bool fi
 
 // kernels/cpu/optim.cpp's adamw_update, with the per-step scalars computed here from *step, in
 // double precision and rounded once, like the CPU (and PyTorch, which does it in Python floats).
-__global__ void adamw_kernel(const __grid_constant__ Pack pk, AdamWParams h, const int64_t* step,
+__global__ void adamw_kernel(const __grid_constant__ Pack pk, AdamWOptions h, const int64_t* step,
                              const float* found_inf, const float* device_lr) {
   if (skipped(found_inf)) return;
   const double lr = double(learning_rate(h.lr, device_lr));
@@ -170,7 +170,7 @@ void for_packs(const std::vector<TensorSlot>& tensors, Launch&& launch) {
 
 }  // namespace
 
-void sgd_update_multi(const std::vector<TensorSlot>& tensors, const SgdParams& h, bool first_step,
+void sgd_update_multi(const std::vector<TensorSlot>& tensors, const SgdOptions& h, bool first_step,
                       const float* found_inf, Stream stream, const float* device_lr) {
   for_packs(tensors, [&](const Pack& pk, unsigned blocks) {
     sgd_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, first_step, found_inf, device_lr);
@@ -178,7 +178,7 @@ void sgd_update_multi(const std::vector<TensorSlot>& tensors, const SgdParams& h
   });
 }
 
-void adamw_update_multi(const std::vector<TensorSlot>& tensors, const AdamWParams& h, const int64_t* step,
+void adamw_update_multi(const std::vector<TensorSlot>& tensors, const AdamWOptions& h, const int64_t* step,
                         const float* found_inf, Stream stream, const float* device_lr) {
   for_packs(tensors, [&](const Pack& pk, unsigned blocks) {
     adamw_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, step, found_inf, device_lr);

@@ -25,11 +25,11 @@ struct TensorSlot {
 // device_lr (may be null): a device float32 read as the learning rate instead of h.lr, so that a
 // replayed CUDA graph follows the schedule (its launch arguments are frozen at capture).
 // first_step: the momentum buffers are initialized with the gradient (PyTorch's first step).
-void sgd_update_multi(const std::vector<TensorSlot>& tensors, const SgdParams& h, bool first_step,
+void sgd_update_multi(const std::vector<TensorSlot>& tensors, const SgdOptions& h, bool first_step,
                       const float* found_inf, Stream stream, const float* device_lr = nullptr);
 // step: device int64 holding the 1-based step of this update (see advance_step); the bias
 // corrections are computed from it on the device in double precision.
-void adamw_update_multi(const std::vector<TensorSlot>& tensors, const AdamWParams& h, const int64_t* step,
+void adamw_update_multi(const std::vector<TensorSlot>& tensors, const AdamWOptions& h, const int64_t* step,
                         const float* found_inf, Stream stream, const float* device_lr = nullptr);
 // *step += 1 unless *found_inf (found_inf may be null).
 void advance_step(int64_t* step, const float* found_inf, Stream stream);

@@ -20,19 +20,19 @@ void conv2d_cudnn_backward_filter(const Conv2dShape&, DType, const void*, const 
                                   const WorkspaceFn&, Stream, Layout, AlgoSearch) {
   no_library("conv2d_cudnn_backward_filter", "cuDNN");
 }
-bool batchnorm_cudnn_supports(const BatchNormShape&, DType) { return false; }
-void batchnorm_cudnn_forward_train(const BatchNormShape&, DType, const void*, const float*, const float*, float, float,
+bool batch_norm_cudnn_supports(const BatchNormShape&, DType) { return false; }
+void batch_norm_cudnn_forward_train(const BatchNormShape&, DType, const void*, const float*, const float*, float, float,
                                    float*, float*, void*, float*, float*, Activation, const void*, Stream) {
-  no_library("batchnorm_cudnn_forward_train", "cuDNN");
+  no_library("batch_norm_cudnn_forward_train", "cuDNN");
 }
-void batchnorm_cudnn_forward_eval(const BatchNormShape&, DType, const void*, const float*, const float*, const float*,
+void batch_norm_cudnn_forward_eval(const BatchNormShape&, DType, const void*, const float*, const float*, const float*,
                                   const float*, float, void*, Activation, const void*, Stream) {
-  no_library("batchnorm_cudnn_forward_eval", "cuDNN");
+  no_library("batch_norm_cudnn_forward_eval", "cuDNN");
 }
-void batchnorm_cudnn_backward_train(const BatchNormShape&, DType, const void*, const void*, const float*, const float*,
+void batch_norm_cudnn_backward_train(const BatchNormShape&, DType, const void*, const void*, const float*, const float*,
                                     const float*, float, void*, float*, float*, const void*, void*, const WorkspaceFn&,
                                     Stream) {
-  no_library("batchnorm_cudnn_backward_train", "cuDNN");
+  no_library("batch_norm_cudnn_backward_train", "cuDNN");
 }
 
 }  // namespace cg::kernels::cuda

@@ -5,10 +5,10 @@
 
 namespace cg::kernels::cuda {
 
-void sgd_update_multi(const std::vector<TensorSlot>&, const SgdParams&, bool, const float*, Stream, const float*) {
+void sgd_update_multi(const std::vector<TensorSlot>&, const SgdOptions&, bool, const float*, Stream, const float*) {
   no_cuda("sgd_update_multi");
 }
-void adamw_update_multi(const std::vector<TensorSlot>&, const AdamWParams&, const int64_t*, const float*, Stream,
+void adamw_update_multi(const std::vector<TensorSlot>&, const AdamWOptions&, const int64_t*, const float*, Stream,
                         const float*) {
   no_cuda("adamw_update_multi");
 }

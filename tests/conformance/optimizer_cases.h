@@ -19,8 +19,8 @@ namespace cg::test {
 struct OptimizerRow {
   std::string name;
   bool adamw = false;
-  ops::SgdHyper sgd{};
-  ops::AdamWHyper adam{};
+  SgdOptions sgd{};
+  AdamWOptions adam{};
   bool first_step = false;  // SGD: the momentum buffers take the gradient
   int64_t step = 1;         // AdamW: this update's step (the device counter holds step - 1 before)
   bool skipped = false;     // found_inf is set: nothing may change
@@ -65,7 +65,7 @@ inline std::vector<SlotValues> optimizer_values(const OptimizerRow& r) {
 }
 
 inline void sgd_reference(const OptimizerRow& r, double lr, SlotValues& s) {
-  const ops::SgdHyper& h = r.sgd;
+  const SgdOptions& h = r.sgd;
   for (size_t i = 0; i < s.param.size(); ++i) {
     const double g = s.grad[i] + double(h.weight_decay) * s.param[i];
     double d = g;
@@ -79,7 +79,7 @@ inline void sgd_reference(const OptimizerRow& r, double lr, SlotValues& s) {
 }
 
 inline void adamw_reference(const OptimizerRow& r, double lr, SlotValues& s) {
-  const ops::AdamWHyper& h = r.adam;
+  const AdamWOptions& h = r.adam;
   const double b1 = h.beta1, b2 = h.beta2;
   const double c1 = 1 - std::pow(b1, double(r.step)), c2 = 1 - std::pow(b2, double(r.step));
   for (size_t i = 0; i < s.param.size(); ++i) {

@@ -72,7 +72,7 @@ TEST(ZeroLayout, EveryParameterStartsAlignedAndThePaddingStaysZero) {
     o.first_bucket_mb = 0.001;
     o.zero_sharding = true;
     DistributedDataParallel ddp(model, group, o);
-    nn::AdamW opt(model.named_parameters(), nn::AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
+    nn::AdamW opt(model.named_parameters(), AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
     ddp.sharded()->attach(opt);
     const nn::NamedTensors params = model.named_parameters();
     // Packed end to end, some parameter of this model would start unaligned: the check has teeth.

@@ -108,8 +108,8 @@ std::vector<uint8_t> state_bytes(const nn::Module& m) {
 }
 
 std::unique_ptr<nn::Optimizer> make(Opt which, const nn::Module& model) {
-  if (which == Opt::sgd) return std::make_unique<nn::SGD>(model.named_parameters(), nn::SgdOptions{0.05f, 0.9f, 1e-3f, 0.f, true});
-  return std::make_unique<nn::AdamW>(model.named_parameters(), nn::AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
+  if (which == Opt::sgd) return std::make_unique<nn::SGD>(model.named_parameters(), SgdOptions{0.05f, 0.9f, 1e-3f, 0.f, true});
+  return std::make_unique<nn::AdamW>(model.named_parameters(), AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
 }
 
 // `steps` optimizer steps of `accum` micro-batches each, the learning rate changing every step.

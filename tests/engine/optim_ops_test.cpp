@@ -25,7 +25,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 // The CPU's multi-tensor SGD and AdamW give the bits of one single-tensor call per parameter.
 TEST(OptimOps, CpuMultiTensorUpdatesMatchPerParameterCallsBitForBit) {
-  const ops::SgdHyper sgd{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f, .nesterov = true};
+  const SgdOptions sgd{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f, .nesterov = true};
   Tensor p1 = ramp(7, -1.0, 0.3), p2 = p1.clone(), g = ramp(7, 0.2, -0.07);
   Tensor b1 = Tensor::zeros({7}), b2 = Tensor::zeros({7});
   for (bool first : {true, false, false}) {
@@ -35,7 +35,7 @@ TEST(OptimOps, CpuMultiTensorUpdatesMatchPerParameterCallsBitForBit) {
   EXPECT_TRUE(same_bits(p1, p2));
   EXPECT_TRUE(same_bits(b1, b2));
 
-  const ops::AdamWHyper adam{.lr = 2e-3f, .weight_decay = 0.05f};
+  const AdamWOptions adam{.lr = 2e-3f, .weight_decay = 0.05f};
   Tensor q1 = ramp(6, 0.5, 0.25), q2 = q1.clone();
   Tensor m1 = Tensor::zeros({6}), v1 = Tensor::zeros({6}), m2 = Tensor::zeros({6}), v2 = Tensor::zeros({6});
   const Tensor g6 = ramp(6, 0.2, -0.07);

@@ -27,8 +27,8 @@ void expect_steps(const Steps& got, const Steps& want) {
     for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got[s][i], want[s][i], 1e-6) << "step " << s + 1 << " element " << i;
 }
 
-SgdParams sgd(float lr, float momentum, float weight_decay, float dampening, bool nesterov) {
-  SgdParams h;
+SgdOptions sgd(float lr, float momentum, float weight_decay, float dampening, bool nesterov) {
+  SgdOptions h;
   h.lr = lr;
   h.momentum = momentum;
   h.weight_decay = weight_decay;
@@ -37,7 +37,7 @@ SgdParams sgd(float lr, float momentum, float weight_decay, float dampening, boo
   return h;
 }
 
-Steps run_sgd(const SgdParams& h, std::vector<float>* buffer_after_first = nullptr) {
+Steps run_sgd(const SgdOptions& h, std::vector<float>* buffer_after_first = nullptr) {
   std::vector<float> p{1.f, -2.f, 0.5f}, buf(3, 123.f);  // garbage: the first step must overwrite it
   Steps out;
   for (int s = 1; s <= 3; ++s) {
@@ -100,7 +100,7 @@ TEST(SgdKernel, RejectsMomentumWithoutBufferAndBadNesterov) {
   EXPECT_EQ(p[0], 1.f) << "a rejected call must not touch the parameter";
 }
 
-Steps run_adamw(const AdamWParams& h, std::vector<float>* m_out = nullptr, std::vector<float>* v_out = nullptr) {
+Steps run_adamw(const AdamWOptions& h, std::vector<float>* m_out = nullptr, std::vector<float>* v_out = nullptr) {
   std::vector<float> p{1.f, -2.f, 0.5f}, m(3, 0.f), v(3, 0.f);
   Steps out;
   for (int s = 1; s <= 3; ++s) {
@@ -117,7 +117,7 @@ TEST(AdamWKernel, BiasCorrectionAndDecoupledDecayMatchPyTorch) {
   // torch.optim.AdamW(lr=0.01, weight_decay=0.1), default betas (0.9, 0.999) and eps 1e-8.
   // Step 1 moves every element by lr * (1 + ...) regardless of the gradient's size: the bias
   // correction makes m / sqrt(v) = sign(g) on the first step.
-  AdamWParams h;
+  AdamWOptions h;
   h.lr = 0.01f;
   h.weight_decay = 0.1f;
   std::vector<float> m, v;
@@ -139,7 +139,7 @@ TEST(AdamWKernel, BiasCorrectionAndDecoupledDecayMatchPyTorch) {
 TEST(AdamWKernel, OtherBetasAndEpsMatchPyTorch) {
   // torch.optim.AdamW(lr=0.05, betas=(0.8, 0.9), eps=1e-3, weight_decay=0): a large eps makes
   // the step depend on the gradient's size.
-  AdamWParams h;
+  AdamWOptions h;
   h.lr = 0.05f;
   h.beta1 = 0.8f;
   h.beta2 = 0.9f;
@@ -152,7 +152,7 @@ TEST(AdamWKernel, OtherBetasAndEpsMatchPyTorch) {
 
 TEST(AdamWKernel, StepCountsFromOne) {
   std::vector<float> p{1.f}, g{1.f}, m{0.f}, v{0.f};
-  EXPECT_THROW(adamw_update(1, AdamWParams{}, 0, p.data(), g.data(), m.data(), v.data()), Error);
+  EXPECT_THROW(adamw_update(1, AdamWOptions{}, 0, p.data(), g.data(), m.data(), v.data()), Error);
 }
 
 // Results must not depend on the number of threads, nor on where the vectorized loops' chunk
@@ -169,8 +169,8 @@ TEST(OptimKernels, ThreadCountDoesNotChangeResults) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> p = p0, buf(static_cast<size_t>(n)), q = p0, m(static_cast<size_t>(n), 0.f), v(static_cast<size_t>(n), 0.f);
-    const SgdParams hs = sgd(0.05f, 0.9f, 1e-4f, 0.f, true);
-    AdamWParams ha;
+    const SgdOptions hs = sgd(0.05f, 0.9f, 1e-4f, 0.f, true);
+    AdamWOptions ha;
     for (int s = 1; s <= 3; ++s) {
       sgd_update(n, hs, s == 1, p.data(), g.data(), buf.data());
       adamw_update(n, ha, s, q.data(), g.data(), m.data(), v.data());

@@ -86,12 +86,12 @@ void check_step(const std::string& optimizer) {
   const double lr = meta(f, "lr");
   ASSERT_EQ(f.metadata.at("optimizer"), optimizer);
   if (optimizer == "sgd") {
-    nn::SgdOptions h{float(lr), float(meta(f, "momentum")), float(meta(f, "weight_decay")),
+    SgdOptions h{float(lr), float(meta(f, "momentum")), float(meta(f, "weight_decay")),
                      float(meta(f, "dampening")), meta_flag(f, "nesterov")};
     opt = std::make_unique<SGD>(model.named_parameters(), h);
   } else {
     ASSERT_FALSE(meta_flag(f, "amsgrad")) << "amsgrad is not implemented";
-    nn::AdamWOptions h{float(lr), float(meta(f, "beta1")), float(meta(f, "beta2")), float(meta(f, "eps")),
+    AdamWOptions h{float(lr), float(meta(f, "beta1")), float(meta(f, "beta2")), float(meta(f, "eps")),
                        float(meta(f, "weight_decay"))};
     opt = std::make_unique<AdamW>(model.named_parameters(), h);
   }

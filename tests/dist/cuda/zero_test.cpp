@@ -23,8 +23,8 @@ namespace {
 const Device kGpu = Device::cuda(0);
 
 std::unique_ptr<nn::Optimizer> make(bool adamw, const nn::Module& m) {
-  if (adamw) return std::make_unique<nn::AdamW>(m.named_parameters(), nn::AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
-  return std::make_unique<nn::SGD>(m.named_parameters(), nn::SgdOptions{0.05f, 0.9f, 1e-3f, 0.f, true});
+  if (adamw) return std::make_unique<nn::AdamW>(m.named_parameters(), AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
+  return std::make_unique<nn::SGD>(m.named_parameters(), SgdOptions{0.05f, 0.9f, 1e-3f, 0.f, true});
 }
 
 // The weights' bytes after 4 steps with `comm` (made fresh per run), gradients compressed to

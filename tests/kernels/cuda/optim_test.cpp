@@ -60,10 +60,10 @@ struct Tensors {  // host and device copies of params, grads and two state buffe
 TEST(CudaOptim, MultiTensorSgdMatchesTheCpuAndSkipsOnFoundInf) {
   NEED_GPU();
   // Nesterov (the recipe), plain momentum with dampening, and no momentum at all.
-  const cpu::SgdParams variants[] = {{0.1f, 0.9f, 1e-4f, 0.f, true}, {0.05f, 0.8f, 5e-4f, 0.25f, false},
+  const SgdOptions variants[] = {{0.1f, 0.9f, 1e-4f, 0.f, true}, {0.05f, 0.8f, 5e-4f, 0.25f, false},
                                      {0.1f, 0.f, 1e-4f, 0.f, false}};
   uint64_t seed = 1;
-  for (const cpu::SgdParams& h : variants) {
+  for (const SgdOptions& h : variants) {
     Tensors t(seed += 1000);
     DeviceBuffer clean(std::vector<float>{0.f}, DType::f32), overflow(std::vector<float>{1.f}, DType::f32);
     for (int step = 0; step < 3; ++step) {
@@ -81,7 +81,7 @@ TEST(CudaOptim, MultiTensorSgdMatchesTheCpuAndSkipsOnFoundInf) {
 TEST(CudaOptim, MultiTensorAdamWMatchesTheCpuWithADeviceStep) {
   NEED_GPU();
   Tensors t(2);
-  cpu::AdamWParams h{1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f};
+  AdamWOptions h{1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f};
   DeviceBuffer step(1, DType::i64), clean(std::vector<float>{0.f}, DType::f32),
       overflow(std::vector<float>{1.f}, DType::f32);
   cuda::copy_host_to_device(step.get(), std::vector<int64_t>{0}.data(), 8, nullptr);

@@ -63,7 +63,7 @@ void expect_steps_match(const Hyper& h) {
 
 TEST(GpuTraining, SgdStepsMatchTheCpu) {
   NEED_GPU();
-  nn::SgdOptions h;
+  SgdOptions h;
   h.lr = 0.05f;
   h.momentum = 0.9f;
   h.weight_decay = 1e-4f;
@@ -73,7 +73,7 @@ TEST(GpuTraining, SgdStepsMatchTheCpu) {
 
 TEST(GpuTraining, AdamWStepsMatchTheCpu) {
   NEED_GPU();
-  nn::AdamWOptions h;
+  AdamWOptions h;
   h.lr = 1e-3f;
   expect_steps_match<AdamW>(h);
 }
@@ -152,7 +152,7 @@ TEST(GpuTraining, MixedPrecisionFp16Learns) {
   Generator gen(7);
   MiniResNet model(small(), gen);
   model.to(kGpu);
-  nn::SgdOptions h;
+  SgdOptions h;
   h.lr = 0.05f;
   h.momentum = 0.9f;
   SGD opt(model.named_parameters(), h);

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "dist/gradient_comm.h"
-#include "dist/sync_batchnorm.h"
+#include "dist/sync_batch_norm.h"
 #include "nn/layers.h"
 #include "support/need_gpu.h"
 #include "support/one_rank_store.h"

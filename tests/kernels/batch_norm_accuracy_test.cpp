@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/batch_norm.h"
 
 namespace cg::kernels::cpu {
 namespace {
@@ -87,10 +87,10 @@ TEST(BatchNormAccuracy, IllConditionedChannelIsWithinOneUlpOfFloat64) {
   const size_t c_count = size_t(s.c), size = in.x.size();
   // momentum 1: the running statistics are the batch's, rounded to float (the unbiased variance).
   std::vector<float> running_mean(c_count, 0.f), running_var(c_count, 1.f), y(size), mean(c_count), invstd(c_count);
-  batchnorm_forward_train<float>(s, in.x.data(), in.gamma.data(), in.beta.data(), kEps, 1.f, running_mean.data(),
+  batch_norm_forward_train<float>(s, in.x.data(), in.gamma.data(), in.beta.data(), kEps, 1.f, running_mean.data(),
                                  running_var.data(), y.data(), mean.data(), invstd.data());
   std::vector<float> dx(size), dgamma(c_count), dbeta(c_count);
-  batchnorm_backward_train<float>(s, in.dy.data(), in.x.data(), in.gamma.data(), mean.data(), invstd.data(),
+  batch_norm_backward_train<float>(s, in.dy.data(), in.x.data(), in.gamma.data(), mean.data(), invstd.data(),
                                   dx.data(), dgamma.data(), dbeta.data());
   for (int64_t c = 0; c < s.c; ++c) {
     SCOPED_TRACE(testing::Message() << "channel " << c);
@@ -111,13 +111,13 @@ TEST(BatchNormAccuracy, SyncPhasesOnTheIllConditionedChannel) {
   const IllConditioned in = make_inputs();
   const size_t c_count = size_t(s.c), size = in.x.size();
   std::vector<double> moments(2 * c_count + 1), sums(2 * c_count);
-  batchnorm_local_moments<float>(s, in.x.data(), moments.data());
+  batch_norm_local_moments<float>(s, in.x.data(), moments.data());
   std::vector<float> running_mean(c_count, 0.f), running_var(c_count, 1.f), y(size), mean(c_count), invstd(c_count);
-  batchnorm_forward_with_moments<float>(s, in.x.data(), in.gamma.data(), in.beta.data(), kEps, 1.f, moments.data(),
+  batch_norm_forward_with_moments<float>(s, in.x.data(), in.gamma.data(), in.beta.data(), kEps, 1.f, moments.data(),
                                         running_mean.data(), running_var.data(), y.data(), mean.data(),
                                         invstd.data());
   std::vector<float> dx(size), dgamma(c_count), dbeta(c_count);
-  batchnorm_local_grad_sums<float>(s, in.dy.data(), in.x.data(), mean.data(), invstd.data(), dgamma.data(),
+  batch_norm_local_grad_sums<float>(s, in.dy.data(), in.x.data(), mean.data(), invstd.data(), dgamma.data(),
                                    dbeta.data(), sums.data(), dx.data());
   for (int64_t c = 0; c < s.c; ++c) {
     SCOPED_TRACE(testing::Message() << "channel " << c);

@@ -21,7 +21,7 @@
 
 #include "dist/gradient_comm.h"
 #include "dist/process_group.h"
-#include "dist/sync_batchnorm.h"
+#include "dist/sync_batch_norm.h"
 #include "dist/tcp_store.h"
 #include "nn/layers.h"
 #include "support/free_port.h"

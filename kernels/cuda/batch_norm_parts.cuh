@@ -1,5 +1,5 @@
-// Pieces the batch-norm kernels for both memory orders share (kernels/cuda/batchnorm.cu for
-// NCHW planes, batchnorm_rows.cuh for channels-last rows): vector access to V consecutive
+// Pieces the batch-norm kernels for both memory orders share (kernels/cuda/batch_norm.cu for
+// NCHW planes, batch_norm_rows.cuh for channels-last rows): vector access to V consecutive
 // elements, the gradient that reaches the normalization, and the slice of a channel's values one
 // block of a partial-sum kernel covers.
 #pragma once

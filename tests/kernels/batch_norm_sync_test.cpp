@@ -1,4 +1,4 @@
-// SyncBatchNorm's CPU phases (batchnorm_local_moments & co.): a batch cut into replicas whose
+// SyncBatchNorm's CPU phases (batch_norm_local_moments & co.): a batch cut into replicas whose
 // moments and gradient sums are added gives what the fused kernels give on the whole batch
 // (float64: to 1e-10; the phases and the fused kernels sum in different orders), with and without
 // the residual + ReLU, NCHW and channels-last shapes; and every phase is bit-identical for 1 and
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/batch_norm.h"
 #include "support/tolerance.h"
 
 namespace cg::kernels::cpu {
@@ -50,9 +50,9 @@ Outputs fused_whole(const Batch& b) {
             std::vector<double>(c), std::vector<double>(c, 0.0), std::vector<double>(c, 1.0)};
   std::vector<double> mean(c), invstd(c);
   const Activation act = b.fused ? Activation::relu : Activation::none;
-  batchnorm_forward_train<double>(b.s, b.x.data(), b.gamma.data(), b.beta.data(), 1e-5, 0.1, o.rm.data(), o.rv.data(),
+  batch_norm_forward_train<double>(b.s, b.x.data(), b.gamma.data(), b.beta.data(), 1e-5, 0.1, o.rm.data(), o.rv.data(),
                                   o.y.data(), mean.data(), invstd.data(), act, b.fused ? b.residual.data() : nullptr);
-  batchnorm_backward_train<double>(b.s, b.dy.data(), b.x.data(), b.gamma.data(), mean.data(), invstd.data(),
+  batch_norm_backward_train<double>(b.s, b.dy.data(), b.x.data(), b.gamma.data(), mean.data(), invstd.data(),
                                    o.dx.data(), o.dgamma.data(), o.dbeta.data(), b.fused ? o.y.data() : nullptr,
                                    b.fused ? o.d_residual.data() : nullptr);
   return o;
@@ -70,7 +70,7 @@ Outputs phases_over_replicas(const Batch& b, const std::vector<int64_t>& sizes) 
     s.n = n;
     shapes.push_back(s);
     std::vector<double> local(2 * c + 1);
-    batchnorm_local_moments<double>(s, rows(b.s, b.x, first, n).data(), local.data());
+    batch_norm_local_moments<double>(s, rows(b.s, b.x, first, n).data(), local.data());
     for (size_t i = 0; i < local.size(); ++i) moments[i] += local[i];
     first += n;
   }
@@ -84,11 +84,11 @@ Outputs phases_over_replicas(const Batch& b, const std::vector<int64_t>& sizes) 
   for (const BatchNormShape& s : shapes) {  // forward, then this replica's gradient sums
     std::vector<double> rm(c, 0.0), rv(c, 1.0), y(size_t(s.n * per_image)), mean(c), invstd(c);
     const auto x = rows(b.s, b.x, first, s.n), r = rows(b.s, b.residual, first, s.n);
-    batchnorm_forward_with_moments<double>(s, x.data(), b.gamma.data(), b.beta.data(), 1e-5, 0.1, moments.data(),
+    batch_norm_forward_with_moments<double>(s, x.data(), b.gamma.data(), b.beta.data(), 1e-5, 0.1, moments.data(),
                                            rm.data(), rv.data(), y.data(), mean.data(), invstd.data(), act,
                                            b.fused ? r.data() : nullptr);
     std::vector<double> dgamma(c), dbeta(c), local(2 * c), dx(y.size()), dres(y.size());
-    batchnorm_local_grad_sums<double>(s, rows(b.s, b.dy, first, s.n).data(), x.data(), mean.data(), invstd.data(),
+    batch_norm_local_grad_sums<double>(s, rows(b.s, b.dy, first, s.n).data(), x.data(), mean.data(), invstd.data(),
                                       dgamma.data(), dbeta.data(), local.data(), dx.data(),
                                       b.fused ? y.data() : nullptr, b.fused ? dres.data() : nullptr);
     for (size_t i = 0; i < 2 * c; ++i) sums[i] += local[i];
@@ -110,7 +110,7 @@ Outputs phases_over_replicas(const Batch& b, const std::vector<int64_t>& sizes) 
     std::vector<double> dx(o.dx.begin() + std::ptrdiff_t(at), o.dx.begin() + std::ptrdiff_t(at + count));
     const std::vector<double> dres(o.d_residual.begin() + std::ptrdiff_t(at),
                                    o.d_residual.begin() + std::ptrdiff_t(at + count));
-    batchnorm_backward_with_sums<double>(s, rows(b.s, b.dy, first, s.n).data(), rows(b.s, b.x, first, s.n).data(),
+    batch_norm_backward_with_sums<double>(s, rows(b.s, b.dy, first, s.n).data(), rows(b.s, b.x, first, s.n).data(),
                                          b.gamma.data(), means[r].data(), invstds[r].data(), sums.data(),
                                          moments[2 * c], dx.data(), b.fused ? ys[r].data() : nullptr,
                                          b.fused ? dres.data() : nullptr);

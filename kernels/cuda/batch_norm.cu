@@ -3,7 +3,7 @@
 // stream-ordered scratch; (2) one thread per channel adds its slices' partials in slice order
 // (deterministic run to run) and folds the statistics into per-channel coefficients; (3) an
 // elementwise pass applies them (y = x * scale + shift, or dx). Channels-last activations
-// (H * W == 1 in BatchNormShape) take the row kernels of batchnorm_rows.cuh for the first and
+// (H * W == 1 in BatchNormShape) take the row kernels of batch_norm_rows.cuh for the first and
 // third step. A residual (relu(bn(x) + r) ends every BasicBlock) is added in the third step, and
 // its gradient written by the first backward step. Memory-bound, so activations move
 // in 16- or 8-byte vectors whenever H*W and the pointers allow it; sums are fp32 within a vector
@@ -14,9 +14,9 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "kernels/cuda/batchnorm.h"
-#include "kernels/cuda/batchnorm_parts.cuh"
-#include "kernels/cuda/batchnorm_rows.cuh"
+#include "kernels/cuda/batch_norm.h"
+#include "kernels/cuda/batch_norm_parts.cuh"
+#include "kernels/cuda/batch_norm_rows.cuh"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 
@@ -256,7 +256,7 @@ __global__ void grad_input_kernel(BatchNormShape s, int hwv, const T* dy, const 
 }
 
 // ---------------------------------------------------------------------------------------------
-// SyncBatchNorm's per-channel phases (kernels/cpu/batchnorm.h has their semantics). moments:
+// SyncBatchNorm's per-channel phases (kernels/cpu/batch_norm.h has their semantics). moments:
 // [sum x, sum x^2 per channel, count], float64; converted from the shifted partials in double.
 
 template <typename T>
@@ -391,7 +391,7 @@ void launch_stats_partial(const BatchNormShape& s, const T* x, const PartialGrid
   } else {
     stats_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), x, grid.slices, partial);
   }
-  CG_CUDA_AFTER_LAUNCH("batchnorm stats partial kernel");
+  CG_CUDA_AFTER_LAUNCH("batch_norm stats partial kernel");
 }
 
 // The last step of the forward: y = finish(x * scale + shift).
@@ -404,7 +404,7 @@ void launch_affine(const BatchNormShape& s, const T* x, const float2* affine, co
   } else {
     affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), x, affine, residual, y, relu);
   }
-  CG_CUDA_AFTER_LAUNCH("batchnorm affine kernel");
+  CG_CUDA_AFTER_LAUNCH("batch_norm affine kernel");
 }
 
 // The backward's first step: (sum g, sum g (x - mean)) per (slice, channel); writes d_residual.
@@ -419,7 +419,7 @@ void launch_grad_partial(const BatchNormShape& s, const T* dy, const T* x, const
     grad_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), dy, x, relu_y, d_residual,
                                                                     mean, grid.slices, partial);
   }
-  CG_CUDA_AFTER_LAUNCH("batchnorm grad partial kernel");
+  CG_CUDA_AFTER_LAUNCH("batch_norm grad partial kernel");
 }
 
 // The backward's last step: dx = a g + b (x - mean) + d. With a residual, the masked gradient is
@@ -435,7 +435,7 @@ void launch_grad_input(const BatchNormShape& s, const T* dy, const T* x, const T
   } else {
     grad_input_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), g, x, mask, coef, dx);
   }
-  CG_CUDA_AFTER_LAUNCH("batchnorm grad input kernel");
+  CG_CUDA_AFTER_LAUNCH("batch_norm grad input kernel");
 }
 
 template <typename T>
@@ -456,10 +456,10 @@ struct Forward {
         launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
         stats_finalize_kernel<T><<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(
             s, x, grid.slices, scratch.partial, gamma, beta, eps, momentum, rm, rv, sm, si, affine);
-        CG_CUDA_AFTER_LAUNCH("batchnorm stats_finalize_kernel");
+        CG_CUDA_AFTER_LAUNCH("batch_norm stats_finalize_kernel");
       } else {
         eval_affine_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, gamma, beta, rm, rv, eps, affine);
-        CG_CUDA_AFTER_LAUNCH("batchnorm eval_affine_kernel");
+        CG_CUDA_AFTER_LAUNCH("batch_norm eval_affine_kernel");
       }
       launch_affine<T, V>(s, x, affine, residual, y, relu, st);
     });
@@ -482,7 +482,7 @@ struct Backward {
       launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
       grad_finalize_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(
           s, training, grid.slices, scratch.partial, gamma, mean, invstd, var, eps, dgamma, dbeta, coef);
-      CG_CUDA_AFTER_LAUNCH("batchnorm grad_finalize_kernel");
+      CG_CUDA_AFTER_LAUNCH("batch_norm grad_finalize_kernel");
       launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
     });
   }
@@ -499,7 +499,7 @@ struct LocalMoments {
       launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
       moments_finalize_kernel<T><<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s, x, grid.slices, scratch.partial,
                                                                                   moments);
-      CG_CUDA_AFTER_LAUNCH("batchnorm moments_finalize_kernel");
+      CG_CUDA_AFTER_LAUNCH("batch_norm moments_finalize_kernel");
     });
   }
 };
@@ -517,7 +517,7 @@ struct ForwardWithMoments {
       auto* affine = static_cast<float2*>(scratch.coef);
       stats_from_moments_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, moments, gamma, beta, eps,
                                                                                  momentum, rm, rv, sm, si, affine);
-      CG_CUDA_AFTER_LAUNCH("batchnorm stats_from_moments_kernel");
+      CG_CUDA_AFTER_LAUNCH("batch_norm stats_from_moments_kernel");
       launch_affine<T, V>(s, x, affine, residual, y, act == Activation::relu, st);
     });
   }
@@ -537,7 +537,7 @@ struct LocalGradSums {
       launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
       grad_sums_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, grid.slices, scratch.partial, invstd,
                                                                         dgamma, dbeta, sums);
-      CG_CUDA_AFTER_LAUNCH("batchnorm grad_sums_kernel");
+      CG_CUDA_AFTER_LAUNCH("batch_norm grad_sums_kernel");
     });
   }
 };
@@ -556,7 +556,7 @@ struct BackwardWithSums {
       auto* coef = static_cast<float4*>(scratch.coef);
       grad_coef_from_sums_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, sums, moments, gamma, mean,
                                                                                   invstd, coef);
-      CG_CUDA_AFTER_LAUNCH("batchnorm grad_coef_from_sums_kernel");
+      CG_CUDA_AFTER_LAUNCH("batch_norm grad_coef_from_sums_kernel");
       launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
     });
   }
@@ -564,68 +564,68 @@ struct BackwardWithSums {
 
 }  // namespace
 
-void batchnorm_local_moments(const BatchNormShape& s, DType dtype, const void* x, double* moments,
+void batch_norm_local_moments(const BatchNormShape& s, DType dtype, const void* x, double* moments,
                              const WorkspaceFn& workspace, Stream stream) {
-  dispatch_floating<LocalMoments>("batchnorm_local_moments", dtype, s, x, moments, workspace, stream);
+  dispatch_floating<LocalMoments>("batch_norm_local_moments", dtype, s, x, moments, workspace, stream);
 }
 
-void batchnorm_forward_with_moments(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+void batch_norm_forward_with_moments(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                                     const float* beta, float eps, float momentum, const double* moments,
                                     float* running_mean, float* running_var, void* y, float* save_mean,
                                     float* save_invstd, Activation act, const void* residual,
                                     const WorkspaceFn& workspace, Stream stream) {
-  dispatch_floating<ForwardWithMoments>("batchnorm_forward_with_moments", dtype, s, x, gamma, beta, eps, momentum,
+  dispatch_floating<ForwardWithMoments>("batch_norm_forward_with_moments", dtype, s, x, gamma, beta, eps, momentum,
                                         moments, running_mean, running_var, y, save_mean, save_invstd, act, residual,
                                         workspace, stream);
 }
 
-void batchnorm_local_grad_sums(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+void batch_norm_local_grad_sums(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                                const float* save_mean, const float* save_invstd, float* dgamma, float* dbeta,
                                double* sums, const void* relu_y, void* d_residual, const WorkspaceFn& workspace,
                                Stream stream) {
-  dispatch_floating<LocalGradSums>("batchnorm_local_grad_sums", dtype, s, dy, x, save_mean, save_invstd, dgamma,
+  dispatch_floating<LocalGradSums>("batch_norm_local_grad_sums", dtype, s, dy, x, save_mean, save_invstd, dgamma,
                                    dbeta, sums, relu_y, d_residual, workspace, stream);
 }
 
-void batchnorm_backward_with_sums(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+void batch_norm_backward_with_sums(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                                   const float* gamma, const float* save_mean, const float* save_invstd,
                                   const double* sums, const double* moments, void* dx, const void* relu_y,
                                   const void* d_residual, const WorkspaceFn& workspace, Stream stream) {
-  dispatch_floating<BackwardWithSums>("batchnorm_backward_with_sums", dtype, s, dy, x, gamma, save_mean, save_invstd,
+  dispatch_floating<BackwardWithSums>("batch_norm_backward_with_sums", dtype, s, dy, x, gamma, save_mean, save_invstd,
                                       sums, moments, dx, relu_y, d_residual, workspace, stream);
 }
 
-void batchnorm_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+void batch_norm_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                              const float* beta, float eps, float momentum, float* running_mean, float* running_var,
                              void* y, float* save_mean, float* save_invstd, Activation act, const void* residual,
                              const WorkspaceFn& workspace, Stream stream) {
-  dispatch_floating<Forward>("batchnorm_forward_train", dtype, s, true, x, gamma, beta, eps, momentum, running_mean,
+  dispatch_floating<Forward>("batch_norm_forward_train", dtype, s, true, x, gamma, beta, eps, momentum, running_mean,
                              running_var, y, save_mean, save_invstd, act, residual, workspace, stream);
 }
 
-void batchnorm_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma, const float* beta,
+void batch_norm_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma, const float* beta,
                             const float* running_mean, const float* running_var, float eps, void* y, Activation act,
                             const void* residual, const WorkspaceFn& workspace, Stream stream) {
-  dispatch_floating<Forward>("batchnorm_forward_eval", dtype, s, false, x, gamma, beta, eps, 0.f,
+  dispatch_floating<Forward>("batch_norm_forward_eval", dtype, s, false, x, gamma, beta, eps, 0.f,
                              const_cast<float*>(running_mean), const_cast<float*>(running_var), y,
                              static_cast<float*>(nullptr), static_cast<float*>(nullptr), act, residual, workspace,
                              stream);
 }
 
-void batchnorm_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+void batch_norm_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                               const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
                               float* dgamma, float* dbeta, const void* relu_y, void* d_residual,
                               const WorkspaceFn& workspace, Stream stream) {
-  dispatch_floating<Backward>("batchnorm_backward_train", dtype, s, true, dy, x, gamma, save_mean, save_invstd,
+  dispatch_floating<Backward>("batch_norm_backward_train", dtype, s, true, dy, x, gamma, save_mean, save_invstd,
                               static_cast<const float*>(nullptr), 0.f, dx, dgamma, dbeta, relu_y, d_residual, workspace,
                               stream);
 }
 
-void batchnorm_backward_eval(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+void batch_norm_backward_eval(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                              const float* gamma, const float* running_mean, const float* running_var, float eps,
                              void* dx, float* dgamma, float* dbeta, const void* relu_y, void* d_residual,
                              const WorkspaceFn& workspace, Stream stream) {
-  dispatch_floating<Backward>("batchnorm_backward_eval", dtype, s, false, dy, x, gamma, running_mean,
+  dispatch_floating<Backward>("batch_norm_backward_eval", dtype, s, false, dy, x, gamma, running_mean,
                               static_cast<const float*>(nullptr), running_var, eps, dx, dgamma, dbeta, relu_y,
                               d_residual, workspace, stream);
 }

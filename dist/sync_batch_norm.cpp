@@ -1,5 +1,5 @@
-// One CrossReplicaSum per BatchNorm2d layer, over the job's GradientComm (see sync_batchnorm.h).
-#include "dist/sync_batchnorm.h"
+// One CrossReplicaSum per BatchNorm2d layer, over the job's GradientComm (see sync_batch_norm.h).
+#include "dist/sync_batch_norm.h"
 
 #include "util/check.h"
 #include "util/nvtx.h"

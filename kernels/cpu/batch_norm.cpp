@@ -2,7 +2,7 @@
 // over channels keeps results deterministic). Statistics and the backward's gradient sums
 // accumulate in double, every term included, as PyTorch's: a channel can hold 64K activations,
 // and float sums of that length lose digits PyTorch keeps.
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/batch_norm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -128,7 +128,7 @@ void apply_affine(const BatchNormShape& s, const T* x, int64_t c, T scale, T shi
 }  // namespace
 
 template <typename T>
-void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
+void batch_norm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
                              T eps, T momentum, T* running_mean, T* running_var, T* y,
                              T* save_mean, T* save_invstd, Activation act, const T* residual) {
   const double m = double(s.n * s.hw);
@@ -152,7 +152,7 @@ void batchnorm_forward_train(const BatchNormShape& s, const T* x, const T* gamma
 }
 
 template <typename T>
-void batchnorm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
+void batch_norm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
                             const T* running_mean, const T* running_var, T eps, T* y,
                             Activation act, const T* residual) {
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
@@ -206,7 +206,7 @@ std::pair<double, double> channel_grad_sums(const BatchNormShape& s, int64_t c, 
 }
 
 template <typename T>
-void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
+void batch_norm_backward_train(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                               const T* save_mean, const T* save_invstd, T* dx, T* dgamma,
                               T* dbeta, const T* relu_y, T* d_residual) {
   const double m = double(s.n * s.hw);
@@ -234,7 +234,7 @@ void batchnorm_backward_train(const BatchNormShape& s, const T* dy, const T* x, 
 }
 
 template <typename T>
-void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
+void batch_norm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                              const T* running_mean, const T* running_var, T eps, T* dx,
                              T* dgamma, T* dbeta, const T* relu_y, T* d_residual) {
   copy_to_residual(s, dy, relu_y, d_residual);
@@ -264,7 +264,7 @@ void batchnorm_backward_eval(const BatchNormShape& s, const T* dy, const T* x, c
 // SyncBatchNorm's phases (see the header). Same per-channel split and lane sums as above.
 
 template <typename T>
-void batchnorm_local_moments(const BatchNormShape& s, const T* x, double* moments) {
+void batch_norm_local_moments(const BatchNormShape& s, const T* x, double* moments) {
   const double m = double(s.n * s.hw);
   parallel_for(s.c, 1, [=](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
@@ -281,7 +281,7 @@ void batchnorm_local_moments(const BatchNormShape& s, const T* x, double* moment
 }
 
 template <typename T>
-void batchnorm_forward_with_moments(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, T eps,
+void batch_norm_forward_with_moments(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, T eps,
                                     T momentum, const double* moments, T* running_mean, T* running_var, T* y,
                                     T* save_mean, T* save_invstd, Activation act, const T* residual) {
   const double m = moments[2 * s.c];
@@ -304,7 +304,7 @@ void batchnorm_forward_with_moments(const BatchNormShape& s, const T* x, const T
 }
 
 template <typename T>
-void batchnorm_local_grad_sums(const BatchNormShape& s, const T* dy, const T* x, const T* save_mean,
+void batch_norm_local_grad_sums(const BatchNormShape& s, const T* dy, const T* x, const T* save_mean,
                                const T* save_invstd, T* dgamma, T* dbeta, double* sums, T* dx, const T* relu_y,
                                T* d_residual) {
   copy_to_residual(s, dy, relu_y, d_residual);
@@ -321,7 +321,7 @@ void batchnorm_local_grad_sums(const BatchNormShape& s, const T* dy, const T* x,
 }
 
 template <typename T>
-void batchnorm_backward_with_sums(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
+void batch_norm_backward_with_sums(const BatchNormShape& s, const T* dy, const T* x, const T* gamma,
                                   const T* save_mean, const T* save_invstd, const double* sums, double count,
                                   T* dx, const T* relu_y, const T* d_residual) {
   const T* g_all = grad_reaching_norm(dy, relu_y, d_residual, dx);
@@ -343,23 +343,23 @@ void batchnorm_backward_with_sums(const BatchNormShape& s, const T* dy, const T*
 }
 
 #define CG_INSTANTIATE(T)                                                                        \
-  template void batchnorm_forward_train<T>(const BatchNormShape&, const T*, const T*, const T*, \
+  template void batch_norm_forward_train<T>(const BatchNormShape&, const T*, const T*, const T*, \
                                            T, T, T*, T*, T*, T*, T*, Activation, const T*);     \
-  template void batchnorm_forward_eval<T>(const BatchNormShape&, const T*, const T*, const T*,  \
+  template void batch_norm_forward_eval<T>(const BatchNormShape&, const T*, const T*, const T*,  \
                                           const T*, const T*, T, T*, Activation, const T*);     \
-  template void batchnorm_backward_train<T>(const BatchNormShape&, const T*, const T*,          \
+  template void batch_norm_backward_train<T>(const BatchNormShape&, const T*, const T*,          \
                                             const T*, const T*, const T*, T*, T*, T*, const T*, \
                                             T*);                                                \
-  template void batchnorm_backward_eval<T>(const BatchNormShape&, const T*, const T*, const T*, \
+  template void batch_norm_backward_eval<T>(const BatchNormShape&, const T*, const T*, const T*, \
                                            const T*, const T*, T, T*, T*, T*, const T*, T*);      \
-  template void batchnorm_local_moments<T>(const BatchNormShape&, const T*, double*);             \
-  template void batchnorm_forward_with_moments<T>(const BatchNormShape&, const T*, const T*,      \
+  template void batch_norm_local_moments<T>(const BatchNormShape&, const T*, double*);             \
+  template void batch_norm_forward_with_moments<T>(const BatchNormShape&, const T*, const T*,      \
                                                   const T*, T, T, const double*, T*, T*, T*, T*, \
                                                   T*, Activation, const T*);                     \
-  template void batchnorm_local_grad_sums<T>(const BatchNormShape&, const T*, const T*,           \
+  template void batch_norm_local_grad_sums<T>(const BatchNormShape&, const T*, const T*,           \
                                              const T*, const T*, T*, T*, double*, T*, const T*,  \
                                              T*);                                                \
-  template void batchnorm_backward_with_sums<T>(const BatchNormShape&, const T*, const T*,        \
+  template void batch_norm_backward_with_sums<T>(const BatchNormShape&, const T*, const T*,        \
                                                 const T*, const T*, const T*, const double*,     \
                                                 double, T*, const T*, const T*);
 CG_INSTANTIATE(float)

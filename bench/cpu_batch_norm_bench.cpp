@@ -3,7 +3,7 @@
 // network has it, the median of several runs after warm-up, and the total for one training step's
 // batch norms. Made to measure the cost of the statistics' accumulation (issue 26: double
 // accumulation as PyTorch's). Times are process CPU time by default (steady on a shared machine),
-// or elapsed time with `wall`. Usage: cpu_batchnorm_bench [batch] [runs] [cpu|wall]
+// or elapsed time with `wall`. Usage: cpu_batch_norm_bench [batch] [runs] [cpu|wall]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/batch_norm.h"
 
 namespace {
 
@@ -58,11 +58,11 @@ int main(int argc, char** argv) {
                              beta = random_floats(c, 0.f, 0.1f, 5);
     std::vector<float> y(n), dx(n), dres(n), rm(c, 0.f), rv(c, 1.f), mean(c), invstd(c), dgamma(c), dbeta(c);
     auto forward = [&](Activation act, const float* r) {
-      cg::kernels::cpu::batchnorm_forward_train<float>(s, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(),
+      cg::kernels::cpu::batch_norm_forward_train<float>(s, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(),
                                                        rv.data(), y.data(), mean.data(), invstd.data(), act, r);
     };
     auto backward = [&](const float* relu_y, float* d_residual) {
-      cg::kernels::cpu::batchnorm_backward_train<float>(s, dy.data(), x.data(), gamma.data(), mean.data(),
+      cg::kernels::cpu::batch_norm_backward_train<float>(s, dy.data(), x.data(), gamma.data(), mean.data(),
                                                         invstd.data(), dx.data(), dgamma.data(), dbeta.data(), relu_y,
                                                         d_residual);
     };

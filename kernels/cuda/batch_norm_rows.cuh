@@ -2,9 +2,9 @@
 // ([N, H, W, C] activations, rows = N * H * W). Threads side by side read consecutive channels,
 // so every load is coalesced; a thread owns V consecutive channels (one 16- or 8-byte vector, V
 // dividing C) and walks rows. The per-channel finalize kernels are the NCHW ones
-// (kernels/cuda/batchnorm.cu): they read the same partial[c][slice] layout written here.
+// (kernels/cuda/batch_norm.cu): they read the same partial[c][slice] layout written here.
 #pragma once
-#include "kernels/cuda/batchnorm_parts.cuh"
+#include "kernels/cuda/batch_norm_parts.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda::bn {

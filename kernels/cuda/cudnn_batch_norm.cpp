@@ -37,11 +37,11 @@ void finish_output(const BatchNormShape& s, DType dtype, void* y, Activation act
 
 }  // namespace
 
-bool batchnorm_cudnn_supports(const BatchNormShape& s, DType dtype) {
+bool batch_norm_cudnn_supports(const BatchNormShape& s, DType dtype) {
   return (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) && numel(s) < (int64_t(1) << 31);
 }
 
-void batchnorm_cudnn_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+void batch_norm_cudnn_forward_train(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                                    const float* beta, float eps, float momentum, float* running_mean,
                                    float* running_var, void* y, float* save_mean, float* save_invstd,
                                    Activation act, const void* residual, Stream stream) {
@@ -55,7 +55,7 @@ void batchnorm_cudnn_forward_train(const BatchNormShape& s, DType dtype, const v
   finish_output(s, dtype, y, act, residual, stream);
 }
 
-void batchnorm_cudnn_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
+void batch_norm_cudnn_forward_eval(const BatchNormShape& s, DType dtype, const void* x, const float* gamma,
                                   const float* beta, const float* running_mean, const float* running_var, float eps,
                                   void* y, Activation act, const void* residual, Stream stream) {
   cudnnHandle_t h = cudnn::handle(stream);
@@ -67,7 +67,7 @@ void batchnorm_cudnn_forward_eval(const BatchNormShape& s, DType dtype, const vo
   finish_output(s, dtype, y, act, residual, stream);
 }
 
-void batchnorm_cudnn_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
+void batch_norm_cudnn_backward_train(const BatchNormShape& s, DType dtype, const void* dy, const void* x,
                                     const float* gamma, const float* save_mean, const float* save_invstd,
                                     float eps, void* dx, float* dgamma, float* dbeta, const void* relu_y,
                                     void* d_residual, const WorkspaceFn& workspace, Stream stream) {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/cpu/batch_norm.h"
 #include "support/tolerance.h"
 
 namespace cg::kernels::cpu {
@@ -58,10 +58,10 @@ void check_training(const BatchNormShape& s, Activation act) {
   auto rm = randn<T>(c, 5), rv = randn<T>(c, 6, 2.0, 0.1);
   const auto rm0 = rm, rv0 = rv;
   auto y = test::poisoned<T>(size), mean = test::poisoned<T>(c), invstd = test::poisoned<T>(c);
-  batchnorm_forward_train<T>(s, x.data(), gamma.data(), beta.data(), T(eps), T(momentum), rm.data(), rv.data(),
+  batch_norm_forward_train<T>(s, x.data(), gamma.data(), beta.data(), T(eps), T(momentum), rm.data(), rv.data(),
                              y.data(), mean.data(), invstd.data(), act);
   auto dx = test::poisoned<T>(size), dgamma = test::poisoned<T>(c), dbeta = test::poisoned<T>(c);
-  batchnorm_backward_train<T>(s, dy.data(), x.data(), gamma.data(), mean.data(), invstd.data(), dx.data(),
+  batch_norm_backward_train<T>(s, dy.data(), x.data(), gamma.data(), mean.data(), invstd.data(), dx.data(),
                               dgamma.data(), dbeta.data(), act == Activation::relu ? y.data() : nullptr);
 
   const Stats st = batch_stats(s, x);
@@ -115,9 +115,9 @@ void check_eval(const BatchNormShape& s, Activation act) {
   const auto x = randn<T>(size, 7), gamma = randn<T>(c, 8), beta = randn<T>(c, 9), dy = randn<T>(size, 10);
   const auto rm = randn<T>(c, 11), rv = randn<T>(c, 12, 1.5, 0.3);
   auto y = test::poisoned<T>(size);
-  batchnorm_forward_eval<T>(s, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), T(eps), y.data(), act);
+  batch_norm_forward_eval<T>(s, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), T(eps), y.data(), act);
   auto dx = test::poisoned<T>(size), dgamma = test::poisoned<T>(c), dbeta = test::poisoned<T>(c);
-  batchnorm_backward_eval<T>(s, dy.data(), x.data(), gamma.data(), rm.data(), rv.data(), T(eps), dx.data(),
+  batch_norm_backward_eval<T>(s, dy.data(), x.data(), gamma.data(), rm.data(), rv.data(), T(eps), dx.data(),
                              dgamma.data(), dbeta.data(), act == Activation::relu ? y.data() : nullptr);
   std::vector<T> ry(size), rdx(size);
   std::vector<double> sum_g(c), sum_g_xhat(c);
@@ -161,7 +161,7 @@ TEST(BatchNormKernel, OneValuePerChannelKeepsRunningVarFinite) {
   const BatchNormShape s{1, 2, 1};
   std::vector<float> x{3.f, -1.f}, gamma{1.f, 1.f}, beta{0.f, 0.f}, rm{0.f, 0.f}, rv{1.f, 1.f};
   auto y = test::poisoned<float>(2), mean = test::poisoned<float>(2), invstd = test::poisoned<float>(2);
-  batchnorm_forward_train<float>(s, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(), rv.data(),
+  batch_norm_forward_train<float>(s, x.data(), gamma.data(), beta.data(), 1e-5f, 0.1f, rm.data(), rv.data(),
                                  y.data(), mean.data(), invstd.data());
   EXPECT_EQ(y, (std::vector<float>{0.f, 0.f}));
   EXPECT_FLOAT_EQ(rv[0], 0.9f);
@@ -174,9 +174,9 @@ TEST(BatchNormKernel, BitIdenticalForOneAndTwoThreads) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> y(12800), m(8), is(8), dx(12800), dg(8), dbt(8), rm(8, 0.f), rv(8, 1.f);
-    batchnorm_forward_train<float>(s, x.data(), g.data(), b.data(), 1e-5f, 0.1f, rm.data(), rv.data(), y.data(),
+    batch_norm_forward_train<float>(s, x.data(), g.data(), b.data(), 1e-5f, 0.1f, rm.data(), rv.data(), y.data(),
                                    m.data(), is.data(), Activation::relu);
-    batchnorm_backward_train<float>(s, dy.data(), x.data(), g.data(), m.data(), is.data(), dx.data(), dg.data(),
+    batch_norm_backward_train<float>(s, dy.data(), x.data(), g.data(), m.data(), is.data(), dx.data(), dg.data(),
                                     dbt.data(), y.data());
     for (const auto* v : {&dx, &dg, &dbt, &rm, &rv, &m, &is}) y.insert(y.end(), v->begin(), v->end());
     return y;

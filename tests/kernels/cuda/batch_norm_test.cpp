@@ -5,8 +5,8 @@
 // (the scalar path) and a batch large enough for many slices per channel. Outputs poisoned first.
 #include <fmt/format.h>
 
-#include "kernels/cpu/batchnorm.h"
-#include "kernels/cuda/batchnorm.h"
+#include "kernels/cpu/batch_norm.h"
+#include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/cudnn.h"
 #include "support/cuda_kernel_test.h"
 #include "support/device_workspace.h"
@@ -77,25 +77,25 @@ void run_training(Impl impl, Case& k, Activation act) {
       scratch.push_back(cuda::device_malloc(bytes, 0));
       return scratch.back();
     };
-    cuda::batchnorm_cudnn_forward_train(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), 1e-5f, 0.1f,
+    cuda::batch_norm_cudnn_forward_train(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), 1e-5f, 0.1f,
                                         k.rm.get<float>(), k.rv.get<float>(), k.at(k.y), k.mean.get<float>(),
                                         k.invstd.get<float>(), act, k.res(), nullptr);
-    cuda::batchnorm_cudnn_backward_train(k.s, k.t, k.at(k.dy), k.at(k.x), k.gamma.get<float>(), k.mean.get<float>(),
+    cuda::batch_norm_cudnn_backward_train(k.s, k.t, k.at(k.dy), k.at(k.x), k.gamma.get<float>(), k.mean.get<float>(),
                                          k.invstd.get<float>(), 1e-5f, k.at(k.dx), k.dgamma.get<float>(),
                                          k.dbeta.get<float>(), relu_y, k.d_res(), ws, nullptr);
-    cuda::batchnorm_cudnn_forward_eval(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(),
+    cuda::batch_norm_cudnn_forward_eval(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(),
                                        k.rm.get<float>(), k.rv.get<float>(), 1e-5f, k.at(k.y_eval), act, k.res(),
                                        nullptr);
     cuda::synchronize_stream(nullptr);
     for (void* p : scratch) cuda::device_free(p, 0);
   } else {
-    cuda::batchnorm_forward_train(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), 1e-5f, 0.1f,
+    cuda::batch_norm_forward_train(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), 1e-5f, 0.1f,
                                   k.rm.get<float>(), k.rv.get<float>(), k.at(k.y), k.mean.get<float>(),
                                   k.invstd.get<float>(), act, k.res(), test::device_workspace(), nullptr);
-    cuda::batchnorm_backward_train(k.s, k.t, k.at(k.dy), k.at(k.x), k.gamma.get<float>(), k.mean.get<float>(),
+    cuda::batch_norm_backward_train(k.s, k.t, k.at(k.dy), k.at(k.x), k.gamma.get<float>(), k.mean.get<float>(),
                                    k.invstd.get<float>(), k.at(k.dx), k.dgamma.get<float>(), k.dbeta.get<float>(),
                                    relu_y, k.d_res(), test::device_workspace(), nullptr);
-    cuda::batchnorm_forward_eval(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), k.rm.get<float>(),
+    cuda::batch_norm_forward_eval(k.s, k.t, k.at(k.x), k.gamma.get<float>(), k.beta.get<float>(), k.rm.get<float>(),
                                  k.rv.get<float>(), 1e-5f, k.at(k.y_eval), act, k.res(), test::device_workspace(),
                                  nullptr);
   }
@@ -121,9 +121,9 @@ void check_training(Impl impl, const BatchNormShape& s, DType t, Activation act,
   const float* cpu_r = residual ? r.data() : nullptr;
 
   std::vector<float> y(n), mean(c), invstd(c), dx(n), dg(c), db(c), rm_c = rm, rv_c = rv, ye(n), dr(n);
-  cpu::batchnorm_forward_train<float>(s, x.data(), g.data(), b.data(), 1e-5f, 0.1f, rm_c.data(), rv_c.data(),
+  cpu::batch_norm_forward_train<float>(s, x.data(), g.data(), b.data(), 1e-5f, 0.1f, rm_c.data(), rv_c.data(),
                                       y.data(), mean.data(), invstd.data(), act, cpu_r);
-  cpu::batchnorm_forward_eval<float>(s, x.data(), g.data(), b.data(), rm_c.data(), rv_c.data(), 1e-5f, ye.data(), act,
+  cpu::batch_norm_forward_eval<float>(s, x.data(), g.data(), b.data(), rm_c.data(), rv_c.data(), 1e-5f, ye.data(), act,
                                      cpu_r);
 
   Case k(s, t, offset, x, dy, g, b, rm, rv, r);
@@ -134,7 +134,7 @@ void check_training(Impl impl, const BatchNormShape& s, DType t, Activation act,
   // reference runs in float), so round(bn) + r and bn + r differ in sign for about 1 element in
   // 10^4 (f16) or 10^3 (bf16), and even in float the two y differ near 0 by an ulp of the shift.
   const auto gpu_y = k.activation(k.y);
-  cpu::batchnorm_backward_train<float>(s, dy.data(), x.data(), g.data(), mean.data(), invstd.data(), dx.data(),
+  cpu::batch_norm_backward_train<float>(s, dy.data(), x.data(), g.data(), mean.data(), invstd.data(), dx.data(),
                                        dg.data(), db.data(), act == Activation::relu ? gpu_y.data() : nullptr,
                                        residual ? dr.data() : nullptr);
 
@@ -189,7 +189,7 @@ TEST_P(CudaBatchNormTraining, MatchesTheCpu) {
   const auto& shapes = c.channels_last ? std::vector<BatchNormShape>(std::begin(kRowShapes), std::end(kRowShapes))
                                        : std::vector<BatchNormShape>(std::begin(kShapes), std::end(kShapes));
   for (const BatchNormShape& s : shapes) {
-    if (c.impl == Impl::cudnn && !cuda::batchnorm_cudnn_supports(s, c.dtype)) continue;
+    if (c.impl == Impl::cudnn && !cuda::batch_norm_cudnn_supports(s, c.dtype)) continue;
     for (Activation act : {Activation::none, Activation::relu})
       check_training(c.impl, s, c.dtype, act, 0, seed += 10, c.residual);
   }
@@ -225,12 +225,12 @@ TEST_P(CudaBatchNormDtype, EvalBackwardMatchesTheCpu) {
       std::vector<float> rv(c);
       for (size_t i = 0; i < c; ++i) rv[i] = 0.3f + float(i % 5) / 3.f;
       std::vector<float> dx(n), dg(c), db(c);
-      cpu::batchnorm_backward_eval<float>(s, dy.data(), x.data(), g.data(), rm.data(), rv.data(), 1e-5f, dx.data(),
+      cpu::batch_norm_backward_eval<float>(s, dy.data(), x.data(), g.data(), rm.data(), rv.data(), 1e-5f, dx.data(),
                                           dg.data(), db.data(), relu ? relu_y.data() : nullptr);
       DeviceBuffer gx(x, t), gdy(dy, t), gry(relu_y, t), gg(g, DType::f32), grm(rm, DType::f32), grv(rv, DType::f32);
       DeviceBuffer gdx(n, t), gdg(c, DType::f32), gdb(c, DType::f32);
       for (DeviceBuffer* o : {&gdx, &gdg, &gdb}) o->poison();
-      cuda::batchnorm_backward_eval(s, t, gdy.get(), gx.get(), gg.get<float>(), grm.get<float>(), grv.get<float>(),
+      cuda::batch_norm_backward_eval(s, t, gdy.get(), gx.get(), gg.get<float>(), grm.get<float>(), grv.get<float>(),
                                     1e-5f, gdx.get(), gdg.get<float>(), gdb.get<float>(), relu ? gry.get() : nullptr,
                                     nullptr, test::device_workspace(), nullptr);
       const test::Tolerance f32 = test::tolerance_for<float>();
