@@ -4,7 +4,7 @@
 // steps. Bit-identity alone would hold for a launcher that restarted from step 0 each time, so each
 // generation must have resumed from the newest checkpoint on disk when its predecessor died, at
 // that checkpoint's step (metrics.jsonl's "resume" records), and trained on from there. Label
-// "soak" (ctest -L soak runs it alone); about a minute on 2 idle cores.
+// "soak" (ctest -L soak runs it alone); a minute or two on 2 idle cores.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,13 +21,16 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kKills = 10;
-constexpr int kEpochs = 30;
+// Each generation gains a checkpoint or two before its kill (the kill lands within an epoch of the
+// generation's first checkpoint, which the loop below sees within 5 ms): 60 epochs leave ten
+// generations far from the end even where an epoch takes a few milliseconds and start-up dominates
+// the estimate of its length (with 30, a fast machine once let generation 9 finish the run).
+constexpr int kEpochs = 60;
 
 std::string launch(const fs::path& out, int max_restarts) {
   return test::app("cudagrad-launch") + " --standalone --nproc-per-node 2 --grace-seconds 2 --max-restarts " +
          std::to_string(max_restarts) + " " + test::app("cudagrad-train") +
-         // Eight optimizer steps per epoch, a checkpoint after each; 30 epochs leave room for ten
-         // generations that each get one or two checkpoints further.
+         // Eight optimizer steps per epoch, a checkpoint after each.
          " data.dataset=synthetic data.synthetic_size=256 data.image_size=8 data.batch_size=16 "
          "data.num_workers=1 data.augment=true data.shuffle=true model.in_channels=3 model.widths=[4,8] "
          "model.blocks=[1,1] optim.momentum=0.9 train.epochs=" + std::to_string(kEpochs) + " train.device=cpu train.threads=1 "
@@ -72,8 +75,8 @@ TEST(RestartSoak, TenRandomKillsEndBitIdenticalToAnUninterruptedRun) {
     // This generation has started (generation k logs "checkpoint:" lines after its restart
     // notice), written at least one checkpoint of its own, and now dies at a random moment.
     bool progressed = false;
-    for (int i = 0; i < 2400 && !progressed; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < 24000 && !progressed; ++i) {  // 2 minutes at the most
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
       const std::string log = test::read_text(dir / "soak.log");
       const size_t since = k == 0 ? 0 : log.find("restarting the group (" + std::to_string(k) + " of");
       progressed = since != std::string::npos && log.find("checkpoint: ", since) != std::string::npos;
