@@ -72,11 +72,13 @@ std::vector<Param<Interface, Case>> params_of(const impl::Registry<Interface>& r
           if (im.impl->supports(problem)) out.push_back({im, c, dtype, layout, ""});
           else if (why.empty()) why = im.impl->explain(problem);
         }
-    if (out.size() == before) out.push_back({im, rows.front(), DType::f32, Layout::nchw, why});
+    if (out.size() == before)
+      out.push_back({im, rows.front(), DType::f32, Layout::nchw, "runs none of the table's cases (" + why + ")"});
   }
   if (out.empty())
     out.push_back({{"none registered", device, nullptr}, rows.front(), DType::f32, Layout::nchw,
-                   "for " + registry.family() + " on " + device_of(device).str() + " in this build"});
+                   "for " + registry.family() + " on " + device_of(device).str() +
+                       " in this build (a CUDA build registers them)"});
   return out;
 }
 
