@@ -1,7 +1,8 @@
 // The GEMM behind gemm.h, in the classic packed form: B is copied into k x NR column panels and A
 // into MR x k row panels (zero-padded at the edges), and a micro-kernel keeps an MR x NR tile of C
 // in vector registers while it walks k. Blocking (KC, MC) is fixed, so every element of C is the
-// same sequence of fused multiply-adds whatever the caller's threading.
+// same sequence of fused multiply-adds whatever the caller's threading. Where packing would cost
+// as much as the product (an operand used once), it is read in place instead: same sums.
 #include "kernels/cpu/gemm.h"
 
 #include <algorithm>
@@ -24,13 +25,17 @@ struct Tile {
   static constexpr int64_t kMC = 96;           // rows of A packed per pass (MC x KC in L2)
 };
 
-// The micro-kernel: out[r][:NV * L] (=) sum_p a[p*MR + r] * b[p*ldb + :] over p < kc (b: a packed
+// How the micro-kernel reads A: packed (element (r, p) at a[p * MR + r], one MR-row panel) or in
+// place (a[r * lda + p], rows of A read where they are).
+enum class ALayout { packed, in_place };
+
+// The micro-kernel: out[r][:NV * L] (=) sum_p a(r, p) * b[p*ldb + :] over p < kc (b: a packed
 // panel with ldb = NR, or B's own rows), out row-major with leading dimension ldo; adds to out
 // when accumulate. NV < kVecs runs a narrower tile (the last columns of a matrix whose width is
 // not a multiple of NR) without computing the padding: each output's sum is the same sequence of
-// multiply-adds whatever NV.
-template <typename T, int NV = Tile<T>::kVecs>
-inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, int64_t ldb, T* out,
+// multiply-adds whatever NV and whatever A's layout.
+template <typename T, int NV, ALayout AL>
+inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb, T* out,
                          int64_t ldo, bool accumulate) {
   using V = Vec<T>;
   constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes;
@@ -45,7 +50,8 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict 
     for (int v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const V*>(b + p * ldb + v * L);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const V av = a[p * MR + r] - V{};  // a broadcast (x - 0 is exactly x, so it folds away)
+      const T ar = AL == ALayout::packed ? a[p * MR + r] : a[r * lda + p];
+      const V av = ar - V{};  // a broadcast (x - 0 is exactly x, so it folds away)
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
     }
@@ -60,13 +66,13 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict 
 }
 
 // micro_kernel with the fewest vectors per row that cover `vecs` (1 to kVecs).
-template <typename T>
-inline void micro_kernel_of_width(int vecs, int64_t kc, const T* a, const T* b, int64_t ldb, T* out, int64_t ldo,
-                                  bool accumulate) {
+template <typename T, ALayout AL>
+inline void micro_kernel_of_width(int vecs, int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* out,
+                                  int64_t ldo, bool accumulate) {
   static_assert(Tile<T>::kVecs == 3, "one case per width");
-  if (vecs == 3) micro_kernel<T, 3>(kc, a, b, ldb, out, ldo, accumulate);
-  if (vecs == 2) micro_kernel<T, 2>(kc, a, b, ldb, out, ldo, accumulate);
-  if (vecs == 1) micro_kernel<T, 1>(kc, a, b, ldb, out, ldo, accumulate);
+  if (vecs == 3) micro_kernel<T, 3, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
+  if (vecs == 2) micro_kernel<T, 2, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
+  if (vecs == 1) micro_kernel<T, 1, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
 }
 
 // Stores lanes [H * MR, (H + 1) * MR) of v at dst (one A-panel row of MR values), as one
@@ -217,36 +223,39 @@ int64_t packed_block_offset(int64_t m, int64_t p0, int64_t i0, int64_t kc) {
   return p0 * ((m + MR - 1) / MR * MR) + i0 * kc;
 }
 
-// One MR x NR tile of C (rows x cols of it valid) from an A panel and a B panel over depth kc:
-// a whole tile straight into C, a partial one computed aside and its valid part merged.
-template <typename T>
-inline void multiply_tile(int64_t rows, int64_t cols, int64_t kc, const T* apanel, const T* bpanel, int64_t ldb,
-                          T* ctile, int64_t ldc, bool accumulate) {
+// One MR x NR tile of C (rows x cols of it valid) from A's rows (an MR-row panel, or MR rows in
+// place lda apart) and a B panel over depth kc: a whole tile straight into C, a partial one
+// computed aside and its valid part merged. In place, all MR rows must be A's.
+template <typename T, ALayout AL>
+inline void multiply_tile(int64_t rows, int64_t cols, int64_t kc, const T* a, int64_t lda, const T* bpanel,
+                          int64_t ldb, T* ctile, int64_t ldc, bool accumulate) {
   constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR, L = Tile<T>::kLanes;
   const int vecs = int((cols + L - 1) / L);  // the tile's width in vectors
   if (rows == MR && cols == vecs * L) {
-    micro_kernel_of_width<T>(vecs, kc, apanel, bpanel, ldb, ctile, ldc, accumulate);
+    micro_kernel_of_width<T, AL>(vecs, kc, a, lda, bpanel, ldb, ctile, ldc, accumulate);
     return;
   }
   alignas(64) T edge[MR * NR];
-  micro_kernel_of_width<T>(vecs, kc, apanel, bpanel, ldb, edge, NR, false);
+  micro_kernel_of_width<T, AL>(vecs, kc, a, lda, bpanel, ldb, edge, NR, false);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j)
       ctile[r * ldc + j] = accumulate ? ctile[r * ldc + j] + edge[r * NR + j] : edge[r * NR + j];
 }
 
-// Rows [0, mc) of C (c points at the first) from one packed block of A (MC x kc) and B's kc rows:
-// column panel jr of B starts at b_panels + jr * b_panel_stride and has leading dimension ldb.
-template <typename T>
-void multiply_block(int64_t mc, int64_t n, int64_t kc, const T* apack, const T* b_panels, int64_t b_panel_stride,
-                    int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+// Rows [0, mc) of C (c points at the first) from A's rows over depth kc (packed: MC x kc in
+// MR-row panels; in place: rows lda apart, mc a multiple of MR) and B's kc rows: column panel jr
+// of B starts at b_panels + jr * b_panel_stride and has leading dimension ldb.
+template <typename T, ALayout AL>
+void multiply_block(int64_t mc, int64_t n, int64_t kc, const T* a, int64_t lda, const T* b_panels,
+                    int64_t b_panel_stride, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
   constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR;
   for (int64_t jr = 0; jr < n; jr += NR) {
     const int64_t cols = std::min<int64_t>(NR, n - jr);
     for (int64_t ir = 0; ir < mc; ir += MR) {
       const int64_t rows = std::min<int64_t>(MR, mc - ir);
-      multiply_tile<T>(rows, cols, kc, apack + ir * kc, b_panels + jr * b_panel_stride, ldb, c + ir * ldc + jr, ldc,
-                       accumulate);
+      const T* arows = AL == ALayout::packed ? a + ir * kc : a + ir * lda;
+      multiply_tile<T, AL>(rows, cols, kc, arows, lda, b_panels + jr * b_panel_stride, ldb, c + ir * ldc + jr, ldc,
+                           accumulate);
     }
   }
 }
@@ -288,8 +297,36 @@ BSource<T> b_source(MatrixView<T> b, int64_t n, int64_t k) {
   return {b, in_place, bpack, in_place ? b.row_stride : NR};
 }
 
-// The GEMM of gemm() and gemm_packed_lhs(): A is packed here per block from `a`, or read from
-// `a_packed` (pack_lhs's layout) when that is non-null.
+// True when gemm reads A in place instead of packing it: its rows are contiguous, one depth pass
+// covers it, and C is at most two column panels wide, so each element of A feeds one or two
+// register tiles and packing it would cost about as much as those uses. Winograd's products in
+// the channels-inner layout (tiles x 16 to 64 channels, 16 to 64 deep) are of this kind: for the
+// 64-channel 7x7 layer in place was 4-14% faster than packing, forward and backward-data (1 core).
+template <typename T>
+bool reads_a_in_place(MatrixView<T> a, int64_t n, int64_t k) {
+  return a.col_stride == 1 && k <= Tile<T>::kKC && n <= 2 * Tile<T>::kNR;
+}
+
+// gemm with A read in place (reads_a_in_place): whole MR-row blocks straight from A, the last
+// rows (fewer than MR) packed with zero padding, since in place a tile reads all MR rows.
+template <typename T>
+void gemm_a_in_place(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const BSource<T>& bsource, T* c, int64_t ldc,
+                     GemmMode mode) {
+  constexpr int MR = Tile<T>::kMR;
+  const bool accumulate = mode == GemmMode::accumulate;
+  const T* b_panels = bsource.panels(n, 0, k);
+  const int64_t whole = m / MR * MR;
+  multiply_block<T, ALayout::in_place>(whole, n, k, a.data, a.row_stride, b_panels, bsource.panel_stride(k),
+                                       bsource.ldb, c, ldc, accumulate);
+  if (whole == m) return;
+  T* rest = packing_buffer<T>(1, size_t(MR * k));
+  pack_a(a, whole, m - whole, 0, k, rest);
+  multiply_block<T, ALayout::packed>(m - whole, n, k, rest, 0, b_panels, bsource.panel_stride(k), bsource.ldb,
+                                     c + whole * ldc, ldc, accumulate);
+}
+
+// The GEMM of gemm() and gemm_packed_lhs(): A is packed here per block from `a`, read from
+// `a_packed` (pack_lhs's layout) when that is non-null, or read in place (reads_a_in_place).
 template <typename T>
 void gemm_blocks(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const T* a_packed, MatrixView<T> b, T* c,
                  int64_t ldc, GemmMode mode) {
@@ -298,6 +335,7 @@ void gemm_blocks(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const T* a_pa
   if (m <= 0 || n <= 0) return;
   if (k <= 0) return gemm_empty_depth(m, n, c, ldc, mode);
   const BSource<T> bsource = b_source(b, n, k);
+  if (!a_packed && reads_a_in_place(a, n, k)) return gemm_a_in_place(m, n, k, a, bsource, c, ldc, mode);
   T* abuffer = a_packed ? nullptr : packing_buffer<T>(1, size_t((MC + MR) * std::min(k, KC)));
   for (int64_t p0 = 0; p0 < k; p0 += KC) {
     const int64_t kc = std::min(KC, k - p0);
@@ -307,8 +345,8 @@ void gemm_blocks(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const T* a_pa
       const int64_t mc = std::min(MC, m - i0);
       const T* apack = a_packed ? a_packed + packed_block_offset<T>(m, p0, i0, kc) : abuffer;
       if (!a_packed) pack_a(a, i0, mc, p0, kc, abuffer);
-      multiply_block<T>(mc, n, kc, apack, b_panels, bsource.panel_stride(kc), bsource.ldb, c + i0 * ldc, ldc,
-                        accumulate);
+      multiply_block<T, ALayout::packed>(mc, n, kc, apack, 0, b_panels, bsource.panel_stride(kc), bsource.ldb,
+                                         c + i0 * ldc, ldc, accumulate);
     }
   }
 }

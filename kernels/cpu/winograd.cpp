@@ -30,6 +30,11 @@ using namespace winograd;
 // summed over MiniResNet's 3x3 layers and phases, most in backward-filter.
 constexpr int64_t kChunkTiles = 48;
 
+// The most output channels for which forward's products are taken transposed
+// (Plan::products_channels_inner): the GEMM reads v in place while C is at most two column panels
+// (gemm.cpp's NR, 48 floats, twice).
+constexpr int64_t kInPlaceChannels = 64;
+
 // Distance between consecutive transform elements' matrices: rows x cols plus one cache line.
 // Without the extra line the 36 matrices sit a power of two apart for most layer shapes, and the
 // transforms' 36 read or write streams fall into the same cache sets (measured: transforms 2x
@@ -73,6 +78,12 @@ struct Plan {
   bool channels_inner;
   // The same for backward-filter's transformed output gradient z, [c_out][cols] or [cols][c_out].
   bool grad_channels_inner;
+  // Forward (and backward-data, a forward) with v channels inside and up to kInPlaceChannels output
+  // channels in whole groups of 16: each element's product is taken transposed, m^T [cols][c_out] =
+  // v [cols][c_in] x u^T [c_in][c_out], so that the GEMM reads both operands where they are (v in
+  // place, u^T as B rows) instead of packing v's columns, and the output transform takes 16
+  // channels of one tile as its lanes. The same sums as m = u v, so the same bits.
+  bool products_channels_inner;
   Plan(int64_t n_, int64_t c_in_, int64_t h_, int64_t w_, int64_t c_out_, int64_t pad_, Chunking chunking)
       : n(n_), c_in(c_in_), h(h_), w(w_), c_out(c_out_), pad(pad_) {
     oh = h + 2 * pad - 2;
@@ -84,6 +95,7 @@ struct Plan {
     chunks = (n + per - 1) / per;
     channels_inner = tiles <= kLanesMaxTiles && c_in % kLanes == 0;
     grad_channels_inner = tiles <= kLanesMaxTiles && c_out % kLanes == 0;
+    products_channels_inner = channels_inner && c_out % kLanes == 0 && c_out <= kInPlaceChannels;
   }
   // Element e's v (from v + e * element_stride(c_in, cols)) as the GEMM operand [c_in][cols].
   MatrixView<float> v_operand(const float* v, int64_t cols) const {
@@ -115,19 +127,23 @@ RowScratch row_scratch(int64_t tw) {
   return {rows.data(), width};
 }
 
-// u[e][k][c] = G g G^T of w[k][c] (rotated = false), or u[e][c][k] of w[k][c] rotated by 180
-// degrees (rotated = true: the filters of backward-data); element e at u + e * u_stride(...).
+// u[e] = G g G^T of each filter g = w[k][c] (rotated = false), or of w[k][c] rotated by 180
+// degrees (rotated = true: the filters of backward-data, whose GEMM has c_in and c_out swapped);
+// element e at u + e * u_stride(...). Laid out as the GEMM's [its c_out][its c_in] (u[e][k][c], or
+// rotated u[e][c][k]), or transposed as [its c_in][its c_out] (Plan::products_channels_inner).
 int64_t u_stride(int64_t c_out, int64_t c_in) { return element_stride(c_out, c_in); }
-void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated, float* u) {
+void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated, bool transposed, float* u) {
   const int64_t stride = u_stride(c_out, c_in);
+  const bool c_major = rotated != transposed;  // u[e][c][k] rather than u[e][k][c]
 #pragma omp parallel for schedule(static)
   for (int64_t item = 0; item < c_out * c_in; ++item) {
     const int64_t k = item / c_in, c = item % c_in;
     const float* g = w + item * 9;
+    float* dst = u + (c_major ? c * c_out + k : k * c_in + c);
     if (rotated) {
-      filter_transform(g + 8, -3, -1, u + c * c_out + k, stride);
+      filter_transform(g + 8, -3, -1, dst, stride);
     } else {
-      filter_transform(g, 3, 1, u + k * c_in + c, stride);
+      filter_transform(g, 3, 1, dst, stride);
     }
   }
 }
@@ -200,7 +216,7 @@ void transform_outputs(const Plan& p, const float* mk, int64_t ms, int64_t cols,
   const int64_t plane = p.oh * p.ow;
   int64_t i = 0, ty = 0, tx = 0;  // image and tile of column c0 + j, stepped along
   for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
-    output_transform_16(mk + c0, ms, bias, blocks);
+    output_transform_16(mk + c0, ms, Lanes{} + bias, blocks);
     for (int64_t j = 0; j < std::min<int64_t>(kLanes, cols - c0); ++j) {
       float* dst = y + ((first + i) * p.c_out + k) * plane + kTile * (ty * p.ow + tx);
       const int64_t rows = std::min<int64_t>(kTile, p.oh - kTile * ty), width = std::min<int64_t>(kTile, p.ow - kTile * tx);
@@ -211,21 +227,68 @@ void transform_outputs(const Plan& p, const float* mk, int64_t ms, int64_t cols,
   }
 }
 
-// y = conv(x, filters transformed and packed (pack_filters)) + bias.
-void run(const Plan& p, const float* x, const float* packed_u, const float* bias, float* y) {
+// Channels [k0, k0 + 16) of y for the chunk's images [first, ...) = the output transforms of the
+// `cols` tiles of the transposed products mt ([cols][c_out] per element, ms apart; bias may be
+// null), one tile at a time, its 16 channels in the vector lanes.
+void transform_output_channels(const Plan& p, const float* mt, int64_t ms, int64_t cols, const float* bias,
+                               int64_t first, int64_t k0, float* y) {
+  alignas(64) float blocks[kLanes * kLanes];
+  Lanes bias16{};
+  if (bias)
+    for (int j = 0; j < kLanes; ++j) bias16[j] = bias[k0 + j];
+  const int64_t plane = p.oh * p.ow;
+  int64_t i = 0, ty = 0, tx = 0;  // image and tile of column c, stepped along
+  for (int64_t c = 0; c < cols; ++c) {
+    output_transform_16(mt + c * p.c_out + k0, ms, bias16, blocks);
+    float* dst = y + ((first + i) * p.c_out + k0) * plane + kTile * (ty * p.ow + tx);
+    const int64_t rows = std::min<int64_t>(kTile, p.oh - kTile * ty), width = std::min<int64_t>(kTile, p.ow - kTile * tx);
+    for (int j = 0; j < kLanes; ++j)
+      for (int64_t r = 0; r < rows; ++r) copy_tile_row(blocks + j * kLanes + r * kTile, width, dst + j * plane + r * p.ow);
+    if (++tx == p.tw) tx = 0, ++ty;
+    if (ty == p.th) ty = 0, ++i;
+  }
+}
+
+// The chunk's 36 products and output transforms: m [c_out][cols] = u v from the packed filters,
+// or transposed (p.products_channels_inner) m^T = v u^T from the filters as they are.
+void multiply_and_transform_out(const Plan& p, const float* v, const float* u, const float* bias, int64_t first,
+                                int64_t cols, float* m, float* y) {
+  const int64_t vs = element_stride(p.c_in, cols), ms = element_stride(p.c_out, cols);
+  if (p.products_channels_inner) {
+    const int64_t us = u_stride(p.c_out, p.c_in);
+    for (int e = 0; e < kElements; ++e)
+      gemm<float>(cols, p.c_out, p.c_in, row_major(v + e * vs, p.c_in), row_major(u + e * us, p.c_out), m + e * ms,
+                  p.c_out, GemmMode::overwrite);
+    for (int64_t k0 = 0; k0 < p.c_out; k0 += kLanes) transform_output_channels(p, m, ms, cols, bias, first, k0, y);
+    return;
+  }
   const int64_t ps = packed_stride(p.c_out, p.c_in);
+  for (int e = 0; e < kElements; ++e)
+    gemm_packed_lhs<float>(p.c_out, cols, p.c_in, u + e * ps, p.v_operand(v + e * vs, cols), m + e * ms, cols,
+                           GemmMode::overwrite);
+  for (int64_t k = 0; k < p.c_out; ++k) transform_outputs(p, m + k * cols, ms, cols, bias ? bias[k] : 0.f, first, k, y);
+}
+
+// y = conv(x, filters u) + bias: u transposed (p.products_channels_inner), else packed
+// (pack_filters).
+void run(const Plan& p, const float* x, const float* u, const float* bias, float* y) {
 #pragma omp parallel for schedule(static) if (p.chunks > 1)
   for (int64_t ch = 0; ch < p.chunks; ++ch) {
     const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
-    const int64_t vs = element_stride(p.c_in, cols), ms = element_stride(p.c_out, cols);
     float* v = buffer(1, p.buffer_size(p.c_in));
     float* m = buffer(2, p.buffer_size(p.c_out));
     transform_inputs(p, x, first, count, v);
-    for (int e = 0; e < kElements; ++e)
-      gemm_packed_lhs<float>(p.c_out, cols, p.c_in, packed_u + e * ps, p.v_operand(v + e * vs, cols), m + e * ms,
-                             cols, GemmMode::overwrite);
-    for (int64_t k = 0; k < p.c_out; ++k) transform_outputs(p, m + k * cols, ms, cols, bias ? bias[k] : 0.f, first, k, y);
+    multiply_and_transform_out(p, v, u, bias, first, cols, m, y);
   }
+}
+
+// The filters as run() takes them for plan p (the GEMM's c_out x c_in): transformed, then packed
+// unless the products are taken transposed.
+const float* prepare_filters(const Plan& p, const float* w, bool rotated) {
+  float* u = buffer(0, kElements * u_stride(p.c_out, p.c_in));
+  const int64_t w_out = rotated ? p.c_in : p.c_out, w_in = rotated ? p.c_out : p.c_in;  // w's own
+  transform_filters(w, w_out, w_in, rotated, p.products_channels_inner, u);
+  return p.products_channels_inner ? u : pack_filters(u, p.c_out, p.c_in);
 }
 
 }  // namespace
@@ -240,17 +303,14 @@ bool winograd_vectorizes_channels(const Conv2dShape& s) {
 }
 
 void winograd_conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* bias, float* y) {
-  float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
-  transform_filters(w, s.c_out, s.c_in, false, u);
-  run(Plan(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::panel_aligned), x, pack_filters(u, s.c_out, s.c_in), bias,
-      y);
+  const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::panel_aligned);
+  run(p, x, prepare_filters(p, w, false), bias, y);
 }
 
+// A forward of dy with the filters rotated and c_in, c_out swapped, and the padding 2 - pad.
 void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const float* w, float* dx) {
-  float* u = buffer(0, kElements * u_stride(s.c_out, s.c_in));
-  transform_filters(w, s.c_out, s.c_in, true, u);  // [c_in][c_out] per element
-  run(Plan(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad, Chunking::panel_aligned), dy,
-      pack_filters(u, s.c_in, s.c_out), nullptr, dx);
+  const Plan p(s.n, s.c_out, s.out_h(), s.out_w(), s.c_in, 2 - s.pad, Chunking::panel_aligned);
+  run(p, dy, prepare_filters(p, w, true), nullptr, dx);
 }
 
 // Backward-filter's slots: up to 4, fewer when their sums (36 x c_out x c_in floats each) would

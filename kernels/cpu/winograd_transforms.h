@@ -48,10 +48,11 @@ void gather_lanes(const float* rows, int64_t row_stride, int64_t n, Lanes* out);
 void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h, int64_t w, int64_t pad,
                            int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride);
 
-// Output transform y = A^T m A + bias of 16 tiles at once: element e of tile j at
-// m[e * e_stride + j] (16 consecutive GEMM columns); writes tile j's 4x4 outputs row-major to
-// blocks[16 * j .. 16 * j + 16). Reads all 16 lanes, whether or not the caller uses them.
-void output_transform_16(const float* m, int64_t e_stride, float bias, float* blocks);
+// Output transform y = A^T m A + bias of 16 tiles at once, or of one tile for 16 channels (one
+// vector lane each): element e of lane j at m[e * e_stride + j]; writes lane j's 4x4 outputs
+// row-major to blocks[16 * j .. 16 * j + 16), adding bias[j]. Reads all 16 lanes, whether or not
+// the caller uses them.
+void output_transform_16(const float* m, int64_t e_stride, Lanes bias, float* blocks);
 
 // The adjoint of the output transform for backward-filter: Z = A g A^T of every 4x4 tile of the
 // output gradient plane [oh][ow] (zero outside).

@@ -18,10 +18,13 @@ struct Size {
   int64_t m, n, k;
 };
 // 1x1x1; smaller than a tile; exact tiles; ragged edges; depth over several packing passes; last
-// column panels one and two vectors wide (the narrower micro-kernels).
-const Size kSizes[] = {{1, 1, 1},      {3, 5, 7},       {8, 48, 16},   {16, 96, 64}, {13, 50, 9},
-                       {64, 130, 577}, {97, 33, 1000}, {200, 70, 30}, {5, 300, 2},  {16, 64, 20},
-                       {24, 80, 33}};
+// column panels one and two vectors wide (the narrower micro-kernels); up to two column panels with
+// a row-major A, which gemm reads in place (Winograd's tiles x channels products: whole and partial
+// row blocks, one to three vectors wide, the deepest single pass, and just past each limit).
+const Size kSizes[] = {{1, 1, 1},      {3, 5, 7},       {8, 48, 16},   {16, 96, 64},  {13, 50, 9},
+                       {64, 130, 577}, {97, 33, 1000}, {200, 70, 30}, {5, 300, 2},   {16, 64, 20},
+                       {24, 80, 33},   {147, 16, 16},  {99, 32, 32},  {60, 48, 384}, {21, 40, 385},
+                       {37, 64, 64},   {40, 96, 8},    {40, 97, 8}};
 
 template <typename T>
 void check(const Size& z, bool transpose_a, bool transpose_b, GemmMode mode) {
