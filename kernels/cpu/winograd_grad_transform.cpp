@@ -73,13 +73,12 @@ void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t t
 void grad_output_transform_lanes(const float* planes, int64_t plane_stride, int64_t oh, int64_t ow, int64_t th,
                                  int64_t tw, float* out, int64_t e_stride, int64_t tile_stride) {
   const int64_t ph = kTile * th, pw = kTile * tw;
-  thread_local std::vector<Lanes> padded;
-  padded.assign(size_t(ph * pw), Lanes{});  // [ph][pw]: the planes, zero past their edges
-  for (int64_t y = 0; y < oh; ++y) gather_lanes(planes + y * ow, plane_stride, ow, padded.data() + y * pw);
+  Lanes* padded = lanes_staging(ph, pw, 0, oh, 0, ow);  // the planes, zero past their edges
+  for (int64_t y = 0; y < oh; ++y) gather_lanes(planes + y * ow, plane_stride, ow, padded + y * pw);
   // The same passes as grad_output_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {
-      const Lanes* corner = padded.data() + kTile * ty * pw + kTile * tx;
+      const Lanes* corner = padded + kTile * ty * pw + kTile * tx;
       float* tile = out + (ty * tw + tx) * tile_stride;
       Lanes col[kInput][kTile];
       for (int x = 0; x < kTile; ++x) {

@@ -54,6 +54,19 @@ void gather_lanes(const float* rows, int64_t row_stride, int64_t n, Lanes* out) 
 #endif
 }
 
+Lanes* lanes_staging(int64_t ph, int64_t pw, int64_t top, int64_t rows, int64_t left, int64_t cols) {
+  thread_local std::vector<Lanes> staging;
+  if (staging.size() < size_t(ph * pw)) staging.resize(size_t(ph * pw));
+  Lanes* s = staging.data();
+  std::fill(s, s + top * pw, Lanes{});
+  for (int64_t y = top; y < top + rows; ++y) {
+    std::fill(s + y * pw, s + y * pw + left, Lanes{});
+    std::fill(s + y * pw + left + cols, s + (y + 1) * pw, Lanes{});
+  }
+  std::fill(s + (top + rows) * pw, s + ph * pw, Lanes{});
+  return s;
+}
+
 // Rows are kept "deinterleaved" by tile: phase k of a row holds its values 4l + k for tiles
 // l = 0, 1, ..., so each step below is a loop across the tiles of a tile row over contiguous
 // arrays (vector loads and stores), and the 36 element streams are written a vector at a time.
@@ -103,14 +116,13 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
 void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h, int64_t w, int64_t pad,
                            int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride) {
   const int64_t ph = kTile * th + 2, pw = kTile * tw + 2;  // what the tiles read
-  thread_local std::vector<Lanes> padded;
-  padded.assign(size_t(ph * pw), Lanes{});  // [ph][pw]: the planes with their zero border
-  for (int64_t y = 0; y < h && y + pad < ph; ++y)
-    gather_lanes(planes + y * w, plane_stride, std::min(w, pw - pad), padded.data() + (y + pad) * pw + pad);
+  const int64_t rows = std::min(h, ph - pad), cols = std::min(w, pw - pad);
+  Lanes* padded = lanes_staging(ph, pw, pad, rows, pad, cols);  // the planes with their zero border
+  for (int64_t y = 0; y < rows; ++y) gather_lanes(planes + y * w, plane_stride, cols, padded + (y + pad) * pw + pad);
   // The same passes as input_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {
-      const Lanes* corner = padded.data() + kTile * ty * pw + kTile * tx;
+      const Lanes* corner = padded + kTile * ty * pw + kTile * tx;
       float* tile = out + (ty * tw + tx) * tile_stride;
       Lanes col[kInput][kInput];
       for (int x = 0; x < kInput; ++x) {
