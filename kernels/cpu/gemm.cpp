@@ -25,9 +25,17 @@ struct Tile {
   static constexpr int64_t kMC = 96;           // rows of A packed per pass (MC x KC in L2)
 };
 
-// How the micro-kernel reads A: packed (element (r, p) at a[p * MR + r], one MR-row panel) or in
-// place (a[r * lda + p], rows of A read where they are).
-enum class ALayout { packed, in_place };
+// How the micro-kernel reads A's element (r, p): packed (a[p * MR + r], one MR-row panel), or in
+// place from a row-major A (a[r * lda + p]) or a column-major one (a[p * lda + r]).
+enum class ALayout { packed, rows, columns };
+
+template <typename T, ALayout AL>
+inline T a_element(const T* a, int64_t lda, int r, int64_t p) {
+  constexpr int MR = Tile<T>::kMR;
+  if constexpr (AL == ALayout::packed) return a[p * MR + r];
+  if constexpr (AL == ALayout::rows) return a[r * lda + p];
+  return a[p * lda + r];
+}
 
 // The micro-kernel: out[r][:NV * L] (=) sum_p a(r, p) * b[p*ldb + :] over p < kc (b: a packed
 // panel with ldb = NR, or B's own rows), out row-major with leading dimension ldo; adds to out
@@ -50,8 +58,7 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t lda, const T
     for (int v = 0; v < NV; ++v) bv[v] = *reinterpret_cast<const V*>(b + p * ldb + v * L);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const T ar = AL == ALayout::packed ? a[p * MR + r] : a[r * lda + p];
-      const V av = ar - V{};  // a broadcast (x - 0 is exactly x, so it folds away)
+      const V av = a_element<T, AL>(a, lda, r, p) - V{};  // a broadcast (x - 0 is exactly x, so it folds away)
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
     }
@@ -253,7 +260,7 @@ void multiply_block(int64_t mc, int64_t n, int64_t kc, const T* a, int64_t lda, 
     const int64_t cols = std::min<int64_t>(NR, n - jr);
     for (int64_t ir = 0; ir < mc; ir += MR) {
       const int64_t rows = std::min<int64_t>(MR, mc - ir);
-      const T* arows = AL == ALayout::packed ? a + ir * kc : a + ir * lda;
+      const T* arows = AL == ALayout::packed ? a + ir * kc : AL == ALayout::rows ? a + ir * lda : a + ir;
       multiply_tile<T, AL>(rows, cols, kc, arows, lda, b_panels + jr * b_panel_stride, ldb, c + ir * ldc + jr, ldc,
                            accumulate);
     }
@@ -297,14 +304,15 @@ BSource<T> b_source(MatrixView<T> b, int64_t n, int64_t k) {
   return {b, in_place, bpack, in_place ? b.row_stride : NR};
 }
 
-// True when gemm reads A in place instead of packing it: its rows are contiguous, one depth pass
-// covers it, and C is at most two column panels wide, so each element of A feeds one or two
-// register tiles and packing it would cost about as much as those uses. Winograd's products in
-// the channels-inner layout (tiles x 16 to 64 channels, 16 to 64 deep) are of this kind: for the
-// 64-channel 7x7 layer in place was 4-14% faster than packing, forward and backward-data (1 core).
+// True when gemm reads A in place instead of packing it: its rows or its columns are contiguous,
+// one depth pass covers it, and C is at most two column panels wide, so each element of A feeds
+// one or two register tiles and packing it would cost about as much as those uses. Winograd's
+// products in the channels-inner layout are of this kind: forward's (tiles x 16 to 64 channels,
+// row-major A; for the 64-channel 7x7 layer 4-14% faster than packing, 1 core) and
+// backward-filter's (channels x channels over a chunk's tiles, column-major A).
 template <typename T>
 bool reads_a_in_place(MatrixView<T> a, int64_t n, int64_t k) {
-  return a.col_stride == 1 && k <= Tile<T>::kKC && n <= 2 * Tile<T>::kNR;
+  return (a.col_stride == 1 || a.row_stride == 1) && k <= Tile<T>::kKC && n <= 2 * Tile<T>::kNR;
 }
 
 // gemm with A read in place (reads_a_in_place): whole MR-row blocks straight from A, the last
@@ -316,8 +324,12 @@ void gemm_a_in_place(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const BSo
   const bool accumulate = mode == GemmMode::accumulate;
   const T* b_panels = bsource.panels(n, 0, k);
   const int64_t whole = m / MR * MR;
-  multiply_block<T, ALayout::in_place>(whole, n, k, a.data, a.row_stride, b_panels, bsource.panel_stride(k),
-                                       bsource.ldb, c, ldc, accumulate);
+  if (a.col_stride == 1)
+    multiply_block<T, ALayout::rows>(whole, n, k, a.data, a.row_stride, b_panels, bsource.panel_stride(k), bsource.ldb,
+                                     c, ldc, accumulate);
+  else
+    multiply_block<T, ALayout::columns>(whole, n, k, a.data, a.col_stride, b_panels, bsource.panel_stride(k),
+                                        bsource.ldb, c, ldc, accumulate);
   if (whole == m) return;
   T* rest = packing_buffer<T>(1, size_t(MR * k));
   pack_a(a, whole, m - whole, 0, k, rest);

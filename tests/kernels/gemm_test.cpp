@@ -18,8 +18,8 @@ struct Size {
   int64_t m, n, k;
 };
 // 1x1x1; smaller than a tile; exact tiles; ragged edges; depth over several packing passes; last
-// column panels one and two vectors wide (the narrower micro-kernels); up to two column panels with
-// a row-major A, which gemm reads in place (Winograd's tiles x channels products: whole and partial
+// column panels one and two vectors wide (the narrower micro-kernels); up to two column panels,
+// where gemm reads a row-major or column-major A in place (Winograd's products: whole and partial
 // row blocks, one to three vectors wide, the deepest single pass, and just past each limit).
 const Size kSizes[] = {{1, 1, 1},      {3, 5, 7},       {8, 48, 16},   {16, 96, 64},  {13, 50, 9},
                        {64, 130, 577}, {97, 33, 1000}, {200, 70, 30}, {5, 300, 2},   {16, 64, 20},
