@@ -3,8 +3,8 @@
 # of cudagrad is tested where no GPU is. No nvcc: each .cu/.cuh is copied into the build folder
 # with its <<<...>>> launches rewritten (emulator/translate_launches.py) and compiled with
 # emulator/include/cuda_emulation.h in front. The toolkit's headers give the types (the runtime
-# API, __half); cuDNN, cuBLAS and NCCL are not emulated and not linked (their sources are left out,
-# and kernels/no_cuda stands in for them, refusing with a reason).
+# API, __half); cuDNN, cuBLAS and NCCL are not emulated and not linked: their sources are left out,
+# and the code that calls them does so only where kernels::kCudaLibraries (kernels/backend.h) is true.
 option(CUDAGRAD_GPU_EMULATION "Run the CUDA kernels on the CPU through an emulated device (no GPU, no nvcc needed)" OFF)
 
 if(CUDAGRAD_GPU_EMULATION)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dist/comm_stream.h"
+#include "dist/nccl_api.h"
 #include "dist/serial_worker.h"
 #include "dist/staging_buffers.h"
 #include "engine/device_copy.h"
@@ -288,6 +289,17 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group) { return std::make_unique<HostGlooComm>(group); }
 std::unique_ptr<GradientComm> make_staged_gloo_comm(ProcessGroup& group, Device device) {
   return std::make_unique<StagedGlooComm>(group, device);
+}
+
+std::unique_ptr<GradientComm> make_nccl_comm(TcpStore& store, int rank, int world_size, Device device,
+                                             double timeout_s) {
+  if constexpr (nccl::kLinked) {
+    return make_linked_nccl_comm(store, rank, world_size, device, timeout_s);
+  } else {
+    throw Error("dist.backend=nccl: this build has no NCCL (a CPU-only build has no CUDA backend, configure with "
+                "-DCUDAGRAD_CUDA=ON; the emulated GPU does not emulate NCCL); ranks communicate through Gloo "
+                "(dist.backend=gloo)");
+  }
 }
 
 // NVLink 4 gives an H100 SXM 450 GB/s per direction; NCCL's ring reaches about 370 GB/s of bus

@@ -1,13 +1,13 @@
+// Compiled only where NCCL is linked (its name says so: CMakeLists.txt).
 #include "dist/nccl_api.h"
 
-#include "util/check.h"
-
-#ifdef CUDAGRAD_WITH_CUDA_LIBRARIES
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <cstdlib>
 #include <cstring>
+
+#include "util/check.h"
 
 namespace cg::dist::nccl {
 namespace {
@@ -116,36 +116,3 @@ void reduce_scatter_sum_16bit(Comm comm, void* data, int64_t shard, int rank, bo
 }
 
 }  // namespace cg::dist::nccl
-
-#else  // no NCCL in this build: no CUDA, or the emulated GPU
-
-namespace cg::dist::nccl {
-namespace {
-[[noreturn]] void no_nccl(const char* what) {
-#ifdef CUDAGRAD_GPU_EMULATION
-  throw Error(fmt::format("{}: NCCL is not emulated (this is the emulated-GPU build); ranks communicate through "
-                          "Gloo staged in host memory (dist.backend=gloo)",
-                          what));
-#else
-  throw Error(fmt::format("{}: this build has no CUDA backend, so no NCCL (configure with -DCUDAGRAD_CUDA=ON)", what));
-#endif
-}
-}  // namespace
-
-std::string unique_id() { no_nccl("nccl::unique_id"); }
-Comm init(const std::string&, int, int, int) { no_nccl("nccl::init"); }
-void connect(Comm) { no_nccl("nccl::connect"); }
-void all_reduce_average(Comm, float*, int64_t, Stream) { no_nccl("nccl::all_reduce_average"); }
-void broadcast(Comm, void*, size_t, int, Stream) { no_nccl("nccl::broadcast"); }
-void reduce_scatter_average(Comm, float*, int64_t, int, Stream) { no_nccl("nccl::reduce_scatter_average"); }
-void all_gather(Comm, float*, int64_t, int, Stream) { no_nccl("nccl::all_gather"); }
-std::string async_error(Comm) { no_nccl("nccl::async_error"); }
-void abort(Comm) {}
-void destroy(Comm) {}
-int version() { return 0; }
-void all_reduce_sum_f64(Comm, double*, int64_t, Stream) { no_nccl("nccl::all_reduce_sum_f64"); }
-void all_reduce_sum_16bit(Comm, void*, int64_t, bool, Stream) { no_nccl("nccl::all_reduce_sum_16bit"); }
-void reduce_scatter_sum_16bit(Comm, void*, int64_t, int, bool, Stream) { no_nccl("nccl::reduce_scatter_sum_16bit"); }
-
-}  // namespace cg::dist::nccl
-#endif

@@ -1,12 +1,21 @@
 // The NCCL calls the data-parallel layer makes, behind opaque handles so that the rest of dist/
 // needs no CUDA or NCCL header. NCCL is communication, not compute, so it lives here rather than
-// in kernels/. Without CUDA in the build every call fails naming the missing backend.
+// in kernels/. Only a build that links NCCL defines these (kLinked).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace cg::dist::nccl {
+
+// NCCL is linked: the nvcc build, not the emulated GPU or a CPU-only build. nccl_api.cpp and
+// nccl_comm.cpp are compiled only then (their names say so: CMakeLists.txt), and the code that
+// stays reaches them only inside `if constexpr (kLinked)` (make_nccl_comm).
+#ifdef CUDAGRAD_WITH_CUDA_LIBRARIES
+inline constexpr bool kLinked = true;
+#else
+inline constexpr bool kLinked = false;
+#endif
 
 using Comm = void*;    // an ncclComm_t
 using Stream = void*;  // a cudaStream_t (cg::Stream::handle())

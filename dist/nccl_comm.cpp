@@ -194,8 +194,8 @@ class NcclComm : public GradientComm, public ShardCollectives, public Wire16Coll
 
 }  // namespace
 
-std::unique_ptr<GradientComm> make_nccl_comm(TcpStore& store, int rank, int world_size, Device device,
-                                             double timeout_s) {
+std::unique_ptr<GradientComm> make_linked_nccl_comm(TcpStore& store, int rank, int world_size, Device device,
+                                                    double timeout_s) {
   return std::make_unique<NcclComm>(store, rank, world_size, device, timeout_s);
 }
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "engine/device_allocator.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/cudnn.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/graph.h"
@@ -12,45 +13,78 @@
 
 namespace cg::runtime {
 
-int device_count() { return kernels::cuda::device_count(); }
-std::string describe_device(int index) { return kernels::cuda::describe_device(index); }
-std::string cuda_versions() { return kernels::cuda::cuda_versions(); }
-int cudnn_version() { return kernels::cuda::cudnn_version(); }
+// Each call reaches kernels/cuda only inside `if constexpr (kCudaBuild)` (kernels/backend.h): a
+// build without the CUDA backend has no device, and links without kernels/cuda.
+using kernels::kCudaBuild;
+
+int device_count() {
+  if constexpr (kCudaBuild) return kernels::cuda::device_count();
+  else return 0;
+}
+
+std::string describe_device(int index) {
+  if constexpr (kCudaBuild) return kernels::cuda::describe_device(index);
+  else return kernels::kNoCudaBackend;
+}
+
+std::string cuda_versions() {
+  if constexpr (kCudaBuild) return kernels::cuda::cuda_versions();
+  else return kernels::kNoCudaBackend;
+}
+
+int cudnn_version() {
+  if constexpr (kernels::kCudaLibraries) return kernels::cuda::cudnn_version();
+  else return 0;
+}
 
 void set_device(Device device) {
-  if (device.is_cuda()) kernels::cuda::set_device(device.index);
+  if constexpr (kCudaBuild) {
+    if (device.is_cuda()) kernels::cuda::set_device(device.index);
+  }
 }
 
 void synchronize(Device device) {
-  if (device.is_cuda()) kernels::cuda::synchronize_device(device.index);
+  if constexpr (kCudaBuild) {
+    if (device.is_cuda()) kernels::cuda::synchronize_device(device.index);
+  }
 }
 
 bool is_capturing(const Stream& stream) {
-  return stream.device().is_cuda() && kernels::cuda::stream_is_capturing(stream.handle());
+  if constexpr (kCudaBuild) return stream.device().is_cuda() && kernels::cuda::stream_is_capturing(stream.handle());
+  else return false;
 }
 
 void spin(const Stream& stream, double microseconds) {
   CG_CHECK(stream.device().is_cuda(), "runtime::spin needs a CUDA stream, not {}", stream.device().str());
-  kernels::cuda::spin(microseconds, stream.handle());
+  if constexpr (kCudaBuild) kernels::cuda::spin(microseconds, stream.handle());
 }
 
 AllocatorStats memory_stats(Device device) { return allocator_for(device).stats(); }
 void reset_peak_memory(Device device) { allocator_for(device).reset_peak(); }
 
+namespace {
+// data_ is only ever non-null in a CUDA build.
+void free_pinned(void* data) {
+  if constexpr (kCudaBuild) {
+    if (data) kernels::cuda::pinned_free(data);
+  }
+}
+}  // namespace
+
 PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) data_ = kernels::cuda::pinned_malloc(bytes);
+  if (bytes == 0) return;
+  CG_CHECK(kCudaBuild, "pinned memory: {}", kernels::kNoCudaBackend);
+  if constexpr (kCudaBuild) data_ = kernels::cuda::pinned_malloc(bytes);
 }
 
-PinnedBuffer::~PinnedBuffer() {
-  if (data_) kernels::cuda::pinned_free(data_);
-}
+PinnedBuffer::~PinnedBuffer() { free_pinned(data_); }
 
 PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
 
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_) kernels::cuda::pinned_free(data_);
+    free_pinned(data_);
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
   }

@@ -5,6 +5,7 @@
 #include "engine/device_copy.h"
 #include "engine/stream.h"
 #include "kernels/cpu/cast.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/elementwise.h"
 
 namespace cg {
@@ -118,14 +119,16 @@ void Tensor::copy_(const Tensor& src) {
   const Tensor here = src.to(device());
   if (device().is_cpu())
     return kernels::cpu::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data());
-  kernels::cuda::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data(),
-                      current_stream(device()).handle());
+  if constexpr (kernels::kCudaBuild)  // without it no tensor is on a CUDA device
+    kernels::cuda::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data(),
+                        current_stream(device()).handle());
 }
 
 void Tensor::fill_(double value) {
   if (device().is_cpu()) return kernels::cpu::fill_cast(numel(), value, dtype(), raw_data());
   if (value == 0.0) return zero_bytes(raw_data(), device(), nbytes());
-  kernels::cuda::fill(numel(), dtype(), value, raw_data(), current_stream(device()).handle());
+  if constexpr (kernels::kCudaBuild)
+    kernels::cuda::fill(numel(), dtype(), value, raw_data(), current_stream(device()).handle());
 }
 
 Tensor& Tensor::set_requires_grad(bool value) {

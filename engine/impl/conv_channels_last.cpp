@@ -28,9 +28,10 @@ class ChannelsLastConv : public ConvImpl {
     if (p.layout != ops::Layout::nhwc) return "runs channels-last only (NCHW has its own implementations)";
     if (p.device.is_cpu())
       return p.dtype == DType::f32 || p.dtype == DType::f64 ? nullptr : "runs float32 and float64 only";
-    if (!ops::detail::gpu_dtype(p.dtype) || !kernels::cuda::conv2d_native_supports(p.shape, p.dtype))
-      return "does not support it";
-    return nullptr;
+    if constexpr (ops::detail::kCudaBuild) {
+      if (ops::detail::gpu_dtype(p.dtype) && kernels::cuda::conv2d_native_supports(p.shape, p.dtype)) return nullptr;
+    }
+    return "does not support it";
   }
 
   Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,

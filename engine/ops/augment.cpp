@@ -1,6 +1,7 @@
 #include "engine/augment.h"
 
 #include "engine/stream.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/augment.h"
 
 namespace cg::ops {
@@ -26,9 +27,10 @@ void gather_augment(const Tensor& order, int64_t first, int64_t n, const Tensor&
   for (const Tensor* t :
        {&order, &labels, &black, static_cast<const Tensor*>(&out_images), static_cast<const Tensor*>(&out_labels)})
     CG_CHECK(t->device() == device, "gather_augment: {} is not on {}", t->str(), device.str());
-  kernels::cuda::gather_augment(n, order.data<int64_t>() + first, images.data<float>(), labels.data<int64_t>(), int(c),
-                                int(h), int(w), black.data<float>(), options, out_images.data<float>(),
-                                out_labels.data<int64_t>(), current_stream(device).handle());
+  if constexpr (kernels::kCudaBuild)  // without it no tensor is on a CUDA device: the first check refused
+    kernels::cuda::gather_augment(n, order.data<int64_t>() + first, images.data<float>(), labels.data<int64_t>(),
+                                  int(c), int(h), int(w), black.data<float>(), options, out_images.data<float>(),
+                                  out_labels.data<int64_t>(), current_stream(device).handle());
 }
 
 }  // namespace cg::ops

@@ -7,9 +7,15 @@
 
 #include "engine/stream.h"
 #include "engine/tensor.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/cudnn.h"
 
 namespace cg::ops::detail {
+
+// A GPU branch is written `if constexpr (kCudaBuild) { if (on_gpu(op, t)) ... }`: discarded in a
+// build without the CUDA backend, which then needs no kernels/cuda code to link (kernels/backend.h).
+// No CUDA tensor exists in such a build (the allocator refuses the device), so nothing is lost.
+using kernels::kCudaBuild;
 
 template <typename F>
 void dispatch_floating(const char* op, const Tensor& t, F&& f) {

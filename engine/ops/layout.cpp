@@ -14,10 +14,12 @@ namespace {
 
 // y [batches, cols, rows] in `dtype` from x viewed as [batches, rows, cols].
 Tensor transposed(const Tensor& x, int64_t batches, int64_t rows, int64_t cols, const Shape& y_shape, DType dtype) {
-  if (on_gpu("layout change", x)) {
-    Tensor y = Tensor::empty(y_shape, dtype, x.device());
-    kernels::cuda::batched_transpose(batches, rows, cols, x.dtype(), x.raw_data(), dtype, y.raw_data(), stream_of(x));
-    return y;
+  if constexpr (detail::kCudaBuild) {
+    if (on_gpu("layout change", x)) {
+      Tensor y = Tensor::empty(y_shape, dtype, x.device());
+      kernels::cuda::batched_transpose(batches, rows, cols, x.dtype(), x.raw_data(), dtype, y.raw_data(), stream_of(x));
+      return y;
+    }
   }
   Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
   dispatch_floating("layout change", x, [&]<typename T>() {

@@ -61,6 +61,7 @@ ProgramRun run(const std::string& cmd) {
 
 TEST(NeedGpu, AGpuTestExecutableSkipsOrWithRequireGpuFails) {
   if (gpu_visible()) GTEST_SKIP() << "checks the no-GPU behaviour; this machine has a GPU";
+  if (!kernels::kCudaBuild) GTEST_SKIP() << "a build without the CUDA backend has no GPU test executables";
   const std::string exe = (binary_dir() / "tests" / "kernels_cuda_device_test").string();
   ProgramRun r = run("env -u CUDAGRAD_REQUIRE_GPU " + exe);
   EXPECT_EQ(r.exit_code, 0) << r.output;

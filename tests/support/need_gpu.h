@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/backend.h"
 #include "kernels/cuda/device_info.h"
 
 namespace cg::test {
@@ -18,16 +19,16 @@ inline bool gpu_required() {
   return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
 
-inline bool gpu_visible() { return ::cg::kernels::cuda::device_count() > 0; }
+// False in a build without the CUDA backend, which has no kernels/cuda to ask.
+inline bool gpu_visible() {
+  if constexpr (::cg::kernels::kCudaBuild) return ::cg::kernels::cuda::device_count() > 0;
+  else return false;
+}
 
 // Whether the GPU is the emulated one (-DCUDAGRAD_GPU_EMULATION=ON), where a step costs seconds: a
 // test whose large case takes minutes there runs a smaller one, the large case still running on a
 // real GPU.
-#ifdef CUDAGRAD_GPU_EMULATION
-inline constexpr bool kEmulatedGpu = true;
-#else
-inline constexpr bool kEmulatedGpu = false;
-#endif
+inline constexpr bool kEmulatedGpu = ::cg::kernels::kGpuEmulation;
 
 }  // namespace cg::test
 

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "train/train_config.h"
-#include "kernels/cuda/device_info.h"
 #include "support/messages.h"
+#include "support/need_gpu.h"
 #include "support/paths.h"
 #include "util/check.h"
 
@@ -52,7 +52,7 @@ TEST(CudaGraphConfig, RefusesWhatCannotBeCapturedNamingBothKeys) {
 }
 
 TEST(CudaGraphConfig, TrainerRefusesItWithoutAGpuBeforeAnyWork) {
-  if (kernels::cuda::device_count() > 0) GTEST_SKIP() << "a GPU is visible: train.cuda_graph is valid here";
+  if (test::gpu_visible()) GTEST_SKIP() << "a GPU is visible: train.cuda_graph is valid here";
   const auto dir = test::make_temp_dir("cuda_graph_cli");
   const auto log = dir / "log.txt";
   const std::string cmd = (test::binary_dir() / "apps" / "cudagrad-train").string() +

@@ -52,10 +52,14 @@ Results run_gpu(bool cudnn, const Conv2dShape& s, DType t, const std::vector<flo
     return scratch.back();
   };
   if (cudnn) {
-    cuda::conv2d_cudnn_forward(s, t, gx.get(), gw.get(), gb.get(), gy.get(), ws, nullptr, Layout::nchw, search);
-    cuda::conv2d_cudnn_backward_data(s, t, gdy.get(), gw.get(), gdx.get(), ws, nullptr, Layout::nchw, search);
-    cuda::conv2d_cudnn_backward_filter(s, t, gx.get(), gdy.get(), gdw.get(), gdb.get(), ws, nullptr, Layout::nchw,
-                                       search);
+    if constexpr (kernels::kCudaLibraries) {  // cuDNN's calls exist only where it is linked
+      cuda::conv2d_cudnn_forward(s, t, gx.get(), gw.get(), gb.get(), gy.get(), ws, nullptr, Layout::nchw, search);
+      cuda::conv2d_cudnn_backward_data(s, t, gdy.get(), gw.get(), gdx.get(), ws, nullptr, Layout::nchw, search);
+      cuda::conv2d_cudnn_backward_filter(s, t, gx.get(), gdy.get(), gdw.get(), gdb.get(), ws, nullptr, Layout::nchw,
+                                         search);
+    } else {
+      ADD_FAILURE() << "cuDNN is not linked in this build (NEED_CUDA_LIBRARY skips before this)";
+    }
   } else {
     cuda::conv2d_native_forward(s, t, gx.get(), gw.get(), gb.get(), gy.get(), nullptr);
     cuda::conv2d_native_backward_data(s, t, gdy.get(), gw.get(), gdx.get(), nullptr);
