@@ -1,5 +1,6 @@
 #include "engine/impl/batch_norm.h"
 
+#include "kernels/backend.h"
 #include "util/check.h"
 
 namespace cg::impl {
@@ -8,12 +9,8 @@ namespace cg::impl {
 BatchNormRegistry& batch_norm_registry() {
   static BatchNormRegistry* registry = [] {
     std::vector<BatchNormEntry> entries{batch_norm_cpu_entry()};
-#ifdef CUDAGRAD_WITH_CUDA
-    entries.push_back(batch_norm_native_entry());
-#endif
-#ifdef CUDAGRAD_WITH_CUDA_LIBRARIES
-    entries.push_back(batch_norm_cudnn_entry());
-#endif
+    if constexpr (kernels::kCudaBuild) entries.push_back(batch_norm_native_entry());
+    if constexpr (kernels::kCudaLibraries) entries.push_back(batch_norm_cudnn_entry());
     return new BatchNormRegistry("batch_norm", std::move(entries));  // never destroyed, like conv_registry()
   }();
   return *registry;

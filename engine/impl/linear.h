@@ -31,4 +31,9 @@ LinearRegistry& linear_registry();
 // The rule: the CPU reference; on the GPU cuBLAS, else the native kernel.
 Selection linear_selection(const LinearProblem& p);
 
+// The GPU's entries, defined only in builds that compile them (linear_cublas.cpp where cuBLAS is
+// linked, linear_native_cuda.cpp with a CUDA backend).
+LinearRegistry::Entry linear_cublas_entry();
+LinearRegistry::Entry linear_native_entry();
+
 }  // namespace cg::impl

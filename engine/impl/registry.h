@@ -22,6 +22,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/device.h"
+#include "kernels/backend.h"
 #include "util/check.h"
 #include "util/dtype.h"
 #include "util/layout.h"
@@ -56,6 +57,11 @@ struct Selection {
   std::string_view choice = "auto";           // the kernels.* value, for messages
   bool named = false;
 };
+
+// Why the emulated GPU lacks a named implementation: it runs cudagrad's own kernels, and the vendor
+// libraries are not emulated.
+inline constexpr const char* kEmulationNote =
+    "; the emulated GPU runs cudagrad's own kernels, not cuDNN or cuBLAS: choose native";
 
 template <typename Interface>
 class Registry {
@@ -164,8 +170,8 @@ class Registry {
     if (selection.named && !why.empty())
       CG_FAIL("{}: kernels.{}={} {}", what, family_, selection.choice, fmt::join(why, "; "));
     if (selection.named)
-      CG_FAIL("{}: kernels.{}={} is not in this build (nothing registered for {})", what, family_, selection.choice,
-              problem.device.str());
+      CG_FAIL("{}: kernels.{}={} is not in this build (nothing registered for {}){}", what, family_, selection.choice,
+              problem.device.str(), kernels::kGpuEmulation ? kEmulationNote : "");
     CG_FAIL("{}: no {} implementation on {} supports it ({})", what, family_, problem.device.str(),
             why.empty() ? std::string("none registered") : fmt::format("{}", fmt::join(why, "; ")));
   }

@@ -1,0 +1,11 @@
+// The fully connected layer through cuBLAS (compiled only where cuBLAS is linked).
+#include "engine/impl/linear_cuda.h"
+
+namespace cg::impl {
+
+LinearRegistry::Entry linear_cublas_entry() {
+  using CublasLinear = detail::CudaLinear<kernels::cuda::linear_cublas_forward, kernels::cuda::linear_cublas_backward>;
+  return {"cublas", DeviceType::cuda, "cublas", std::make_shared<CublasLinear>()};
+}
+
+}  // namespace cg::impl
