@@ -75,7 +75,9 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 std::string TcpStoreServer::failure() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!failure_.empty())
+    released_.wait_for(lock, kReleaseBound, [this] { return clients_.empty() && closing_ == 0; });
   return failure_;
 }
 
@@ -145,8 +147,12 @@ void TcpStoreServer::serve(int c) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     clients_.erase(std::find(clients_.begin(), clients_.end(), c));
+    ++closing_;
   }
   ::close(c);
+  std::lock_guard<std::mutex> lock(mutex_);
+  --closing_;
+  released_.notify_all();
 }
 
 // Applies one request and sends its reply; false when the client is gone.

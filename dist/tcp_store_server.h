@@ -8,6 +8,7 @@
 // naming the limit, instead of spinning on accept() while ranks wait out their timeout.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -30,8 +31,12 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   // Empty while the store works; else why it stopped (it ran out of descriptors). Rank 0's client
-  // reports this instead of a bare lost connection.
+  // reports this instead of a bare lost connection. Once stopped, it first waits (at most
+  // `kReleaseBound`) until the handlers have closed the connections the stop shut: the process is
+  // at its descriptor limit, and whatever rank 0 does with the error (a log file, a checkpoint, a
+  // sanitizer's own pipe) needs descriptors again.
   std::string failure() const;
+  static constexpr std::chrono::seconds kReleaseBound{2};
   // How often a waiting get woke up before its key was there or its wait ended (for tests: with a
   // condition variable per key a set wakes only that key's waiters).
   int64_t wakeups() const { return wakeups_; }
@@ -59,6 +64,8 @@ class TcpStoreServer {
   std::map<std::string, std::vector<char>> data_;
   std::map<std::string, Waiters> waiting_;  // by key; a node-based map, so entries stay put
   std::vector<int> clients_;
+  int closing_ = 0;  // connections forgotten from clients_ whose close() has not returned yet
+  mutable std::condition_variable released_;  // clients_ empty and closing_ zero
   std::vector<std::thread> handlers_;
   std::string failure_;
 };
