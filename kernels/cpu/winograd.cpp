@@ -6,7 +6,9 @@
 // split across threads, three barriers per chunk, ran 2x slower with 2 threads on a loaded
 // machine). Backward-filter gives runs of consecutive chunks to kFilterSlots slots (a number
 // fixed by the shape, not the threads); each slot adds its chunks' products in order, the slots
-// are added in slot order, and the sum is transformed back once.
+// are added in slot order, and the sum is transformed back once. For the widest layers it
+// transforms the whole batch first and takes each element's sum in one GEMM instead
+// (filter_by_element).
 #include "kernels/cpu/winograd.h"
 
 #if defined(__AVX512VL__)
@@ -148,39 +150,48 @@ void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated
   }
 }
 
-// v (element-major, stride element_stride(c_in, cols), each element laid out as p.channels_inner
-// says) = the input transforms of images [first, first + count) of x.
-void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t count, float* v) {
-  const int64_t cols = count * p.tiles, stride = element_stride(p.c_in, cols);
+// Where a run of images' transforms go: a buffer of `cols` columns a matrix (36 matrices,
+// element_stride(rows, cols) apart), the run's first image at column `col0`.
+struct Columns {
+  int64_t cols, col0;
+};
+
+// v (element-major, each element laid out as p.channels_inner says) = the input transforms of
+// images [first, first + count) of x, at columns at.col0 onwards of a buffer of at.cols columns.
+void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t count, Columns at, float* v) {
+  const int64_t stride = element_stride(p.c_in, at.cols);
   const RowScratch rows = row_scratch(p.tw);
   const int64_t plane = p.h * p.w;
   for (int64_t i = 0; i < count; ++i) {
     const float* image = x + (first + i) * p.c_in * plane;
+    const int64_t col = at.col0 + i * p.tiles;
     if (p.channels_inner) {
       for (int64_t c = 0; c < p.c_in; c += kLanes)
-        input_transform_lanes(image + c * plane, plane, p.h, p.w, p.pad, p.th, p.tw, v + i * p.tiles * p.c_in + c,
-                              stride, p.c_in);
+        input_transform_lanes(image + c * plane, plane, p.h, p.w, p.pad, p.th, p.tw, v + col * p.c_in + c, stride,
+                              p.c_in);
       continue;
     }
     for (int64_t c = 0; c < p.c_in; ++c)
-      input_transform(image + c * plane, p.h, p.w, p.pad, p.th, p.tw, v + c * cols + i * p.tiles, stride, rows);
+      input_transform(image + c * plane, p.h, p.w, p.pad, p.th, p.tw, v + c * at.cols + col, stride, rows);
   }
 }
 
-// z (element-major, stride element_stride(c_out, cols), laid out as p.grad_channels_inner says) =
-// the output-gradient transforms of images [first, first + count) of dy.
-void transform_grads(const Plan& p, const float* dy, int64_t first, int64_t count, float* z, RowScratch rows) {
-  const int64_t cols = count * p.tiles, stride = element_stride(p.c_out, cols), plane = p.oh * p.ow;
+// z (element-major, laid out as p.grad_channels_inner says) = the output-gradient transforms of
+// images [first, first + count) of dy, placed as transform_inputs places v.
+void transform_grads(const Plan& p, const float* dy, int64_t first, int64_t count, Columns at, float* z) {
+  const int64_t stride = element_stride(p.c_out, at.cols), plane = p.oh * p.ow;
+  const RowScratch rows = row_scratch(p.tw);
   for (int64_t i = 0; i < count; ++i) {
     const float* image = dy + (first + i) * p.c_out * plane;
+    const int64_t col = at.col0 + i * p.tiles;
     if (p.grad_channels_inner) {
       for (int64_t k = 0; k < p.c_out; k += kLanes)
-        grad_output_transform_lanes(image + k * plane, plane, p.oh, p.ow, p.th, p.tw, z + i * p.tiles * p.c_out + k,
-                                    stride, p.c_out);
+        grad_output_transform_lanes(image + k * plane, plane, p.oh, p.ow, p.th, p.tw, z + col * p.c_out + k, stride,
+                                    p.c_out);
       continue;
     }
     for (int64_t k = 0; k < p.c_out; ++k)
-      grad_output_transform(image + k * plane, p.oh, p.ow, p.th, p.tw, z + k * cols + i * p.tiles, stride, rows);
+      grad_output_transform(image + k * plane, p.oh, p.ow, p.th, p.tw, z + k * at.cols + col, stride, rows);
   }
 }
 
@@ -277,7 +288,7 @@ void run(const Plan& p, const float* x, const float* u, const float* bias, float
     const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
     float* v = buffer(1, p.buffer_size(p.c_in));
     float* m = buffer(2, p.buffer_size(p.c_out));
-    transform_inputs(p, x, first, count, v);
+    transform_inputs(p, x, first, count, {cols, 0}, v);
     multiply_and_transform_out(p, v, u, bias, first, cols, m, y);
   }
 }
@@ -320,26 +331,80 @@ void winograd_conv2d_backward_data(const Conv2dShape& s, const float* dy, const 
 constexpr int64_t kFilterSlots = 4;
 constexpr int64_t kFilterSlotFloats = 4 << 20;  // 16 MB
 
-void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
-  const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::smallest);
-  const int64_t us = u_stride(p.c_out, p.c_in), slot_size = kElements * us;
-  const int64_t slots = std::min({kFilterSlots, std::max<int64_t>(2, kFilterSlotFloats / slot_size), p.chunks});
-  float* du = buffer(0, slots * slot_size);
+// du (slots of 36 u-shaped matrices, slot_size apart) = each slot's sum of products z v^T over its
+// run of chunks, a chunk's transforms at a time (they stay in cache).
+void filter_products_by_chunk(const Plan& p, const float* x, const float* dy, int64_t slots, int64_t slot_size,
+                              float* du) {
+  const int64_t us = u_stride(p.c_out, p.c_in);
 #pragma omp parallel for schedule(static) if (slots > 1)
   for (int64_t slot = 0; slot < slots; ++slot) {
     const int64_t begin = slot * p.chunks / slots, end = (slot + 1) * p.chunks / slots;
     float* v = buffer(1, p.buffer_size(p.c_in));
     float* z = buffer(2, p.buffer_size(p.c_out));
-    const RowScratch rows = row_scratch(p.tw);
     for (int64_t ch = begin; ch < end; ++ch) {
       const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
       const int64_t vs = element_stride(p.c_in, cols), zs = element_stride(p.c_out, cols);
-      transform_inputs(p, x, first, count, v);
-      transform_grads(p, dy, first, count, z, rows);
+      transform_inputs(p, x, first, count, {cols, 0}, v);
+      transform_grads(p, dy, first, count, {cols, 0}, z);
       for (int e = 0; e < kElements; ++e)
         gemm<float>(p.c_out, p.c_in, cols, p.z_operand(z + e * zs, cols), transposed(p.v_operand(v + e * vs, cols)),
                     du + slot * slot_size + e * us, p.c_in, ch == begin ? GemmMode::overwrite : GemmMode::accumulate);
     }
+  }
+}
+
+// du (36 u-shaped matrices) = z v^T over the whole batch, one GEMM per element: every image
+// transformed first (the threads split the images), then the threads split the 36 elements.
+// Each sum is then one pass over the tiles: no partial sums to store between chunks and add up
+// after. Where the chunked form's sums outgrow the cache (wide layers on small planes: 256
+// channels on 7x7 keeps 9.4 MB of them, read and written back once per chunk of 48 tiles), that
+// traffic is most of its time.
+void filter_products_by_element(const Plan& p, const float* x, const float* dy, float* du) {
+  const int64_t cols = p.n * p.tiles, us = u_stride(p.c_out, p.c_in);
+  const int64_t vs = element_stride(p.c_in, cols), zs = element_stride(p.c_out, cols);
+  float* v = buffer(1, kElements * vs);  // the calling thread's scratch, shared by the team below
+  float* z = buffer(2, kElements * zs);
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < p.chunks; ++ch) {
+      const int64_t first = ch * p.per, count = std::min(p.per, p.n - first);
+      transform_inputs(p, x, first, count, {cols, first * p.tiles}, v);
+      transform_grads(p, dy, first, count, {cols, first * p.tiles}, z);
+    }
+#pragma omp for schedule(static)
+    for (int e = 0; e < kElements; ++e)
+      gemm<float>(p.c_out, p.c_in, cols, p.z_operand(z + e * zs, cols), transposed(p.v_operand(v + e * vs, cols)),
+                  du + e * us, p.c_in, GemmMode::overwrite);
+  }
+}
+
+// The most floats filter_products_by_element transforms at once (x's and dy's for the whole
+// batch): 64 MB, 3.4x what the 256-channel 7x7 layer needs at batch 64.
+constexpr int64_t kWholeBatchFloats = 16 << 20;
+
+// Which form backward-filter takes for plan p, by shape only (so the sums' order is the same on
+// any number of threads): by element where even two slots of sums would pass kFilterSlotFloats.
+// Measured (cpu_conv_bench, full network, 2 threads, 2026-11-25): 256 channels on 8x8, 8.8 and
+// 7.0 ms by chunk, 6.3 by element; 128 channels on 16x16 (2.4 MB a slot), 5.2 and 4.3 by chunk,
+// 6.3 by element: there the chunks' sums stay in cache and the whole batch's transforms do not.
+bool filter_by_element(const Plan& p) {
+  const int64_t slot_size = kElements * u_stride(p.c_out, p.c_in);
+  const int64_t transforms = kElements * (p.c_in + p.c_out) * p.n * p.tiles;
+  return 2 * slot_size > kFilterSlotFloats && transforms <= kWholeBatchFloats;
+}
+
+void winograd_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
+  const Plan p(s.n, s.c_in, s.h, s.w, s.c_out, s.pad, Chunking::smallest);
+  const int64_t us = u_stride(p.c_out, p.c_in), slot_size = kElements * us;
+  const bool by_element = filter_by_element(p);
+  const int64_t slots =
+      by_element ? 1 : std::min({kFilterSlots, std::max<int64_t>(2, kFilterSlotFloats / slot_size), p.chunks});
+  float* du = buffer(0, slots * slot_size);
+  if (by_element) {
+    filter_products_by_element(p, x, dy, du);
+  } else {
+    filter_products_by_chunk(p, x, dy, slots, slot_size, du);
   }
   // The slots' sums, then the transform back, a block of filters at a time: each element's run of
   // the block is read contiguously. Filter by filter, the 36 x slots reads of one filter each

@@ -37,7 +37,7 @@ const Case kCases[] = {
     {"stem_cifar", {2, 3, 32, 32, 64, 3, 3, 1, 1}, false},
     {"layer1_cifar", {2, 64, 32, 32, 64, 3, 3, 1, 1}, true},
     {"layer2_cifar", {2, 128, 16, 16, 128, 3, 3, 1, 1}, false},
-    {"layer3_cifar", {4, 256, 8, 8, 256, 3, 3, 1, 1}, false},
+    {"layer3_cifar", {13, 256, 8, 8, 256, 3, 3, 1, 1}, false},  // two chunks: backward-filter by element
     {"stem_fmnist", {2, 1, 28, 28, 16, 3, 3, 1, 1}, false},
     {"layer1_fmnist", {2, 16, 28, 28, 16, 3, 3, 1, 1}, false},
     {"layer2_fmnist", {2, 32, 14, 14, 32, 3, 3, 1, 1}, true},
@@ -222,6 +222,7 @@ TEST(WinogradConv, BitIdenticalForOneTwoAndThreeThreads) {
                                    winograd_conv2d_backward_filter};
   test::expect_bit_identical_across_threads(winograd, {70, 16, 8, 8, 24, 3, 3, 1, 1});   // planes one at a time
   test::expect_bit_identical_across_threads(winograd, {37, 16, 14, 14, 32, 3, 3, 1, 1});  // 16 planes at a time
+  test::expect_bit_identical_across_threads(winograd, {26, 256, 7, 7, 256, 3, 3, 1, 1});  // backward-filter by element
 }
 
 }  // namespace
