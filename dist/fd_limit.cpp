@@ -1,7 +1,11 @@
 #include "dist/fd_limit.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <vector>
 
 namespace cg::dist {
 
@@ -19,6 +23,17 @@ FdLimit raise_fd_limit() {
     ::setrlimit(RLIMIT_NOFILE, &lim);  // on failure the old limit stays, and fd_limit() says so
   }
   return fd_limit();
+}
+
+bool can_open_descriptors(int fd, int n) {
+  std::vector<int> copies;
+  for (int i = 0; i < n; ++i) {
+    const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) break;
+    copies.push_back(copy);
+  }
+  for (int copy : copies) ::close(copy);
+  return int(copies.size()) == n;
 }
 
 long fds_needed(int clients) { return long(clients) + 64; }

@@ -21,6 +21,13 @@ FdLimit raise_fd_limit();
 // margin for what the trainer itself holds open (listening socket, logs, data files, Gloo).
 long fds_needed(int clients);
 
+// Whether the process could open `n` more descriptors now (it dups `fd` n times and closes the
+// copies again). The store accepts a rank only while this holds for kFdHeadroom: the process must
+// never sit at its limit, where anything (a handler thread, rank 0's log line or checkpoint,
+// UBSan's vptr check, which opens a pipe) would fail for want of a descriptor.
+bool can_open_descriptors(int fd, int n);
+constexpr int kFdHeadroom = 8;
+
 // The advice an error or warning about the limit gives, naming the numbers.
 std::string fd_limit_advice(const FdLimit& limit, int clients);
 

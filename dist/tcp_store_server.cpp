@@ -90,6 +90,11 @@ void TcpStoreServer::accept_loop() {
       on_accept_error(errno);
       continue;
     }
+    if (!can_open_descriptors(fd_, kFdHeadroom)) {  // this connection took the last few: out of them
+      ::close(c);
+      on_accept_error(EMFILE);
+      continue;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_.empty()) {  // a failed store turns ranks away at once rather than let them wait
       ::close(c);

@@ -15,6 +15,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <mutex>
 #include <future>
@@ -26,6 +28,7 @@
 #include "dist/tcp_store_server.h"
 #include "support/free_port.h"
 #include "support/need_tool.h"
+#include "support/processes.h"
 #include "util/check.h"
 
 namespace cg::dist {
@@ -133,19 +136,27 @@ TEST(TcpStoreScale, ListensWithTheKernelsMaximumBacklog) {
 // a bound, so a hang in the child fails the test instead of hanging it. The child reports with
 // report(line), which then blocks until the parent releases it (end_child), so that what the
 // body holds (a store) lives on meanwhile; a body that returns reports what it returns.
+// The child's standard error goes to a file, so that a sanitizer report in it fails the test even
+// when the report's thread stalls (its stack trace wants descriptors too) and the child exits 0.
 struct Child {
   pid_t pid = -1;
   int result = -1;   // the child's line
   int release = -1;  // the child exits once the parent closes this
+  std::string stderr_path;
 };
 using Report = std::function<void(const std::string&)>;
 
 Child fork_child(const std::function<std::string(const Report&)>& body) {
   int result[2], release[2];
   CG_CHECK(::pipe(result) == 0 && ::pipe(release) == 0, "pipe failed");
+  char stderr_path[] = "/tmp/tcp_store_scale_child_XXXXXX";
+  const int stderr_fd = ::mkstemp(stderr_path);
+  CG_CHECK(stderr_fd >= 0, "mkstemp failed");
   const pid_t pid = ::fork();
   CG_CHECK(pid >= 0, "fork failed");
   if (pid == 0) {
+    ::dup2(stderr_fd, 2);
+    ::close(stderr_fd);
     ::close(result[0]);
     ::close(release[1]);
     const Report report = [&](const std::string& line) {
@@ -162,9 +173,10 @@ Child fork_child(const std::function<std::string(const Report&)>& body) {
       report(std::string("threw: ") + e.what());
     }
   }
+  ::close(stderr_fd);
   ::close(result[1]);
   ::close(release[0]);
-  return {pid, result[0], release[1]};
+  return {pid, result[0], release[1], stderr_path};
 }
 
 // The child's line, or "" when none came within `bound` (the child is then killed).
@@ -183,11 +195,19 @@ std::string child_line(Child& child, std::chrono::seconds bound) {
   return line;
 }
 
+// Lets the child exit, passes on what it printed, and fails the test when that holds a sanitizer
+// report or the child exited with the sanitizers' code.
 void end_child(Child& child) {
   ::close(child.release);
   ::close(child.result);
   int status = 0;
   ::waitpid(child.pid, &status, 0);
+  std::ifstream file(child.stderr_path);
+  const std::string output((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::remove(child.stderr_path.c_str());
+  std::fputs(output.c_str(), stderr);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  test::expect_no_sanitizer_report(code, output, "the store's process");
 }
 
 void set_nofile(rlim_t soft, rlim_t hard) {
