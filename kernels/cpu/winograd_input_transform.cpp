@@ -35,11 +35,12 @@ inline void bt(const T d[6], T o[6]) {
 void gather_lanes(const float* rows, int64_t row_stride, int64_t n, Lanes* out) {
   int64_t x = 0;
 #if defined(__AVX512F__)
-  for (; x + kLanes <= n; x += kLanes) {  // whole 16 x 16 blocks: 16 row loads, a register transpose
-    Vec<float> block[kLanes];
+  // Whole 16 x 16 blocks: 16 row loads, a register transpose, done where the block goes (through a
+  // local block, GCC copied it out with a call to memcpy).
+  for (; x + kLanes <= n; x += kLanes) {
+    Vec<float>* block = reinterpret_cast<Vec<float>*>(out + x);
     for (int j = 0; j < kLanes; ++j) block[j] = *reinterpret_cast<const Vec<float>*>(rows + j * row_stride + x);
     transpose_block<float>(block);
-    for (int q = 0; q < kLanes; ++q) out[x + q] = block[q];
   }
   if (x < n) {  // the last columns: masked loads, then the same
     const __mmask16 mask = __mmask16((1u << (n - x)) - 1u);

@@ -32,15 +32,18 @@ void output_transform_16(const float* m, int64_t e_stride, Lanes bias, float* bl
     for (int j = 0; j < kInput; ++j) v[j] = *reinterpret_cast<const V*>(m + (i * kInput + j) * e_stride);
     at(v, rows[i]);
   }
-  V pixels[kLanes];  // then down the columns: pixel (r, c) of all 16 tiles in pixels[4r + c]
+  // Then down the columns: pixel (r, c) of all 16 tiles in pixels[4r + c], transposed where it
+  // lies so that pixels[j] is tile j's 16 pixels, row-major. Built in a local array and copied
+  // out, the 16 vectors spilled to the stack and GCC turned the copy into a call to memcpy: 7% of
+  // a 64-channel 28x28 forward (perf).
+  V* pixels = reinterpret_cast<V*>(blocks);
   for (int c = 0; c < kTile; ++c) {
     const V v[kInput] = {rows[0][c], rows[1][c], rows[2][c], rows[3][c], rows[4][c], rows[5][c]};
     V o[kTile];
     at(v, o);
     for (int r = 0; r < kTile; ++r) pixels[r * kTile + c] = o[r] + bias;
   }
-  transpose_block<float>(pixels);  // pixels[j]: tile j's 16 pixels, row-major
-  for (int j = 0; j < kLanes; ++j) *reinterpret_cast<V*>(blocks + j * kLanes) = pixels[j];
+  transpose_block<float>(pixels);
 }
 
 }  // namespace cg::kernels::cpu::winograd
