@@ -46,7 +46,7 @@ const Layer kLayers[] = {
 };
 
 // The narrow network that scripts/train.sh trains on the CPU (configs/fashion_mnist_cpu.yaml:
-// widths 16/32/64, 1x28x28 images; batch 128 there).
+// widths 16/32/64, 1x28x28 images; batch 64 there).
 const Layer kNarrowLayers[] = {
     {"stem 1->16 3x3 s1 @28", 1, 28, 16, 3, 1, 1, 1},
     {"layer1 16->16 3x3 s1 @28", 16, 28, 16, 3, 1, 1, 4},

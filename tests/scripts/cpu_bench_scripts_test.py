@@ -13,7 +13,7 @@ reaches in 32 steps (every row "not reached", two epoch accuracies each, PyTorch
 variants: eager NCHW and channels-last) and with one that anybody reaches (eager only: both rows
 with a time, the ratio line), that one again for 2 rounds (a row per engine and round, the median
 ratio); and cpu_compare.sh --net narrow for one step (the narrow network of scripts/train.sh,
-174,970 parameters, batch 128, on both sides, PyTorch's two variants, the fastest one named).
+174,970 parameters, batch 64, on both sides, PyTorch's two variants, the fastest one named).
 Everything here runs Debian's torch (PYTHON=/usr/bin/python3), never bench/pytorch/venv.sh's venv:
 torch.compile's variants are for the real comparisons. Timings are not checked: this machine is
 shared.
@@ -142,8 +142,8 @@ def main():
               f"PyTorch variant (got exit {rc}, rows {sorted(rows)})", out)
         check(out.count("(fastest PyTorch)") == 1 and "ratio cudagrad / fastest PyTorch (PyTorch " in out,
               "cpu_compare.sh: the fastest PyTorch variant marked in the table and named in the ratio", out)
-        check("MiniResNet [16,32,64] (narrow, 174,970 parameters), batch 128, 1x28x28" in out,
-              "--net narrow is scripts/train.sh's network at batch 128, the same size on both sides", out)
+        check("MiniResNet [16,32,64] (narrow, 174,970 parameters), batch 64, 1x28x28" in out,
+              "--net narrow is scripts/train.sh's network at its config's batch, 64, the same size on both sides", out)
 
     shutil.rmtree(work, ignore_errors=True)
     if failures:
