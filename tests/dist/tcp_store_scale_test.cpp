@@ -15,8 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <functional>
 #include <mutex>
 #include <future>
@@ -202,8 +200,7 @@ void end_child(Child& child) {
   ::close(child.result);
   int status = 0;
   ::waitpid(child.pid, &status, 0);
-  std::ifstream file(child.stderr_path);
-  const std::string output((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string output = test::read_text(child.stderr_path);
   std::remove(child.stderr_path.c_str());
   std::fputs(output.c_str(), stderr);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
