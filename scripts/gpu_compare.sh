@@ -25,6 +25,9 @@ FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
 THROUGHPUT_ARGS=${THROUGHPUT_ARGS:-}
 TTA_ARGS=${TTA_ARGS:-}
 TTA_VARIANTS=${TTA_VARIANTS:-channels-last,compile-channels-last}
+# A result is a JSON line with a "bench" key anywhere: cudagrad-bench sorts its keys ({"amp": ...
+# comes first), PyTorch's scripts do not.
+RESULT_LINE='^\{.*"bench": ?"'
 mkdir -p "$OUT"
 : > "$OUT/compare.md"
 modes=("$@")
@@ -60,10 +63,10 @@ throughput() {
     [ "$conv" = native ] || [ "$variant" = cudnn+nchw ] && layout=model.channels_last=false
     # shellcheck disable=SC2086
     "$bench" --config configs/bench_gpu.yaml $graph kernels.conv="$conv" $layout 2>&1 | tee "$OUT/cudagrad_$variant.log" \
-      | grep '^{"bench"' | sed "s/^{/{\"conv\": \"$variant\", /" >> "$raw"
+      | grep -E "$RESULT_LINE" | sed "s/^{/{\"conv\": \"$variant\", /" >> "$raw"
   done
   # shellcheck disable=SC2086
-  "$PYTHON" bench/pytorch/gpu_throughput.py $THROUGHPUT_ARGS 2>&1 | tee "$OUT/pytorch.log" | grep '^{"bench"' >> "$raw"
+  "$PYTHON" bench/pytorch/gpu_throughput.py $THROUGHPUT_ARGS 2>&1 | tee "$OUT/pytorch.log" | grep -E "$RESULT_LINE" >> "$raw"
   {
     echo "## MiniResNet training throughput, batch 256, fp16 AMP, 32x32x3 ($(date -u '+%Y-%m-%d %H:%M UTC'))"
     echo
@@ -160,7 +163,7 @@ accuracy() {
     # shellcheck disable=SC2086
     theirs_s+=("$v=$(timed "$OUT/pytorch_tta_$v.log" "$PYTHON" bench/pytorch/time_to_accuracy.py --data "$FMNIST" \
       --variant "$v" $TTA_ARGS)")
-    grep '^{"bench"' "$OUT/pytorch_tta_$v.log" >> "$OUT/tta.jsonl" \
+    grep -E "$RESULT_LINE" "$OUT/pytorch_tta_$v.log" >> "$OUT/tta.jsonl" \
       || echo "{\"bench\": \"pytorch\", \"variant\": \"$v\", \"reached\": false}" >> "$OUT/tta.jsonl"
   done
   {

@@ -7,11 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CG_HOST_DEVICE __host__ __device__
-#else
-#define CG_HOST_DEVICE
-#endif
+#include "util/host_device.h"
 
 namespace cg::rng {
 

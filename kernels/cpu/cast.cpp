@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "kernels/float_to_int.h"
 #include "util/check.h"
 
 namespace cg::kernels::cpu {
@@ -22,13 +23,16 @@ void dispatch_all(DType t, F&& f) {
   CG_FAIL("unknown dtype");
 }
 
-// Conversion through float/double: 16-bit types only convert to and from float.
+// Conversion through float/double: 16-bit types only convert to and from float. Floating to
+// integer saturates (kernels/float_to_int.h), as on the GPU.
 template <typename To, typename From>
 To convert(From v) {
   if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
     return convert<To>(float(v));
   } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
     return To(float(v));
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    return float_to_int<To>(v);
   } else {
     return static_cast<To>(v);
   }

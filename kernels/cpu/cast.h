@@ -1,5 +1,6 @@
 // Conversions between element types on the CPU (the same rounding as the GPU: round to nearest
-// even). The dtype-dispatching entry points serve Tensor::to, copy_ and fill_.
+// even; floating to integer saturates, NaN to 0: kernels/float_to_int.h). The dtype-dispatching
+// entry points serve Tensor::to, copy_ and fill_.
 #pragma once
 #include <cstdint>
 

@@ -1,10 +1,12 @@
 // Conversions between element types on the GPU, with kernels/cpu/cast.h's rules: 16-bit floats
-// convert through float (round to nearest even), everything else by C++'s conversion. fill()
+// convert through float (round to nearest even), floating to integer saturates
+// (kernels/float_to_int.h, shared with the CPU), everything else by C++'s conversion. fill()
 // converts its value once on the host with the CPU's own code and copies the bytes, so a filled
 // tensor is bit-identical on both devices.
 #include <cstring>
 
 #include "kernels/cpu/cast.h"
+#include "kernels/float_to_int.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/elementwise.h"
 
@@ -17,6 +19,8 @@ __device__ __forceinline__ To convert(From v) {
     return convert<To>(to_f32(v));
   } else if constexpr (std::is_same_v<To, __half> || std::is_same_v<To, __nv_bfloat16>) {
     return from_f32<To>(float(v));
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    return kernels::float_to_int<To>(v);
   } else {
     return static_cast<To>(v);
   }

@@ -7,6 +7,7 @@
 #include "kernels/types.h"
 #include "kernels/cuda/memory.h"
 #include "util/dtype.h"
+#include "util/layout.h"
 
 namespace cg::kernels::cuda {
 
@@ -24,5 +25,9 @@ void conv2d_native_backward_data(const Conv2dShape& s, DType dtype, const void* 
 // db may be null.
 void conv2d_native_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
                                    void* db, const WorkspaceFn& workspace, Stream stream);
+// db[o] = sum of dy over every element of channel o, dy [n, c_out, oh, ow] or, with Layout::nhwc,
+// [n, oh, ow, c_out]; fixed summation order, no atomics. The cuDNN path uses it too: cuDNN 9's
+// cudnnConvolutionBackwardBias answers NOT_SUPPORTED for bfloat16 (seen on the H100, cuDNN 9.19).
+void conv2d_bias_grad(const Conv2dShape& s, DType dtype, const void* dy, void* db, Stream stream, Layout layout);
 
 }  // namespace cg::kernels::cuda

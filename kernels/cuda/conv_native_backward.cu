@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/conv_native.h"
 #include "kernels/cuda/conv_native_tiles.cuh"
+#include "kernels/cuda/linear.h"
 #include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
@@ -175,6 +176,15 @@ int filter_slices(int64_t rows, int64_t cols, int64_t depth, int64_t k_step) {
 }
 
 template <typename T>
+struct BiasGrad {
+  static void run(const Conv2dShape& s, const void* dy, void* db, Stream stream) {
+    const Dims d = dims_of(s);
+    bias_grad_kernel<T><<<d.co, kThreads, 0, as_cuda(stream)>>>(d, static_cast<const T*>(dy), static_cast<T*>(db));
+    CG_CUDA_AFTER_LAUNCH("conv2d bias grad");
+  }
+};
+
+template <typename T>
 struct BackwardData {
   template <int KH, int KW, int kStride>
   static void launch(const Conv2dShape& s, const void* dy, const void* w, void* dx, Stream stream) {
@@ -218,10 +228,7 @@ struct BackwardFilter {
       sum_slices_kernel<T><<<blocks_for(rows * cols), kThreads, 0, as_cuda(stream)>>>(rows * cols, slices, partial,
                                                                                       static_cast<T*>(dw));
       CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter (slice sum)");
-      if (db) {
-        bias_grad_kernel<T><<<d.co, kThreads, 0, as_cuda(stream)>>>(d, static_cast<const T*>(dy), static_cast<T*>(db));
-        CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter (bias)");
-      }
+      if (db) BiasGrad<T>::run(s, dy, db, stream);
     }
   };
   static void run(const Conv2dShape& s, const void* x, const void* dy, void* dw, void* db,
@@ -242,6 +249,12 @@ void conv2d_native_backward_filter(const Conv2dShape& s, DType dtype, const void
                                    void* db, const WorkspaceFn& workspace, Stream stream) {
   dispatch_floating<conv_native::BackwardFilter>("conv2d_native_backward_filter", dtype, s, x, dy, dw, db, workspace,
                                                  stream);
+}
+
+void conv2d_bias_grad(const Conv2dShape& s, DType dtype, const void* dy, void* db, Stream stream, Layout layout) {
+  // Channels last, dy is a [n * oh * ow, c_out] matrix: the linear layer's column sums.
+  if (layout == Layout::nhwc) return linear_bias_grad(int64_t(s.n) * s.out_h() * s.out_w(), s.c_out, dtype, dy, db, stream);
+  dispatch_floating<conv_native::BiasGrad>("conv2d bias grad", dtype, s, dy, db, stream);
 }
 
 }  // namespace cg::kernels::cuda

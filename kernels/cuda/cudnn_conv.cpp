@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/conv_native.h"
 #include "kernels/cuda/cudnn_common.h"
 
 namespace cg::kernels::cuda {
@@ -147,7 +148,7 @@ void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void*
   CG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x.get(), x, d.y.get(), dy, d.conv,
                                                 cudnnConvolutionBwdFilterAlgo_t(c.algo),
                                                 scratch(workspace, c.workspace), c.workspace, &zero, d.w, dw));
-  if (db) CG_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, d.y.get(), dy, &zero, d.bias.get(), db));
+  if (db) conv2d_bias_grad(s, dtype, dy, db, stream, layout);  // not cuDNN's: it refuses bfloat16
 }
 
 }  // namespace cg::kernels::cuda

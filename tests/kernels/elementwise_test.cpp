@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <random>
 
+#include "kernels/cpu/cast.h"
 #include "kernels/cpu/elementwise.h"
 #include "support/tolerance.h"
 
@@ -78,6 +82,31 @@ TEST(ElementwiseKernel, ZeroLengthTouchesNothing) {
   fill<float>(0, 1.f, y.data());
   relu_forward<float>(0, y.data(), y.data());
   EXPECT_EQ(y[0], 5.f);
+}
+
+// Floating to integer truncates toward zero, saturates at the type's limits and sends NaN to 0
+// (kernels/float_to_int.h), on the CPU as on the GPU. Without the rule C++'s conversion is
+// undefined out of range: on x86 -3.f became 253 as a uint8, where the GPU gave 0.
+TEST(CastKernel, FloatToIntegerTruncatesAndSaturates) {
+  const float nan = std::nanf("");
+  const std::vector<float> x{-3.f, -0.5f, 0.f, 2.7f, 255.9f, 256.f, 300.f, 1e20f, -1e20f, nan};
+  const int64_t n = int64_t(x.size());
+  std::vector<uint8_t> u8(x.size());
+  cast(n, DType::f32, x.data(), DType::u8, u8.data());
+  EXPECT_EQ(u8, (std::vector<uint8_t>{0, 0, 0, 2, 255, 255, 255, 255, 0, 0}));
+  constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max(), kMin32 = std::numeric_limits<int32_t>::min();
+  std::vector<int32_t> i32(x.size());
+  cast(n, DType::f32, x.data(), DType::i32, i32.data());
+  EXPECT_EQ(i32, (std::vector<int32_t>{-3, 0, 0, 2, 255, 256, 300, kMax32, kMin32, 0}));
+  std::vector<int64_t> i64(x.size());
+  cast(n, DType::f32, x.data(), DType::i64, i64.data());
+  EXPECT_EQ(i64, (std::vector<int64_t>{-3, 0, 0, 2, 255, 256, 300, std::numeric_limits<int64_t>::max(),
+                                       std::numeric_limits<int64_t>::min(), 0}));
+  // The edges themselves, in double, which holds them exactly.
+  const std::vector<double> edges{2147483647.5, 2147483648.0, -2147483648.9, -2147483649.0};
+  std::vector<int32_t> e32(edges.size());
+  cast(int64_t(edges.size()), DType::f64, edges.data(), DType::i32, e32.data());
+  EXPECT_EQ(e32, (std::vector<int32_t>{kMax32, kMax32, kMin32, kMin32}));
 }
 
 }  // namespace
