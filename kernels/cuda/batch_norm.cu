@@ -1,7 +1,7 @@
 // Batch norm on the GPU, three kernels per direction so that every SM has work even with 64
 // channels: (1) partial sums over slices of each channel, one block per (slice, channel), into
-// stream-ordered scratch; (2) one thread per channel adds its slices' partials in slice order
-// (deterministic run to run) and folds the statistics into per-channel coefficients; (3) an
+// stream-ordered scratch; (2) one warp per channel adds its slices' partials in a fixed order
+// (deterministic run to run: bn::warp_sum_slices) and folds the statistics into per-channel coefficients; (3) an
 // elementwise pass applies them (y = x * scale + shift, or dx). Channels-last activations
 // (H * W == 1 in BatchNormShape) take the row kernels of batch_norm_rows.cuh for the first and
 // third step. A residual (relu(bn(x) + r) ends every BasicBlock) is added in the third step, and
@@ -143,14 +143,11 @@ __global__ void stats_finalize_kernel(BatchNormShape s, const T* x, int slices, 
                                       const float* gamma, const float* beta, float eps, float momentum,
                                       float* running_mean, float* running_var, float* save_mean, float* save_invstd,
                                       float2* affine) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= s.c) return;
-  const double m = double(s.n * s.hw);
-  double sum = 0, sq = 0;
-  for (int z = 0; z < slices; ++z) {
-    sum += partial[c * slices + z].x;
-    sq += partial[c * slices + z].y;
-  }
+  const int64_t c = bn::warp_channel();
+  if (c >= s.c) return;  // the whole warp
+  const double2 t = bn::warp_sum_slices(partial + c * slices, slices);
+  if (threadIdx.x % 32 != 0) return;
+  const double m = double(s.n * s.hw), sum = t.x, sq = t.y;
   const double mean_d = sum / m, var = fmax(sq / m - mean_d * mean_d, 0.0);  // biased: normalization
   const double mean = double(stats_shift(s, x, c)) + mean_d;
   finish_channel_stats(c, mean, var, m, gamma, beta, eps, momentum, running_mean, running_var, save_mean, save_invstd,
@@ -222,13 +219,11 @@ __global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, cons
 __global__ void grad_finalize_kernel(BatchNormShape s, bool training, int slices, const double2* partial,
                                      const float* gamma, const float* mean, const float* invstd, const float* var,
                                      float eps, float* dgamma, float* dbeta, float4* coef) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= s.c) return;
-  double sg = 0, sgx = 0;
-  for (int z = 0; z < slices; ++z) {
-    sg += partial[c * slices + z].x;
-    sgx += partial[c * slices + z].y;
-  }
+  const int64_t c = bn::warp_channel();
+  if (c >= s.c) return;  // the whole warp
+  const double2 t = bn::warp_sum_slices(partial + c * slices, slices);
+  if (threadIdx.x % 32 != 0) return;
+  const double sg = t.x, sgx = t.y;
   const float is = var ? 1.f / sqrtf(var[c] + eps) : invstd[c];
   const double sum_g_xhat = sgx * double(is), m = double(s.n * s.hw);
   dbeta[c] = float(sg);
@@ -262,14 +257,11 @@ __global__ void grad_input_kernel(BatchNormShape s, int hwv, const T* dy, const 
 template <typename T>
 __global__ void moments_finalize_kernel(BatchNormShape s, const T* x, int slices, const double2* partial,
                                         double* moments) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= s.c) return;
-  const double m = double(s.n * s.hw), a = double(stats_shift(s, x, c));
-  double sum = 0, sq = 0;
-  for (int z = 0; z < slices; ++z) {
-    sum += partial[c * slices + z].x;
-    sq += partial[c * slices + z].y;
-  }
+  const int64_t c = bn::warp_channel();
+  if (c >= s.c) return;  // the whole warp
+  const double2 t = bn::warp_sum_slices(partial + c * slices, slices);
+  if (threadIdx.x % 32 != 0) return;
+  const double m = double(s.n * s.hw), a = double(stats_shift(s, x, c)), sum = t.x, sq = t.y;
   moments[c] = sum + m * a;                       // sum x = sum d + m a
   moments[s.c + c] = sq + 2.0 * a * sum + m * a * a;  // sum x^2 = sum d^2 + 2 a sum d + m a^2
   if (c == 0) moments[2 * s.c] = m;
@@ -290,13 +282,11 @@ __global__ void stats_from_moments_kernel(int64_t channels, const double* moment
 // This replica's dbeta, dgamma and sums = (sum g, sum g * xhat) per channel.
 __global__ void grad_sums_kernel(int64_t channels, int slices, const double2* partial, const float* invstd,
                                  float* dgamma, float* dbeta, double* sums) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= channels) return;
-  double sg = 0, sgx = 0;
-  for (int z = 0; z < slices; ++z) {
-    sg += partial[c * slices + z].x;
-    sgx += partial[c * slices + z].y;
-  }
+  const int64_t c = bn::warp_channel();
+  if (c >= channels) return;  // the whole warp
+  const double2 t = bn::warp_sum_slices(partial + c * slices, slices);
+  if (threadIdx.x % 32 != 0) return;
+  const double sg = t.x, sgx = t.y;
   const double sum_g_xhat = sgx * double(invstd[c]);
   dbeta[c] = float(sg);
   dgamma[c] = float(sum_g_xhat);
@@ -367,6 +357,8 @@ PartialGrid partial_grid(const BatchNormShape& s, int V) {
 }
 
 int channel_blocks(const BatchNormShape& s) { return int((s.c + kThreads - 1) / kThreads); }
+// For the kernels that sum a channel's slices: a warp per channel (bn::warp_sum_slices).
+int channel_warp_blocks(const BatchNormShape& s) { return int((s.c * 32 + kThreads - 1) / kThreads); }
 
 // One scratch allocation from the caller's workspace: the partials (double2 per slice and
 // channel), then per-channel coefficients (`coef_bytes` each), both 16-byte aligned.
@@ -454,7 +446,7 @@ struct Forward {
       auto* affine = static_cast<float2*>(scratch.coef);
       if (training) {
         launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
-        stats_finalize_kernel<T><<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(
+        stats_finalize_kernel<T><<<channel_warp_blocks(s), kThreads, 0, as_cuda(st)>>>(
             s, x, grid.slices, scratch.partial, gamma, beta, eps, momentum, rm, rv, sm, si, affine);
         CG_CUDA_AFTER_LAUNCH("batch_norm stats_finalize_kernel");
       } else {
@@ -480,7 +472,7 @@ struct Backward {
       Scratch scratch(s, grid.slices, sizeof(float4), workspace);
       auto* coef = static_cast<float4*>(scratch.coef);
       launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
-      grad_finalize_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(
+      grad_finalize_kernel<<<channel_warp_blocks(s), kThreads, 0, as_cuda(st)>>>(
           s, training, grid.slices, scratch.partial, gamma, mean, invstd, var, eps, dgamma, dbeta, coef);
       CG_CUDA_AFTER_LAUNCH("batch_norm grad_finalize_kernel");
       launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
@@ -497,7 +489,7 @@ struct LocalMoments {
       const PartialGrid grid = partial_grid(s, V);
       Scratch scratch(s, grid.slices, 0, workspace);
       launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
-      moments_finalize_kernel<T><<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s, x, grid.slices, scratch.partial,
+      moments_finalize_kernel<T><<<channel_warp_blocks(s), kThreads, 0, as_cuda(st)>>>(s, x, grid.slices, scratch.partial,
                                                                                   moments);
       CG_CUDA_AFTER_LAUNCH("batch_norm moments_finalize_kernel");
     });
@@ -535,7 +527,7 @@ struct LocalGradSums {
       const PartialGrid grid = partial_grid(s, V);
       Scratch scratch(s, grid.slices, 0, workspace);
       launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
-      grad_sums_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, grid.slices, scratch.partial, invstd,
+      grad_sums_kernel<<<channel_warp_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, grid.slices, scratch.partial, invstd,
                                                                         dgamma, dbeta, sums);
       CG_CUDA_AFTER_LAUNCH("batch_norm grad_sums_kernel");
     });

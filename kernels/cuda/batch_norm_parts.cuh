@@ -63,6 +63,32 @@ __device__ __forceinline__ float finish_output(float normalized, const float* re
   return relu ? fmaxf(v, 0.f) : v;
 }
 
+// A channel's (sum .x, sum .y) over its partials p[0 .. slices), by one warp: lane l adds
+// z = l, l + 32, ... in order (coalesced: neighbouring lanes read neighbouring slices), then a
+// fixed butterfly. The order never depends on timing, and since each butterfly step adds the same
+// two values on both lanes, every lane returns the same bits. One thread per channel walking its
+// slices was the old way: channels-last runs about a thousand slices (one wave of blocks over few
+// channel groups), and that serial loop took most of the batch norm's time on the H100.
+__device__ __forceinline__ double2 warp_sum_slices(const double2* p, int slices) {
+  const int lane = int(threadIdx.x) & 31;
+  double2 t = make_double2(0, 0);
+  for (int z = lane; z < slices; z += 32) {
+    const double2 v = p[z];
+    t.x += v.x;
+    t.y += v.y;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    t.x += __shfl_xor_sync(0xffffffffu, t.x, offset);
+    t.y += __shfl_xor_sync(0xffffffffu, t.y, offset);
+  }
+  return t;
+}
+
+// The channel of this thread's warp in the finalize kernels (a warp per channel).
+__device__ __forceinline__ int64_t warp_channel() {
+  return (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+}
+
 // The slice [begin, end) of a channel's `count` items that block x of a (slices, ...) grid covers.
 struct Slice {
   int64_t begin, end;

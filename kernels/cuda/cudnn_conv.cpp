@@ -5,6 +5,8 @@
 // tensor-core kernels need no internal transposes.
 // float32 runs with FMA math only (no TF32), so it matches the CPU reference; half types may use
 // tensor cores. All accumulate in float32.
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -24,6 +26,7 @@ struct Choice {
   int algo = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   size_t workspace = 0;
+  float ms = -1.f;  // what the timed search measured (-1: heuristic)
 };
 
 // The best algorithm differs between layouts (NHWC opens the tensor-core kernels), so the layout
@@ -67,7 +70,7 @@ struct Descs {
 template <typename Perf>
 Choice first_ok(const Perf* perf, int count, const char* what, const Conv2dShape& s, Layout layout, DType dtype) {
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) return {int(perf[i].algo), perf[i].mathType, perf[i].memory};
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) return {int(perf[i].algo), perf[i].mathType, perf[i].memory, perf[i].time};
   throw Error(fmt::format("cuDNN has no {} algorithm for a {}x{} convolution of {}x{}x{}x{} ({}, {})", what, s.kh,
                           s.kw, s.n, s.c_in, s.h, s.w, layout == Layout::nhwc ? "NHWC" : "NCHW", dtype_name(dtype)));
 }
@@ -100,6 +103,16 @@ Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, Layout layo
     c = first_ok(perf, count, "backward-filter", s, layout, dtype);
   }
   if (dtype == DType::f32) c.math = CUDNN_FMA_MATH;  // never TF32 for float32 data
+  // CUDAGRAD_CUDNN_LOG=1 prints each choice: two runs of one binary on the H100 differed by 17% in
+  // images/s, and the algorithms the timed search picks are the first suspect.
+  static const bool log_choices = std::getenv("CUDAGRAD_CUDNN_LOG") != nullptr;
+  if (log_choices)
+    std::fputs(fmt::format("cudnn: {} {}x{}x{}x{} -> {} k{} s{} {} {}: algo {}, math {}, {} B, {:.3f} ms\n",
+                           dir == Dir::forward ? "forward" : dir == Dir::data ? "backward-data" : "backward-filter",
+                           s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.stride, layout == Layout::nhwc ? "NHWC" : "NCHW",
+                           dtype_name(dtype), c.algo, int(c.math), c.workspace, c.ms)
+                   .c_str(),
+               stderr);
   cache.emplace(key, c);
   return c;
 }
