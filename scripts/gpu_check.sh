@@ -6,7 +6,7 @@
 #
 # Before the device call, here: scripts/gpu_deps.sh pack, then carry [".deps", ".data"]: the
 # Debian libraries the build needs and Fashion-MNIST (the GPU machine has neither, nor apt).
-# Usage: scripts/gpu_check.sh [STAGE ...]    stages: env build test sanitize train bench compare
+# Usage: scripts/gpu_check.sh [STAGE ...]    stages: env build test sanitize train bench compare timeline
 #        (default: all, in that order). A device call may run at most 10 minutes, so a session can
 #        run the stages over several calls on the same warm machine: the build directory
 #        (build-gpu) stays, and each stage appends its row to the summary.
@@ -159,6 +159,29 @@ stage_train() {
   rm -rf "$run_dir"
 }
 
+# Data parallelism on the one GPU, profiled (profile.enabled: trace_rank<r>.json, open in
+# Perfetto): two ranks over Gloo staged through pinned host memory (NCCL refuses two ranks on one
+# GPU), and one process modeling an 8-rank NVLink ring (dist.backend=modeled); one epoch each.
+# (A single rank communicates nothing in the trainer: single-rank NCCL runs in the GPU tests.)
+stage_timeline() {
+  local data=${FMNIST:-/usr/share/datasets/fashion-mnist}
+  [ -d "$data" ] || data=.data/fashion-mnist
+  local run ranks backend dir status all=ok
+  for run in "gloo 2" "modeled 1"; do
+    read -r backend ranks <<< "$run"
+    dir="$OUT/timeline_$backend"
+    rm -rf "$dir"
+    timeout 300 "$BUILD/apps/cudagrad-launch" --standalone --nproc-per-node "$ranks" "$BUILD/apps/cudagrad-train" \
+      --config configs/fashion_mnist.yaml data.path="$data" dist.backend="$backend" train.epochs=1 \
+      profile.enabled=true output.dir="$dir" > "$OUT/timeline_$backend.log" 2>&1
+    status=$?
+    [ $status = 0 ] || all=FAILED
+    rm -rf "$dir/checkpoints"  # large; the traces and metrics stay
+    echo "$backend x$ranks: exit $status, $(ls "$dir"/trace_rank*.json 2>/dev/null | wc -l) trace(s)"
+  done
+  row "timeline (2 ranks staged Gloo; modeled 8-rank ring)" "$all" "$OUT/timeline_*/trace_rank*.json"
+}
+
 stage_bench() {
   if [ -x "$BUILD/bench/gpu_kernels_bench" ]; then
     if "$BUILD/bench/gpu_kernels_bench" > "$OUT/bench.log" 2>&1; then row "kernel benchmark" ok "see bench.log"
@@ -182,11 +205,11 @@ stage_compare() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(env build test sanitize train bench compare)
+[ ${#stages[@]} -eq 0 ] && stages=(env build test sanitize train bench compare timeline)
 for s in "${stages[@]}"; do
   case "$s" in
-    env|build|test|sanitize|train|bench|compare) echo ">>> $s"; "stage_$s" ;;
-    *) echo "unknown stage '$s' (env build test sanitize train bench compare)" >&2; exit 2 ;;
+    env|build|test|sanitize|train|bench|compare|timeline) echo ">>> $s"; "stage_$s" ;;
+    *) echo "unknown stage '$s' (env build test sanitize train bench compare timeline)" >&2; exit 2 ;;
   esac
 done
 echo

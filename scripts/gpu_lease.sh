@@ -27,6 +27,8 @@ for stage in "$@"; do
     train) run_capped 180 scripts/gpu_check.sh train ;;
     sanitize) run_capped 600 scripts/gpu_check.sh sanitize ;;
     retest) run_capped 200 scripts/gpu_check.sh test ;;  # with GPU_TEST_REGEX
+    timeline) run_capped 200 scripts/gpu_check.sh timeline ;;
+    kernels) run_capped 120 scripts/gpu_check.sh bench ;;
     throughput | accuracy)
       run_capped 600 env COMPARE_MODES="$stage" \
         THROUGHPUT_ARGS="${THROUGHPUT_ARGS:---variants eager,channels-last,compile-channels-last --steps 100}" \
