@@ -45,6 +45,18 @@ const Layer kLayers[] = {
     {"layer3 256->256 3x3 s1 @8", 256, 8, 256, 3, 1, 1, 3},
 };
 
+// The full MiniResNet on 1x28x28 images (bench/step_bound.sh, bench/cpu_compare.sh --net full).
+const Layer kFull28Layers[] = {
+    {"stem 1->64 3x3 s1 @28", 1, 28, 64, 3, 1, 1, 1},
+    {"layer1 64->64 3x3 s1 @28", 64, 28, 64, 3, 1, 1, 4},
+    {"layer2.0.conv1 64->128 3x3 s2 @28", 64, 28, 128, 3, 2, 1, 1},
+    {"layer2.0.down 64->128 1x1 s2 @28", 64, 28, 128, 1, 2, 0, 1},
+    {"layer2 128->128 3x3 s1 @14", 128, 14, 128, 3, 1, 1, 3},
+    {"layer3.0.conv1 128->256 3x3 s2 @14", 128, 14, 256, 3, 2, 1, 1},
+    {"layer3.0.down 128->256 1x1 s2 @14", 128, 14, 256, 1, 2, 0, 1},
+    {"layer3 256->256 3x3 s1 @7", 256, 7, 256, 3, 1, 1, 3},
+};
+
 // The narrow network that scripts/train.sh trains on the CPU (configs/fashion_mnist_cpu.yaml:
 // widths 16/32/64, 1x28x28 images; batch 64 there).
 const Layer kNarrowLayers[] = {
@@ -67,8 +79,8 @@ int main(int argc, char** argv) {
   const std::string network = argc > 3 ? argv[3] : "full";
   const std::string clock = argc > 4 ? argv[4] : "cpu";
   const std::string filter = argc > 5 ? argv[5] : "";
-  if (network != "full" && network != "narrow") {
-    fmt::print(stderr, "cpu_conv_bench: unknown network '{}' (full or narrow)\n", network);
+  if (network != "full" && network != "full28" && network != "narrow") {
+    fmt::print(stderr, "cpu_conv_bench: unknown network '{}' (full, full28 or narrow)\n", network);
     return 2;
   }
   if (clock != "cpu" && clock != "wall") {
@@ -76,9 +88,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (clock == "wall") timing_clock = CLOCK_MONOTONIC;
-  const std::vector<Layer> layers = network == "full"
-                                        ? std::vector<Layer>(std::begin(kLayers), std::end(kLayers))
-                                        : std::vector<Layer>(std::begin(kNarrowLayers), std::end(kNarrowLayers));
+  const std::vector<Layer> layers =
+      network == "full"     ? std::vector<Layer>(std::begin(kLayers), std::end(kLayers))
+      : network == "full28" ? std::vector<Layer>(std::begin(kFull28Layers), std::end(kFull28Layers))
+                            : std::vector<Layer>(std::begin(kNarrowLayers), std::end(kNarrowLayers));
   fmt::print("cudagrad CPU conv kernels, fp32, threads {}, batch {}; {}\n", omp_get_max_threads(), batch,
              clock == "wall" ? "elapsed ms" : "CPU ms (all threads' CPU time)");
   fmt::print("FMA peak of one core (measured): {:.1f} GFLOP/s\n", fma_peak_gflops());

@@ -63,6 +63,12 @@ Selection conv_selection(const ConvProblem& p);
 // kernels.cpu_conv=auto's algorithm for an NCHW layer of this shape and dtype: whichever measured
 // fastest there (never automatic).
 ops::CpuConvAlgorithm cpu_conv_auto(const kernels::Conv2dShape& s, DType dtype);
+// Under kernels.cpu_conv=auto the direct convolution may hand a backward phase to im2col, where
+// that phase measured faster for the shape (conv_choice.cpp); by name it runs all three itself.
+struct DirectPhases {
+  bool data = true, filter = true;  // direct's own backward-data / backward-filter
+};
+DirectPhases direct_phases_auto(const kernels::Conv2dShape& s);
 // The implementation conv_selection(p) prefers, or the refusal naming p.layer.
 std::shared_ptr<const ConvImpl> pick_conv(const ConvProblem& p);
 

@@ -16,13 +16,15 @@ using ops::CpuConvAlgorithm;
 using ops::GpuImpl;
 
 // From per-layer A/B timings (cpu_conv_bench; the figures: bench/NOTES.md, "Figures once kept in
-// code comments"). 3x3 stride 1: the direct kernel beats im2col on every layer below 32 channels
-// in or out, and Winograd beats it where winograd_takes. 3x3 stride 2: direct below 32 input
-// channels. 1x1: im2col, since the direct 1x1 reads its input planes once per tap with nothing to
-// reuse.
+// code comments", and "Stride 2, phase by phase"). 3x3 stride 1: the direct kernel beats im2col
+// on every layer below 32 channels in or out, and Winograd beats it where winograd_takes. 3x3
+// stride 2: the direct forward beats im2col on every layer measured (16 to 128 channels in), so
+// auto gives the layer to direct, which keeps the backward phases where im2col wins
+// (direct_phases_auto). 1x1: im2col, since the direct 1x1 reads its input planes once per tap
+// with nothing to reuse.
 bool direct_is_fastest(const kernels::Conv2dShape& s) {
   if (s.kh != 3) return false;
-  if (s.stride == 2) return s.c_in < 32;
+  if (s.stride == 2) return true;
   return (s.c_in < 32 || s.c_out < 32) && !winograd_takes(s);
 }
 
@@ -57,6 +59,15 @@ CpuConvAlgorithm cpu_conv_auto(const kernels::Conv2dShape& s, DType dtype) {
   if (kernels::cpu::direct_conv_supports(s) && direct_is_fastest(s)) return CpuConvAlgorithm::direct;
   if (winograd_takes(s)) return CpuConvAlgorithm::winograd;
   return CpuConvAlgorithm::im2col;
+}
+
+// 3x3 stride 2, 2 threads, batch 64 (cpu_conv_bench full28 and narrow, 2026-11-27): direct's
+// backward-data is faster up to 64 input channels (64->128 at 28x28: 5.5 ms against 6.2) and
+// slower at 128 (6.4-6.7 against 5.7-6.2); its backward-filter only below 32 (16->32: 0.57 ms
+// against 0.75; 64->128: 10.7-11.1 against 8.1).
+DirectPhases direct_phases_auto(const kernels::Conv2dShape& s) {
+  if (s.stride != 2) return {};
+  return {.data = s.c_in <= 64, .filter = s.c_in < 32};
 }
 
 Selection conv_selection(const ConvProblem& p) { return p.device.is_cpu() ? cpu_selection(p) : gpu_selection(p); }

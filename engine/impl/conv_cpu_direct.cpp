@@ -1,9 +1,11 @@
 // The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
 // layers of stride 1 or 2. kernels.cpu_conv=direct runs it on every layer it supports; auto on the
-// shapes where it measured fastest (the narrow network's stem and its first stride-2 layer;
-// cpu_conv_auto, conv_choice.cpp).
+// shapes where it measured fastest (the narrow network's stem, every 3x3 stride-2 layer;
+// cpu_conv_auto, conv_choice.cpp), handing a backward phase to im2col where im2col measured
+// faster for the shape (direct_phases_auto).
 #include "engine/impl/conv.h"
 #include "engine/impl/conv_cpu_tensors.h"
+#include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/conv_direct.h"
 
 namespace cg::impl {
@@ -32,12 +34,19 @@ class DirectConv : public ConvImpl {
   ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
                      bool has_bias) const override {
     const Tensor &x = saved.x, &w = saved.w;
+    const kernels::Conv2dShape& s = p.shape;
+    const DirectPhases own =
+        p.policy.cpu_conv == ops::CpuConvAlgorithm::automatic ? direct_phases_auto(s) : DirectPhases{};
     ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
-    if (need_dx)
-      kernels::cpu::direct_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
-    if (need_w)
-      kernels::cpu::direct_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
-                                                  g.db.defined() ? g.db.data<float>() : nullptr);
+    float* db = g.db.defined() ? g.db.data<float>() : nullptr;
+    if (need_dx && own.data)
+      kernels::cpu::direct_conv2d_backward_data(s, dy.data<float>(), w.data<float>(), g.dx.data<float>());
+    else if (need_dx)
+      kernels::cpu::conv2d_backward_data<float>(s, dy.data<float>(), w.data<float>(), g.dx.data<float>());
+    if (need_w && own.filter)
+      kernels::cpu::direct_conv2d_backward_filter(s, x.data<float>(), dy.data<float>(), g.dw.data<float>(), db);
+    else if (need_w)
+      kernels::cpu::conv2d_backward_filter<float>(s, x.data<float>(), dy.data<float>(), g.dw.data<float>(), db);
     return g;
   }
 };

@@ -1,6 +1,7 @@
 // kernels.cpu_conv through ops::conv2d: auto and winograd run Winograd on float32 3x3 stride-1
 // layers of 32+ channels or of channels in groups of 16 (close to im2col, but not bit-identical
-// to it); auto and direct run the direct convolution on the other 3x3 layers below 32 channels,
+// to it); auto and direct run the direct convolution on the other 3x3 layers below 32 channels
+// and (auto: its forward, each backward phase from the faster kernel) on 3x3 stride-2 layers,
 // direct on every 3x3 and 1x1 layer of stride 1 or 2; im2col runs everywhere else, and
 // everywhere under im2col (the bit-exact reference).
 #include <gtest/gtest.h>
@@ -105,12 +106,28 @@ TEST(CpuConvChoice, AutoRunsDirectOnFewChannelStrideTwoLayers) {
   const Result im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, 2);
   expect_auto_ran(automatic, direct, im2col, "16 -> 32 channels, stride 2");
   EXPECT_FALSE(bit_identical(direct.dx, im2col.dx));
-  // 32 input channels: auto leaves it to im2col.
-  const std::vector<int64_t> wide_xs{2, 32, 12, 12}, wide_ws{32, 32, 3, 3};
-  const Result wide_auto = run(ops::CpuConvAlgorithm::automatic, wide_xs, wide_ws, 2);
-  const Result wide_im2col = run(ops::CpuConvAlgorithm::im2col, wide_xs, wide_ws, 2);
-  EXPECT_TRUE(bit_identical(wide_auto.dw, wide_im2col.dw));
-  EXPECT_TRUE(bit_identical(wide_auto.y, wide_im2col.y));
+}
+
+// Wider stride-2 layers under auto: direct's forward, and each backward phase from whichever
+// kernel measured faster for it (direct_phases_auto): 32 and 64 channels in keep direct's
+// backward-data and take im2col's backward-filter; 128 take both from im2col. By name, direct
+// runs all three itself.
+TEST(CpuConvChoice, AutoSplitsWideStrideTwoLayersByPhase) {
+  for (const auto& [c_in, data_direct] : {std::pair{int64_t(32), true}, std::pair{int64_t(128), false}}) {
+    const std::vector<int64_t> xs{2, c_in, 12, 12}, ws{16, c_in, 3, 3};
+    const std::string what = std::to_string(c_in) + " channels in, stride 2";
+    const Result automatic = run(ops::CpuConvAlgorithm::automatic, xs, ws, 2);
+    const Result direct = run(ops::CpuConvAlgorithm::direct, xs, ws, 2);
+    const Result im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, 2);
+    // The kernels give different bits in each backward phase, so each equality below names who
+    // ran it. (Their forwards agree to the bit on these shapes: the rule test shows auto's pick.)
+    EXPECT_FALSE(bit_identical(direct.dx, im2col.dx)) << what;
+    EXPECT_FALSE(bit_identical(direct.dw, im2col.dw)) << what;
+    EXPECT_TRUE(bit_identical(automatic.y, direct.y)) << what;
+    EXPECT_TRUE(bit_identical(automatic.dx, data_direct ? direct.dx : im2col.dx)) << what;
+    EXPECT_TRUE(bit_identical(automatic.dw, im2col.dw)) << what;
+    EXPECT_LT(relative_difference(automatic.dx, im2col.dx), 1e-5) << what;
+  }
 }
 
 TEST(CpuConvChoice, DirectByNameRunsWideLayersToo) {
@@ -143,7 +160,8 @@ TEST(CpuConvChoice, AutoRuleTakesTheMeasuredFastestPerShape) {
   EXPECT_EQ(impl::cpu_conv_auto(layer(16, 32, 28, 3, 2), DType::f32), A::direct);    // stride 2, few channels in
   EXPECT_EQ(impl::cpu_conv_auto(layer(16, 32, 28, 1, 2), DType::f32), A::im2col);    // the 1x1 shortcut
   EXPECT_EQ(impl::cpu_conv_auto(layer(32, 32, 14, 3, 1), DType::f32), A::winograd);  // 32+ channels
-  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 64, 14, 3, 2), DType::f32), A::im2col);    // stride 2, 32 channels in
+  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 64, 14, 3, 2), DType::f32), A::direct);    // stride 2: direct's forward
+  EXPECT_EQ(impl::cpu_conv_auto(layer(128, 256, 14, 3, 2), DType::f32), A::direct);  // (backward: by phase)
   EXPECT_EQ(impl::cpu_conv_auto(layer(8, 24, 10, 3, 1), DType::f32), A::direct);     // few channels, no group of 16
   EXPECT_EQ(impl::cpu_conv_auto(layer(32, 32, 14, 3, 1), DType::f64), A::im2col);    // float64: the reference only
 }
