@@ -141,10 +141,17 @@ stage_sanitize() {
   row "compute-sanitizer (memcheck, racecheck)" "$status" "$(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitize.log") clean runs"
 }
 
-stage_train() {
-  # The GPU machine has no apt: carry the data in (.data/fashion-mnist, ignored by git).
+# Fashion-MNIST: FMNIST, else Debian's package, else the copy gpu_deps.sh pack carries in
+# (.data/fashion-mnist, ignored by git): the GPU machine has no apt.
+fashion_mnist_dir() {
   local data=${FMNIST:-/usr/share/datasets/fashion-mnist}
   [ -d "$data" ] || data=.data/fashion-mnist
+  echo "$data"
+}
+
+stage_train() {
+  local data
+  data=$(fashion_mnist_dir)
   local run_dir="$OUT/train_run"
   rm -rf "$run_dir"
   local start=$SECONDS
@@ -164,9 +171,8 @@ stage_train() {
 # GPU), and one process modeling an 8-rank NVLink ring (dist.backend=modeled); one epoch each.
 # (A single rank communicates nothing in the trainer: single-rank NCCL runs in the GPU tests.)
 stage_timeline() {
-  local data=${FMNIST:-/usr/share/datasets/fashion-mnist}
-  [ -d "$data" ] || data=.data/fashion-mnist
-  local run ranks backend dir status all=ok
+  local data run ranks backend dir status all=ok
+  data=$(fashion_mnist_dir)
   for run in "gloo 2" "modeled 1"; do
     read -r backend ranks <<< "$run"
     dir="$OUT/timeline_$backend"

@@ -4,7 +4,7 @@
 # LEASE_SECONDS, and the logs copied into the device tool's $OUT at the end, whatever failed.
 #   call 1: scripts/gpu_lease.sh env build test train throughput
 #   call 2: scripts/gpu_lease.sh sanitize|accuracy|...   (same warm machine: build-gpu is kept)
-#   GPU_TEST_REGEX=... scripts/gpu_lease.sh env build retest throughput   (a fresh machine, after fixes)
+#   GPU_TEST_REGEX=... scripts/gpu_lease.sh env build test throughput   (a fresh machine, after fixes)
 # Before it, here: scripts/gpu_deps.sh pack; carry [".deps", ".data"].
 # 12 GPU tests at a time: at 8 the 531 took 150 s on the H100 (each a process whose start, the
 # CUDA context and cuDNN's libraries, dominates); the timing-sensitive ones run alone anyway.
@@ -28,7 +28,6 @@ for stage in "$@"; do
     test) run_capped 210 scripts/gpu_check.sh test ;;
     train) run_capped 180 scripts/gpu_check.sh train ;;
     sanitize) run_capped 600 scripts/gpu_check.sh sanitize ;;
-    retest) run_capped 200 scripts/gpu_check.sh test ;;  # with GPU_TEST_REGEX
     timeline) run_capped 200 scripts/gpu_check.sh timeline ;;
     kernels) run_capped 120 scripts/gpu_check.sh bench ;;
     throughput | accuracy)

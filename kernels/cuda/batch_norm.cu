@@ -143,10 +143,9 @@ __global__ void stats_finalize_kernel(BatchNormShape s, const T* x, int slices, 
                                       const float* gamma, const float* beta, float eps, float momentum,
                                       float* running_mean, float* running_var, float* save_mean, float* save_invstd,
                                       float2* affine) {
-  const int64_t c = bn::warp_channel();
-  if (c >= s.c) return;  // the whole warp
-  const double2 t = bn::warp_sum_slices(partial + c * slices, slices);
-  if (threadIdx.x % 32 != 0) return;
+  int64_t c;
+  double2 t;
+  if (!bn::warp_channel_sums(s.c, partial, slices, c, t)) return;
   const double m = double(s.n * s.hw), sum = t.x, sq = t.y;
   const double mean_d = sum / m, var = fmax(sq / m - mean_d * mean_d, 0.0);  // biased: normalization
   const double mean = double(stats_shift(s, x, c)) + mean_d;
@@ -219,10 +218,9 @@ __global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, cons
 __global__ void grad_finalize_kernel(BatchNormShape s, bool training, int slices, const double2* partial,
                                      const float* gamma, const float* mean, const float* invstd, const float* var,
                                      float eps, float* dgamma, float* dbeta, float4* coef) {
-  const int64_t c = bn::warp_channel();
-  if (c >= s.c) return;  // the whole warp
-  const double2 t = bn::warp_sum_slices(partial + c * slices, slices);
-  if (threadIdx.x % 32 != 0) return;
+  int64_t c;
+  double2 t;
+  if (!bn::warp_channel_sums(s.c, partial, slices, c, t)) return;
   const double sg = t.x, sgx = t.y;
   const float is = var ? 1.f / sqrtf(var[c] + eps) : invstd[c];
   const double sum_g_xhat = sgx * double(is), m = double(s.n * s.hw);
@@ -257,10 +255,9 @@ __global__ void grad_input_kernel(BatchNormShape s, int hwv, const T* dy, const 
 template <typename T>
 __global__ void moments_finalize_kernel(BatchNormShape s, const T* x, int slices, const double2* partial,
                                         double* moments) {
-  const int64_t c = bn::warp_channel();
-  if (c >= s.c) return;  // the whole warp
-  const double2 t = bn::warp_sum_slices(partial + c * slices, slices);
-  if (threadIdx.x % 32 != 0) return;
+  int64_t c;
+  double2 t;
+  if (!bn::warp_channel_sums(s.c, partial, slices, c, t)) return;
   const double m = double(s.n * s.hw), a = double(stats_shift(s, x, c)), sum = t.x, sq = t.y;
   moments[c] = sum + m * a;                       // sum x = sum d + m a
   moments[s.c + c] = sq + 2.0 * a * sum + m * a * a;  // sum x^2 = sum d^2 + 2 a sum d + m a^2
@@ -282,10 +279,9 @@ __global__ void stats_from_moments_kernel(int64_t channels, const double* moment
 // This replica's dbeta, dgamma and sums = (sum g, sum g * xhat) per channel.
 __global__ void grad_sums_kernel(int64_t channels, int slices, const double2* partial, const float* invstd,
                                  float* dgamma, float* dbeta, double* sums) {
-  const int64_t c = bn::warp_channel();
-  if (c >= channels) return;  // the whole warp
-  const double2 t = bn::warp_sum_slices(partial + c * slices, slices);
-  if (threadIdx.x % 32 != 0) return;
+  int64_t c;
+  double2 t;
+  if (!bn::warp_channel_sums(channels, partial, slices, c, t)) return;
   const double sg = t.x, sgx = t.y;
   const double sum_g_xhat = sgx * double(invstd[c]);
   dbeta[c] = float(sg);

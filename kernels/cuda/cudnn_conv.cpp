@@ -5,7 +5,6 @@
 // tensor-core kernels need no internal transposes.
 // float32 runs with FMA math only (no TF32), so it matches the CPU reference; half types may use
 // tensor cores. All accumulate in float32.
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -107,12 +106,10 @@ Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, Layout layo
   // images/s, and the algorithms the timed search picks are the first suspect.
   static const bool log_choices = std::getenv("CUDAGRAD_CUDNN_LOG") != nullptr;
   if (log_choices)
-    std::fputs(fmt::format("cudnn: {} {}x{}x{}x{} -> {} k{} s{} {} {}: algo {}, math {}, {} B, {:.3f} ms\n",
-                           dir == Dir::forward ? "forward" : dir == Dir::data ? "backward-data" : "backward-filter",
-                           s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.stride, layout == Layout::nhwc ? "NHWC" : "NCHW",
-                           dtype_name(dtype), c.algo, int(c.math), c.workspace, c.ms)
-                   .c_str(),
-               stderr);
+    fmt::print(stderr, "cudnn: {} {}x{}x{}x{} -> {} k{} s{} {} {}: algo {}, math {}, {} B, {:.3f} ms\n",
+               dir == Dir::forward ? "forward" : dir == Dir::data ? "backward-data" : "backward-filter", s.n, s.c_in,
+               s.h, s.w, s.c_out, s.kh, s.stride, layout == Layout::nhwc ? "NHWC" : "NCHW", dtype_name(dtype), c.algo,
+               int(c.math), c.workspace, c.ms);
   cache.emplace(key, c);
   return c;
 }
