@@ -13,6 +13,7 @@
 #include "kernels/cpu/float_rows.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch.h"
 
 namespace cg::kernels::cpu {
 namespace {
@@ -137,10 +138,8 @@ void columns_to_images(const T* src, int64_t count, int64_t rows, int64_t ohw, T
 // Per-thread scratch, reused across calls so steady-state training allocates nothing here.
 template <typename T>
 T* scratch(int slot, size_t n) {
-  thread_local std::vector<T> buffers[3];
-  auto& b = buffers[slot];
-  if (b.size() < n) b.resize(n);
-  return b.data();
+  thread_local Scratch<T> buffers[3];
+  return buffers[slot].get(n);
 }
 
 }  // namespace

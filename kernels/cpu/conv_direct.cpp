@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/conv_direct_planes.h"
 #include "kernels/cpu/float_rows.h"
+#include "kernels/cpu/scratch.h"
 
 namespace cg::kernels::cpu {
 namespace direct {
@@ -49,10 +50,8 @@ Geometry geometry(const Conv2dShape& s) {
 }
 
 float* scratch(int slot, size_t n) {
-  thread_local std::vector<float> buffers[2];
-  auto& b = buffers[slot];
-  if (b.size() < n) b.resize(n);
-  return b.data();
+  thread_local Scratch<float> buffers[2];
+  return buffers[slot].get(n);
 }
 
 // Each float is written once.

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
-#include <vector>
 
 #include "kernels/cpu/vec_transpose.h"
+#include "kernels/cpu/scratch.h"
 
 namespace cg::kernels::cpu {
 namespace {
@@ -216,10 +216,8 @@ void pack_b(MatrixView<T> b, int64_t n, int64_t p0, int64_t kc, T* dst) {
 // Per-thread packing buffers, kept between calls so steady-state training allocates nothing.
 template <typename T>
 T* packing_buffer(int slot, size_t n) {
-  thread_local std::vector<T> buffers[2];
-  auto& v = buffers[slot];
-  if (v.size() < n) v.resize(n);
-  return v.data();
+  thread_local Scratch<T> buffers[2];
+  return buffers[slot].get(n);
 }
 
 // Where block (p0, i0) of a packed A sits in pack_lhs's layout: depth blocks one after another,
@@ -387,6 +385,20 @@ void pack_lhs(int64_t m, int64_t k, MatrixView<T> a, T* dst) {
 }
 
 template <typename T>
+int packed_lhs_rows() {
+  return Tile<T>::kMR;
+}
+
+template <typename T>
+int64_t packed_lhs_offset(int64_t m, int64_t k, int64_t row, int64_t depth) {
+  constexpr int MR = Tile<T>::kMR;
+  constexpr int64_t KC = Tile<T>::kKC;
+  static_assert(KC % 2 == 0, "a depth pair (d, d + 1), d even, stays in one depth block");
+  const int64_t p0 = depth / KC * KC, kc = std::min(KC, k - p0);
+  return packed_block_offset<T>(m, p0, row / MR * MR, kc) + (depth - p0) * MR + row % MR;
+}
+
+template <typename T>
 void gemm_packed_lhs(int64_t m, int64_t n, int64_t k, const T* a_packed, MatrixView<T> b, T* c, int64_t ldc,
                      GemmMode mode) {
   gemm_blocks<T>(m, n, k, MatrixView<T>{nullptr, 0, 0}, a_packed, b, c, ldc, mode);
@@ -396,6 +408,8 @@ void gemm_packed_lhs(int64_t m, int64_t n, int64_t k, const T* a_packed, MatrixV
   template void gemm<T>(int64_t, int64_t, int64_t, MatrixView<T>, MatrixView<T>, T*, int64_t, GemmMode);    \
   template int64_t packed_lhs_size<T>(int64_t, int64_t);                                                     \
   template void pack_lhs<T>(int64_t, int64_t, MatrixView<T>, T*);                                            \
+  template int packed_lhs_rows<T>();                                                                         \
+  template int64_t packed_lhs_offset<T>(int64_t, int64_t, int64_t, int64_t);                                 \
   template void gemm_packed_lhs<T>(int64_t, int64_t, int64_t, const T*, MatrixView<T>, T*, int64_t, GemmMode);
 CG_INSTANTIATE(float)
 CG_INSTANTIATE(double)

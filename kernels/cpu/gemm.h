@@ -37,6 +37,14 @@ template <typename T>
 int64_t packed_lhs_size(int64_t m, int64_t k);
 template <typename T>
 void pack_lhs(int64_t m, int64_t k, MatrixView<T> a, T* dst);
+// Where pack_lhs puts A's element (row, depth), and how many rows of one depth sit side by side
+// there (gemm.cpp's MR): rows r0 .. r0 + packed_lhs_rows - 1 (r0 a multiple of it) of depth d are
+// contiguous, and those of depth d + 1 follow them when d is even. So a producer can write the
+// packed form directly (kernels/cpu/winograd.cpp writes its filters 8 rows x 2 depths a vector).
+template <typename T>
+int packed_lhs_rows();
+template <typename T>
+int64_t packed_lhs_offset(int64_t m, int64_t k, int64_t row, int64_t depth);
 template <typename T>
 void gemm_packed_lhs(int64_t m, int64_t n, int64_t k, const T* a_packed, MatrixView<T> b, T* c, int64_t ldc,
                      GemmMode mode);

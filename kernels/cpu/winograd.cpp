@@ -16,11 +16,13 @@
 #endif
 
 #include <algorithm>
-#include <vector>
+#include <climits>
 
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/winograd_transforms.h"
+#include "kernels/cpu/scratch.h"
+#include "util/check.h"
 
 namespace cg::kernels::cpu {
 namespace {
@@ -114,40 +116,78 @@ struct Plan {
 
 // Scratch kept on the calling thread between calls, so steady-state training allocates nothing.
 float* buffer(int slot, int64_t n) {
-  thread_local std::vector<float> buffers[4];
-  auto& b = buffers[slot];
-  if (b.size() < size_t(n)) b.resize(size_t(n));
-  return b.data();
+  thread_local Scratch<float> buffers[4];
+  return buffers[slot].get(size_t(n));
 }
 
 // Per-thread rows for the plane transforms.
 RowScratch row_scratch(int64_t tw) {
-  thread_local std::vector<float> rows;
+  thread_local Scratch<float> rows;
   const int64_t width = (kTile * tw + kTile + 15) / 16 * 16;
-  const size_t size = size_t(width + 48 * (tw + 1));
-  if (rows.size() < size) rows.resize(size);
-  return {rows.data(), width};
+  return {rows.get(size_t(width + 48 * (tw + 1))), width};
 }
 
-// u[e] = G g G^T of each filter g = w[k][c] (rotated = false), or of w[k][c] rotated by 180
-// degrees (rotated = true: the filters of backward-data, whose GEMM has c_in and c_out swapped);
-// element e at u + e * u_stride(...). Laid out as the GEMM's [its c_out][its c_in] (u[e][k][c], or
-// rotated u[e][c][k]), or transposed as [its c_in][its c_out] (Plan::products_channels_inner).
-int64_t u_stride(int64_t c_out, int64_t c_in) { return element_stride(c_out, c_in); }
-void transform_filters(const float* w, int64_t c_out, int64_t c_in, bool rotated, bool transposed, float* u) {
-  const int64_t stride = u_stride(c_out, c_in);
-  const bool c_major = rotated != transposed;  // u[e][c][k] rather than u[e][k][c]
-#pragma omp parallel for schedule(static)
-  for (int64_t item = 0; item < c_out * c_in; ++item) {
-    const int64_t k = item / c_in, c = item % c_in;
-    const float* g = w + item * 9;
-    float* dst = u + (c_major ? c * c_out + k : k * c_in + c);
-    if (rotated) {
-      filter_transform(g + 8, -3, -1, dst, stride);
-    } else {
-      filter_transform(g, 3, 1, dst, stride);
-    }
+// Which of w's filters is element (r, d) of the GEMM's filter matrix [its c_out][its c_in]: w's
+// [k][c] as it is, or for backward-data (rotated: c_in and c_out swapped) w's [c][k]; as the
+// offset of its 9 floats in w.
+struct FilterSource {
+  int64_t w_in;  // w's own c_in
+  bool rotated;
+  int32_t offset(int64_t r, int64_t d) const {
+    const int64_t k = rotated ? d : r, c = rotated ? r : d;
+    return int32_t((k * w_in + c) * 9);
   }
+};
+
+// u = G g G^T of every filter (rotated by 180 degrees for backward-data), transposed as the GEMM's
+// [its c_in][its c_out] (Plan::products_channels_inner): 16 consecutive output channels a vector,
+// element e at u + e * u_stride(...).
+int64_t u_stride(int64_t c_out, int64_t c_in) { return element_stride(c_out, c_in); }
+void transform_filters_transposed(const Plan& p, const float* w, bool rotated, float* u) {
+  const FilterSource source{rotated ? p.c_out : p.c_in, rotated};
+  const int64_t stride = u_stride(p.c_out, p.c_in), blocks = (p.c_out + kLanes - 1) / kLanes;
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < p.c_in * blocks; ++item) {
+    const int64_t d = item / blocks, r0 = item % blocks * kLanes;
+    int32_t offsets[kLanes];
+    uint32_t store = 0;
+    for (int j = 0; j < kLanes; ++j) {
+      const bool live = r0 + j < p.c_out;
+      offsets[j] = live ? source.offset(r0 + j, d) : -1;
+      store |= uint32_t(live) << j;
+    }
+    filter_transform_lanes(w, offsets, rotated, store, u + d * p.c_out + r0, stride);
+  }
+}
+
+// The same filters written straight into the GEMM's packed left operand (gemm.h's pack_lhs
+// layout, packed_stride apart), once per call instead of once per chunk of images: a vector is 8
+// rows (its c_out) by 2 depths (its c_in), contiguous there. Rows past c_out are the panel's zero
+// padding. Transforming into a row-major u (one filter's 36 values scattered to 36 matrices) and
+// packing that after took 13.5% of the 256-channel 7x7 forward on one core; written packed, 8%
+// (perf, 2026-11-27).
+int64_t packed_stride(int64_t c_out, int64_t c_in) { return packed_lhs_size<float>(c_out, c_in); }
+constexpr int kPackedRows = kLanes / 2;
+const float* transform_filters_packed(const Plan& p, const float* w, bool rotated) {
+  CG_CHECK(packed_lhs_rows<float>() == kPackedRows, "a vector of filters is 8 packed rows by 2 depths");
+  const FilterSource source{rotated ? p.c_out : p.c_in, rotated};
+  const int64_t ps = packed_stride(p.c_out, p.c_in);
+  const int64_t panels = (p.c_out + kPackedRows - 1) / kPackedRows, pairs = (p.c_in + 1) / 2;
+  float* packed = buffer(3, kElements * ps);
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < panels * pairs; ++item) {
+    const int64_t r0 = item / pairs * kPackedRows, d0 = item % pairs * 2;
+    int32_t offsets[kLanes];
+    uint32_t store = 0;
+    for (int j = 0; j < kLanes; ++j) {
+      const int64_t r = r0 + j % kPackedRows, d = d0 + j / kPackedRows;
+      offsets[j] = r < p.c_out && d < p.c_in ? source.offset(r, d) : -1;
+      store |= uint32_t(d < p.c_in) << j;
+    }
+    filter_transform_lanes(w, offsets, rotated, store, packed + packed_lhs_offset<float>(p.c_out, p.c_in, r0, d0),
+                           ps);
+  }
+  return packed;
 }
 
 // Where a run of images' transforms go: a buffer of `cols` columns a matrix (36 matrices,
@@ -193,18 +233,6 @@ void transform_grads(const Plan& p, const float* dy, int64_t first, int64_t coun
     for (int64_t k = 0; k < p.c_out; ++k)
       grad_output_transform(image + k * plane, p.oh, p.ow, p.th, p.tw, z + k * at.cols + col, stride, rows);
   }
-}
-
-// The 36 transformed filter matrices u (u_stride apart, [c_out][c_in] each) packed for the GEMM's
-// left operand (gemm.h's pack_lhs), once per call instead of once per chunk of images: for a
-// 64-channel layer that packing cost as much as a chunk's multiply-adds. Packed_stride apart.
-int64_t packed_stride(int64_t c_out, int64_t c_in) { return packed_lhs_size<float>(c_out, c_in); }
-const float* pack_filters(const float* u, int64_t c_out, int64_t c_in) {
-  const int64_t us = u_stride(c_out, c_in), ps = packed_stride(c_out, c_in);
-  float* packed = buffer(3, kElements * ps);
-#pragma omp parallel for schedule(static)
-  for (int e = 0; e < kElements; ++e) pack_lhs<float>(c_out, c_in, row_major(u + e * us, c_in), packed + e * ps);
-  return packed;
 }
 
 // dst[0, n) = src[0, n), n <= 4: one row of an output tile (fewer columns at the plane's edge).
@@ -293,13 +321,14 @@ void run(const Plan& p, const float* x, const float* u, const float* bias, float
   }
 }
 
-// The filters as run() takes them for plan p (the GEMM's c_out x c_in): transformed, then packed
-// unless the products are taken transposed.
+// The filters as run() takes them for plan p (the GEMM's c_out x c_in): transformed, transposed
+// where the products are taken transposed, else packed.
 const float* prepare_filters(const Plan& p, const float* w, bool rotated) {
+  CG_CHECK(p.c_out * p.c_in * 9 <= INT32_MAX, "filters too large for 32-bit gather offsets");
+  if (!p.products_channels_inner) return transform_filters_packed(p, w, rotated);
   float* u = buffer(0, kElements * u_stride(p.c_out, p.c_in));
-  const int64_t w_out = rotated ? p.c_in : p.c_out, w_in = rotated ? p.c_out : p.c_in;  // w's own
-  transform_filters(w, w_out, w_in, rotated, p.products_channels_inner, u);
-  return p.products_channels_inner ? u : pack_filters(u, p.c_out, p.c_in);
+  transform_filters_transposed(p, w, rotated, u);
+  return u;
 }
 
 }  // namespace

@@ -5,13 +5,17 @@
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 #include "kernels/cpu/winograd_transforms.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace cg::kernels::cpu::winograd {
 namespace {
 
 constexpr float k6 = 1.f / 6.f, k12 = 1.f / 12.f, k24 = 1.f / 24.f;
-// g (3) -> G g (6)
-inline void gm(const float g[3], float o[6]) {
+// g (3) -> G g (6), for one float or 16 lanes
+template <typename T>
+inline void gm(const T g[3], T o[6]) {
   o[0] = 0.25f * g[0];
   o[1] = -k6 * (g[0] + g[1] + g[2]);
   o[2] = -k6 * (g[0] - g[1] + g[2]);
@@ -26,20 +30,49 @@ inline void gt(const float u[6], float o[3]) {
   o[2] = k6 * (u[3] + u[4] - u[1] - u[2]) + u[5];
 }
 
+// taps[t][j] = tap t (row-major, after the rotation) of lane j's filter, 0 where offsets[j] < 0:
+// one AVX-512 gather a tap.
+inline void load_taps(const float* w, const int32_t offsets[kLanes], bool rotated, Lanes taps[9]) {
+#if defined(__AVX512F__)
+  const __m512i base = _mm512_loadu_si512(offsets);
+  const __mmask16 live = _mm512_cmpge_epi32_mask(base, _mm512_setzero_si512());
+  for (int t = 0; t < 9; ++t) {
+    const __m512i at = _mm512_add_epi32(base, _mm512_set1_epi32(rotated ? 8 - t : t));
+    taps[t] = Lanes(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, at, w, 4));
+  }
+#else
+  for (int t = 0; t < 9; ++t)
+    for (int j = 0; j < kLanes; ++j) taps[t][j] = offsets[j] < 0 ? 0.f : w[offsets[j] + (rotated ? 8 - t : t)];
+#endif
+}
+
+// dst[0, 16) = v, lanes whose bit is clear in `store` left as they are.
+inline void store_lanes(Lanes v, uint32_t store, float* dst) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(dst, __mmask16(store), __m512(v));
+#else
+  for (int j = 0; j < kLanes; ++j)
+    if (store >> j & 1u) dst[j] = v[j];
+#endif
+}
+
 }  // namespace
 
-void filter_transform(const float* g, int64_t row, int64_t col, float* u, int64_t e_stride) {
-  float t[6][3];  // G g: G down the columns
+void filter_transform_lanes(const float* w, const int32_t offsets[kLanes], bool rotated, uint32_t store, float* u,
+                            int64_t e_stride) {
+  Lanes g[9];
+  load_taps(w, offsets, rotated, g);
+  Lanes t[6][3];  // G g: G down the columns
   for (int j = 0; j < 3; ++j) {
-    const float c[3] = {g[j * col], g[row + j * col], g[2 * row + j * col]};
-    float o[6];
+    const Lanes c[3] = {g[j], g[3 + j], g[6 + j]};
+    Lanes o[6];
     gm(c, o);
     for (int r = 0; r < 6; ++r) t[r][j] = o[r];
   }
   for (int r = 0; r < 6; ++r) {
-    float o[6];
+    Lanes o[6];
     gm(t[r], o);
-    for (int c = 0; c < 6; ++c) u[(r * 6 + c) * e_stride] = o[c];
+    for (int c = 0; c < 6; ++c) store_lanes(o[c], store, u + (r * 6 + c) * e_stride);
   }
 }
 

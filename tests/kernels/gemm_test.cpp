@@ -66,6 +66,27 @@ void check_all() {
 TEST(GemmKernel, MatchesTripleLoopFloat) { check_all<float>(); }
 TEST(GemmKernel, MatchesTripleLoopDouble) { check_all<double>(); }
 
+// packed_lhs_offset names where pack_lhs put every element, for sizes with ragged row panels and
+// depths past one packing pass (385: a block of 384, then one of 1); and the promise Winograd's
+// filter transform writes by: a panel's rows of depths d and d + 1 (d even) are 2 x MR contiguous
+// floats.
+TEST(GemmKernel, PackedLhsOffsetNamesWherePackLhsPutEachElement) {
+  const int mr = packed_lhs_rows<float>();
+  for (const Size& z : {Size{13, 1, 385}, Size{8, 1, 2}, Size{97, 1, 1000}, Size{5, 1, 3}}) {
+    const auto a = random_vector<float>(size_t(z.m * z.k), 1);
+    std::vector<float> packed(size_t(packed_lhs_size<float>(z.m, z.k)));
+    pack_lhs<float>(z.m, z.k, row_major(a.data(), z.k), packed.data());
+    for (int64_t r = 0; r < z.m; ++r)
+      for (int64_t d = 0; d < z.k; ++d)
+        ASSERT_EQ(packed[size_t(packed_lhs_offset<float>(z.m, z.k, r, d))], a[size_t(r * z.k + d)])
+            << z.m << "x" << z.k << " row " << r << " depth " << d;
+    for (int64_t r0 = 0; r0 < z.m; r0 += mr)
+      for (int64_t d = 0; d + 1 < z.k; d += 2)
+        ASSERT_EQ(packed_lhs_offset<float>(z.m, z.k, r0, d + 1), packed_lhs_offset<float>(z.m, z.k, r0, d) + mr)
+            << z.m << "x" << z.k << " panel " << r0 << " depth " << d;
+  }
+}
+
 TEST(GemmKernel, ZeroDepthWritesZerosOrLeavesC) {
   std::vector<float> c = test::poisoned<float>(6);
   gemm<float>(2, 3, 0, row_major<float>(nullptr, 0), row_major<float>(nullptr, 3), c.data(), 3,
