@@ -13,9 +13,8 @@ namespace cg::kernels::cpu::winograd {
 namespace {
 
 constexpr float k6 = 1.f / 6.f, k12 = 1.f / 12.f, k24 = 1.f / 24.f;
-// g (3) -> G g (6), for one float or 16 lanes
-template <typename T>
-inline void gm(const T g[3], T o[6]) {
+// g (3) -> G g (6), 16 filters' at once
+inline void gm(const Lanes g[3], Lanes o[6]) {
   o[0] = 0.25f * g[0];
   o[1] = -k6 * (g[0] + g[1] + g[2]);
   o[2] = -k6 * (g[0] - g[1] + g[2]);
