@@ -100,5 +100,5 @@ machine_line() {
     torch_version+="${torch_version:+, }$("$py" -c "import sys, torch; print(torch.__version__, 'Python', sys.version.split()[0])" 2>/dev/null || echo '?')"
   done
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'); CPU: ${cpu:-unknown} (${logical:-?} logical CPUs, load average" \
-       "before: $load); cudagrad $commit; PyTorch $torch_version; $(g++ --version 2>/dev/null | head -n 1)"
+       "before: $load); cudagrad $commit${torch_version:+; PyTorch $torch_version}; $(g++ --version 2>/dev/null | head -n 1)"
 }

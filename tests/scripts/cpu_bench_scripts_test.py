@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""bench/cpu_time_to_accuracy.sh and bench/cpu_compare.sh: bad input is refused clearly, and the
-smoke-sized runs give tables with both engines.
+"""bench/cpu_time_to_accuracy.sh, bench/cpu_compare.sh and bench/cpu_step_ab.sh: bad input is
+refused clearly, and the smoke-sized runs give tables with both engines (cpu_step_ab.sh: both
+builds).
 
 Usage: cpu_bench_scripts_test.py SOURCE_DIR BINARY_DIR   (CTest runs it, label "bench")
 
-First the refusals, which need neither PyTorch nor the data: a bad command line exits 2 naming the
+First the refusals, which need neither PyTorch nor the data, and cpu_step_ab.sh's run (the same
+build as A and B, three one-step rounds: its table's medians checked against its rounds): a bad command line exits 2 naming the
 option, a missing build, a Python without torch or a missing dataset exit 1 saying so. Then, only
 when /usr/bin/python3 imports torch and Debian's Fashion-MNIST is installed (else the test reports
 itself skipped, exit 77, saying which is missing; failed, exit 1, under CUDAGRAD_REQUIRE_ALL=1):
@@ -69,6 +71,31 @@ def table_rows(output):
 BOTH = {"cudagrad", "PyTorch eager NCHW", "PyTorch eager channels-last"}  # torch 1.13 has no torch.compile
 
 
+def check_step_ab(source, binary, work, empty):
+    """bench/cpu_step_ab.sh needs no PyTorch: its refusals, then the same build as A and B for two
+    one-step rounds, whose table must hold both rounds and medians that are the rounds' medians."""
+    ab = os.path.join(source, "bench", "cpu_step_ab.sh")
+    refused(ab, [binary], 2, "give two build directories, BUILD_A and BUILD_B (got 1)", work)
+    refused(ab, [binary, binary, "--net", "wide"], 2, "--net must be full or narrow", work)
+    refused(ab, [binary, binary, "--rounds", "x"], 2, "take whole numbers, got 'x'", work)
+    refused(ab, [binary, binary, "--rounds", "0"], 2, "--rounds and --threads must be at least 1", work)
+    refused(ab, [binary, empty], 1, "not found; build it first", work)
+    rc, out = run([ab, binary, binary, "--net", "narrow", "--rounds", "3", "--steps", "1", "--warmup", "0",
+                   "--threads", "1"], work)
+    rows = {cells[0]: cells[1:] for cells in (
+        [c.strip() for c in line.strip().strip("|").split("|")] for line in out.splitlines()
+        if re.match(r"\| (\d+|median) \|", line))}
+    check(rc == 0 and set(rows) == {"1", "2", "3", "median"},
+          f"cpu_step_ab.sh: exit 0, a row per round and the medians (got exit {rc}, rows {sorted(rows)})", out)
+    if set(rows) == {"1", "2", "3", "median"}:
+        a = sorted(float(rows[r][0]) for r in ("1", "2", "3"))
+        b = sorted(float(rows[r][1]) for r in ("1", "2", "3"))
+        check(abs(float(rows["median"][0]) - a[1]) < 0.006 and abs(float(rows["median"][1]) - b[1]) < 0.006,
+              f"cpu_step_ab.sh: the median row is the rounds' medians (A {a}, B {b}, row {rows['median']})", out)
+    check(f"A: {binary}/apps/cudagrad-bench-cpu (" in out and "B was faster in " in out and " of 3 rounds" in out,
+          "cpu_step_ab.sh: names both builds and counts the rounds B won", out)
+
+
 def main():
     source, binary = (os.path.abspath(p) for p in sys.argv[1:3])
     tta = os.path.join(source, "bench", "cpu_time_to_accuracy.sh")
@@ -91,6 +118,8 @@ def main():
     refused(compare, ["--widths", "16,x", binary], 2, "widths must look like", work)
     for script in (tta, compare):
         refused(script, ["--variants", "eager,turbo", binary], 2, "unknown variant 'turbo'", work)
+
+    check_step_ab(source, binary, work, empty)
 
     missing = []
     if subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode != 0:
