@@ -179,9 +179,9 @@ echo "$table"
 # The table and a bar chart of it: with --save in bench/results/, else in cpu_compare_out/.
 if ((SAVE)); then
   mkdir -p "$ROOT/bench/results"
-  # The network and thread count are in the name: same-day runs of the presets at 1 and 2 threads
-  # do not overwrite each other.
-  out="$ROOT/bench/results/cpu_compare_$(date +%Y-%m-%d)_${LABEL}_${THREADS}t.md"
+  # The time, the network and the thread count are in the name: a later run never overwrites a
+  # saved table (one named by the date alone once replaced the morning's committed results).
+  out="$ROOT/bench/results/cpu_compare_$(date -u +%F_%H%M)_${LABEL}_${THREADS}t.md"
   echo "$table" > "$out" || die "cannot write $out"
   echo "saved $out"
   chart=${out%.md}.png

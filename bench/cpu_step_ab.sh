@@ -14,7 +14,7 @@
 #   --steps S, --warmup W: timed and untimed steps of each run (default 12 and 2 full, 20 and 3
 #     narrow).
 #   --label TEXT: put in the table's first line. --save: write the table to
-#     bench/results/cpu_step_ab_<date>_<time>_<net>.md as well.
+#     bench/results/cpu_step_ab_<date>_<HHMM>_<net>.md as well.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 NAME=cpu_step_ab

@@ -12,7 +12,7 @@
 # taken out and shown apart) and is also taken from outside here, with the CPU time. Prints a table
 # (epoch accuracies, time to target or "not reached", compile time, training images/s, the ratios
 # against the fastest PyTorch, the machine and the versions); --save writes it to
-# bench/results/cpu_time_to_accuracy_<date>_<N>t.md. Logs and the run go to --out.
+# bench/results/cpu_time_to_accuracy_<date>_<HHMM>_<N>t.md (UTC). Logs and the run go to --out.
 # Exits 2 on a bad command line, 1 (saying why) when the build, PyTorch or the data is missing, a
 # side fails, the two sides built networks of different sizes, or PyTorch's variants disagree on
 # the first step's loss.
@@ -269,7 +269,7 @@ echo
 echo "$table"
 if ((SAVE)); then
   mkdir -p "$ROOT/bench/results"
-  saved="$ROOT/bench/results/cpu_time_to_accuracy_$(date +%Y-%m-%d)_${THREADS}t.md"
+  saved="$ROOT/bench/results/cpu_time_to_accuracy_$(date -u +%F_%H%M)_${THREADS}t.md"  # the time too: never overwrites
   echo "$table" > "$saved" || die "cannot write $saved"
   echo "saved $saved"
 fi

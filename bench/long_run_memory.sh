@@ -7,7 +7,7 @@
 # checkpoints of the epochs they share must hold the same tensors, bit for bit.
 # Prints the memory after the first epoch, at the end and the growth between (per rank), the
 # checkpoint comparison, and draws the samples (long_run_out/memory.png). With --save: the table
-# and the chart go to bench/results/long_run_memory_<date>.{md,png}.
+# and the chart go to bench/results/long_run_memory_<date>_<HHMM>.{md,png} (UTC).
 # Usage: bench/long_run_memory.sh [BUILD_DIR] [--epochs 40] [--short-epochs 2] [--interval 5]
 #        [--bound-mib 8] [--save]
 # Exit 1 when the growth after the first epoch exceeds --bound-mib on a rank, or a shared
@@ -65,5 +65,5 @@ echo "long_run_memory: the short run, $short_epochs epochs"
 
 machine="$(date -u '+%Y-%m-%d %H:%M UTC'); $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1) ($(nproc) CPUs); cudagrad $("$TRAIN" --version | head -n 1); load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 args=("$OUT" --epochs "$epochs" --short-epochs "$short_epochs" --bound-mib "$bound_mib" --interval "$interval" --machine "$machine")
-[[ $save == 1 ]] && args+=(--save "bench/results/long_run_memory_$(date +%F)")
+[[ $save == 1 ]] && args+=(--save "bench/results/long_run_memory_$(date -u +%F_%H%M)")
 /usr/bin/python3 bench/long_run_memory.py "${args[@]}"

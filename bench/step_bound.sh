@@ -5,7 +5,7 @@
 # times cudagrad's convolutions layer by layer and prints every pass's bound beside them, and
 # draws each measured time's share of its bound as a bar chart (scripts/plot_bars.py).
 # Everything goes to step_bound_out/ (step_bound.md, step_bound.png); --save writes them to
-# bench/results/step_bound_<date>_<net>_<threads>t.{md,png} instead. Both networks on 1x28x28
+# bench/results/step_bound_<date>_<HHMM>_<net>_<threads>t.{md,png} (UTC) instead. Both networks on 1x28x28
 # images at batch 64 (configs/fashion_mnist_cpu.yaml's batch).
 # Usage: bench/step_bound.sh [BUILD_DIR] [--net full|narrow] [--threads N] [--steps S] [--warmup W]
 #        [--runs R] [--gemm-gflops G] [--label TEXT] [--save]
@@ -65,7 +65,7 @@ for py in "${TORCH_PYTHONS[@]}"; do
 done
 
 OUT="$ROOT/step_bound_out" stem=step_bound
-if ((SAVE)); then OUT="$ROOT/bench/results" stem="step_bound_$(date -u +%F)_${NET}_${THREADS}t"; fi
+if ((SAVE)); then OUT="$ROOT/bench/results" stem="step_bound_$(date -u +%F_%H%M)_${NET}_${THREADS}t"; fi
 mkdir -p "$OUT"
 bars=$(mktemp)
 trap 'rm -f "$bars"' EXIT
