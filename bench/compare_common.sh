@@ -84,6 +84,10 @@ check_variants() {
   done
 }
 
+# The commit a cudagrad binary was built from: the parenthesized part of its --version's first
+# line ("cudagrad 0.1.0 (fd8d718b2ebe)"), or nothing.
+binary_commit() { "$1" --version 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p'; }
+
 # One line: CPU model (/proc/cpuinfo), logical CPUs (and how many this process may use, when
 # fewer), the load average when the caller took it, the two engines' versions, the date.
 # machine_line LOAD_BEFORE CUDAGRAD_BINARY
@@ -93,8 +97,8 @@ machine_line() {
   logical=$(grep -c '^processor' /proc/cpuinfo 2>/dev/null)
   usable=$(nproc)
   [[ $usable != "$logical" ]] && logical="$logical, $usable usable"
-  # The commit the binary was built from (its --version), which may differ from the checkout's.
-  commit=$("$binary" --version 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p')
+  # The commit the binary was built from, which may differ from the checkout's.
+  commit=$(binary_commit "$binary")
   [[ -n $commit ]] || commit="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown) (checkout)"
   for py in "${TORCH_PYTHONS[@]}"; do
     torch_version+="${torch_version:+, }$("$py" -c "import sys, torch; print(torch.__version__, 'Python', sys.version.split()[0])" 2>/dev/null || echo '?')"

@@ -63,7 +63,6 @@ SHAPE=(--widths "$WIDTHS" --in-channels 1 --image-size 28 --batch-size 64 --thre
 step_ms() {
   "$1" "${SHAPE[@]}" | tail -n 1 | "$TOOL_PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["median_step_ms"])'
 }
-commit_of() { "$1" --version 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p'; }
 
 a_ms=() b_ms=()
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -101,7 +100,7 @@ fi
   echo "# cpu_step_ab, $NET network${LABEL:+, $LABEL}: $(machine_line "$LOAD" "${bins[1]}")"
   echo
   echo "Command: bench/cpu_step_ab.sh A B --net $NET --rounds $ROUNDS --threads $THREADS --steps $STEPS --warmup $WARMUP${LABEL:+ --label \"$LABEL\"}"
-  echo "A: ${bins[0]} ($(commit_of "${bins[0]}")); B: ${bins[1]} ($(commit_of "${bins[1]}"))."
+  echo "A: ${bins[0]} ($(binary_commit "${bins[0]}")); B: ${bins[1]} ($(binary_commit "${bins[1]}"))."
   echo "Each round runs A, then B; cudagrad-bench-cpu's median step of each run, ms."
   echo
   echo "$table"

@@ -16,7 +16,7 @@
 #endif
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/gemm.h"
