@@ -31,9 +31,9 @@ inline void gt(const float u[6], float o[3]) {
 
 // taps[t][j] = tap t (row-major, after the rotation) of lane j's filter, 0 where offsets[j] < 0:
 // one AVX-512 gather a tap.
-inline void load_taps(const float* w, const int32_t offsets[kLanes], bool rotated, Lanes taps[9]) {
+inline void load_taps(const float* w, const OffsetLanes& offsets, bool rotated, Lanes taps[9]) {
 #if defined(__AVX512F__)
-  const __m512i base = _mm512_loadu_si512(offsets);
+  const __m512i base = __m512i(offsets);
   const __mmask16 live = _mm512_cmpge_epi32_mask(base, _mm512_setzero_si512());
   for (int t = 0; t < 9; ++t) {
     const __m512i at = _mm512_add_epi32(base, _mm512_set1_epi32(rotated ? 8 - t : t));
@@ -57,7 +57,7 @@ inline void store_lanes(Lanes v, uint32_t store, float* dst) {
 
 }  // namespace
 
-void filter_transform_lanes(const float* w, const int32_t offsets[kLanes], bool rotated, uint32_t store, float* u,
+void filter_transform_lanes(const float* w, const OffsetLanes& offsets, bool rotated, uint32_t store, float* u,
                             int64_t e_stride) {
   Lanes g[9];
   load_taps(w, offsets, rotated, g);

@@ -70,13 +70,19 @@ void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t t
 void grad_output_transform_lanes(const float* planes, int64_t plane_stride, int64_t oh, int64_t ow, int64_t th,
                                  int64_t tw, float* out, int64_t e_stride, int64_t tile_stride);
 
+// Sixteen 32-bit offsets, one per lane.
+using OffsetLanes = int32_t __attribute__((vector_size(64)));
+
 // U = G g G^T of 16 3x3 filters at once, one per vector lane: lane j's filter is the 9 floats at
 // w + offsets[j] (row-major, or read rotated by 180 degrees), or zero where offsets[j] < 0.
+// Callers build `offsets` with vector operations, so it reaches memory as one vector store that
+// the transform's vector load takes straight from the store buffer: filled lane by lane (16
+// scalar stores), that load waited for all 16 to retire, 40% of the transform's time (perf).
 // Writes element e of lane j to u[e * e_stride + j] for the lanes whose bit is set in `store`:
 // 36 vector stores, each 16 contiguous floats of one element's matrix, where one filter at a
 // time scattered 36 floats to 36 matrices (the 256-channel layer's filter transform was 9% of
 // its forward; see bench/NOTES.md).
-void filter_transform_lanes(const float* w, const int32_t offsets[kLanes], bool rotated, uint32_t store, float* u,
+void filter_transform_lanes(const float* w, const OffsetLanes& offsets, bool rotated, uint32_t store, float* u,
                             int64_t e_stride);
 
 // The adjoint of filter_transform: g[3][3] = G^T u G with u[e * e_stride].
