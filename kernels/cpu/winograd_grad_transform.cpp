@@ -74,7 +74,7 @@ void grad_output_transform_lanes(const float* planes, int64_t plane_stride, int6
                                  int64_t tw, float* out, int64_t e_stride, int64_t tile_stride) {
   const int64_t ph = kTile * th, pw = kTile * tw;
   Lanes* padded = lanes_staging(ph, pw, 0, oh, 0, ow);  // the planes, zero past their edges
-  for (int64_t y = 0; y < oh; ++y) gather_lanes(planes + y * ow, plane_stride, ow, padded + y * pw);
+  gather_plane_lanes(planes, plane_stride, oh, ow, ow, padded, pw);
   // The same passes as grad_output_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {

@@ -30,9 +30,10 @@ inline void bt(const T d[6], T o[6]) {
   o[4] = 2.f * d[1] - d[2] - 2.f * d[3] + d[4];
   o[5] = 4.f * d[1] - 5.f * d[3] + d[5];
 }
-}  // namespace
 
-void gather_lanes(const float* rows, int64_t row_stride, int64_t n, Lanes* out) {
+// out[x][j] = rows[j * row_stride + x] for x < n, j < kLanes: pixel x of 16 planes' rows as one
+// vector (by 16 x 16 register transposes with AVX-512).
+inline void gather_lanes(const float* rows, int64_t row_stride, int64_t n, Lanes* out) {
   int64_t x = 0;
 #if defined(__AVX512F__)
   // Whole 16 x 16 blocks: 16 row loads, a register transpose, done where the block goes (through a
@@ -53,6 +54,26 @@ void gather_lanes(const float* rows, int64_t row_stride, int64_t n, Lanes* out) 
   for (; x < n; ++x)
     for (int j = 0; j < kLanes; ++j) out[x][j] = rows[j * row_stride + x];
 #endif
+}
+
+// Asks for the cache lines of n floats at rows + j * row_stride, for each of the 16 planes j.
+inline void prefetch_lane_rows(const float* rows, int64_t row_stride, int64_t n) {
+  for (int j = 0; j < kLanes; ++j) {
+    const float* row = rows + j * row_stride;
+    for (int64_t x = 0; x < n; x += 16) __builtin_prefetch(row + x);
+    __builtin_prefetch(row + n - 1);
+  }
+}
+
+}  // namespace
+
+void gather_plane_lanes(const float* planes, int64_t plane_stride, int64_t rows, int64_t w, int64_t cols, Lanes* out,
+                        int64_t out_stride) {
+  const int64_t ahead = std::max<int64_t>(2, (kPrefetchFloats + w - 1) / w);
+  for (int64_t y = 0; y < rows; ++y) {
+    if (y + ahead < rows) prefetch_lane_rows(planes + (y + ahead) * w, plane_stride, cols);
+    gather_lanes(planes + y * w, plane_stride, cols, out + y * out_stride);
+  }
 }
 
 Lanes* lanes_staging(int64_t ph, int64_t pw, int64_t top, int64_t rows, int64_t left, int64_t cols) {
@@ -119,7 +140,7 @@ void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h,
   const int64_t ph = kTile * th + 2, pw = kTile * tw + 2;  // what the tiles read
   const int64_t rows = std::min(h, ph - pad), cols = std::min(w, pw - pad);
   Lanes* padded = lanes_staging(ph, pw, pad, rows, pad, cols);  // the planes with their zero border
-  for (int64_t y = 0; y < rows; ++y) gather_lanes(planes + y * w, plane_stride, cols, padded + (y + pad) * pw + pad);
+  gather_plane_lanes(planes, plane_stride, rows, w, cols, padded + pad * pw + pad, pw);
   // The same passes as input_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {
