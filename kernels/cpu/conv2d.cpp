@@ -70,11 +70,7 @@ void im2col(const Conv2dShape& s, const T* x, int64_t count, T* col) {
   for (int64_t k = 0; k < count; ++k) {
     const T* img = x + k * s.c_in * hw;
     for (int64_t c = 0; c < s.c_in; ++c) {
-      // The next plane (they follow one another in memory), asked for while this one is copied:
-      // a strided pass touches every other row of a plane first, and the copies waited on its loads.
-      const T* next = img + (c + 1) * hw;
-      if (k + 1 < count || c + 1 < s.c_in)
-        for (int64_t q = 0; q < hw; q += 64 / int64_t(sizeof(T))) __builtin_prefetch(next + q);
+      if (k + 1 < count || c + 1 < s.c_in) prefetch_plane(img + (c + 1) * hw, hw);  // planes follow one another
       for (int64_t i = 0; i < s.kh; ++i)
         for (int64_t j = 0; j < s.kw; ++j) {
           T* dst = col + ((c * s.kh + i) * s.kw + j) * ld + k * ohw;

@@ -59,6 +59,7 @@ void pad_planes(const float* src, int64_t channels, const Geometry& g, float* ds
   const int64_t st = g.stride;
   for (int64_t c = 0; c < channels; ++c) {
     const float* image = src + c * g.h * g.w;
+    if (c + 1 < channels) prefetch_plane(image + g.h * g.w, g.h * g.w);
     for (int64_t a = 0; a < st; ++a)
       for (int64_t b = 0; b < st; ++b) {
         float* p = dst + c * g.plane + (a * st + b) * g.phase_plane;
