@@ -219,9 +219,11 @@ void transform_inputs(const Plan& p, const float* x, int64_t first, int64_t coun
     const float* image = x + (first + i) * p.c_in * plane;
     const int64_t col = at.col0 + i * p.tiles;
     if (p.channels_inner) {
-      for (int64_t c = 0; c < p.c_in; c += kLanes)
+      for (int64_t c = 0; c < p.c_in; c += kLanes) {
+        const bool more = c + kLanes < p.c_in || i + 1 < count;  // the next 16 planes follow these
         input_transform_lanes(image + c * plane, plane, p.h, p.w, p.pad, p.th, p.tw, v + col * p.c_in + c, stride,
-                              p.c_in);
+                              p.c_in, more ? image + (c + kLanes) * plane : nullptr);
+      }
       continue;
     }
     for (int64_t c = 0; c < p.c_in; ++c)
@@ -238,9 +240,11 @@ void transform_grads(const Plan& p, const float* dy, int64_t first, int64_t coun
     const float* image = dy + (first + i) * p.c_out * plane;
     const int64_t col = at.col0 + i * p.tiles;
     if (p.grad_channels_inner) {
-      for (int64_t k = 0; k < p.c_out; k += kLanes)
+      for (int64_t k = 0; k < p.c_out; k += kLanes) {
+        const bool more = k + kLanes < p.c_out || i + 1 < count;
         grad_output_transform_lanes(image + k * plane, plane, p.oh, p.ow, p.th, p.tw, z + col * p.c_out + k, stride,
-                                    p.c_out);
+                                    p.c_out, more ? image + (k + kLanes) * plane : nullptr);
+      }
       continue;
     }
     for (int64_t k = 0; k < p.c_out; ++k)

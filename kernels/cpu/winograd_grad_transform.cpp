@@ -71,10 +71,10 @@ void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t t
 }
 
 void grad_output_transform_lanes(const float* planes, int64_t plane_stride, int64_t oh, int64_t ow, int64_t th,
-                                 int64_t tw, float* out, int64_t e_stride, int64_t tile_stride) {
+                                 int64_t tw, float* out, int64_t e_stride, int64_t tile_stride, const float* next) {
   const int64_t ph = kTile * th, pw = kTile * tw;
   Lanes* padded = lanes_staging(ph, pw, 0, oh, 0, ow);  // the planes, zero past their edges
-  gather_plane_lanes(planes, plane_stride, oh, ow, ow, padded, pw);
+  gather_plane_lanes(planes, plane_stride, oh, ow, ow, padded, pw, next);
   // The same passes as grad_output_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {

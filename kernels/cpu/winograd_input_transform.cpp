@@ -68,10 +68,14 @@ inline void prefetch_lane_rows(const float* rows, int64_t row_stride, int64_t n)
 }  // namespace
 
 void gather_plane_lanes(const float* planes, int64_t plane_stride, int64_t rows, int64_t w, int64_t cols, Lanes* out,
-                        int64_t out_stride) {
+                        int64_t out_stride, const float* next) {
   const int64_t ahead = std::max<int64_t>(2, (kPrefetchFloats + w - 1) / w);
   for (int64_t y = 0; y < rows; ++y) {
-    if (y + ahead < rows) prefetch_lane_rows(planes + (y + ahead) * w, plane_stride, cols);
+    if (y + ahead < rows) {
+      prefetch_lane_rows(planes + (y + ahead) * w, plane_stride, cols);
+    } else if (next && y + ahead - rows < rows) {
+      prefetch_lane_rows(next + (y + ahead - rows) * w, plane_stride, cols);
+    }
     gather_lanes(planes + y * w, plane_stride, cols, out + y * out_stride);
   }
 }
@@ -136,11 +140,12 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
 }
 
 void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h, int64_t w, int64_t pad,
-                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride) {
+                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride,
+                           const float* next) {
   const int64_t ph = kTile * th + 2, pw = kTile * tw + 2;  // what the tiles read
   const int64_t rows = std::min(h, ph - pad), cols = std::min(w, pw - pad);
   Lanes* padded = lanes_staging(ph, pw, pad, rows, pad, cols);  // the planes with their zero border
-  gather_plane_lanes(planes, plane_stride, rows, w, cols, padded + pad * pw + pad, pw);
+  gather_plane_lanes(planes, plane_stride, rows, w, cols, padded + pad * pw + pad, pw, next);
   // The same passes as input_transform, in the same order: down the columns, then along the rows.
   for (int64_t ty = 0; ty < th; ++ty)
     for (int64_t tx = 0; tx < tw; ++tx) {

@@ -35,7 +35,8 @@ void input_transform(const float* plane, int64_t h, int64_t w, int64_t pad, int6
 // one vector store per element and tile. Planes of at most kLanesMaxTiles tiles (32x32 outputs:
 // the padded planes, 34 x 34 vectors, stay in L2). Measured against the one-plane forms on the
 // full MiniResNet's 32x32 layer (64 channels, 1 thread): forward 24.4 -> 18.6 ms, with the
-// gradient transform below backward-filter 32.0 -> 17.7 ms.
+// gradient transform below backward-filter 32.0 -> 17.7 ms. `next`: the 16 planes transformed
+// after these (same shape), whose first rows are asked for while these finish; null if none.
 constexpr int kLanes = 16;
 constexpr int64_t kLanesMaxTiles = 64;
 
@@ -49,16 +50,19 @@ using Lanes = float __attribute__((vector_size(64)));
 // were 7% of the full network's step). Measured, 2 threads, inputs cold, alternating in one
 // process: forward, backward-data and backward-filter 3-4% faster on 64 channels at 28x28, 5-6% at
 // 128 x 14x14, 2-4% at 256 x 7x7.
+// Past the last rows it asks for the first rows of `next` (the 16 planes read after these, same
+// shape; null when there are none).
 constexpr int64_t kPrefetchFloats = 32;
 void gather_plane_lanes(const float* planes, int64_t plane_stride, int64_t rows, int64_t w, int64_t cols, Lanes* out,
-                        int64_t out_stride);
+                        int64_t out_stride, const float* next);
 
 // The calling thread's [ph][pw] staging area for 16 planes (one vector of lanes per pixel), zero
 // everywhere but rows [top, top + rows) x columns [left, left + cols), which the caller fills
 // (zeroing only the border: clearing all of it was 3% of a 16-channel 28x28 forward).
 Lanes* lanes_staging(int64_t ph, int64_t pw, int64_t top, int64_t rows, int64_t left, int64_t cols);
 void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h, int64_t w, int64_t pad,
-                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride);
+                           int64_t th, int64_t tw, float* out, int64_t e_stride, int64_t tile_stride,
+                           const float* next);
 
 // Output transform y = A^T m A + bias of 16 tiles at once, or of one tile for 16 channels (one
 // vector lane each): element e of lane j at m[e * e_stride + j]; writes lane j's 4x4 outputs
@@ -73,9 +77,10 @@ void grad_output_transform(const float* plane, int64_t oh, int64_t ow, int64_t t
 
 // grad_output_transform of kLanes planes at once (planes + j * plane_stride), one vector lane per
 // plane, laid out like input_transform_lanes: element e of tile t of lane j at
-// out[e * e_stride + t * tile_stride + j]. Planes of at most kLanesMaxTiles tiles.
+// out[e * e_stride + t * tile_stride + j]. Planes of at most kLanesMaxTiles tiles. `next`: as
+// input_transform_lanes's.
 void grad_output_transform_lanes(const float* planes, int64_t plane_stride, int64_t oh, int64_t ow, int64_t th,
-                                 int64_t tw, float* out, int64_t e_stride, int64_t tile_stride);
+                                 int64_t tw, float* out, int64_t e_stride, int64_t tile_stride, const float* next);
 
 // Sixteen 32-bit offsets, one per lane.
 using OffsetLanes = int32_t __attribute__((vector_size(64)));

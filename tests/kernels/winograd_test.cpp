@@ -192,7 +192,7 @@ TEST(WinogradTransforms, SixteenPlanesAtOnceEqualOneAtATime) {
           input_transform(plane, pl.h, pl.w, pl.pad, th, tw, out, tiles, rows);
         },
         [&](const float* planes, float* out, int64_t e_stride, int64_t tile_stride) {
-          input_transform_lanes(planes, pl.h * pl.w, pl.h, pl.w, pl.pad, th, tw, out, e_stride, tile_stride);
+          input_transform_lanes(planes, pl.h * pl.w, pl.h, pl.w, pl.pad, th, tw, out, e_stride, tile_stride, nullptr);
         },
         "input " + std::to_string(pl.h) + "x" + std::to_string(pl.w) + " pad " + std::to_string(pl.pad));
   }
@@ -211,7 +211,7 @@ TEST(WinogradTransforms, SixteenGradientPlanesAtOnceEqualOneAtATime) {
           grad_output_transform(plane, pl.h, pl.w, th, tw, out, tiles, rows);
         },
         [&](const float* planes, float* out, int64_t e_stride, int64_t tile_stride) {
-          grad_output_transform_lanes(planes, pl.h * pl.w, pl.h, pl.w, th, tw, out, e_stride, tile_stride);
+          grad_output_transform_lanes(planes, pl.h * pl.w, pl.h, pl.w, th, tw, out, e_stride, tile_stride, nullptr);
         },
         "gradient " + std::to_string(pl.h) + "x" + std::to_string(pl.w));
   }
