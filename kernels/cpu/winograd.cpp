@@ -263,6 +263,17 @@ inline void copy_tile_row(const float* src, int64_t n, float* dst) {
 #endif
 }
 
+// Asks for the cache lines of dst[0, n) (rows of y the output transforms write next) for writing.
+// The transforms store a tile's rows 16 bytes at a time, scattered over 4 rows of 1 or 16
+// planes, and a store into a line not in cache waits for the line to be read: asked for one row of
+// tiles (or 16 tiles) ahead, the forward and backward-data of the 64-channel 28x28 and
+// 128-channel 14x14 layers ran 4-5% faster, the 256-channel 7x7 layer's about 1% (2 threads,
+// inputs cold, alternating in one process).
+inline void prefetch_for_write(const float* dst, int64_t n) {
+  for (int64_t q = 0; q < n; q += 16) __builtin_prefetch(dst + q, 1);
+  __builtin_prefetch(dst + n - 1, 1);
+}
+
 // Channel k of y for the chunk's images [first, ...) = the output transforms of the `cols` tiles of
 // mk (row k of every element's product, ms apart) plus bias, 16 tiles at a time. Reading 16 lanes
 // past the last tile stays inside the buffer (element_stride's extra line).
@@ -272,6 +283,10 @@ void transform_outputs(const Plan& p, const float* mk, int64_t ms, int64_t cols,
   const int64_t plane = p.oh * p.ow;
   int64_t i = 0, ty = 0, tx = 0;  // image and tile of column c0 + j, stepped along
   for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+    // The planes of channel k that the next 16 tiles fall in.
+    const int64_t last = std::min(c0 + 2 * kLanes, cols) - 1;
+    for (int64_t im = (c0 + kLanes) / p.tiles; c0 + kLanes < cols && im <= last / p.tiles; ++im)
+      prefetch_for_write(y + ((first + im) * p.c_out + k) * plane, plane);
     output_transform_16(mk + c0, ms, Lanes{} + bias, blocks);
     for (int64_t j = 0; j < std::min<int64_t>(kLanes, cols - c0); ++j) {
       float* dst = y + ((first + i) * p.c_out + k) * plane + kTile * (ty * p.ow + tx);
@@ -295,6 +310,12 @@ void transform_output_channels(const Plan& p, const float* mt, int64_t ms, int64
   const int64_t plane = p.oh * p.ow;
   int64_t i = 0, ty = 0, tx = 0;  // image and tile of column c, stepped along
   for (int64_t c = 0; c < cols; ++c) {
+    if (tx == 0 && c + p.tw < cols) {  // a new row of tiles: ask for the next one's rows
+      const int64_t ni = ty + 1 == p.th ? i + 1 : i, nty = ty + 1 == p.th ? 0 : ty + 1;
+      const float* next = y + ((first + ni) * p.c_out + k0) * plane + kTile * nty * p.ow;
+      for (int j = 0; j < kLanes; ++j)
+        prefetch_for_write(next + j * plane, std::min<int64_t>(kTile, p.oh - kTile * nty) * p.ow);
+    }
     output_transform_16(mt + c * p.c_out + k0, ms, bias16, blocks);
     float* dst = y + ((first + i) * p.c_out + k0) * plane + kTile * (ty * p.ow + tx);
     const int64_t rows = std::min<int64_t>(kTile, p.oh - kTile * ty), width = std::min<int64_t>(kTile, p.ow - kTile * tx);
