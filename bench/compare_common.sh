@@ -86,6 +86,17 @@ check_variants() {
 
 # The commit a cudagrad binary was built from: the parenthesized part of its --version's first
 # line ("cudagrad 0.1.0 (fd8d718b2ebe)"), or nothing.
+# The path, without extension, of a new saved result: bench/results/PREFIX_<date>_<HHMM>SUFFIX
+# (UTC), with -2, -3, ... after the time when a file of that name is already there, so a second
+# run in the same minute does not overwrite the first (it did: two step_bound runs at 23:26).
+result_stem() {  # result_stem PREFIX SUFFIX
+  local base n=1 stem
+  base="$ROOT/bench/results/$1_$(date -u +%F_%H%M)"
+  stem="$base$2"
+  while compgen -G "$stem.*" >/dev/null; do n=$((n + 1)); stem="$base-$n$2"; done
+  echo "$stem"
+}
+
 binary_commit() { "$1" --version 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p'; }
 
 # One line: CPU model (/proc/cpuinfo), logical CPUs (and how many this process may use, when

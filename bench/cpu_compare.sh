@@ -181,7 +181,7 @@ if ((SAVE)); then
   mkdir -p "$ROOT/bench/results"
   # The time, the network and the thread count are in the name: a later run never overwrites a
   # saved table (one named by the date alone once replaced the morning's committed results).
-  out="$ROOT/bench/results/cpu_compare_$(date -u +%F_%H%M)_${LABEL}_${THREADS}t.md"
+  out="$(result_stem cpu_compare "_${LABEL}_${THREADS}t").md"
   echo "$table" > "$out" || die "cannot write $out"
   echo "saved $out"
   chart=${out%.md}.png

@@ -14,7 +14,8 @@
 #   --steps S, --warmup W: timed and untimed steps of each run (default 12 and 2 full, 20 and 3
 #     narrow).
 #   --label TEXT: put in the table's first line. --save: write the table to
-#     bench/results/cpu_step_ab_<date>_<HHMM>_<net>.md as well.
+#     bench/results/cpu_step_ab_<date>_<HHMM>_<net>.md as well (-2, -3, ... after the time for a
+#     second run in the same minute).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 NAME=cpu_step_ab
@@ -94,7 +95,7 @@ PY
 OUT=""
 if ((SAVE)); then
   mkdir -p "$ROOT/bench/results"
-  OUT="$ROOT/bench/results/cpu_step_ab_$(date -u +%F_%H%M)_${NET}.md"
+  OUT="$(result_stem cpu_step_ab "_${NET}").md"
 fi
 {
   echo "# cpu_step_ab, $NET network${LABEL:+, $LABEL}: $(machine_line "$LOAD" "${bins[1]}")"

@@ -269,7 +269,7 @@ echo
 echo "$table"
 if ((SAVE)); then
   mkdir -p "$ROOT/bench/results"
-  saved="$ROOT/bench/results/cpu_time_to_accuracy_$(date -u +%F_%H%M)_${THREADS}t.md"  # the time too: never overwrites
+  saved="$(result_stem cpu_time_to_accuracy "_${THREADS}t").md"  # the time too: never overwrites
   echo "$table" > "$saved" || die "cannot write $saved"
   echo "saved $saved"
 fi

@@ -65,7 +65,7 @@ for py in "${TORCH_PYTHONS[@]}"; do
 done
 
 OUT="$ROOT/step_bound_out" stem=step_bound
-if ((SAVE)); then OUT="$ROOT/bench/results" stem="step_bound_$(date -u +%F_%H%M)_${NET}_${THREADS}t"; fi
+if ((SAVE)); then OUT="$ROOT/bench/results" stem=$(basename "$(result_stem step_bound "_${NET}_${THREADS}t")"); fi
 mkdir -p "$OUT"
 bars=$(mktemp)
 trap 'rm -f "$bars"' EXIT

@@ -7,7 +7,8 @@ Usage: cpu_bench_scripts_test.py SOURCE_DIR BINARY_DIR   (CTest runs it, label "
 
 First the refusals, which need neither PyTorch nor the data, and cpu_step_ab.sh's run (the same
 build as A and B, three one-step rounds: its table's medians checked against its rounds): a bad command line exits 2 naming the
-option, a missing build, a Python without torch or a missing dataset exit 1 saying so. Then, only
+option, a missing build, a Python without torch or a missing dataset exit 1 saying so; and
+compare_common.sh's result_stem gives three saves in one minute three names. Then, only
 when /usr/bin/python3 imports torch and Debian's Fashion-MNIST is installed (else the test reports
 itself skipped, exit 77, saying which is missing; failed, exit 1, under CUDAGRAD_REQUIRE_ALL=1):
 train_throughput.py --self-check (PyTorch's variants compute the same model); cpu_time_to_accuracy.sh --smoke twice, with a target nobody
@@ -96,6 +97,25 @@ def check_step_ab(source, binary, work, empty):
           "cpu_step_ab.sh: names both builds and counts the rounds B won", out)
 
 
+def check_result_stem(source, work):
+    """compare_common.sh's result_stem: a second and third save in the same minute get -2 and -3
+    after the time, never the first one's name (two step_bound runs once shared a name)."""
+    root = os.path.join(work, "stem_root")
+    os.makedirs(os.path.join(root, "bench", "results"))
+    # One shell: the three names come from one minute unless the clock turns between them; then the
+    # first name of the new minute is new anyway, and the check below says which case it saw.
+    script = (f'ROOT={root}; NAME=t; source {source}/bench/compare_common.sh; '
+              'for i in 1 2 3; do s=$(result_stem step_bound _full_2t); echo "$s"; touch "$s.md"; done')
+    rc, out = run(["bash", "-c", script], work)
+    names = [os.path.basename(line) for line in out.split()]
+    pattern = r"step_bound_\d{4}-\d\d-\d\d_\d{4}(-[23])?_full_2t"
+    ok = rc == 0 and len(names) == 3 and len(set(names)) == 3 and all(re.fullmatch(pattern, n) for n in names)
+    if ok and len({n[:len("step_bound_2026-01-01_0000")] for n in names}) == 1:  # all in one minute
+        first = names[0]
+        ok = names[1:] == [first.replace("_full_2t", "-2_full_2t"), first.replace("_full_2t", "-3_full_2t")]
+    check(ok, f"result_stem: three saves in one minute get three names ({', '.join(names)})", out)
+
+
 def main():
     source, binary = (os.path.abspath(p) for p in sys.argv[1:3])
     tta = os.path.join(source, "bench", "cpu_time_to_accuracy.sh")
@@ -120,6 +140,7 @@ def main():
         refused(script, ["--variants", "eager,turbo", binary], 2, "unknown variant 'turbo'", work)
 
     check_step_ab(source, binary, work, empty)
+    check_result_stem(source, work)
 
     missing = []
     if subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode != 0:
