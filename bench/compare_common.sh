@@ -84,8 +84,6 @@ check_variants() {
   done
 }
 
-# The commit a cudagrad binary was built from: the parenthesized part of its --version's first
-# line ("cudagrad 0.1.0 (fd8d718b2ebe)"), or nothing.
 # The path, without extension, of a new saved result: bench/results/PREFIX_<date>_<HHMM>SUFFIX
 # (UTC), with -2, -3, ... after the time when a file of that name is already there, so a second
 # run in the same minute does not overwrite the first (it did: two step_bound runs at 23:26).
@@ -97,6 +95,8 @@ result_stem() {  # result_stem PREFIX SUFFIX
   echo "$stem"
 }
 
+# The commit a cudagrad binary was built from: the parenthesized part of its --version's first
+# line ("cudagrad 0.1.0 (fd8d718b2ebe)"), or nothing.
 binary_commit() { "$1" --version 2>/dev/null | sed -n '1s/.*(\(.*\)).*/\1/p'; }
 
 # One line: CPU model (/proc/cpuinfo), logical CPUs (and how many this process may use, when

@@ -421,7 +421,7 @@ void filter_products_by_chunk(const Plan& p, const float* x, const float* dy, in
     float* v = buffer(1, p.buffer_size(p.c_in));
     float* z = buffer(2, p.buffer_size(p.c_out));
     for (int64_t ch = begin; ch < end; ++ch) {
-      const int64_t first = ch * p.per, count = std::min(p.per, p.n - first), cols = count * p.tiles;
+      const int64_t first = p.chunk_first(ch), count = p.chunk_count(ch), cols = count * p.tiles;
       const int64_t vs = element_stride(p.c_in, cols), zs = element_stride(p.c_out, cols);
       transform_inputs(p, x, first, count, {cols, 0}, v);
       transform_grads(p, dy, first, count, {cols, 0}, z);
@@ -447,7 +447,7 @@ void filter_products_by_element(const Plan& p, const float* x, const float* dy, 
   {
 #pragma omp for schedule(static)
     for (int64_t ch = 0; ch < p.chunks; ++ch) {
-      const int64_t first = ch * p.per, count = std::min(p.per, p.n - first);
+      const int64_t first = p.chunk_first(ch), count = p.chunk_count(ch);
       transform_inputs(p, x, first, count, {cols, first * p.tiles}, v);
       transform_grads(p, dy, first, count, {cols, first * p.tiles}, z);
     }

@@ -73,7 +73,7 @@ BOTH = {"cudagrad", "PyTorch eager NCHW", "PyTorch eager channels-last"}  # torc
 
 
 def check_step_ab(source, binary, work, empty):
-    """bench/cpu_step_ab.sh needs no PyTorch: its refusals, then the same build as A and B for two
+    """bench/cpu_step_ab.sh needs no PyTorch: its refusals, then the same build as A and B for three
     one-step rounds, whose table must hold both rounds and medians that are the rounds' medians."""
     ab = os.path.join(source, "bench", "cpu_step_ab.sh")
     refused(ab, [binary], 2, "give two build directories, BUILD_A and BUILD_B (got 1)", work)
