@@ -51,9 +51,13 @@ inline void filter_tile(const float* __restrict dy, int64_t dy_stride, const flo
 #pragma GCC unroll 9
       for (int t = 0; t < Taps; ++t) {
         V xv = load(xi + q + off[t]);
+#if defined(__AVX512F__)
         // Keep the load in a register: GCC otherwise folds it into each of the R multiply-adds,
         // loading the same (mostly cache-line-splitting) vector R times, which made this load-bound.
+        // Only where a 64-byte vector fits one register: without AVX-512 it is two, and "+v" is an
+        // impossible constraint (the build failed on AVX2-only machines).
         asm("" : "+v"(xv));
+#endif
 #pragma GCC unroll 3
         for (int r = 0; r < R; ++r) a[r][t] += d[r] * xv;
       }
