@@ -1,6 +1,8 @@
 #include "nn/checkpoint.h"
 
+#include <cmath>
 #include <cstring>
+#include <set>
 
 #include "util/safetensors.h"
 
@@ -27,20 +29,68 @@ Tensor from_record(const std::string& name, const safetensors::TensorRecord& r) 
   return t;
 }
 
-int64_t metadata_int(const safetensors::File& f, const std::string& path, const std::string& key) {
+// A counter from the metadata: a whole decimal number in [0, 2^62] (so that counting on from it
+// cannot overflow), nothing else.
+int64_t metadata_count(const safetensors::File& f, const std::string& path, const std::string& key) {
   auto it = f.metadata.find(key);
   if (it == f.metadata.end())
     throw Error(fmt::format("checkpoint {} lacks '{}': not a cudagrad training checkpoint", path, key));
+  const std::string& text = it->second;
+  size_t used = 0;
+  int64_t v = -1;
   try {
-    return std::stoll(it->second);
+    v = std::stoll(text, &used);
   } catch (const std::exception&) {
-    throw Error(fmt::format("checkpoint {}: metadata '{}' = '{}' is not an integer", path, key, it->second));
   }
+  if (used != text.size() || v < 0 || v > (int64_t(1) << 62))
+    throw Error(fmt::format("checkpoint {}: metadata '{}' = '{}' is not a count (a whole number in [0, 2^62])", path,
+                            key, text));
+  return v;
 }
 
 std::string metadata_str(const safetensors::File& f, const std::string& key) {
   auto it = f.metadata.find(key);
   return it == f.metadata.end() ? std::string() : it->second;
+}
+
+// The whole state dict checked before any of it is copied in, so that a checkpoint that does not
+// fit leaves the model as it was: same keys, and each tensor of the model's shape and dtype.
+void check_fits_model(const std::string& path, const Module& model, const std::map<std::string, Tensor>& values) {
+  auto unfit = [&](const std::string& why) { return Error(fmt::format("checkpoint {} does not fit the model: {}", path, why)); };
+  std::set<std::string> known;
+  for (const auto& [name, t] : model.state_dict()) {
+    known.insert(name);
+    auto it = values.find(name);
+    if (it == values.end()) throw unfit(fmt::format("state dict is missing key '{}'", name));
+    if (it->second.shape() != t.shape())
+      throw unfit(fmt::format("state dict key '{}': shape {} does not match the model's {}", name,
+                              shape_str(it->second.shape()), shape_str(t.shape())));
+    if (it->second.dtype() != t.dtype())
+      throw unfit(fmt::format("state dict key '{}' is {}, the model's is {}", name, dtype_name(it->second.dtype()),
+                              dtype_name(t.dtype())));
+  }
+  for (const auto& [name, t] : values)
+    if (!known.count(name)) throw unfit(fmt::format("state dict has unexpected key '{}'", name));
+}
+
+TrainingProgress read_progress(const safetensors::File& file, const std::string& path) {
+  TrainingProgress p;
+  p.epoch = metadata_count(file, path, "cudagrad.epoch");
+  p.batch_in_epoch = metadata_count(file, path, "cudagrad.batch_in_epoch");
+  p.step = metadata_count(file, path, "cudagrad.step");
+  p.optimizer = metadata_str(file, "cudagrad.optimizer");
+  p.rng_state = metadata_str(file, "cudagrad.rng_state");
+  p.config_yaml = metadata_str(file, "cudagrad.config");
+  const std::string scale = metadata_str(file, "cudagrad.loss_scale");
+  if (scale.empty()) return p;
+  char* end = nullptr;
+  p.loss_scale = std::strtod(scale.c_str(), &end);
+  // inf or nan would turn every scaled gradient into inf and skip every step without a word.
+  if (end == scale.c_str() || *end != '\0' || !(p.loss_scale > 0) || !std::isfinite(p.loss_scale))
+    throw Error(fmt::format("checkpoint {}: metadata cudagrad.loss_scale='{}' is not a positive finite number",
+                            path, scale));
+  p.loss_scale_growth_tracker = metadata_count(file, path, "cudagrad.loss_scale_growth_tracker");
+  return p;
 }
 
 }  // namespace
@@ -74,6 +124,15 @@ TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimiz
   if (metadata_str(file, "cudagrad.kind") != "training_checkpoint")
     throw Error(fmt::format("{} is not a cudagrad training checkpoint (use model.init_from to start "
                             "from bare weights)", path));
+  // save() always writes the format tag, so its checksum was verified; a training checkpoint
+  // without one was edited after it was written, and nothing in it can be trusted.
+  if (!file.metadata.count(safetensors::kFormatKey))
+    throw Error(fmt::format("checkpoint {} is corrupt: a training checkpoint without {} (and so without its "
+                            "checksum) was altered after cudagrad wrote it", path, safetensors::kFormatKey));
+  const std::string written_by = metadata_str(file, "cudagrad.optimizer");
+  if (written_by != optimizer.name())
+    throw Error(fmt::format("checkpoint {} was written by optimizer '{}', config says optim.name={}", path,
+                            written_by, optimizer.name()));
   std::map<std::string, Tensor> model_values, optim_values;
   for (const auto& [name, record] : file.tensors) {
     if (name.rfind(kOptimPrefix, 0) == 0) {
@@ -82,27 +141,15 @@ TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimiz
       model_values[name] = from_record(name, record);
     }
   }
+  check_fits_model(path, model, model_values);
+  TrainingProgress p = read_progress(file, path);
+  // The optimizer checks its state completely before keeping any; then the model, already checked.
   try {
-    model.load_state_dict(model_values, /*strict=*/true);
+    optimizer.load_state_tensors(optim_values, metadata_count(file, path, "cudagrad.optimizer_steps"));
   } catch (const Error& e) {
-    throw Error(fmt::format("checkpoint {} does not fit the model: {}", path, e.what()));
+    throw Error(fmt::format("checkpoint {} does not fit the optimizer: {}", path, e.what()));
   }
-  TrainingProgress p;
-  p.epoch = metadata_int(file, path, "cudagrad.epoch");
-  p.batch_in_epoch = metadata_int(file, path, "cudagrad.batch_in_epoch");
-  p.step = metadata_int(file, path, "cudagrad.step");
-  p.optimizer = metadata_str(file, "cudagrad.optimizer");
-  p.rng_state = metadata_str(file, "cudagrad.rng_state");
-  p.config_yaml = metadata_str(file, "cudagrad.config");
-  if (!metadata_str(file, "cudagrad.loss_scale").empty()) {
-    const std::string scale = metadata_str(file, "cudagrad.loss_scale");
-    char* end = nullptr;
-    p.loss_scale = std::strtod(scale.c_str(), &end);
-    if (end == scale.c_str() || *end != '\0' || !(p.loss_scale > 0))
-      throw Error(fmt::format("checkpoint {}: metadata cudagrad.loss_scale='{}' is not a positive number", path, scale));
-    p.loss_scale_growth_tracker = metadata_int(file, path, "cudagrad.loss_scale_growth_tracker");
-  }
-  optimizer.load_state_tensors(optim_values, metadata_int(file, path, "cudagrad.optimizer_steps"));
+  model.load_state_dict(model_values, /*strict=*/true);
   return p;
 }
 

@@ -1,5 +1,7 @@
 #include "nn/grad_scaler.h"
 
+#include <limits>
+
 #include "engine/autograd/grad_mode.h"
 #include "engine/optim_ops.h"
 
@@ -67,7 +69,12 @@ void GradScaler::update(bool found_inf) {
 }
 
 void GradScaler::load(double scale, int64_t growth_tracker) {
-  CG_CHECK(scale > 0 && growth_tracker >= 0, "GradScaler: invalid saved state");
+  // The scale lives in float32: a finite double above FLT_MAX would become inf there. A tracker at or
+  // past the interval would never again equal it, so the scale could never grow.
+  CG_CHECK(scale > 0 && scale <= std::numeric_limits<float>::max() && growth_tracker >= 0 &&
+               growth_tracker < options_.growth_interval,
+           "GradScaler: saved state out of range: loss scale {} (must be positive and finite in float32), growth "
+           "tracker {} (must lie in [0, growth_interval={}))", scale, growth_tracker, options_.growth_interval);
   scale_.fill_(scale);
   inv_scale_.fill_(1.0 / scale);
   growth_tracker_.fill_(double(growth_tracker));

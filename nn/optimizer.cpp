@@ -1,6 +1,9 @@
 #include "nn/optimizer.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <cmath>
 
 #include "engine/autograd/grad_mode.h"
 
@@ -11,6 +14,24 @@ void check_fp32(const std::string& name, const Tensor& p, const Tensor& g, Devic
   CG_CHECK(p.dtype() == DType::f32 && g.dtype() == DType::f32 && p.device() == device && g.device() == device,
            "optimizer: parameter '{}' is {} with gradient {}; the update needs float32 on {}", name, p.str(),
            g.str(), device.str());
+}
+
+// A loaded state tensor must be what the update will use it as: update() writes numel(param)
+// elements into a buffer and reads a counter through element 0, so a wrong shape would be an
+// out-of-bounds access, and a counter of inf or -1 a nonsense bias correction.
+void check_loaded_state(const std::string& key, const Tensor& t, const Tensor& param, bool counter) {
+  CG_CHECK(t.dtype() == DType::f32, "optimizer state '{}' is {}; it must be float32", key, t.str());
+  if (!counter) {
+    CG_CHECK(t.shape() == param.shape(), "optimizer state '{}' has shape {}, but its parameter has {}", key,
+             shape_str(t.shape()), shape_str(param.shape()));
+    return;
+  }
+  CG_CHECK(t.shape().empty(), "optimizer state '{}' has shape {}; a step counter is a scalar []", key,
+           shape_str(t.shape()));
+  const double v = t.item();
+  constexpr double kMaxExactStep = double(1 << 24);  // float32 counts every step up to here
+  CG_CHECK(v >= 0 && v <= kMaxExactStep && std::floor(v) == v,
+           "optimizer state '{}' = {} is not a step count (a whole number in [0, 2^24])", key, v);
 }
 
 // The hyperparameters with this step's scheduled learning rate.
@@ -80,14 +101,28 @@ NamedTensors Optimizer::state_tensors() const {
 }
 
 void Optimizer::load_state_tensors(const std::map<std::string, Tensor>& state, int64_t steps) {
+  CG_CHECK(steps >= 0, "optimizer state: {} steps taken is negative", steps);
+  std::map<std::string, const Tensor*> param_of;
+  for (const auto& [name, param] : params_) param_of[name] = &param;
+  const std::vector<std::string> kinds = state_names();
+  // Everything is checked before anything is kept: a bad tensor leaves the old state intact.
+  for (const auto& [key, t] : state) {
+    const size_t dot = key.find('.');  // state names have no dot; parameter names may
+    const std::string kind = key.substr(0, dot);
+    auto param = dot == std::string::npos ? param_of.end() : param_of.find(key.substr(dot + 1));
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end() || param == param_of.end())
+      throw Error(fmt::format("optimizer state '{}' is not one of {}'s: it names no state kind ({}) of a "
+                              "parameter of this model", key, name(), fmt::join(kinds, ", ")));
+    check_loaded_state(key, t, *param->second, is_counter(kind));
+  }
   per_param_.clear();
   for (const auto& [name, param] : params_) {
-    for (const auto& state_name : state_names()) {
+    for (const auto& state_name : kinds) {
       auto it = state.find(state_name + "." + name);
       if (it == state.end()) continue;  // this parameter had no gradient yet when saved
       // The step counter stays on the host (CPU); the moment buffers live with their parameter.
-      const Device where = state_name == "step" ? Device::cpu() : param.device();
-      per_param_[name][state_name] = it->second.to(DType::f32).to(where).clone();
+      const Device where = is_counter(state_name) ? Device::cpu() : param.device();
+      per_param_[name][state_name] = it->second.to(where).clone();
     }
   }
   steps_ = steps;

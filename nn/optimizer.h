@@ -39,10 +39,16 @@ class Optimizer {
   void set_device_lr(double lr);
 
   // Everything a resumed run needs, as named tensors ("<state>.<param name>") plus the count of
-  // steps taken; loading checks names and shapes and fails naming the missing or wrong one.
-  // The tensors live where the parameters do; loading moves them there.
+  // steps taken. The tensors live where the parameters do; loading moves them there. Loading
+  // checks everything before it keeps anything (the state comes from a file, so from anyone):
+  // every name is "<one of state_kinds()>.<one of the parameters>", every element-wise buffer
+  // float32 of its parameter's shape, every step counter a float32 scalar holding a whole number
+  // in [0, 2^24], steps_taken >= 0; otherwise it throws naming the tensor and keeps the old state.
+  // A missing tensor is allowed: that parameter had no gradient yet when the state was saved.
   virtual NamedTensors state_tensors() const;
   virtual void load_state_tensors(const std::map<std::string, Tensor>& state, int64_t steps_taken);
+  // "sgd" | "adamw": what checkpoints record as the optimizer that wrote them.
+  virtual const char* name() const = 0;
 
   // ZeRO-1 (data parallelism with optim.zero_sharding). From now on step() updates, of each
   // parameter named in `ranges`, only the elements [begin, begin + count) of the flattened
@@ -78,6 +84,9 @@ class Optimizer {
   virtual void update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) = 0;
   // Names of the per-parameter state buffers this optimizer keeps ("momentum_buffer").
   virtual std::vector<std::string> state_names() const = 0;
+  // Whether state `state_name` is a per-parameter step counter (a scalar) rather than a buffer
+  // shaped like its parameter.
+  virtual bool is_counter(const std::string& state_name) const { return false; }
 
   // Cuts per_param_'s whole-parameter tensors down to ranges_ and drops unowned parameters' state.
   void cut_state_to_shard();
@@ -94,6 +103,7 @@ class Optimizer {
 class SGD : public Optimizer {
  public:
   SGD(NamedTensors params, const SgdOptions& hyper);
+  const char* name() const override { return "sgd"; }
 
  protected:
   void update(const std::string& name, Tensor& param, const Tensor& grad, double lr,
@@ -108,6 +118,7 @@ class SGD : public Optimizer {
 class AdamW : public Optimizer {
  public:
   AdamW(NamedTensors params, const AdamWOptions& hyper);
+  const char* name() const override { return "adamw"; }
   // On the GPU the step count is one device counter for all parameters (advanced unless
   // found_inf); it is written out as every parameter's "step" like the CPU's per-parameter ones.
   NamedTensors state_tensors() const override;
@@ -118,6 +129,7 @@ class AdamW : public Optimizer {
               std::map<std::string, Tensor>& state) override;
   void update_gpu(std::vector<Entry>& entries, double lr, const Tensor& found_inf) override;
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "step"}; }
+  bool is_counter(const std::string& state_name) const override { return state_name == "step"; }
 
  private:
   AdamWOptions hyper_;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <csignal>
 
+#include <unistd.h>
+
 #include "engine/device_allocator.h"
 #include "train/builders.h"
 #include "train/checkpoint_files.h"
@@ -18,9 +20,33 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<int> g_stop_signal{0};
+// True while training steps run: only there does a stop wait for the step's end and a checkpoint.
+std::atomic<bool> g_stop_at_step_end{false};
 // Taken during static initialization, before main: the start of "time to accuracy".
 const Clock::time_point process_start = Clock::now();
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// SIGINT/SIGTERM. During training steps the first one is noted, and every rank stops at the end
+// of the same step and checkpoints there. Anywhere else (start-up, rendezvous, data loading,
+// evaluation, the checkpoint write itself) there is no step to finish, and waiting for one could
+// take until dist.timeout_s: the process exits at once, as it does on a second signal. Nothing is
+// half-written by that: checkpoints and config.yaml are replaced atomically, metrics lines are
+// flushed whole.
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_at_step_end.load() && g_stop_signal.load() == 0) {
+    g_stop_signal = sig;
+    return;
+  }
+  static const char message[] = "cudagrad-train: interrupted, exiting now (no step to finish here)\n";
+  ssize_t ignored = write(STDERR_FILENO, message, sizeof(message) - 1);  // async-signal-safe
+  (void)ignored;
+  _exit(130);
+}
+
+// Marks the training steps of an epoch: a signal inside waits for the step's end.
+struct StopAtStepEnd {
+  StopAtStepEnd() { g_stop_at_step_end = true; }
+  ~StopAtStepEnd() { g_stop_at_step_end = false; }
+};
 
 const char* optimizer_name(const TrainConfig& c) { return enum_name(c.optim.name); }
 
@@ -86,10 +112,7 @@ void Trainer::resume() {
   if (from.empty() && restarted_by_launcher()) from = latest_checkpoint(ckpt_dir_);
   if (!from.empty()) {
     session_.dist().barrier();  // the file is complete before anyone reads it
-    pos_ = nn::load_checkpoint(from, session_.model(), session_.optimizer());
-    if (pos_.optimizer != optimizer_name(c_))
-      throw Error(fmt::format("checkpoint {} was written by optimizer '{}', config says optim.name={}", from,
-                              pos_.optimizer, optimizer_name(c_)));
+    pos_ = nn::load_checkpoint(from, session_.model(), session_.optimizer());  // also refuses another optimizer's
     if (!pos_.rng_state.empty()) session_.generator().set_state(pos_.rng_state);
     pos_.config_yaml = config_yaml_;
     resumed_ = pos_;
@@ -111,8 +134,11 @@ void Trainer::run_epoch() {
                   {.draw = log::is_main_process() && ProgressBar::stdout_is_terminal()});
   window_ = WindowStats();
   window_start_ = Clock::now();
-  while (auto batch = batches_->next())
-    if (step(*batch, bar)) break;
+  {
+    StopAtStepEnd graceful;
+    while (auto batch = batches_->next())
+      if (step(*batch, bar)) break;
+  }
   bar.finish();
   log_memory();
   const bool epoch_done = pos_.batch_in_epoch >= data_->batches_per_epoch();
