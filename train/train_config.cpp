@@ -54,26 +54,6 @@ Value value_of(const T& field) {
   }
 }
 
-// What a key allows beyond its type.
-struct Limits {
-  std::optional<double> min, max;
-  std::function<std::string(const Value&)> check;
-};
-Limits any() { return {}; }
-Limits at_least(double lo) { return {lo, std::nullopt, {}}; }
-Limits between(double lo, double hi) { return {lo, hi, {}}; }
-Limits below_one() {  // [0, 1) for Adam's betas
-  return {0.0, std::nullopt, [](const Value& v) { return std::get<double>(v) < 1 ? "" : "must be < 1"; }};
-}
-Limits stages(double most) {  // a non-empty list of sizes in [1, most]
-  return {1.0, most, [](const Value& v) {
-            return std::get<std::vector<int64_t>>(v).empty() ? "needs at least one stage" : "";
-          }};
-}
-Limits positive_at_most(double most) {  // (0, most] for a float, where min would allow 0
-  return {std::nullopt, most, [](const Value& v) { return std::get<double>(v) > 0 ? "" : "must be > 0"; }};
-}
-
 // Upper bounds on every size. Rule: a size the config lets through must not crash the program;
 // without a bound, `model.blocks: [2, 2, 99999999999]` passed and the allocations then ended the
 // process in std::terminate. Each bound is far beyond any run this engine is for (the full
@@ -87,11 +67,42 @@ constexpr double kMaxBatch = 1 << 16;       // images per step per rank, trainin
 constexpr double kMaxSynthetic = 1e8;       // synthetic images (generated on the fly, not held)
 constexpr double kMaxBucketMb = 1 << 16;    // a bucket is cut from the gradients, never larger
 constexpr double kMaxTimeoutS = 7 * 86400;  // a week: any longer is a hang, and the seconds must fit a clock
+// Stages of the model: ResNets have 4 or 5. Each stage's width and depth are bounded, the list's
+// length was not: width 1 in a million stages is a small model whose backward graph is millions of
+// nodes deep.
+constexpr size_t kMaxStages = 32;
+// Epochs and steps: far past any run, and low enough that steps per epoch (at most 1e8 batches of
+// one synthetic image) times epochs stays a small fraction of int64: 1e8 * 1e6 = 1e14.
+constexpr double kMaxEpochs = 1e6;
+constexpr double kMaxSteps = 1e15;
 // Parameters of the model as a whole: 2^30 is 4 GiB of float32 weights, which training holds
 // about 4 times over (weights, gradients, two AdamW moments): 16 GiB before any activation. Far
 // above MiniResNet (2.8 million), and below what one process can allocate on the machines it is
 // for; widths and blocks each in bounds can still multiply past it.
 constexpr double kMaxParameters = double(1 << 30);
+
+// What a key allows beyond its type.
+struct Limits {
+  std::optional<double> min, max;
+  std::function<std::string(const Value&)> check;
+};
+Limits any() { return {}; }
+Limits at_least(double lo) { return {lo, std::nullopt, {}}; }
+Limits between(double lo, double hi) { return {lo, hi, {}}; }
+Limits below_one() {  // [0, 1) for Adam's betas
+  return {0.0, std::nullopt, [](const Value& v) { return std::get<double>(v) < 1 ? "" : "must be < 1"; }};
+}
+Limits stages(double most) {  // a non-empty list of at most kMaxStages sizes in [1, most]
+  return {1.0, most, [](const Value& v) -> std::string {
+            const size_t n = std::get<std::vector<int64_t>>(v).size();
+            if (n == 0) return "needs at least one stage";
+            if (n > kMaxStages) return fmt::format("has {} stages; at most {} are allowed", n, kMaxStages);
+            return "";
+          }};
+}
+Limits positive_at_most(double most) {  // (0, most] for a float, where min would allow 0
+  return {std::nullopt, most, [](const Value& v) { return std::get<double>(v) > 0 ? "" : "must be > 0"; }};
+}
 
 struct Field {
   config::KeySpec spec;
@@ -170,18 +181,18 @@ std::vector<Field> optim_fields() {
 std::vector<Field> sched_fields() {
   return {
       CG_FIELD(sched.name, any(), "constant, cosine over epochs, or linear warm-up then cosine per step"),
-      CG_FIELD(sched.warmup_steps, at_least(0), "warm-up optimizer steps (warmup_cosine only)"),
+      CG_FIELD(sched.warmup_steps, between(0, kMaxSteps), "warm-up optimizer steps (warmup_cosine only)"),
       CG_FIELD(sched.min_lr, at_least(0), "learning rate at the end of the cosine"),
   };
 }
 
 std::vector<Field> train_fields() {
   return {
-      CG_FIELD(train.epochs, at_least(1), "passes over the training set"),
-      CG_FIELD(train.max_steps, at_least(0), "stop after this many optimizer steps (0 = no limit)"),
+      CG_FIELD(train.epochs, between(1, kMaxEpochs), "passes over the training set"),
+      CG_FIELD(train.max_steps, between(0, kMaxSteps), "stop after this many optimizer steps (0 = no limit)"),
       CG_FIELD(train.grad_accum_steps, between(1, 4096), "micro-batches per optimizer step"),
       CG_FIELD(train.seed, at_least(0), "seed for init, shuffling and augmentation"),
-      CG_FIELD(train.log_interval, at_least(1), "optimizer steps between metric lines"),
+      CG_FIELD(train.log_interval, between(1, kMaxSteps), "optimizer steps between metric lines"),
       CG_FIELD(train.device, any(), "where to train (auto = CUDA when available)"),
       CG_FIELD(train.threads, between(0, 1024), "CPU compute threads (0 = all cores)"),
       CG_FIELD(train.eval_batch_size, between(1, kMaxBatch), "batch size for evaluation"),
@@ -212,7 +223,7 @@ std::vector<Field> kernels_fields() {
 std::vector<Field> checkpoint_fields() {
   return {
       CG_FIELD(checkpoint.dir, any(), "checkpoint folder (\"\" = <output.dir>/checkpoints)"),
-      CG_FIELD(checkpoint.save_every, at_least(0), "epochs between checkpoints (0 = only at the end)"),
+      CG_FIELD(checkpoint.save_every, between(0, kMaxEpochs), "epochs between checkpoints (0 = only at the end)"),
       CG_FIELD(checkpoint.resume_from, any(), "checkpoint to resume from (\"\" = none)"),
   };
 }

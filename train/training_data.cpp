@@ -4,6 +4,7 @@
 
 #include "data/dataset_factory.h"
 #include "data/resident_feeder.h"
+#include "util/host_memory.h"
 #include "util/log.h"
 
 namespace cg::train {
@@ -22,7 +23,33 @@ std::unique_ptr<data::Dataset> make_split(const TrainConfig& c, Split split) {
   return data::make_dataset(o);
 }
 
+// What the data side holds in host memory at once, from the config alone, checked before any of it
+// is allocated: the synthetic set's class templates (one image per class and split), the loader's
+// window of batches and an evaluation batch. Real data sets are counted by their files as they
+// load; images are padded to data.image_size batch by batch, so only the batches grow with it.
+void check_data_fits_host_memory(const TrainConfig& c) {
+  const bool synthetic = c.data.dataset == data::DatasetKind::synthetic;
+  const double side = c.data.image_size > 0 ? double(c.data.image_size) : 32.0;  // no native size is larger
+  const double channels = double(c.model.in_channels > 0 ? c.model.in_channels : 3);  // 0: resolved later, at most 3
+  const double image_bytes = channels * side * side * sizeof(float);
+  const double templates = synthetic ? 2.0 * double(c.model.num_classes) * image_bytes : 0.0;
+  const double window = double(std::max<int64_t>(c.data.num_workers, 1)) * 4 + 2;  // loader.h's prefetch, 2 in use
+  const double batches = (window * double(c.data.batch_size) + double(c.train.eval_batch_size)) * image_bytes;
+  check_host_memory(
+      templates + batches,
+      fmt::format("data: {}batches of data.batch_size={} ({} in flight with data.num_workers={}) and "
+                  "train.eval_batch_size={}, of {}x{}x{} float32 images (data.image_size={})",
+                  synthetic ? fmt::format("the synthetic class templates (model.num_classes={}, per split) and ",
+                                          c.model.num_classes)
+                            : "",
+                  c.data.batch_size, window, c.data.num_workers, c.train.eval_batch_size, channels, side, side,
+                  c.data.image_size),
+      "lower data.image_size, data.batch_size or data.num_workers" +
+          std::string(synthetic ? ", or model.num_classes" : ""));
+}
+
 TrainingData::TrainingData(const TrainConfig& c, int rank, int world_size) : c_(c) {
+  check_data_fits_host_memory(c_);
   train_set_ = make_split(c_, Split::train);
   test_set_ = make_split(c_, Split::test);
   CG_CHECK(train_set_->channels() == c_.model.in_channels, "model.in_channels={} but {} images have {} channel(s)",

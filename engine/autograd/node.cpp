@@ -22,6 +22,37 @@ Edge edge_to(const Tensor& t) {
 
 Node::Node() : sequence_nr(g_next_sequence_nr++) {}
 
+namespace {
+// The nodes waiting to be destroyed by the outermost ~Node running on this thread, or null.
+thread_local std::vector<std::shared_ptr<Node>>* t_dying = nullptr;
+}  // namespace
+
+// Destroying a node drops its edges; a producer whose last owner was such an edge would be
+// destroyed inside this destructor, and its producer inside that one: a stack frame per node of
+// the chain. Instead the outermost destructor on the thread keeps a list: every destructor (its
+// own and the nested ones) moves the producers it alone owns onto it and returns, and the
+// outermost one destroys them one at a time from the list, at constant depth.
+Node::~Node() {
+  auto adopt_sole_owned = [](std::vector<Edge>& edges, std::vector<std::shared_ptr<Node>>& into) {
+    for (Edge& e : edges)
+      if (e.fn && e.fn.use_count() == 1) into.push_back(std::move(e.fn));
+  };
+  if (t_dying) {
+    adopt_sole_owned(next_edges, *t_dying);
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> dying;
+  adopt_sole_owned(next_edges, dying);
+  if (dying.empty()) return;
+  t_dying = &dying;
+  while (!dying.empty()) {
+    std::shared_ptr<Node> node = std::move(dying.back());
+    dying.pop_back();
+    node.reset();  // its ~Node appends what it alone owned
+  }
+  t_dying = nullptr;
+}
+
 bool is_exclusive(const Tensor& t) {
   // One handle (the caller's) and one owner of the storage (no view): nobody else can see it.
   return t.impl_ptr().use_count() == 1 && t.impl().storage.use_count() == 1;

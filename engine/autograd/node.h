@@ -24,7 +24,9 @@ struct Edge {
 class Node {
  public:
   Node();
-  virtual ~Node() = default;
+  // Releases the nodes that only this one kept alive without recursion (node.cpp): a graph
+  // tens of thousands of nodes deep, a deep enough model's, would otherwise overflow the stack.
+  virtual ~Node();
 
   // Gradients for the inputs, one per next edge, given the gradient of the output. An entry may
   // be undefined when the corresponding edge is invalid (that input needs no gradient).

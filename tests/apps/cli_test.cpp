@@ -117,6 +117,20 @@ TEST(TrainCli, ABatchLargerThanARanksShareExitsTwoWritingNothing) {
   EXPECT_FALSE(std::filesystem::exists(out)) << "a refused run left " << out;
 }
 
+// Issue 38: a synthetic set whose class templates fit the address space but not the machine was
+// granted by overcommit, then the process was killed touching it. Now refused at start, naming
+// the keys, the need and what the machine has (1,048,576 classes of 3x4096x4096 float32 images:
+// 384 TiB).
+TEST(TrainCli, DataThatCannotFitInMemoryIsRefusedNamingTheKeys) {
+  const auto dir = test::make_temp_dir("cli_memory");
+  const ProgramRun r = run_train(tiny_run(dir / "out") + " data.image_size=4096 model.num_classes=1048576");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  for (const char* part : {"model.num_classes=1048576", "data.image_size=4096", "GiB of host memory, but this machine has",
+                           "lower data.image_size"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out")) << "a refused run left its output folder";
+}
+
 // A file where a folder must go fails at start-up naming the key, not after an epoch of training.
 TEST(TrainCli, AnOutputOrCheckpointFolderThatIsAFileFailsBeforeTraining) {
   const auto dir = test::make_temp_dir("cli_dirs");

@@ -25,6 +25,20 @@ TEST(Autograd, SharedInputGetsTheSumOfBothPaths) {
   EXPECT_DOUBLE_EQ(w.grad().item(), 8.0);
 }
 
+// A graph a million nodes deep (a deep enough model) is released, with and without a backward
+// first, without one stack frame per node: the recursive release overflowed the 8 MiB stack.
+TEST(Autograd, DeepGraphIsReleasedWithoutRecursion) {
+  constexpr int kDepth = 1'000'000;
+  for (bool run_backward : {false, true}) {
+    Tensor w = param({1.0});
+    Tensor y = w;
+    for (int i = 0; i < kDepth; ++i) y = ops::scale(y, 1.0);
+    if (run_backward) y.backward(Tensor::full({1}, 1.0, DType::f64));
+    y = Tensor();  // the last handle on the chain: every node goes here
+    if (run_backward) EXPECT_DOUBLE_EQ(w.grad().item(), 1.0);
+  }
+}
+
 TEST(Autograd, NoGradScopeRecordsNothing) {
   Tensor w = param({1.0});
   Tensor y;

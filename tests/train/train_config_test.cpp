@@ -209,12 +209,31 @@ TEST(TrainConfig, EverySizeHasAnUpperBoundThatItsErrorNames) {
       {{"dist.bucket_cap_mb=1e300"}, {"dist.bucket_cap_mb=65536"}, "<= 65536"},
       {{"dist.timeout_s=1e300"}, {"dist.timeout_s=604800"}, "[1, 604800]"},
       {{"dist.modeled_world_size=65537"}, {"dist.modeled_world_size=65536"}, "[2, 65536]"},
+      // Issue 38: counts of steps and epochs, whose products overflowed int64.
+      {{"train.epochs=1000001"}, {"train.epochs=1000000"}, "[1, 1000000]"},
+      {{"train.max_steps=1000000000000001"}, {"train.max_steps=1000000000000000"}, "[0, 1000000000000000]"},
+      {{"train.log_interval=1000000000000001"}, {"train.log_interval=1000000000000000"}, "[1, 1000000000000000]"},
+      {{"sched.warmup_steps=1000000000000001"}, {"sched.warmup_steps=1000000000000000"}, "[0, 1000000000000000]"},
+      {{"checkpoint.save_every=1000001"}, {"checkpoint.save_every=1000000"}, "[0, 1000000]"},
   };
   for (const Case& k : cases) {
     const std::string key = k.past[0].substr(0, k.past[0].find('='));
     expect_mentions(error_of(k.past), {"'" + key + "'", "out of range", "(allowed: " + k.bound + ")"});
     EXPECT_EQ(error_of(k.at), "") << k.at.back();
   }
+}
+
+// Issue 38: each stage's width and depth were bounded, the number of stages was not (width 1 in
+// a million stages is a small model with a backward graph millions of nodes deep).
+TEST(TrainConfig, TheNumberOfStagesIsBounded) {
+  auto ones = [](size_t n) {
+    std::string list = "[";
+    for (size_t i = 0; i < n; ++i) list += i ? ",1" : "1";
+    return list + "]";
+  };
+  expect_mentions(error_of({"model.widths=" + ones(33), "model.blocks=" + ones(33)}),
+                  {"'model.widths'", "has 33 stages; at most 32 are allowed"});
+  EXPECT_EQ(error_of({"model.widths=" + ones(32), "model.blocks=" + ones(32)}), "");
 }
 
 // Each key in bounds, widths, blocks and classes can still multiply to a model no process holds:
