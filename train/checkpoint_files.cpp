@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <regex>
 
 namespace cg::train {
 namespace fs = std::filesystem;
@@ -12,27 +14,41 @@ bool restarted_by_launcher() {
   return v && std::atoi(v) > 0;
 }
 
-std::string latest_checkpoint(const fs::path& dir) {
-  std::string best;
-  fs::file_time_type best_time{};
+std::vector<fs::path> trainer_checkpoints(const fs::path& dir) {
+  static const std::regex name(R"(last\.safetensors|epoch_[0-9]+\.safetensors)");
+  std::vector<std::pair<fs::file_time_type, fs::path>> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() != ".safetensors") continue;
-    const auto t = e.last_write_time(ec);
-    if (best.empty() || t > best_time) {
-      best = e.path().string();
-      best_time = t;
-    }
+    if (!e.is_regular_file(ec) || !std::regex_match(e.path().filename().string(), name)) continue;
+    found.emplace_back(e.last_write_time(ec), e.path());
   }
-  return best;
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<fs::path> paths;
+  for (auto& [time, path] : found) paths.push_back(std::move(path));
+  return paths;
 }
+
+std::string latest_checkpoint(const fs::path& dir) {
+  const std::vector<fs::path> all = trainer_checkpoints(dir);
+  return all.empty() ? std::string() : all.front().string();
+}
+
+namespace {
+uLong add_bytes(uLong crc, const Tensor& live) {
+  const Tensor t = live.to(Device::cpu());
+  return crc32_z(crc, static_cast<const Bytef*>(t.raw_data()), t.nbytes());
+}
+}  // namespace
 
 uint32_t state_fingerprint(const nn::Module& model) {
   uLong crc = crc32(0L, Z_NULL, 0);
-  for (const auto& [name, live] : model.state_dict()) {
-    const Tensor t = live.to(Device::cpu());
-    crc = crc32(crc, static_cast<const Bytef*>(t.raw_data()), uInt(t.nbytes()));
-  }
+  for (const auto& [name, t] : model.state_dict()) crc = add_bytes(crc, t);
+  return uint32_t(crc);
+}
+
+uint32_t state_fingerprint(const nn::Module& model, const nn::Optimizer& optimizer) {
+  uLong crc = state_fingerprint(model);
+  for (const auto& [name, t] : optimizer.state_tensors()) crc = add_bytes(crc, t);
   return uint32_t(crc);
 }
 

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <exception>
 #include <fstream>
 #include <sstream>
@@ -135,15 +136,25 @@ bool DistContext::any_rank(bool flag) {
   return v[0] > 0;
 }
 
-void DistContext::check_replicas_equal(uint32_t fingerprint) {
+void DistContext::check_replicas_equal(uint32_t fingerprint, const char* what) {
   if (!distributed()) return;
   std::vector<uint32_t> all(static_cast<size_t>(world_size()));
   group_->all_gather(&fingerprint, all.data(), sizeof(uint32_t));
   for (int r = 1; r < world_size(); ++r)
     if (all[size_t(r)] != all[0])
-      throw Error(fmt::format("replicas diverged: rank {}'s weights differ from rank 0's (fingerprint {:08x} vs "
-                              "{:08x})", r, all[size_t(r)], all[0]));
-  log::info("distributed: all {} replicas hold identical weights (fingerprint {:08x})", world_size(), all[0]);
+      throw Error(fmt::format("replicas diverged: rank {}'s {} differ from rank 0's (fingerprint {:08x} vs "
+                              "{:08x})", r, what, all[size_t(r)], all[0]));
+  log::info("distributed: all {} replicas hold identical {} (fingerprint {:08x})", world_size(), what, all[0]);
+}
+
+void DistContext::broadcast_from_rank0(std::string& bytes) {
+  if (!distributed()) return;
+  uint64_t size = bytes.size();
+  group_->broadcast(&size, sizeof(size), 0);
+  bytes.resize(size);
+  constexpr uint64_t kPiece = uint64_t(64) << 20;  // bounded messages, whatever the checkpoint's size
+  for (uint64_t at = 0; at < size; at += kPiece)
+    group_->broadcast(bytes.data() + at, size_t(std::min(kPiece, size - at)), 0);
 }
 
 void DistContext::barrier() {

@@ -37,8 +37,11 @@ class DistContext {
   void check_same_config(const std::string& config_yaml);
   void all_reduce_sum(std::vector<double>& values);
   bool any_rank(bool flag);  // true on every rank when it is true on at least one
-  // Fails on every rank when the replicas' `fingerprint`s (of their weights) differ.
-  void check_replicas_equal(uint32_t fingerprint);
+  // Fails on every rank when the replicas' `fingerprint`s (of their weights) differ; `what` names
+  // what was fingerprinted ("weights").
+  void check_replicas_equal(uint32_t fingerprint, const char* what = "weights");
+  // Rank 0's `bytes` on every rank (any size: sent in pieces).
+  void broadcast_from_rank0(std::string& bytes);
   void barrier();
 
  private:

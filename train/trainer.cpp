@@ -11,6 +11,7 @@
 #include "train/builders.h"
 #include "train/checkpoint_files.h"
 #include "train/evaluation.h"
+#include "train/resume_point.h"
 #include "util/atomic_file.h"
 #include "util/log.h"
 #include "util/trace.h"
@@ -75,8 +76,10 @@ Trainer::Trainer(const TrainConfig& config, std::string config_yaml)
   session_.dist().check_same_config(config_yaml_);
   out_dir_ = c_.output.dir;
   ckpt_dir_ = c_.checkpoint.dir.empty() ? out_dir_ / "checkpoints" : fs::path(c_.checkpoint.dir);
-  // Before the data is read (seconds for a real data set): a checkpoint that is not there.
-  if (const std::string& from = c_.checkpoint.resume_from; !from.empty() && !fs::is_regular_file(from))
+  // Before the data is read (seconds for a real data set): a checkpoint that is not there. On rank 0
+  // only: the others may have no copy and receive rank 0's (train/resume_point.h).
+  if (const std::string& from = c_.checkpoint.resume_from;
+      !from.empty() && session_.dist().rank() == 0 && !fs::is_regular_file(from))
     throw Error(fmt::format("checkpoint.resume_from={}: {}", from,
                             fs::is_directory(from) ? "a folder, not a checkpoint file" : "no such file"));
   // First: a config the data refuses leaves no output folder behind.
@@ -104,15 +107,19 @@ TrainResult Trainer::run() {
   return finish();
 }
 
-// From checkpoint.resume_from, or after a restart by cudagrad-launch from the newest checkpoint.
+// From checkpoint.resume_from, or after a restart by cudagrad-launch from rank 0's newest
+// checkpoint; every rank from the same one, received from rank 0 where its disk lacks it
+// (train/resume_point.h).
 void Trainer::resume() {
   pos_.optimizer = optimizer_name(c_);
   pos_.config_yaml = config_yaml_;
-  std::string from = c_.checkpoint.resume_from;
-  if (from.empty() && restarted_by_launcher()) from = latest_checkpoint(ckpt_dir_);
+  const std::string from =
+      agree_on_resume_checkpoint(session_.dist(), ckpt_dir_, c_.checkpoint.resume_from, restarted_by_launcher());
   if (!from.empty()) {
-    session_.dist().barrier();  // the file is complete before anyone reads it
     pos_ = nn::load_checkpoint(from, session_.model(), session_.optimizer());  // also refuses another optimizer's
+    // The same bytes were loaded everywhere, so the same state must have come out of them.
+    session_.dist().check_replicas_equal(state_fingerprint(session_.model(), session_.optimizer()),
+                                         "resumed weights and optimizer state");
     if (!pos_.rng_state.empty()) session_.generator().set_state(pos_.rng_state);
     pos_.config_yaml = config_yaml_;
     resumed_ = pos_;

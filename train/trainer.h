@@ -78,8 +78,10 @@ class Trainer {
 // Trainer(config, config_yaml).run().
 TrainResult train(const TrainConfig& config, const std::string& config_yaml);
 
-// Installs SIGINT/SIGTERM handlers that ask the loop to stop after the current step, write a
-// checkpoint and return with `interrupted` set (a preempted job resumes from it).
+// Installs SIGINT/SIGTERM handlers. During training steps the first signal asks the loop to stop
+// after the current step (on every rank, the same step), write a checkpoint and return with
+// `interrupted` set (a preempted job resumes from it). Anywhere else, or on a second signal, the
+// process exits at once with code 130: nothing there is worth waiting up to dist.timeout_s for.
 void install_stop_signal_handlers();
 
 }  // namespace cg::train

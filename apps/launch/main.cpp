@@ -3,7 +3,9 @@
 // The launcher's options come before the program (or before `--`); the program's arguments are
 // passed through exactly, in order, never parsed here.
 // Each process gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
-// its output comes back line by line prefixed with its rank. SIGINT and SIGTERM are forwarded.
+// its output comes back line by line prefixed with its rank. SIGINT and SIGTERM are forwarded;
+// ranks still running a grace period later are killed (SIGKILL), and a second Ctrl-C kills them at
+// once, so that a rank stuck in a collective or ignoring signals never keeps the launcher waiting.
 // Fail-fast: when a rank exits non-zero, the others get SIGTERM (SIGKILL after a grace period)
 // and the launcher exits non-zero naming the first rank that failed. --max-restarts N restarts
 // the group (CUDAGRAD_RESTART=n tells the trainer to resume from its latest checkpoint).
@@ -32,7 +34,11 @@
 namespace {
 
 std::atomic<int> g_signal{0};
-extern "C" void on_signal(int sig) { g_signal = sig; }
+std::atomic<int> g_signal_count{0};  // SIGINT/SIGTERM received so far: the second one kills at once
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+  ++g_signal_count;
+}
 
 struct Child {
   int rank = 0;
@@ -172,10 +178,25 @@ class Group {
       if (c.running) kill(-c.pid, sig);
   }
 
-  void forward_signal() {  // SIGINT/SIGTERM, to every rank
-    if (!g_signal || g_signal == forwarded_) return;
-    forwarded_ = g_signal;
-    signal_running(forwarded_);
+  // SIGINT/SIGTERM, to every rank; then SIGKILL after the grace period, or at once on a second one.
+  void forward_signal() {
+    const int count = g_signal_count.load();
+    if (count == signals_seen_) return;
+    signals_seen_ = count;
+    if (forwarded_ == 0) {
+      forwarded_ = g_signal;
+      signal_running(forwarded_);
+      std::fprintf(stderr, "cudagrad-launch: sent %s to the ranks; any still running in %lld s are killed (press "
+                   "Ctrl-C again to kill them now)\n", strsignal(forwarded_), (long long)grace_.count());
+      if (!stopping_) {
+        stopping_ = true;
+        deadline_ = std::chrono::steady_clock::now() + grace_;
+      }
+      return;
+    }
+    std::fprintf(stderr, "cudagrad-launch: second signal: killing the ranks now\n");
+    signal_running(SIGKILL);
+    deadline_ = std::chrono::steady_clock::time_point::max();
   }
 
   // Reaps everything that has exited since the last look. When a rank dies, its peers fail a
@@ -218,6 +239,8 @@ class Group {
 
   void kill_lingering() {
     if (!stopping_ || std::chrono::steady_clock::now() <= deadline_) return;
+    std::fprintf(stderr, "cudagrad-launch: ranks still running %lld s after being told to stop: killing them\n",
+                 (long long)grace_.count());
     signal_running(SIGKILL);
     deadline_ = std::chrono::steady_clock::time_point::max();
   }
@@ -229,7 +252,8 @@ class Group {
   int first_failed_ = -1, failed_status_ = 0;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
-  int forwarded_ = 0;
+  int forwarded_ = 0;     // the signal forwarded to the ranks, 0 before any
+  int signals_seen_ = 0;  // g_signal_count when last looked at
 };
 
 // Runs one generation of the group; returns 0 or the launcher's exit code for a failure.
@@ -309,7 +333,7 @@ static int launch(int argc, char** argv) {
   app.add_flag("--standalone", standalone, "single node on a free local port");
   app.add_option("--max-restarts,--max_restarts", max_restarts, "restarts of the whole group after a failure")
       ->check(cg::cli::at_least(0));
-  app.add_option("--grace-seconds", grace_s, "after SIGTERM, how long before SIGKILL")->check(cg::cli::at_least(1));
+  app.add_option("--grace-seconds", grace_s, "after SIGTERM (a failed rank's peers) or a forwarded Ctrl-C, how long before SIGKILL")->check(cg::cli::at_least(1));
   app.add_option("PROGRAM", program, "the program to run, then its arguments ([--] PROGRAM [ARGS...])")->required();
   app.footer("example: cudagrad-launch --standalone --nproc-per-node 2 build/apps/cudagrad-train --config "
              "configs/fashion_mnist_cpu.yaml train.epochs=1");

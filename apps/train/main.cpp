@@ -1,6 +1,7 @@
 // cudagrad-train [--config FILE] [key=value ...]: trains MiniResNet as the config says.
 // Exit codes: 0 done, 1 runtime error (data, checkpoint, I/O), 2 bad config or command line
-// (nothing was started), 130 stopped by a signal after writing a checkpoint.
+// (nothing was started), 130 stopped by a signal (SIGINT, SIGTERM): during training steps after
+// finishing the step and writing a checkpoint, elsewhere at once.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -115,8 +116,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
+    cg::train::install_stop_signal_handlers();  // before the first line a test or a user may react to
     cg::log::info("cudagrad-train, resolved config:\n{}", yaml);
-    cg::train::install_stop_signal_handlers();
     const cg::train::TrainResult r = cg::train::train(config, yaml);
     if (r.interrupted) {
       cg::log::warn("stopped early; resume with checkpoint.resume_from={}", r.checkpoint);

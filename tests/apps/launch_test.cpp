@@ -304,6 +304,71 @@ TEST(Launch, MaxRestartsResumesFromTheLatestCheckpoint) {
   EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
 }
 
+// The trainer process of global rank `rank` (test::find_rank also matches LOCAL_RANK, which is 0 on
+// every node of a --nproc-per-node 1 job).
+pid_t global_rank_process(const std::string& marker, int rank) {
+  pid_t found = -1;
+  test::for_each_process([&](pid_t pid, const std::string& cmdline, const fs::path& proc) {
+    if (cmdline.find("cudagrad-train") == std::string::npos || cmdline.find(marker) == std::string::npos) return;
+    const std::string environ = '\0' + read_file(proc / "environ");
+    if (environ.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos) found = pid;
+  });
+  return found;
+}
+
+// Issue 38: nodes that share no disk. Node 1 runs in a mount namespace of its own with a private
+// tmpfs where the output folder is, holding checkpoints of an earlier, unrelated job under every
+// name the trainer writes (newer on disk than anything node 0 writes later). Rank 1 is killed
+// once node 0 has a checkpoint; both launchers restart their group. Node 1's stale files must not
+// win: every rank resumes from rank 0's newest checkpoint (rank 1 receives it over the process
+// group), the resumed states compare equal, and the run finishes with identical replicas.
+TEST(Launch, NodesWithoutASharedDiskResumeFromRankZerosCheckpoint) {
+  NEED_TOOL(::geteuid() == 0 ? "" : "needs root (a mount namespace with a private tmpfs for node 1)");
+  const auto dir = test::make_temp_dir("launch_unshared");
+  const fs::path out = dir / "out";
+  // The earlier job: another seed, one short epoch.
+  ASSERT_EQ(wait_for(start(bin("cudagrad-train") + " " + train_args(dir / "stale", "train.seed=7 train.epochs=1"),
+                           dir / "stale.txt"),
+                     std::chrono::seconds(120)),
+            0)
+      << read_file(dir / "stale.txt");
+  const std::string stale = (dir / "stale" / "checkpoints" / "last.safetensors").string();
+  const std::string port = std::to_string(test::free_port());
+  const std::string common = " --nnodes 2 --nproc-per-node 1 --max-restarts 1 --master-addr 127.0.0.1 --master-port " +
+                             port + " " + bin("cudagrad-train") + " " +
+                             train_args(out, "data.synthetic_size=2048 train.epochs=6 checkpoint.save_every=1");
+  const pid_t node0 = start(bin("cudagrad-launch") + " --node-rank 0" + common, dir / "node0.txt");
+  std::string plant = "mkdir -p " + out.string() + " && mount -t tmpfs tmpfs " + out.string() + " && mkdir " +
+                      (out / "checkpoints").string();
+  for (const char* name : {"epoch_1", "epoch_2", "epoch_3", "epoch_4", "epoch_5", "last"})
+    plant += " && cp " + stale + " " + (out / "checkpoints" / name).string() + ".safetensors";
+  plant += " && touch -d '+1 hour' " + (out / "checkpoints").string() + "/*";
+  const pid_t node1 = start("unshare -m --propagation private sh -c \"" + plant + " && exec " + bin("cudagrad-launch") +
+                                " --node-rank 1" + common + "\"",
+                            dir / "node1.txt");
+  pid_t victim = -1;
+  for (int i = 0; i < 1200 && victim < 0; ++i) {
+    if (fs::exists(out / "checkpoints" / "epoch_1.safetensors")) victim = global_rank_process(out.string(), 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(victim, 0) << read_file(dir / "node0.txt") << read_file(dir / "node1.txt");
+  kill(victim, SIGKILL);
+  const std::string newest = test::newest_checkpoint_at_restart(dir / "node0.txt", out / "checkpoints", 1);
+  const int rc0 = wait_for(node0, std::chrono::seconds(240)), rc1 = wait_for(node1, std::chrono::seconds(60));
+  const std::string log0 = read_file(dir / "node0.txt"), log1 = read_file(dir / "node1.txt");
+  ASSERT_EQ(rc0, 0) << log0 << log1;
+  ASSERT_EQ(rc1, 0) << log0 << log1;
+  EXPECT_NE(log1.find("received rank 0's copy into"), std::string::npos) << log1;
+  EXPECT_NE(log0.find("all 2 replicas hold identical resumed weights and optimizer state"), std::string::npos) << log0;
+  EXPECT_NE(log0.find("all 2 replicas hold identical weights"), std::string::npos) << log0;
+  const std::vector<test::Resumption> r = test::resumptions(out);
+  ASSERT_EQ(r.size(), 1u) << log0;
+  EXPECT_EQ(r[0].from, newest);
+  EXPECT_EQ(r[0].step, test::step_of(newest));
+  EXPECT_EQ(test::step_of((out / "checkpoints" / "last.safetensors").string()), 6 * 2048 / 2 / 16)
+      << "the run did not finish its 6 epochs";
+}
+
 TEST(Launch, ARankThatNeverJoinsTimesOut) {
   const auto dir = test::make_temp_dir("launch_join");
   const std::string env = "env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
@@ -316,6 +381,59 @@ TEST(Launch, ARankThatNeverJoinsTimesOut) {
   EXPECT_EQ(rc, 1) << log;
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 20.0);
   EXPECT_NE(log.find("timed out"), std::string::npos) << log;
+}
+
+// Issue 38: Ctrl-C. The launcher forwards it, then kills ranks still running a grace period later,
+// and a second Ctrl-C kills at once. The ranks here ignore SIGINT and SIGTERM (as a rank stuck in
+// a collective effectively does), so only the escalation can end them. Event order, not timing:
+// each step waits for the launcher's line saying it happened, and a launcher that never escalates
+// is caught by wait_for's limit, far past the 1 s grace (the ranks would sleep for 5 minutes).
+struct StubbornRanks {
+  fs::path dir, log;
+  pid_t launcher = -1;
+  std::string marker;  // in the command line of every rank's process
+  StubbornRanks(const std::string& name, int grace_s) : dir(test::make_temp_dir(name)), log(dir / "log.txt") {
+    marker = "300.0" + std::to_string(getpid() % 1000);  // a sleep duration no other test uses
+    const fs::path script = dir / "stubborn.sh";
+    std::ofstream(script) << "#!/bin/sh\ntrap '' INT TERM\necho ready\nexec sleep " << marker << "\n";
+    fs::permissions(script, fs::perms::owner_all);
+    launcher = start(bin("cudagrad-launch") + " --standalone --nproc-per-node 2 --grace-seconds " +
+                         std::to_string(grace_s) + " " + script.string(),
+                     log);
+    wait_until("ready", 2);
+  }
+  // Waits (up to 60 s) until `text` appears `times` times in the log.
+  bool wait_until(const std::string& text, int times = 1) {
+    for (int i = 0; i < 600; ++i) {
+      if (count_lines_with(read_file(log), text) >= times) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "never saw '" << text << "' " << times << " time(s):\n" << read_file(log);
+    return false;
+  }
+};
+
+TEST(LaunchSignals, RanksIgnoringCtrlCAreKilledAfterTheGracePeriod) {
+  StubbornRanks job("launch_grace", 1);
+  kill(job.launcher, SIGINT);
+  const int rc = wait_for(job.launcher, std::chrono::seconds(60));
+  const std::string log = read_file(job.log);
+  EXPECT_NE(rc, -1) << "the launcher waited for ranks that ignore Ctrl-C\n" << log;
+  EXPECT_NE(log.find("sent Interrupt to the ranks; any still running in 1 s are killed"), std::string::npos) << log;
+  EXPECT_NE(log.find("ranks still running 1 s after being told to stop: killing them"), std::string::npos) << log;
+  EXPECT_EQ(processes_with(job.marker), 0) << "ranks left behind";
+}
+
+TEST(LaunchSignals, ASecondCtrlCKillsAtOnce) {
+  StubbornRanks job("launch_second", 3600);  // the grace period alone would outlast the test
+  kill(job.launcher, SIGINT);
+  job.wait_until("press Ctrl-C again to kill them now");
+  kill(job.launcher, SIGINT);
+  const int rc = wait_for(job.launcher, std::chrono::seconds(60));
+  const std::string log = read_file(job.log);
+  EXPECT_NE(rc, -1) << "a second Ctrl-C did not end the job\n" << log;
+  EXPECT_NE(log.find("second signal: killing the ranks now"), std::string::npos) << log;
+  EXPECT_EQ(processes_with(job.marker), 0) << "ranks left behind";
 }
 
 }  // namespace

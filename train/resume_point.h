@@ -1,0 +1,27 @@
+// Where a run resumes, agreed by every rank, with that checkpoint on every rank's own disk: ranks
+// on nodes that share no file system must still resume from the same step, or every collective
+// after it pairs the wrong tensors.
+//
+// Rank 0 decides, since it writes the checkpoints: checkpoint.resume_from when set, else after a
+// restart by cudagrad-launch its newest checkpoint that verifies, among the trainer's own names
+// (last.safetensors, epoch_<n>.safetensors) in its checkpoint folder: a newest one that is corrupt
+// is skipped with a warning naming it and the one used instead, and other files there are never
+// taken. Every other rank compares its own copy (the same path for resume_from, the same name in
+// its checkpoint folder after a restart) with rank 0's by size and CRC-32; a rank without an
+// identical copy (none, or a stale one from an earlier job) receives rank 0's bytes over the
+// process group and writes them, atomically, where its copy belongs. When rank 0 cannot read the
+// checkpoint it must resume from, every rank fails with the same error naming rank 0 and the path.
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "train/distributed.h"
+
+namespace cg::train {
+
+// The checkpoint to load on this rank ("" when the run starts afresh). Collective: every rank
+// calls it, with the same resume_from and restarted.
+std::string agree_on_resume_checkpoint(DistContext& dist, const std::filesystem::path& checkpoint_dir,
+                                       const std::string& resume_from, bool restarted);
+
+}  // namespace cg::train
