@@ -250,6 +250,7 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
         fmt::format("{}, {:.1f} MB{}, modeled {:.3f} ms", what, double(data.nbytes()) / 1e6, wire, ms);
     if (stream_) {
       auto work = stream_->begin(compute);
+      work->modeled_ms = ms;
       {
         StreamGuard on_comm(stream_->stream());
         if (stages.before) stages.before();
@@ -261,6 +262,7 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
     }
     if (stages.before) stages.before();
     auto work = std::make_shared<Work>();
+    work->modeled_ms = ms;
     work->started = std::chrono::steady_clock::now();
     worker_.post([work, ms, op, detail, after = std::move(stages.after)] {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));

@@ -45,6 +45,9 @@ class Work {
   // With profiling on: a timing event recorded just before the collective (device_done then has
   // timing too), for its device times on the timeline. Undefined otherwise.
   Event device_started;
+  // The modeled backend: how long it keeps the communication stream (or thread) busy for this
+  // collective, from the bytes it carries; 0 for real collectives. Set before it is handed out.
+  double modeled_ms = 0;
 
  private:
   friend class ProcessGroup;

@@ -2,7 +2,10 @@
 """Did every test that exists run and pass? CTest's "100% tests passed" counts a skipped test as
 passed, so a suite can look green with whole areas skipped. scripts/test.sh runs this after CTest.
 
-Usage: check_test_counts.py BUILD_DIR JUNIT_XML   (JUNIT_XML: what `ctest --output-junit` wrote)
+Usage: check_test_counts.py BUILD_DIR JUNIT_XML [SELECTION...]
+  JUNIT_XML: what `ctest --output-junit` wrote; SELECTION: the label options the run used (-L X,
+  -LE X), so that the tests it left out on purpose do not count as never run (the emulated and
+  sanitizer stages run a selection).
 
 A skip is legitimate only when it is about a GPU: a test labelled "gpu", or one whose skip reason
 names a GPU or CUDA (NEED_GPU()'s "needs a CUDA GPU", the no-GPU checks' "this machine has a GPU").
@@ -27,9 +30,10 @@ def stable_name(name):
     return re.sub(r"<[0-9A-F -]+>", "<bytes>", name.split("  # GetParam()")[0])
 
 
-def existing_tests(build_dir):
-    """[(stable name, labels)] of every test CTest knows in BUILD_DIR (gtest cases discovered)."""
-    out = subprocess.run(["ctest", "--test-dir", build_dir, "--show-only=json-v1"], check=True,
+def existing_tests(build_dir, selection=()):
+    """[(stable name, labels)] of every test CTest knows in BUILD_DIR (gtest cases discovered) that
+    the CTest `selection` options pick."""
+    out = subprocess.run(["ctest", "--test-dir", build_dir, "--show-only=json-v1", *selection], check=True,
                          capture_output=True, text=True).stdout
     tests = []
     for t in json.loads(out)["tests"]:
@@ -61,10 +65,10 @@ def outcomes(junit_xml):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         print(__doc__)
         return 2
-    tests, ran = existing_tests(sys.argv[1]), outcomes(sys.argv[2])
+    tests, ran = existing_tests(sys.argv[1], sys.argv[3:]), outcomes(sys.argv[2])
     labels = {name: lab for name, lab in tests}
     gpu_skips, culprits = 0, []
     for name, status, reason in sorted(ran):

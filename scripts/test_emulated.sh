@@ -16,9 +16,13 @@ BUILD_DIR=${BUILD_DIR:-build-emu}
 JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCUDAGRAD_GPU_EMULATION=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
-  -L "emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda|apps_cuda|conformance_cuda" |
+labels="emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda|apps_cuda|conformance_cuda"
+race_labels="emulator|kernels_cuda|engine_cuda|data_cuda|conformance_cuda"
+junit="$(cd "$BUILD_DIR" && pwd)/ctest-junit.xml"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -L "$labels" --output-junit "$junit" |
   tee "$BUILD_DIR/ctest.log"
+# As the main suite: every selected test ran, and passed or skipped for want of a real GPU.
+scripts/check_test_counts.py "$BUILD_DIR" "$junit" -L "$labels"
 # What still needs a real GPU, test by test with the library it needs (before the next run
 # replaces CTest's log).
 python3 scripts/emulated_skips.py "$BUILD_DIR" | tee "$BUILD_DIR/needs_real_gpu.md"
@@ -26,7 +30,8 @@ python3 scripts/emulated_skips.py "$BUILD_DIR" | tee "$BUILD_DIR/needs_real_gpu.
 # shared memory that another thread writes between the same two barriers gives a result that
 # differs from the reference in one of the two orders (emulator/grid.cpp).
 echo "== the kernels again, threads in reverse order (shared-memory races) =="
-CG_EMU_SCHEDULE=reverse ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" \
-  -L "emulator|kernels_cuda|engine_cuda|data_cuda|conformance_cuda" | tee "$BUILD_DIR/ctest_reverse.log"
+CG_EMU_SCHEDULE=reverse ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -L "$race_labels" \
+  --output-junit "${junit%.xml}-reverse.xml" | tee "$BUILD_DIR/ctest_reverse.log"
+scripts/check_test_counts.py "$BUILD_DIR" "${junit%.xml}-reverse.xml" -L "$race_labels"
 grep -E "tests passed" "$BUILD_DIR/ctest.log" | tail -n 1
 grep -E "tests passed" "$BUILD_DIR/ctest_reverse.log" | sed 's/^/reverse schedule: /' | tail -n 1

@@ -133,12 +133,20 @@ TEST_P(LossyLink, TrainsToTheSameCheckpointOnlySlower) {
   ASSERT_EQ(clean.rc[0] | clean.rc[1], 0) << both_logs(clean);
   const Result reference = take_result(clean, out);
 
+  const long long retransmitted_before = machines_->retransmitted_segments(0);
   machines_->drop_incoming(1, GetParam());
   const Job lossy = across_the_link(train_args(out, 30, kSteps), 400);
   ASSERT_EQ(lossy.rc[0], 0) << both_logs(lossy);
   ASSERT_EQ(lossy.rc[1], 0) << both_logs(lossy);
   const Result result = take_result(lossy, out);
   EXPECT_TRUE(result.checkpoint == reference.checkpoint) << "the checkpoints differ";
+  // What only a lossy link shows (a clean run passes everything above too): the rule dropped
+  // packets, and node 0's TCP resent segments for them.
+  const long long dropped = machines_->dropped_packets(1);
+  const long long resent = machines_->retransmitted_segments(0) - retransmitted_before;
+  EXPECT_GT(dropped, 0) << "no packet was dropped: the loss was not in effect";
+  EXPECT_GT(resent, 0) << "node 0 retransmitted nothing";
+  std::printf("[ lossy link ] %lld packets dropped, %lld segments retransmitted\n", dropped, resent);
   std::printf("[ lossy link ] %.0f%% of packets dropped: %.2f s against %.2f s on a clean link (%.1fx)\n",
               100 * GetParam(), result.seconds, reference.seconds, result.seconds / reference.seconds);
 }

@@ -39,21 +39,26 @@ struct Case {
   std::vector<int64_t> sizes;  // images per rank
   bool add_relu = false;       // relu(bn(x) + residual), the end of every BasicBlock
   bool channels_last = false;
+  // Added to every x: activations far from zero against their spread (mean 1e4, std about 1) are
+  // where a variance taken as E[x^2] - mean^2 in float32 loses every digit (issue 38); the float64
+  // moments the hook sums keep them.
+  bool far_from_zero = false;
 };
 
 std::string describe(const Case& c) {
   std::string s;
   for (int64_t n : c.sizes) s += (s.empty() ? "" : "_") + std::to_string(n);
-  return s + (c.add_relu ? "_add_relu" : "_plain") + (c.channels_last ? "_nhwc" : "_nchw");
+  return s + (c.add_relu ? "_add_relu" : "_plain") + (c.channels_last ? "_nhwc" : "_nchw") +
+         (c.far_from_zero ? "_far_from_zero" : "");
 }
 void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
 
 // Deterministic values of the union batch: element (step, image, channel, position) of tensor
 // `which` (0 = x, 1 = residual, 2 = the gradient reaching y). x has a channel-dependent offset
 // larger than its spread, as activations often do.
-double value(int which, int step, int64_t image, int64_t c, int64_t p) {
+double value(int which, int step, int64_t image, int64_t c, int64_t p, bool far_from_zero = false) {
   const double u = std::sin(0.7 * double(image * 131 + c * 17 + p * 3 + step * 1009 + which * 7919) + 0.3 * which);
-  if (which == 0) return 3.0 * double(c) - 2.0 + 1.5 * u + 0.2 * double(step);
+  if (which == 0) return (far_from_zero ? 1e4 : 0.0) + 3.0 * double(c) - 2.0 + 1.5 * u + 0.2 * double(step);
   return u;
 }
 
@@ -67,7 +72,7 @@ Tensor make_batch(const Case& k, int which, int step, int64_t first, int64_t n) 
   float* d = t.data<float>();
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < kChannels; ++c)
-      for (int64_t p = 0; p < kHw; ++p) d[at(k, i, c, p)] = float(value(which, step, first + i, c, p));
+      for (int64_t p = 0; p < kHw; ++p) d[at(k, i, c, p)] = float(value(which, step, first + i, c, p, k.far_from_zero));
   return t;
 }
 
@@ -130,6 +135,7 @@ Case case_from_env() {
   for (std::string n; std::getline(sizes, n, ',');) k.sizes.push_back(std::stoll(n));
   k.add_relu = std::string(std::getenv("CG_SYNCBN_MODE")).find("add_relu") != std::string::npos;
   k.channels_last = std::string(std::getenv("CG_SYNCBN_MODE")).find("nhwc") != std::string::npos;
+  k.far_from_zero = std::string(std::getenv("CG_SYNCBN_MODE")).find("far_from_zero") != std::string::npos;
   return k;
 }
 
@@ -168,16 +174,16 @@ std::vector<Reference> reference(const Case& k) {
       const double gamma = 1.0 + 0.25 * double(c), beta = 0.1 - 0.2 * double(c);
       double mean = 0, var = 0;
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t p = 0; p < kHw; ++p) mean += double(float(value(0, step, i, c, p)));
+        for (int64_t p = 0; p < kHw; ++p) mean += double(float(value(0, step, i, c, p, k.far_from_zero)));
       mean /= double(m);
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t p = 0; p < kHw; ++p) var += std::pow(double(float(value(0, step, i, c, p))) - mean, 2);
+        for (int64_t p = 0; p < kHw; ++p) var += std::pow(double(float(value(0, step, i, c, p, k.far_from_zero))) - mean, 2);
       var /= double(m);  // biased: what normalization uses
       const double invstd = 1.0 / std::sqrt(var + kEps);
       double sum_g = 0, sum_g_xhat = 0;
       for (int64_t i = 0; i < n; ++i)
         for (int64_t p = 0; p < kHw; ++p) {
-          const double xhat = (double(float(value(0, step, i, c, p))) - mean) * invstd;
+          const double xhat = (double(float(value(0, step, i, c, p, k.far_from_zero))) - mean) * invstd;
           double y = gamma * xhat + beta, g = double(float(value(2, step, i, c, p)));
           if (k.add_relu) {
             y += double(float(value(1, step, i, c, p)));
@@ -191,7 +197,7 @@ std::vector<Reference> reference(const Case& k) {
         }
       for (int64_t i = 0; i < n; ++i)
         for (int64_t p = 0; p < kHw; ++p) {
-          const double xhat = (double(float(value(0, step, i, c, p))) - mean) * invstd;
+          const double xhat = (double(float(value(0, step, i, c, p, k.far_from_zero))) - mean) * invstd;
           const size_t e = size_t(at(k, i, c, p));
           r.dx[e] = gamma * invstd * (r.d_residual[e] - sum_g / double(m) - xhat * sum_g_xhat / double(m));
         }
@@ -251,12 +257,23 @@ struct Reader {
   }
 };
 
+// |got - ref| allowed: 2e-4 + 2e-4 |ref|. Far from zero, float32 itself does worse: the mean of
+// values near 1e4 is held to within half an ulp there (4.9e-4), and x - mean, so xhat, y and dx,
+// inherit that error times invstd and gamma (about 7e-4 measured), and dgamma sums it over the
+// channel (2e-2 of 50). 2e-3 + 1e-3 |ref| covers that, and is still thousands of times smaller
+// than what a variance taken as E[x^2] - mean^2 in float32 gets wrong there.
+struct Tolerance {
+  double absolute = 2e-4, relative = 2e-4;
+};
+Tolerance tolerance_of(const Case& k) { return k.far_from_zero ? Tolerance{2e-3, 1e-3} : Tolerance{}; }
+
 // The worst |got - ref| beyond the tolerance, as a message; "" when everything is within it.
-std::string compare(const std::string& what, const std::vector<float>& got, const double* ref) {
+std::string compare(const std::string& what, const std::vector<float>& got, const double* ref, Tolerance tol) {
   double worst = 0;
   size_t where = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double excess = std::abs(double(got[i]) - ref[i]) - (2e-4 + 2e-4 * std::abs(ref[i]));
+    const double excess =
+        std::abs(double(got[i]) - ref[i]) - (tol.absolute + tol.relative * std::abs(ref[i]));
     if (excess > worst) worst = excess, where = i;
   }
   if (worst <= 0) return "";
@@ -266,6 +283,10 @@ std::string compare(const std::string& what, const std::vector<float>& got, cons
 
 // Every check of one case; returns the failures (empty when the ranks match the reference).
 std::string check(const Case& k, const std::vector<std::vector<float>>& results) {
+  const Tolerance tol = tolerance_of(k);
+  auto compare = [tol](const std::string& what, const std::vector<float>& got, const double* ref) {
+    return dist::compare(what, got, ref, tol);
+  };
   const auto ref = reference(k);
   std::vector<Reader> readers;
   for (const auto& r : results) readers.push_back(Reader{r});
@@ -317,7 +338,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, SyncBatchNormRanks,
     ::testing::Values(Case{{4, 4}, false, false}, Case{{3, 5}, false, false}, Case{{3, 5}, true, false},
                       Case{{4, 4, 4}, true, false}, Case{{2, 3, 4}, false, false}, Case{{2, 3, 4}, true, true},
-                      Case{{1, 6}, true, true}),
+                      Case{{1, 6}, true, true}, Case{{3, 5}, true, false, true}, Case{{2, 3, 4}, false, true, true}),
     [](const ::testing::TestParamInfo<Case>& info) { return describe(info.param); });
 
 // The same ranks without the hook normalize with their own batches: the comparison must see it

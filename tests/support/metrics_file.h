@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 namespace cg::test {
@@ -42,6 +43,22 @@ inline std::vector<Resumption> resumptions(const std::filesystem::path& out_dir)
       found.back().first_train_step = j.at("step");
   }
   return found;
+}
+
+// The evidence that a run resumed from `checkpoint` (whose step the caller read from it): exactly
+// one resume record, naming it, at its step, with training going on after it. A trainer that
+// ignored checkpoint.resume_from and trained afresh could reach the same accuracy, but writes no
+// such record (and truncates the file).
+inline ::testing::AssertionResult resumed_once_from(const std::filesystem::path& out_dir, const std::string& checkpoint,
+                                                    int64_t step) {
+  const std::vector<Resumption> r = resumptions(out_dir);
+  if (r.size() != 1) return ::testing::AssertionFailure() << r.size() << " resume records, not 1";
+  if (r[0].from != checkpoint) return ::testing::AssertionFailure() << "resumed from " << r[0].from;
+  if (r[0].step != step) return ::testing::AssertionFailure() << "resumed at step " << r[0].step << ", not " << step;
+  if (r[0].first_train_step <= step)
+    return ::testing::AssertionFailure() << "no training after the resume (first train record at step "
+                                         << r[0].first_train_step << ")";
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace cg::test

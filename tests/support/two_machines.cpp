@@ -9,7 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace cg::test {
 namespace {
@@ -98,5 +102,50 @@ void TwoMachines::cut(int node) const {
 }
 
 void TwoMachines::heal(int node) const { run_or_throw(on(node, "iptables -F")); }
+
+namespace {
+// The standard output of `command`.
+std::string output_of(const std::string& command) {
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), p)) > 0;) out.append(buffer, n);
+    ::pclose(p);
+  }
+  return out;
+}
+}  // namespace
+
+long long TwoMachines::dropped_packets(int node) const {
+  // One line per rule: "pkts bytes target ..."; the DROP rules' packet counts, summed.
+  const std::string table = output_of(on(node, "iptables -L -v -x -n") + " 2>/dev/null");
+  long long dropped = -1;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    long long packets = 0, bytes = 0;
+    std::string target;
+    if (fields >> packets >> bytes >> target && target == "DROP") dropped = std::max(dropped, 0LL) + packets;
+  }
+  return dropped;
+}
+
+long long TwoMachines::retransmitted_segments(int node) const {
+  // /proc/net/snmp: a "Tcp:" line of names, then a "Tcp:" line of values.
+  std::istringstream lines(output_of(on(node, "cat /proc/net/snmp")));
+  std::vector<std::string> names;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("Tcp:", 0) != 0) continue;
+    std::istringstream fields(line.substr(4));
+    std::vector<std::string> row{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    if (names.empty()) {
+      names = row;
+      continue;
+    }
+    for (size_t i = 0; i < names.size() && i < row.size(); ++i)
+      if (names[i] == "RetransSegs") return std::stoll(row[i]);
+  }
+  return -1;
+}
 
 }  // namespace cg::test

@@ -8,6 +8,7 @@
 // Needs root and `ip netns`; unavailable() says why not when they are missing, for GTEST_SKIP.
 #pragma once
 #include <array>
+#include <cstdint>
 #include <string>
 
 namespace cg::test {
@@ -35,6 +36,10 @@ class TwoMachines {
   void cut(int node) const;
   // Removes node `node`'s packet rules: the link is whole again.
   void heal(int node) const;
+  // Packets node `node`'s rules have dropped so far (iptables' counters; -1 when unreadable).
+  long long dropped_packets(int node) const;
+  // TCP segments node `node` has retransmitted so far (RetransSegs of its /proc/net/snmp).
+  long long retransmitted_segments(int node) const;
 
  private:
   std::array<std::string, 2> names_;

@@ -15,6 +15,7 @@
 
 #include "dist/gradient_comm.h"
 #include "kernels/cuda/device_info.h"
+#include "support/checkpoint_files.h"
 #include "support/free_port.h"
 #include "support/metrics_file.h"
 #include "support/need_gpu.h"
@@ -68,11 +69,13 @@ TEST(GpuTrain, Fp16ResidentDataLearnsAndResumes) {
   EXPECT_NE(r.output.find("cudaMalloc calls"), std::string::npos) << r.output;
   // Resume from the end of epoch 2 and finish: the same final test accuracy.
   const auto out2 = test::make_temp_dir("gpu_train_resume");
+  const std::string epoch_2 = (out / "checkpoints" / "epoch_2.safetensors").string();
   r = run(train() + kSmall + " amp.enabled=true amp.dtype=fp16 data.gpu_resident=true train.epochs=3 output.dir=" +
-          out2.string() + " checkpoint.resume_from=" + (out / "checkpoints" / "epoch_2.safetensors").string());
+          out2.string() + " checkpoint.resume_from=" + epoch_2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(test::resumed_once_from(out2, epoch_2, test::step_of(epoch_2))) << r.output;
   const auto e2 = evals(out2);
-  ASSERT_FALSE(e2.empty()) << r.output;
+  ASSERT_EQ(e2.size(), 1u) << "only epoch 3 is left after the end of epoch 2\n" << r.output;
   EXPECT_NEAR(e2.back()["accuracy"].get<double>(), e.back()["accuracy"].get<double>(), 0.02) << r.output;
 }
 
@@ -96,11 +99,13 @@ TEST(GpuTrain, ChannelsLastLearnsAndItsCheckpointResumesInNchw) {
   EXPECT_GT(e.back()["accuracy"].get<double>(), kLearned) << r.output;
   // The weights do not depend on the layout: an NCHW run resumes from the NHWC checkpoint.
   const auto out2 = test::make_temp_dir("gpu_train_nhwc_resume");
+  const std::string epoch_2 = (out / "checkpoints" / "epoch_2.safetensors").string();
   r = run(train() + kSmall + " model.channels_last=false amp.enabled=true amp.dtype=fp16 train.epochs=3 output.dir=" +
-          out2.string() + " checkpoint.resume_from=" + (out / "checkpoints" / "epoch_2.safetensors").string());
+          out2.string() + " checkpoint.resume_from=" + epoch_2);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(test::resumed_once_from(out2, epoch_2, test::step_of(epoch_2))) << r.output;
   const auto e2 = evals(out2);
-  ASSERT_FALSE(e2.empty()) << r.output;
+  ASSERT_EQ(e2.size(), 1u) << "only epoch 3 is left after the end of epoch 2\n" << r.output;
   EXPECT_NEAR(e2.back()["accuracy"].get<double>(), e.back()["accuracy"].get<double>(), 0.03) << r.output;
   // The hand-written convolution takes channels-last between layout changes, and learns too.
   const auto out3 = test::make_temp_dir("gpu_train_nhwc_native");

@@ -27,6 +27,7 @@
 #include "engine/random.h"
 #include "kernels/cuda/device_info.h"
 #include "support/gpu_ops.h"
+#include "support/checkpoint_files.h"
 #include "support/metrics_file.h"
 #include "support/paths.h"
 #include "util/check.h"
@@ -274,11 +275,12 @@ TEST(GraphedTraining, SameLossesAsEagerAndItsCheckpointResumes) {
   EXPECT_EQ(eval_a.back()["accuracy"].get<double>(), eval_b.back()["accuracy"].get<double>());
   // A new process resumes from the graphed run's epoch-1 checkpoint and captures anew.
   const auto resumed = test::make_temp_dir("graphed_train_resumed");
-  r = run_train(kProgram + " train.cuda_graph=true output.dir=" + resumed.string() +
-                " checkpoint.resume_from=" + (graphed / "checkpoints" / "epoch_1.safetensors").string());
+  const std::string epoch_1 = (graphed / "checkpoints" / "epoch_1.safetensors").string();
+  r = run_train(kProgram + " train.cuda_graph=true output.dir=" + resumed.string() + " checkpoint.resume_from=" + epoch_1);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(test::resumed_once_from(resumed, epoch_1, test::step_of(epoch_1))) << r.output;
   const auto eval_c = metrics_records(resumed, "eval");
-  ASSERT_FALSE(eval_c.empty()) << r.output;
+  ASSERT_EQ(eval_c.size(), 1u) << "only epoch 2 is left after the end of epoch 1\n" << r.output;
   EXPECT_NEAR(eval_c.back()["accuracy"].get<double>(), eval_b.back()["accuracy"].get<double>(), 0.02) << r.output;
 }
 
