@@ -28,7 +28,8 @@ constexpr std::chrono::seconds kReplyMargin{5};
 }  // namespace
 
 TcpStore::TcpStore(const TcpStoreOptions& options) : options_(options) {
-  if (options.is_server) server_ = std::make_unique<TcpStoreServer>(options.port, options.expected_clients);
+  if (options.is_server)
+    server_ = std::make_unique<TcpStoreServer>(options.port, options.expected_clients, options.job_token);
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -54,6 +55,21 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : options_(options) {
   tv.tv_sec = time_t(options.timeout.count() / 1000);
   tv.tv_usec = suseconds_t(options.timeout.count() % 1000 * 1000);
   ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (!options.job_token.empty()) say_hello();
+}
+
+// The job token, first: a store of another job answers kWrongJob (and a store without a token, kOk).
+void TcpStore::say_hello() {
+  const std::vector<char> reply = request(kHello, options_.job_token, {});
+  if (reply.empty() || uint8_t(reply[0]) != kOk) {
+    ::close(fd_);
+    fd_ = -1;
+    server_.reset();
+    throw Error(fmt::format("rendezvous: the store at {}:{} belongs to another job (its job token differs from this "
+                            "rank's CUDAGRAD_JOB_TOKEN): is an earlier job still running with MASTER_PORT={}, or "
+                            "was this rank started by another launcher?",
+                            options_.host, options_.port, options_.port));
+  }
 }
 
 // On rank 0, a store that stopped (out of descriptors) is the cause of a lost connection: say so.
@@ -96,6 +112,11 @@ std::vector<char> TcpStore::request(uint8_t op, const std::string& key, const st
     uint8_t ok;
     receive(&ok, 1);
     return {};
+  }
+  if (op == kHello) {
+    std::vector<char> status(1);
+    receive(status.data(), 1);
+    return status;
   }
   if (op == kAdd) {
     std::vector<char> out(8);

@@ -24,6 +24,10 @@ struct TcpStoreOptions {
   // The world size, when known: the server checks that its descriptor limit can hold that many
   // connections (one per rank, all open at once during rendezvous).
   int expected_clients = 0;
+  // The job's token (CUDAGRAD_JOB_TOKEN, which cudagrad-launch sets; empty: none). The server
+  // serves only clients that say the same one, so a rank of another job trying the same port (an
+  // earlier job's, still retrying) is refused with an error naming the cause instead of joining.
+  std::string job_token;
 };
 
 class TcpStore {
@@ -54,6 +58,7 @@ class TcpStore {
  private:
   std::vector<char> request(uint8_t op, const std::string& key, const std::vector<char>& value);
   void throw_if_server_failed() const;
+  void say_hello();
 
   TcpStoreOptions options_;
   std::unique_ptr<TcpStoreServer> server_;

@@ -28,11 +28,18 @@ ReadResult read_blob(const ReadExact& read, std::vector<char>& out, uint32_t lim
   return ReadResult::ok;
 }
 
+// A hello's key is the job token; it carries no value.
+ReadResult check_hello(const Request& hello, std::string& why) {
+  if (hello.value.empty()) return ReadResult::ok;
+  why = fmt::format("hello carries a {}-byte value", hello.value.size());
+  return ReadResult::malformed;
+}
+
 }  // namespace
 
 ReadResult read_request(const ReadExact& read, Request& out, std::string& why) {
   if (!read(&out.op, 1)) return ReadResult::closed;
-  if (out.op != kSet && out.op != kGet && out.op != kAdd) {
+  if (out.op != kSet && out.op != kGet && out.op != kAdd && out.op != kHello) {
     why = fmt::format("unknown operation {}", int(out.op));
     return ReadResult::malformed;
   }
@@ -42,6 +49,7 @@ ReadResult read_request(const ReadExact& read, Request& out, std::string& why) {
   if (ReadResult r = read_blob(read, out.value, kMaxValueBytes, "a value", why); r != ReadResult::ok) return r;
   out.number = 0;
   if (out.op == kSet) return ReadResult::ok;
+  if (out.op == kHello) return check_hello(out, why);
   if (out.value.size() != 8) {
     why = fmt::format("{} of '{}' carries {} bytes, not an 8-byte integer", out.op == kGet ? "get" : "add",
                       out.key, out.value.size());

@@ -55,7 +55,8 @@ void prepare_fd_limit(int expected) {
 
 }  // namespace
 
-TcpStoreServer::TcpStoreServer(int port, int expected_clients) : expected_clients_(expected_clients) {
+TcpStoreServer::TcpStoreServer(int port, int expected_clients, std::string job_token, size_t max_keys)
+    : expected_clients_(expected_clients), job_token_(std::move(job_token)), max_keys_(max_keys) {
   prepare_fd_limit(expected_clients);
   fd_ = listen_on(port);
   acceptor_ = std::thread([this] { accept_loop(); });
@@ -71,7 +72,27 @@ TcpStoreServer::~TcpStoreServer() {
     for (int c : clients_) ::shutdown(c, SHUT_RDWR);
     for (auto& [key, w] : waiting_) w.changed.notify_all();
   }
-  for (auto& t : handlers_) t.join();
+  std::lock_guard<std::mutex> lock(handlers_mutex_);
+  for (auto& h : handlers_) h.thread.join();
+}
+
+size_t TcpStoreServer::handler_threads() const {
+  std::lock_guard<std::mutex> lock(handlers_mutex_);
+  return handlers_.size();
+}
+
+// A thread per connection, joined once its client is gone: a job that restarts, or clients that
+// come and go, would otherwise keep every finished thread (and its stack) until the store stops.
+void TcpStoreServer::join_finished_handlers() {
+  std::lock_guard<std::mutex> lock(handlers_mutex_);
+  for (auto it = handlers_.begin(); it != handlers_.end();) {
+    if (!it->done->load()) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = handlers_.erase(it);
+  }
 }
 
 std::string TcpStoreServer::failure() const {
@@ -85,6 +106,7 @@ void TcpStoreServer::accept_loop() {
   while (!stopping_) {
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
+    join_finished_handlers();
     const int c = ::accept(fd_, nullptr, nullptr);
     if (c < 0) {
       on_accept_error(errno);
@@ -103,7 +125,10 @@ void TcpStoreServer::accept_loop() {
     int one = 1;
     ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     clients_.push_back(c);
-    handlers_.emplace_back([this, c] { serve(c); });
+    auto done = std::make_unique<std::atomic<bool>>(false);
+    std::atomic<bool>* flag = done.get();
+    std::lock_guard<std::mutex> handlers_lock(handlers_mutex_);
+    handlers_.push_back({std::thread([this, c, flag] { serve(c, flag); }), std::move(done)});
   }
 }
 
@@ -137,15 +162,26 @@ void TcpStoreServer::fail(const std::string& why) {
   for (auto& [key, w] : waiting_) w.changed.notify_all();
 }
 
-void TcpStoreServer::serve(int c) {
+void TcpStoreServer::serve(int c, std::atomic<bool>* done) {
   const ReadExact read = [c](void* dst, size_t n) { return recv_all(c, dst, n); };
+  bool admitted = job_token_.empty();
   while (!stopping_) {
     Request req;
     std::string why;
     const ReadResult got = read_request(read, req, why);
     if (got == ReadResult::malformed)
       log::warn("rendezvous store: dropping a client that sent a malformed request: {}", why);
-    if (got != ReadResult::ok || !answer(c, req)) break;
+    if (got != ReadResult::ok) break;
+    if (req.op == kHello) {
+      if (!(admitted = admit(c, req))) break;
+      continue;
+    }
+    if (!admitted) {
+      log::warn("rendezvous store: refused a client that did not say its job token (a rank of another job on "
+                "this port?)");
+      break;
+    }
+    if (!answer(c, req)) break;
   }
   // Forgotten before it is closed: the number may be reused at once (a data file, a Gloo socket),
   // and a store that fails or stops shuts down every descriptor it still lists.
@@ -155,13 +191,33 @@ void TcpStoreServer::serve(int c) {
     ++closing_;
   }
   ::close(c);
-  std::lock_guard<std::mutex> lock(mutex_);
-  --closing_;
-  released_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --closing_;
+    released_.notify_all();
+  }
+  done->store(true);
+}
+
+// A client's hello: served when it names this job's token (or the store has none).
+bool TcpStoreServer::admit(int c, const Request& hello) {
+  const bool same_job = job_token_.empty() || hello.key == job_token_;
+  if (!same_job)
+    log::warn("rendezvous store: refused a client of another job (its job token differs): is an earlier job "
+              "still running against this port?");
+  const uint8_t status = same_job ? kOk : kWrongJob;
+  return send_all(c, &status, 1) && same_job;
 }
 
 // Applies one request and sends its reply; false when the client is gone.
 bool TcpStoreServer::answer(int c, Request& req) {
+  if (req.op != kGet) {  // set and add may create a key: bounded
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (data_.size() >= max_keys_ && !data_.count(req.key)) {
+      log::warn("rendezvous store: dropping a client that would store more than {} keys", max_keys_);
+      return false;
+    }
+  }
   if (req.op == kSet) {
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -24,8 +25,12 @@ namespace cg::dist {
 class TcpStoreServer {
  public:
   // Listens on `port` at once (cg::Error when it cannot). `expected_clients` (0: unknown) is
-  // checked against the descriptor limit, with a warning when the limit is too low.
-  TcpStoreServer(int port, int expected_clients);
+  // checked against the descriptor limit, with a warning when the limit is too low. `job_token`
+  // (empty: any client is served): a client must say it first (hello), or it is refused as one of
+  // another job, such as a rank of an earlier job still trying the same port. `max_keys`: a
+  // client that would store more keys than this is dropped.
+  TcpStoreServer(int port, int expected_clients, std::string job_token = "",
+                 size_t max_keys = store_protocol::kMaxKeys);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -40,6 +45,8 @@ class TcpStoreServer {
   // How often a waiting get woke up before its key was there or its wait ended (for tests: with a
   // condition variable per key a set wakes only that key's waiters).
   int64_t wakeups() const { return wakeups_; }
+  // Handler threads not yet joined (for tests: finished ones are joined as new clients arrive).
+  size_t handler_threads() const;
 
  private:
   struct Waiters {
@@ -50,13 +57,22 @@ class TcpStoreServer {
   void accept_loop();
   void on_accept_error(int err);
   void fail(const std::string& why);
-  void serve(int c);
+  void serve(int c, std::atomic<bool>* done);
+  bool admit(int c, const store_protocol::Request& hello);
   bool answer(int c, store_protocol::Request& req);
+  void join_finished_handlers();
   bool wait_for_key(std::unique_lock<std::mutex>& lock, const std::string& key, int64_t wait_ms);
   void notify_key(const std::string& key);
 
+  struct Handler {
+    std::thread thread;
+    std::unique_ptr<std::atomic<bool>> done;  // set by the thread as its last act
+  };
+
   int fd_ = -1;
   int expected_clients_ = 0;
+  std::string job_token_;
+  size_t max_keys_;
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> wakeups_{0};
   std::thread acceptor_;
@@ -66,7 +82,8 @@ class TcpStoreServer {
   std::vector<int> clients_;
   int closing_ = 0;  // connections forgotten from clients_ whose close() has not returned yet
   mutable std::condition_variable released_;  // clients_ empty and closing_ zero
-  std::vector<std::thread> handlers_;
+  std::vector<Handler> handlers_;  // the acceptor's (and, once it has stopped, the destructor's)
+  mutable std::mutex handlers_mutex_;  // for handler_threads() only
   std::string failure_;
 };
 

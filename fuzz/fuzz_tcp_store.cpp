@@ -37,8 +37,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (req.op == kGet) {
       auto it = store.find(req.key);
       if (it != store.end() && it->second.size() > kMaxValueBytes) __builtin_trap();
-    } else {
+    } else if (req.op == kAdd) {
       add_to_slot(store[req.key], req.number);
+    } else if (req.op != kHello || !req.value.empty()) {
+      __builtin_trap();  // read_request returns only the four operations, hello without a value
     }
   }
   return 0;

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <sstream>
@@ -60,6 +61,7 @@ DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), tim
   so.is_server = id_.rank == 0;
   so.timeout = timeout;
   so.expected_clients = id_.world_size;
+  if (const char* token = std::getenv("CUDAGRAD_JOB_TOKEN")) so.job_token = token;  // cudagrad-launch's
   store_ = std::make_unique<dist::TcpStore>(so);
   dist::ProcessGroupOptions po;
   po.timeout = timeout;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -22,11 +23,13 @@ uint64_t available_host_memory() {
 }
 
 void check_host_memory(double need_bytes, const std::string& what, const std::string& advice) {
+  if (const char* off = std::getenv(kSkipMemoryEstimate); off && std::string(off) == "1") return;
   const uint64_t have = available_host_memory();
   if (have == 0 || need_bytes <= double(have)) return;
   constexpr double kGiB = double(1 << 30);
-  throw UsageError(fmt::format("{} needs {:.1f} GiB of host memory, but this machine has {:.1f} GiB available; {}",
-                               what, need_bytes / kGiB, double(have) / kGiB, advice));
+  throw UsageError(fmt::format("{} needs {:.1f} GiB of host memory, but this machine has {:.1f} GiB available; {} "
+                               "({}=1 skips this estimate)",
+                               what, need_bytes / kGiB, double(have) / kGiB, advice, kSkipMemoryEstimate));
 }
 
 }  // namespace cg

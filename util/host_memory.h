@@ -13,7 +13,10 @@ namespace cg {
 uint64_t available_host_memory();
 
 // Throws cg::UsageError "<what> needs X GiB of host memory, but this machine has Y GiB available;
-// <advice>" when need_bytes exceeds available_host_memory().
+// <advice>" when need_bytes exceeds available_host_memory(), unless the environment variable
+// kSkipMemoryEstimate is "1" (the estimate is generous, counting every batch that may be in flight,
+// and MemAvailable can be too low where the kernel would still reclaim caches).
+inline constexpr const char* kSkipMemoryEstimate = "CUDAGRAD_NO_MEMORY_ESTIMATE";
 void check_host_memory(double need_bytes, const std::string& what, const std::string& advice);
 
 }  // namespace cg

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +123,29 @@ std::string why_not_runnable(const std::string& program) {
   // Our own programs are not installed on PATH: point at where the build puts them.
   return program.rfind("cudagrad-", 0) == 0 ? "not found on PATH (give its path: build/apps/" + program + ")"
                                             : "not found on PATH";
+}
+
+std::string fmt_hex(uint32_t v) {
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08x", v);
+  return text;
+}
+
+// 128 random bits as hex: a token no other job has.
+std::string random_job_token() {
+  std::random_device device;
+  std::string token;
+  for (int i = 0; i < 4; ++i) token += fmt_hex(device());
+  return token;
+}
+
+// The job token every rank says to the store first (train/distributed.cpp), in the environment the
+// ranks inherit: --rdzv-id, else one already exported, else on one node a random one. One for all
+// generations of the group, so restarted ranks rejoin, and none another job's ranks know.
+void export_job_token(std::string job_id, int nnodes) {
+  if (job_id.empty() && std::getenv("CUDAGRAD_JOB_TOKEN")) job_id = std::getenv("CUDAGRAD_JOB_TOKEN");
+  if (job_id.empty() && nnodes == 1) job_id = random_job_token();
+  if (!job_id.empty()) setenv("CUDAGRAD_JOB_TOKEN", job_id.c_str(), 1);
 }
 
 std::string describe(int status) {
@@ -333,6 +357,10 @@ static int launch(int argc, char** argv) {
   app.add_flag("--standalone", standalone, "single node on a free local port");
   app.add_option("--max-restarts,--max_restarts", max_restarts, "restarts of the whole group after a failure")
       ->check(cg::cli::at_least(0));
+  std::string job_id;
+  app.add_option("--rdzv-id,--rdzv_id", job_id,
+                 "the job's id, the same on every node (as torchrun's): ranks of another job trying the same port "
+                 "are refused at rendezvous; one node: a random one when not given");
   app.add_option("--grace-seconds", grace_s, "after SIGTERM (a failed rank's peers) or a forwarded Ctrl-C, how long before SIGKILL")->check(cg::cli::at_least(1));
   app.add_option("PROGRAM", program, "the program to run, then its arguments ([--] PROGRAM [ARGS...])")->required();
   app.footer("example: cudagrad-launch --standalone --nproc-per-node 2 build/apps/cudagrad-train --config "
@@ -352,6 +380,7 @@ static int launch(int argc, char** argv) {
     addr = "127.0.0.1";
     port = free_port();
   }
+  export_job_token(job_id, nnodes);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   for (int attempt = 0;; ++attempt) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "dist/tcp_store.h"
+#include "dist/tcp_store_server.h"
 #include "support/free_port.h"
 #include "util/check.h"
 
@@ -155,6 +156,56 @@ TEST(TcpStore, LocalAddressIsThisEndOfTheConnection) {
   const int port = test::free_port();
   TcpStore server(options(port, true));
   EXPECT_EQ(server.local_address(), "127.0.0.1");
+}
+
+// Issue 38: a client of another job (a rank of an earlier job still retrying the same port) is
+// refused with an error naming the cause, instead of joining this job's rendezvous.
+TEST(TcpStore, AClientOfAnotherJobIsRefusedNamingTheCause) {
+  const int port = test::free_port();
+  TcpStoreOptions mine = options(port, true);
+  mine.job_token = "job-a";
+  TcpStore server(mine);
+  TcpStoreOptions same = options(port, false), stranger = options(port, false), untokened = options(port, false);
+  same.job_token = "job-a";
+  stranger.job_token = "job-b";
+  TcpStore colleague(same);
+  colleague.set("k", "v");
+  EXPECT_EQ(server.get_string("k"), "v");
+  try {
+    TcpStore client(stranger);
+    FAIL() << "a client of another job joined";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("belongs to another job"), std::string::npos) << e.what();
+  }
+  TcpStore silent(untokened);  // says no token: its first request is refused
+  EXPECT_THROW(silent.set("k", "overwritten"), Error);
+  EXPECT_EQ(server.get_string("k"), "v");
+}
+
+// Each connection's thread is joined once its client has gone (they used to pile up until the
+// store stopped): after 40 clients came and went, at most a couple are left unjoined.
+TEST(TcpStore, TheThreadsOfFinishedClientsAreJoined) {
+  const int port = test::free_port();
+  TcpStoreServer server(port, 0);
+  for (int i = 0; i < 40; ++i) {
+    TcpStore client(options(port, false));
+    client.set("k" + std::to_string(i), "v");
+  }
+  TcpStore last(options(port, false));  // each accept first joins the threads that have finished
+  last.set("last", "v");
+  EXPECT_LE(server.handler_threads(), 3u);
+}
+
+// A client that would store more keys than the limit is dropped; the keys already stored stay.
+TEST(TcpStore, KeysPastTheLimitDropTheClient) {
+  const int port = test::free_port();
+  TcpStoreServer server(port, 0, "", /*max_keys=*/8);
+  TcpStore client(options(port, false));
+  for (int i = 0; i < 8; ++i) client.set("k" + std::to_string(i), "v");
+  client.set("k0", "again");  // an existing key is no new key
+  EXPECT_THROW(client.set("k8", "v"), Error);
+  TcpStore other(options(port, false));
+  EXPECT_EQ(other.get_string("k0"), "again");
 }
 
 }  // namespace
