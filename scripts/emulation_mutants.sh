@@ -56,8 +56,8 @@ mutant wmma_layouts kernels/cuda/conv_native_tiles.cuh \
   "std::conditional_t<kARowMajor, nvcuda::wmma::row_major, nvcuda::wmma::col_major>" \
   "std::conditional_t<kARowMajor, nvcuda::wmma::col_major, nvcuda::wmma::row_major>"
 mutant batch_norm_vector_width kernels/cuda/batch_norm.cu \
-  "affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V)," \
-  "affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / (2 * V)),"
+  "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / V)," \
+  "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / (2 * V)),"
 mutant missing_stream_wait engine/stream.cpp \
   "if (handle_ && stream.device().is_cuda()) cu::stream_wait_event" \
   "if (false && handle_ && stream.device().is_cuda()) cu::stream_wait_event"

@@ -1,8 +1,9 @@
 // Force-included (g++ -include) ahead of every kernels/cuda source in the emulated build
 // (-DCUDAGRAD_GPU_EMULATION=ON): the CUDA toolkit's own headers give the types (dim3, __half and
 // its host arithmetic, the runtime's declarations, which emulator/runtime_*.cpp define), and this
-// header gives what only a device has: the thread coordinates, barriers, warp shuffles, atomics,
-// and the launch that emulator/translate_launches.py writes in place of <<<...>>>.
+// header gives what only a device has: the thread coordinates, barriers, warp shuffles, atomics.
+// A launch and a block's shared array are the kernels' own (kernels/cuda/launch.h), which take
+// the emulated versions from cg_emu/kernel_start.h.
 #pragma once
 
 // Shared memory is one copy per block: a block runs on one host thread at a time, and a host
@@ -30,17 +31,6 @@
 #include <utility>
 
 #include "cg_emu/grid.h"
-#include "cg_emu/launch.h"
-
-// A block's shared array (kernels/cuda/shared_memory.cuh). A device's shared memory holds garbage
-// when a block starts, where the emulated one, a static per host thread, would hold the previous
-// block's values, so a kernel that reads a slot before any thread of the block wrote it could
-// pass here by luck. The first thread of each block to reach the declaration fills the array with
-// 0xFF bytes (NaN as a float or double, -1 as an integer), so such a read shows in the results.
-#define CG_SHARED(type, name, dims)                  \
-  static thread_local type name dims;                \
-  static thread_local uint64_t name##_poisoned_at = 0; \
-  ::cg_emu::poison_once_per_block(&name, sizeof(name), name##_poisoned_at)
 
 #define threadIdx (::cg_emu::current_thread()->thread_idx)
 #define blockIdx (::cg_emu::current_thread()->block_idx)

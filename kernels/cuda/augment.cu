@@ -4,6 +4,7 @@
 // data::Augmenter calls; kernels/cuda augment_test checks the batches against data::Augmenter.
 #include "kernels/cuda/augment.h"
 #include "kernels/cuda/dtype.cuh"
+#include "kernels/cuda/launch.h"
 #include "util/counter_rng.h"
 
 namespace cg::kernels::cuda {
@@ -42,9 +43,8 @@ void gather_augment(int64_t n, const int64_t* indices, const float* images, cons
                     int w, const float* black, const GatherAugment& options, float* out_images, int64_t* out_labels,
                     Stream stream) {
   if (n == 0 || int64_t(c) * h * w == 0) return;
-  gather_augment_kernel<<<blocks_for(n * c * h * w), kThreads, 0, as_cuda(stream)>>>(
-      n, indices, images, labels, c, h, w, black, options, out_images, out_labels);
-  CG_CUDA_AFTER_LAUNCH("gather_augment_kernel");
+  launch_kernel(gather_augment_kernel, "gather_augment_kernel", blocks_for(n * c * h * w), kThreads, 0, as_cuda(stream),
+                n, indices, images, labels, c, h, w, black, options, out_images, out_labels);
 }
 
 }  // namespace cg::kernels::cuda

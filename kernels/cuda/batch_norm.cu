@@ -18,7 +18,7 @@
 #include "kernels/cuda/batch_norm_parts.cuh"
 #include "kernels/cuda/batch_norm_rows.cuh"
 #include "kernels/cuda/dtype.cuh"
-#include "kernels/cuda/shared_memory.cuh"
+#include "kernels/cuda/launch.h"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -374,12 +374,12 @@ template <typename T, int V>
 void launch_stats_partial(const BatchNormShape& s, const T* x, const PartialGrid& grid, double2* partial, Stream st) {
   const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
   if (channels_last(s)) {
-    bn::stats_rows_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, grid.width, x, grid.slices,
-                                                                             partial);
+    launch_kernel(bn::stats_rows_partial_kernel<T, V>, "batch_norm stats partial kernel", blocks, kThreads, 0,
+                  as_cuda(st), s.n, s.c, grid.width, x, grid.slices, partial);
   } else {
-    stats_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), x, grid.slices, partial);
+    launch_kernel(stats_partial_kernel<T, V>, "batch_norm stats partial kernel", blocks, kThreads, 0, as_cuda(st), s,
+                  int(s.hw / V), x, grid.slices, partial);
   }
-  CG_CUDA_AFTER_LAUNCH("batch_norm stats partial kernel");
 }
 
 // The last step of the forward: y = finish(x * scale + shift).
@@ -388,11 +388,12 @@ void launch_affine(const BatchNormShape& s, const T* x, const float2* affine, co
                    Stream st) {
   const int blocks = blocks_for(s.n * s.c * s.hw / V);
   if (channels_last(s)) {
-    bn::affine_rows_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, x, affine, residual, y, relu);
+    launch_kernel(bn::affine_rows_kernel<T, V>, "batch_norm affine kernel", blocks, kThreads, 0, as_cuda(st), s.n, s.c,
+                  x, affine, residual, y, relu);
   } else {
-    affine_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), x, affine, residual, y, relu);
+    launch_kernel(affine_kernel<T, V>, "batch_norm affine kernel", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / V),
+                  x, affine, residual, y, relu);
   }
-  CG_CUDA_AFTER_LAUNCH("batch_norm affine kernel");
 }
 
 // The backward's first step: (sum g, sum g (x - mean)) per (slice, channel); writes d_residual.
@@ -401,13 +402,12 @@ void launch_grad_partial(const BatchNormShape& s, const T* dy, const T* x, const
                          const float* mean, const PartialGrid& grid, double2* partial, Stream st) {
   const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
   if (channels_last(s)) {
-    bn::grad_rows_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, grid.width, dy, x, relu_y,
-                                                                            d_residual, mean, grid.slices, partial);
+    launch_kernel(bn::grad_rows_partial_kernel<T, V>, "batch_norm grad partial kernel", blocks, kThreads, 0,
+                  as_cuda(st), s.n, s.c, grid.width, dy, x, relu_y, d_residual, mean, grid.slices, partial);
   } else {
-    grad_partial_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), dy, x, relu_y, d_residual,
-                                                                    mean, grid.slices, partial);
+    launch_kernel(grad_partial_kernel<T, V>, "batch_norm grad partial kernel", blocks, kThreads, 0, as_cuda(st), s,
+                  int(s.hw / V), dy, x, relu_y, d_residual, mean, grid.slices, partial);
   }
-  CG_CUDA_AFTER_LAUNCH("batch_norm grad partial kernel");
 }
 
 // The backward's last step: dx = a g + b (x - mean) + d. With a residual, the masked gradient is
@@ -419,11 +419,12 @@ void launch_grad_input(const BatchNormShape& s, const T* dy, const T* x, const T
   const T* mask = d_residual ? nullptr : relu_y;
   const int blocks = blocks_for(s.n * s.c * s.hw / V);
   if (channels_last(s)) {
-    bn::grad_input_rows_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s.n, s.c, g, x, mask, coef, dx);
+    launch_kernel(bn::grad_input_rows_kernel<T, V>, "batch_norm grad input kernel", blocks, kThreads, 0, as_cuda(st),
+                  s.n, s.c, g, x, mask, coef, dx);
   } else {
-    grad_input_kernel<T, V><<<blocks, kThreads, 0, as_cuda(st)>>>(s, int(s.hw / V), g, x, mask, coef, dx);
+    launch_kernel(grad_input_kernel<T, V>, "batch_norm grad input kernel", blocks, kThreads, 0, as_cuda(st), s,
+                  int(s.hw / V), g, x, mask, coef, dx);
   }
-  CG_CUDA_AFTER_LAUNCH("batch_norm grad input kernel");
 }
 
 template <typename T>
@@ -442,12 +443,12 @@ struct Forward {
       auto* affine = static_cast<float2*>(scratch.coef);
       if (training) {
         launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
-        stats_finalize_kernel<T><<<channel_warp_blocks(s), kThreads, 0, as_cuda(st)>>>(
-            s, x, grid.slices, scratch.partial, gamma, beta, eps, momentum, rm, rv, sm, si, affine);
-        CG_CUDA_AFTER_LAUNCH("batch_norm stats_finalize_kernel");
+        launch_kernel(stats_finalize_kernel<T>, "batch_norm stats_finalize_kernel", channel_warp_blocks(s), kThreads, 0,
+                      as_cuda(st), s, x, grid.slices, scratch.partial, gamma, beta, eps, momentum, rm, rv, sm, si,
+                      affine);
       } else {
-        eval_affine_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, gamma, beta, rm, rv, eps, affine);
-        CG_CUDA_AFTER_LAUNCH("batch_norm eval_affine_kernel");
+        launch_kernel(eval_affine_kernel, "batch_norm eval_affine_kernel", channel_blocks(s), kThreads, 0, as_cuda(st),
+                      s.c, gamma, beta, rm, rv, eps, affine);
       }
       launch_affine<T, V>(s, x, affine, residual, y, relu, st);
     });
@@ -468,9 +469,9 @@ struct Backward {
       Scratch scratch(s, grid.slices, sizeof(float4), workspace);
       auto* coef = static_cast<float4*>(scratch.coef);
       launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
-      grad_finalize_kernel<<<channel_warp_blocks(s), kThreads, 0, as_cuda(st)>>>(
-          s, training, grid.slices, scratch.partial, gamma, mean, invstd, var, eps, dgamma, dbeta, coef);
-      CG_CUDA_AFTER_LAUNCH("batch_norm grad_finalize_kernel");
+      launch_kernel(grad_finalize_kernel, "batch_norm grad_finalize_kernel", channel_warp_blocks(s), kThreads, 0,
+                    as_cuda(st), s, training, grid.slices, scratch.partial, gamma, mean, invstd, var, eps, dgamma,
+                    dbeta, coef);
       launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
     });
   }
@@ -485,9 +486,8 @@ struct LocalMoments {
       const PartialGrid grid = partial_grid(s, V);
       Scratch scratch(s, grid.slices, 0, workspace);
       launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
-      moments_finalize_kernel<T><<<channel_warp_blocks(s), kThreads, 0, as_cuda(st)>>>(s, x, grid.slices, scratch.partial,
-                                                                                  moments);
-      CG_CUDA_AFTER_LAUNCH("batch_norm moments_finalize_kernel");
+      launch_kernel(moments_finalize_kernel<T>, "batch_norm moments_finalize_kernel", channel_warp_blocks(s), kThreads,
+                    0, as_cuda(st), s, x, grid.slices, scratch.partial, moments);
     });
   }
 };
@@ -503,9 +503,8 @@ struct ForwardWithMoments {
       constexpr int V = decltype(vec)::value;
       Scratch scratch(s, 0, sizeof(float2), workspace);
       auto* affine = static_cast<float2*>(scratch.coef);
-      stats_from_moments_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, moments, gamma, beta, eps,
-                                                                                 momentum, rm, rv, sm, si, affine);
-      CG_CUDA_AFTER_LAUNCH("batch_norm stats_from_moments_kernel");
+      launch_kernel(stats_from_moments_kernel, "batch_norm stats_from_moments_kernel", channel_blocks(s), kThreads, 0,
+                    as_cuda(st), s.c, moments, gamma, beta, eps, momentum, rm, rv, sm, si, affine);
       launch_affine<T, V>(s, x, affine, residual, y, act == Activation::relu, st);
     });
   }
@@ -523,9 +522,8 @@ struct LocalGradSums {
       const PartialGrid grid = partial_grid(s, V);
       Scratch scratch(s, grid.slices, 0, workspace);
       launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
-      grad_sums_kernel<<<channel_warp_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, grid.slices, scratch.partial, invstd,
-                                                                        dgamma, dbeta, sums);
-      CG_CUDA_AFTER_LAUNCH("batch_norm grad_sums_kernel");
+      launch_kernel(grad_sums_kernel, "batch_norm grad_sums_kernel", channel_warp_blocks(s), kThreads, 0, as_cuda(st),
+                    s.c, grid.slices, scratch.partial, invstd, dgamma, dbeta, sums);
     });
   }
 };
@@ -542,9 +540,8 @@ struct BackwardWithSums {
       constexpr int V = decltype(vec)::value;
       Scratch scratch(s, 0, sizeof(float4), workspace);
       auto* coef = static_cast<float4*>(scratch.coef);
-      grad_coef_from_sums_kernel<<<channel_blocks(s), kThreads, 0, as_cuda(st)>>>(s.c, sums, moments, gamma, mean,
-                                                                                  invstd, coef);
-      CG_CUDA_AFTER_LAUNCH("batch_norm grad_coef_from_sums_kernel");
+      launch_kernel(grad_coef_from_sums_kernel, "batch_norm grad_coef_from_sums_kernel", channel_blocks(s), kThreads, 0,
+                    as_cuda(st), s.c, sums, moments, gamma, mean, invstd, coef);
       launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
     });
   }

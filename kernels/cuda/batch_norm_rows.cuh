@@ -5,7 +5,7 @@
 // (kernels/cuda/batch_norm.cu): they read the same partial[c][slice] layout written here.
 #pragma once
 #include "kernels/cuda/batch_norm_parts.cuh"
-#include "kernels/cuda/shared_memory.cuh"
+#include "kernels/cuda/launch.h"
 
 namespace cg::kernels::cuda::bn {
 

@@ -9,6 +9,7 @@
 #include "kernels/float_to_int.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launch.h"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -57,8 +58,7 @@ template <typename T>
 void fill_bytes(int64_t n, const void* value, void* y, Stream s) {
   T v;
   std::memcpy(&v, value, sizeof(T));
-  fill_kernel<T><<<blocks_for(n), kThreads, 0, as_cuda(s)>>>(n, v, static_cast<T*>(y));
-  CG_CUDA_AFTER_LAUNCH("fill_kernel");
+  launch_kernel(fill_kernel<T>, "fill_kernel", blocks_for(n), kThreads, 0, as_cuda(s), n, v, static_cast<T*>(y));
 }
 
 }  // namespace
@@ -74,9 +74,8 @@ void cast(int64_t n, DType src_dtype, const void* src, DType dst_dtype, void* ds
     using From = std::remove_pointer_t<decltype(from_tag)>;
     dispatch_all(dst_dtype, [&](auto* to_tag) {
       using To = std::remove_pointer_t<decltype(to_tag)>;
-      cast_kernel<From, To><<<blocks_for(n), kThreads, 0, as_cuda(s)>>>(n, static_cast<const From*>(src),
-                                                                        static_cast<To*>(dst));
-      CG_CUDA_AFTER_LAUNCH("cast_kernel");
+      launch_kernel(cast_kernel<From, To>, "cast_kernel", blocks_for(n), kThreads, 0, as_cuda(s), n,
+                    static_cast<const From*>(src), static_cast<To*>(dst));
     });
   });
 }

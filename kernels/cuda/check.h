@@ -20,6 +20,7 @@ namespace cg::kernels::cuda {
 }
 
 // After a kernel launch: the launch error now, and with CUDAGRAD_CUDA_SYNC=1 the execution error.
+// Called by launch_kernel (kernels/cuda/launch.h) after every launch, and only there.
 void cuda_after_launch(const char* kernel, const char* file, int line);
 
 }  // namespace cg::kernels::cuda
@@ -48,8 +49,6 @@ void cuda_after_launch(const char* kernel, const char* file, int line);
       std::fprintf(stderr, "CUDA call failed: %s: %s (%s:%d)\n", #expr, cudaGetErrorString(cg_err_), \
                    __FILE__, __LINE__);                                                          \
   } while (0)
-
-#define CG_CUDA_AFTER_LAUNCH(kernel) ::cg::kernels::cuda::cuda_after_launch(kernel, __FILE__, __LINE__)
 
 namespace cg::kernels::cuda {
 

@@ -10,8 +10,8 @@
 
 #include "kernels/cuda/conv_native.h"
 #include "kernels/cuda/conv_native_tiles.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/linear.h"
-#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace conv_native {
@@ -179,8 +179,8 @@ template <typename T>
 struct BiasGrad {
   static void run(const Conv2dShape& s, const void* dy, void* db, Stream stream) {
     const Dims d = dims_of(s);
-    bias_grad_kernel<T><<<d.co, kThreads, 0, as_cuda(stream)>>>(d, static_cast<const T*>(dy), static_cast<T*>(db));
-    CG_CUDA_AFTER_LAUNCH("conv2d bias grad");
+    launch_kernel(bias_grad_kernel<T>, "conv2d bias grad", d.co, kThreads, 0, as_cuda(stream), d,
+                  static_cast<const T*>(dy), static_cast<T*>(db));
   }
 };
 
@@ -225,9 +225,8 @@ struct BackwardFilter {
                                                partial,
                                                int(per_slice)};
       launch_tiles<T>(p, rows, cols, slices, stream, "conv2d_native_backward_filter");
-      sum_slices_kernel<T><<<blocks_for(rows * cols), kThreads, 0, as_cuda(stream)>>>(rows * cols, slices, partial,
-                                                                                      static_cast<T*>(dw));
-      CG_CUDA_AFTER_LAUNCH("conv2d_native_backward_filter (slice sum)");
+      launch_kernel(sum_slices_kernel<T>, "conv2d_native_backward_filter (slice sum)", blocks_for(rows * cols),
+                    kThreads, 0, as_cuda(stream), rows * cols, slices, partial, static_cast<T*>(dw));
       if (db) BiasGrad<T>::run(s, dy, db, stream);
     }
   };

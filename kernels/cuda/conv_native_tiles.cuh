@@ -11,8 +11,8 @@
 
 #include "kernels/types.h"
 #include "kernels/cuda/dtype.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/memory.h"
-#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda::conv_native {
 
@@ -253,8 +253,7 @@ template <typename T, typename Problem>
 void launch_tiles(const Problem& p, int64_t rows, int64_t cols, int slices, Stream stream, const char* what) {
   if (rows == 0 || cols == 0) return;
   const dim3 grid(unsigned((rows + kBM - 1) / kBM), unsigned((cols + kBN - 1) / kBN), unsigned(slices));
-  tile_kernel<T, Problem><<<grid, kTileThreads, 0, as_cuda(stream)>>>(p);
-  CG_CUDA_AFTER_LAUNCH(what);
+  launch_kernel(tile_kernel<T, Problem>, what, grid, kTileThreads, 0, as_cuda(stream), p);
 }
 
 // Calls Run<KH, KW>::run(args...) with the filter size as constants where a specialization exists

@@ -1,5 +1,5 @@
-#include "kernels/cuda/check.h"
 #include "kernels/cuda/counter.h"
+#include "kernels/cuda/launch.h"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -7,8 +7,7 @@ __global__ void increment_kernel(int64_t* value, int64_t by) { *value += by; }
 }  // namespace
 
 void increment_i64(int64_t* value, int64_t by, Stream stream) {
-  increment_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(value, by);
-  CG_CUDA_AFTER_LAUNCH("increment_kernel");
+  launch_kernel(increment_kernel, "increment_kernel", 1, 1, 0, static_cast<cudaStream_t>(stream), value, by);
 }
 
 }  // namespace cg::kernels::cuda

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launch.h"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -97,11 +98,10 @@ struct Map {
       if (aligned16(a) && (!kReadsB<op> || aligned16(b)) && aligned16(y)) {
         // At least one thread per tail element: the tail is < kSize <= 8 elements, one block is 256.
         const int64_t vectors = n / Vec16<T>::kSize;
-        map_vec_kernel<T, op><<<blocks_for(vectors), kThreads, 0, as_cuda(s)>>>(n, a, b, y, alpha);
+        launch_kernel(map_vec_kernel<T, op>, name, blocks_for(vectors), kThreads, 0, as_cuda(s), n, a, b, y, alpha);
       } else {
-        map_kernel<T, op><<<blocks_for(n), kThreads, 0, as_cuda(s)>>>(n, a, b, y, alpha);
+        launch_kernel(map_kernel<T, op>, name, blocks_for(n), kThreads, 0, as_cuda(s), n, a, b, y, alpha);
       }
-      CG_CUDA_AFTER_LAUNCH(name);
     }
   };
 };

@@ -7,7 +7,7 @@
 #include "kernels/cuda/device_error.h"
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/head.h"
-#include "kernels/cuda/shared_memory.cuh"
+#include "kernels/cuda/launch.h"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -37,18 +37,16 @@ __global__ void pool_backward_kernel(int64_t nc, int64_t hw, const T* dy, T* dx)
 template <typename T>
 struct PoolForward {
   static void run(int64_t nc, int64_t hw, const void* x, void* y, Stream s) {
-    pool_forward_kernel<T><<<blocks_for(nc * 32), kThreads, 0, as_cuda(s)>>>(nc, hw, static_cast<const T*>(x),
-                                                                              static_cast<T*>(y));
-    CG_CUDA_AFTER_LAUNCH("pool_forward_kernel");
+    launch_kernel(pool_forward_kernel<T>, "pool_forward_kernel", blocks_for(nc * 32), kThreads, 0, as_cuda(s), nc, hw,
+                  static_cast<const T*>(x), static_cast<T*>(y));
   }
 };
 
 template <typename T>
 struct PoolBackward {
   static void run(int64_t nc, int64_t hw, const void* dy, void* dx, Stream s) {
-    pool_backward_kernel<T><<<blocks_for(nc * hw), kThreads, 0, as_cuda(s)>>>(nc, hw, static_cast<const T*>(dy),
-                                                                               static_cast<T*>(dx));
-    CG_CUDA_AFTER_LAUNCH("pool_backward_kernel");
+    launch_kernel(pool_backward_kernel<T>, "pool_backward_kernel", blocks_for(nc * hw), kThreads, 0, as_cuda(s), nc, hw,
+                  static_cast<const T*>(dy), static_cast<T*>(dx));
   }
 };
 
@@ -74,18 +72,16 @@ __global__ void pool_nhwc_backward_kernel(int64_t n, int64_t hw, int64_t c, cons
 template <typename T>
 struct PoolNhwcForward {
   static void run(int64_t n, int64_t hw, int64_t c, const void* x, void* y, Stream s) {
-    pool_nhwc_forward_kernel<T><<<blocks_for(n * c), kThreads, 0, as_cuda(s)>>>(n, hw, c, static_cast<const T*>(x),
-                                                                                static_cast<T*>(y));
-    CG_CUDA_AFTER_LAUNCH("pool_nhwc_forward_kernel");
+    launch_kernel(pool_nhwc_forward_kernel<T>, "pool_nhwc_forward_kernel", blocks_for(n * c), kThreads, 0, as_cuda(s),
+                  n, hw, c, static_cast<const T*>(x), static_cast<T*>(y));
   }
 };
 
 template <typename T>
 struct PoolNhwcBackward {
   static void run(int64_t n, int64_t hw, int64_t c, const void* dy, void* dx, Stream s) {
-    pool_nhwc_backward_kernel<T><<<blocks_for(n * hw * c), kThreads, 0, as_cuda(s)>>>(
-        n, hw, c, static_cast<const T*>(dy), static_cast<T*>(dx));
-    CG_CUDA_AFTER_LAUNCH("pool_nhwc_backward_kernel");
+    launch_kernel(pool_nhwc_backward_kernel<T>, "pool_nhwc_backward_kernel", blocks_for(n * hw * c), kThreads, 0,
+                  as_cuda(s), n, hw, c, static_cast<const T*>(dy), static_cast<T*>(dx));
   }
 };
 
@@ -165,16 +161,14 @@ void global_avg_pool_nhwc_backward(int64_t n, int64_t hw, int64_t c, DType dtype
 
 void cross_entropy_forward(int64_t n, int64_t classes, const float* logits, const int64_t* labels, float* loss,
                            float* probs, int64_t* correct, Stream stream) {
-  ce_forward_kernel<<<1, kThreads, 0, as_cuda(stream)>>>(n, classes, logits, labels, loss, probs, correct,
-                                                         device_error_record());
-  CG_CUDA_AFTER_LAUNCH("ce_forward_kernel");
+  launch_kernel(ce_forward_kernel, "ce_forward_kernel", 1, kThreads, 0, as_cuda(stream), n, classes, logits, labels,
+                loss, probs, correct, device_error_record());
 }
 
 void cross_entropy_backward(int64_t n, int64_t classes, const float* dloss, const float* probs,
                             const int64_t* labels, float* dlogits, Stream stream) {
-  ce_backward_kernel<<<blocks_for(n * classes), kThreads, 0, as_cuda(stream)>>>(n, classes, dloss, probs, labels,
-                                                                                dlogits);
-  CG_CUDA_AFTER_LAUNCH("ce_backward_kernel");
+  launch_kernel(ce_backward_kernel, "ce_backward_kernel", blocks_for(n * classes), kThreads, 0, as_cuda(stream), n,
+                classes, dloss, probs, labels, dlogits);
 }
 
 }  // namespace cg::kernels::cuda

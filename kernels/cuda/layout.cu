@@ -7,8 +7,8 @@
 
 #include "kernels/cuda/dtype.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layout.h"
-#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -65,9 +65,8 @@ void batched_transpose(int64_t batches, int64_t rows, int64_t cols, DType src_dt
     using From = std::remove_pointer_t<decltype(from_tag)>;
     with_cuda_type(dst_dtype, [&](auto* to_tag) {
       using To = std::remove_pointer_t<decltype(to_tag)>;
-      transpose_kernel<From, To><<<grid, dim3(kTile, kTileRowsPerPass), 0, as_cuda(stream)>>>(
-          batches, rows, cols, static_cast<const From*>(src), static_cast<To*>(dst));
-      CG_CUDA_AFTER_LAUNCH("transpose_kernel");
+      launch_kernel(transpose_kernel<From, To>, "transpose_kernel", grid, dim3(kTile, kTileRowsPerPass), 0,
+                    as_cuda(stream), batches, rows, cols, static_cast<const From*>(src), static_cast<To*>(dst));
     });
   });
 }

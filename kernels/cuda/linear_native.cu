@@ -3,8 +3,8 @@
 // kernels shared with the cuBLAS path. The classifier's products are small (batch x channels x
 // classes); this kernel is for correctness where cuBLAS is absent, not for speed.
 #include "kernels/cuda/dtype.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/linear.h"
-#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -41,9 +41,8 @@ template <typename T>
 struct Product {
   static void run(const Operands& p, const void* a, const void* b, void* c, Stream s) {
     const dim3 grid(unsigned((p.cols + kTile - 1) / kTile), unsigned((p.rows + kTile - 1) / kTile));
-    product_kernel<T><<<grid, dim3(kTile, kTile), 0, as_cuda(s)>>>(p, static_cast<const T*>(a),
-                                                                    static_cast<const T*>(b), static_cast<T*>(c));
-    CG_CUDA_AFTER_LAUNCH("linear product_kernel");
+    launch_kernel(product_kernel<T>, "linear product_kernel", grid, dim3(kTile, kTile), 0, as_cuda(s), p,
+                  static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(c));
   }
 };
 
@@ -66,18 +65,16 @@ __global__ void bias_grad_kernel(int64_t m, int64_t n, const T* dy, T* db) {
 template <typename T>
 struct AddBias {
   static void run(int64_t m, int64_t n, const void* bias, void* y, Stream s) {
-    add_bias_kernel<T><<<blocks_for(m * n), kThreads, 0, as_cuda(s)>>>(m, n, static_cast<const T*>(bias),
-                                                                       static_cast<T*>(y));
-    CG_CUDA_AFTER_LAUNCH("linear add_bias_kernel");
+    launch_kernel(add_bias_kernel<T>, "linear add_bias_kernel", blocks_for(m * n), kThreads, 0, as_cuda(s), m, n,
+                  static_cast<const T*>(bias), static_cast<T*>(y));
   }
 };
 
 template <typename T>
 struct BiasGrad {
   static void run(int64_t m, int64_t n, const void* dy, void* db, Stream s) {
-    bias_grad_kernel<T><<<blocks_for(n), kThreads, 0, as_cuda(s)>>>(m, n, static_cast<const T*>(dy),
-                                                                    static_cast<T*>(db));
-    CG_CUDA_AFTER_LAUNCH("linear bias_grad_kernel");
+    launch_kernel(bias_grad_kernel<T>, "linear bias_grad_kernel", blocks_for(n), kThreads, 0, as_cuda(s), m, n,
+                  static_cast<const T*>(dy), static_cast<T*>(db));
   }
 };
 

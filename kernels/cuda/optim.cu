@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/dtype.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/optim.h"
-#include "kernels/cuda/shared_memory.cuh"
 
 namespace cg::kernels::cuda {
 namespace {
@@ -173,37 +173,34 @@ void for_packs(const std::vector<TensorSlot>& tensors, Launch&& launch) {
 void sgd_update_multi(const std::vector<TensorSlot>& tensors, const SgdOptions& h, bool first_step,
                       const float* found_inf, Stream stream, const float* device_lr) {
   for_packs(tensors, [&](const Pack& pk, unsigned blocks) {
-    sgd_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, first_step, found_inf, device_lr);
-    CG_CUDA_AFTER_LAUNCH("sgd_kernel");
+    launch_kernel(sgd_kernel, "sgd_kernel", blocks, kThreads, 0, as_cuda(stream), pk, h, first_step, found_inf,
+                  device_lr);
   });
 }
 
 void adamw_update_multi(const std::vector<TensorSlot>& tensors, const AdamWOptions& h, const int64_t* step,
                         const float* found_inf, Stream stream, const float* device_lr) {
   for_packs(tensors, [&](const Pack& pk, unsigned blocks) {
-    adamw_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, h, step, found_inf, device_lr);
-    CG_CUDA_AFTER_LAUNCH("adamw_kernel");
+    launch_kernel(adamw_kernel, "adamw_kernel", blocks, kThreads, 0, as_cuda(stream), pk, h, step, found_inf,
+                  device_lr);
   });
 }
 
 void advance_step(int64_t* step, const float* found_inf, Stream stream) {
-  advance_step_kernel<<<1, 1, 0, as_cuda(stream)>>>(step, found_inf);
-  CG_CUDA_AFTER_LAUNCH("advance_step_kernel");
+  launch_kernel(advance_step_kernel, "advance_step_kernel", 1, 1, 0, as_cuda(stream), step, found_inf);
 }
 
 void unscale_and_check_multi(const std::vector<TensorSlot>& grads, const float* inv_scale, float* found_inf,
                              Stream stream) {
   for_packs(grads, [&](const Pack& pk, unsigned blocks) {
-    unscale_kernel<<<blocks, kThreads, 0, as_cuda(stream)>>>(pk, inv_scale, found_inf);
-    CG_CUDA_AFTER_LAUNCH("unscale_kernel");
+    launch_kernel(unscale_kernel, "unscale_kernel", blocks, kThreads, 0, as_cuda(stream), pk, inv_scale, found_inf);
   });
 }
 
 void update_loss_scale(float* scale, float* inv_scale, int64_t* growth_tracker, const float* found_inf,
                        float growth_factor, float backoff_factor, int64_t growth_interval, Stream stream) {
-  update_scale_kernel<<<1, 1, 0, as_cuda(stream)>>>(scale, inv_scale, growth_tracker, found_inf, growth_factor,
-                                                    backoff_factor, growth_interval);
-  CG_CUDA_AFTER_LAUNCH("update_scale_kernel");
+  launch_kernel(update_scale_kernel, "update_scale_kernel", 1, 1, 0, as_cuda(stream), scale, inv_scale, growth_tracker,
+                found_inf, growth_factor, backoff_factor, growth_interval);
 }
 
 }  // namespace cg::kernels::cuda

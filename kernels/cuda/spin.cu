@@ -1,7 +1,7 @@
 #include <cstdint>
 
-#include "kernels/cuda/check.h"
 #include "kernels/cuda/device_clock.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/spin.h"
 
 namespace cg::kernels::cuda {
@@ -17,8 +17,8 @@ __global__ void spin_kernel(uint64_t nanoseconds) {
 }  // namespace
 
 void spin(double microseconds, Stream stream) {
-  spin_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(uint64_t(microseconds * 1000.0));
-  CG_CUDA_AFTER_LAUNCH("spin_kernel");
+  launch_kernel(spin_kernel, "spin_kernel", 1, 1, 0, static_cast<cudaStream_t>(stream),
+                uint64_t(microseconds * 1000.0));
 }
 
 }  // namespace cg::kernels::cuda

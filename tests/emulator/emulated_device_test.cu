@@ -1,6 +1,9 @@
 // The emulated GPU itself (emulator/), tested through the CUDA it stands in for: each test is a
-// small CUDA program whose answer is known, so the same source would give the same answer on a
-// real device. Built only in the emulated build (-DCUDAGRAD_GPU_EMULATION=ON), label "emulated".
+// small CUDA program whose answer is known, so the same program would give the same answer on a
+// real device. Its launches are the emulator's own call, ::cg_emu::launch(kernel, "name", grid,
+// block, shared_bytes, stream)(args), which a device spells kernel<<<grid, block, ...>>>(args),
+// and its poisoned shared arrays the emulated CG_SHARED (cg_emu/kernel_start.h).
+// Built only in the emulated build (-DCUDAGRAD_GPU_EMULATION=ON), label "emulated".
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,6 +16,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "cg_emu/kernel_start.h"
 
 namespace {
 
@@ -61,7 +66,7 @@ __global__ void rotate_through_shared(int* out, bool with_barrier) {
 
 TEST(EmulatedDevice, BarrierOrdersSharedMemoryWritesBeforeReads) {
   DeviceArray<int> out(4 * 256);
-  rotate_through_shared<<<4, 256>>>(out.ptr, true);
+  ::cg_emu::launch(rotate_through_shared, "rotate_through_shared", 4, 256)(out.ptr, true);
   CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<int> h = out.download();
   for (int b = 0; b < 4; ++b)
@@ -73,7 +78,7 @@ TEST(EmulatedDevice, AMissingBarrierReadsWhatIsNotWrittenYet) {
   // slot 1 before thread 1 has written it. (On a GPU the result is a race; here it is always wrong.)
   Schedule forward("forward");
   DeviceArray<int> out(2 * 256);
-  rotate_through_shared<<<2, 256>>>(out.ptr, false);
+  ::cg_emu::launch(rotate_through_shared, "rotate_through_shared", 2, 256)(out.ptr, false);
   CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<int> h = out.download();
   int wrong = 0;
@@ -102,7 +107,7 @@ TEST(EmulatedDevice, SharedMemoryIsPoisonedWhenEachBlockStartsNotLeftFromTheLast
     Schedule schedule(order);
     constexpr int kBlocks = 64;
     DeviceArray<int> first(kBlocks), after(kBlocks);
-    read_before_write<<<kBlocks, 64>>>(first.ptr, after.ptr);
+    ::cg_emu::launch(read_before_write, "read_before_write", kBlocks, 64)(first.ptr, after.ptr);
     CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<int> f = first.download(), a = after.download();
     for (int b = 0; b < kBlocks; ++b) {
@@ -129,7 +134,7 @@ int wrong_lower_reads(const char* order) {
   salt += 1000;
   Schedule schedule(order);
   DeviceArray<int> out(256);
-  read_lower_neighbour<<<1, 256>>>(out.ptr, salt);
+  ::cg_emu::launch(read_lower_neighbour, "read_lower_neighbour", 1, 256)(out.ptr, salt);
   if (cudaDeviceSynchronize() != cudaSuccess) return -1;
   const std::vector<int> h = out.download();
   int wrong = 0;
@@ -142,7 +147,7 @@ TEST(EmulatedDevice, TheReverseScheduleShowsTheRaceTheForwardOneHides) {
   EXPECT_GT(wrong_lower_reads("reverse"), 0);
   Schedule bad("sideways");
   DeviceArray<int> out(256);
-  read_lower_neighbour<<<1, 256>>>(out.ptr, 0);
+  ::cg_emu::launch(read_lower_neighbour, "read_lower_neighbour", 1, 256)(out.ptr, 0);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "an unknown schedule fails the launch";
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "and leaves the device usable";
 }
@@ -160,7 +165,7 @@ TEST(EmulatedDevice, BarriersThatCanNeverAllBeReachedFailTheLaunch) {
       {
         int* out = nullptr;
         cudaMalloc(reinterpret_cast<void**>(&out), 64 * sizeof(int));
-        divergent_barrier<<<1, 64>>>(out);
+        ::cg_emu::launch(divergent_barrier, "divergent_barrier", 1, 64)(out);
         const cudaError_t e = cudaDeviceSynchronize();
         std::exit(e == cudaErrorLaunchFailure ? 3 : 0);
       },
@@ -180,7 +185,7 @@ __global__ void shuffle_lanes(int* exchanged, float* sums) {
 TEST(EmulatedDevice, ShuffleExchangesLanesWithinEachWarp) {
   DeviceArray<int> exchanged(128);
   DeviceArray<float> sums(128);
-  shuffle_lanes<<<1, 128>>>(exchanged.ptr, sums.ptr);
+  ::cg_emu::launch(shuffle_lanes, "shuffle_lanes", 1, 128)(exchanged.ptr, sums.ptr);
   CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<int> e = exchanged.download();
   const std::vector<float> s = sums.download();
@@ -223,7 +228,7 @@ void expect_wmma_product(bool a_row, bool b_row) {
   DeviceArray<float> dc(256);
   da.upload(stored(a, a_row));
   db.upload(stored(b, b_row));
-  wmma_product<ALayout, BLayout><<<1, 32>>>(da.ptr, db.ptr, dc.ptr);
+  ::cg_emu::launch(wmma_product<ALayout, BLayout>, "wmma_product", 1, 32)(da.ptr, db.ptr, dc.ptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> c = dc.download();
   for (int r = 0; r < 16; ++r)
@@ -293,7 +298,7 @@ TEST(EmulatedDevice, HalfAndBfloat16RoundToNearestEvenAsTheDeviceDoes) {
   DeviceArray<__half> h{size_t(n)};
   DeviceArray<__nv_bfloat16> b{size_t(n)};
   in.upload(values);
-  round_to_16bit<<<(n + 255) / 256, 256>>>(in.ptr, h.ptr, b.ptr, n);
+  ::cg_emu::launch(round_to_16bit, "round_to_16bit", (n + 255) / 256, 256)(in.ptr, h.ptr, b.ptr, n);
   CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<__half> hh = h.download();
   const std::vector<__nv_bfloat16> bb = b.download();
@@ -324,7 +329,7 @@ std::vector<int> copy_across_streams(bool wait) {
   cudaMallocHost(reinterpret_cast<void**>(&pinned), 1000 * sizeof(int));
   cudaMemsetAsync(d.ptr, 0, 1000 * sizeof(int), producer);
   cudaStreamSynchronize(producer);
-  fill_value<<<4, 128, 0, producer>>>(d.ptr, 1000, 7);
+  ::cg_emu::launch(fill_value, "fill_value", 4, 128, 0, producer)(d.ptr, 1000, 7);
   cudaEventRecord(done, producer);
   if (wait) cudaStreamWaitEvent(consumer, done, 0);
   cudaMemcpyAsync(pinned, d.ptr, 1000 * sizeof(int), cudaMemcpyDeviceToHost, consumer);
@@ -374,7 +379,7 @@ TEST(EmulatedDevice, CopiesOutsideAnAllocationAreRefused) {
 
 TEST(EmulatedDevice, LaunchConfigurationsTheDeviceRefusesSetTheLaunchError) {
   DeviceArray<int> d(4);
-  fill_value<<<1, 2048>>>(d.ptr, 4, 1);
+  ::cg_emu::launch(fill_value, "fill_value", 1, 2048)(d.ptr, 4, 1);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
@@ -397,10 +402,10 @@ TEST(EmulatedDevice, ACapturedForkAndJoinReplays) {
   cudaMemsetAsync(b.ptr, 0, 100 * sizeof(int), main);
   cudaStreamSynchronize(main);
   CHECK_CUDA(cudaStreamBeginCapture(main, cudaStreamCaptureModeRelaxed));
-  add_value<<<1, 64, 0, main>>>(a.ptr, 100, 1);
+  ::cg_emu::launch(add_value, "add_value", 1, 64, 0, main)(a.ptr, 100, 1);
   cudaEventRecord(fork, main);
   cudaStreamWaitEvent(side, fork, 0);
-  add_value<<<1, 64, 0, side>>>(b.ptr, 100, 10);
+  ::cg_emu::launch(add_value, "add_value", 1, 64, 0, side)(b.ptr, 100, 10);
   cudaEventRecord(join, side);
   cudaStreamWaitEvent(main, join, 0);
   cudaGraph_t graph;
@@ -428,7 +433,7 @@ TEST(EmulatedDevice, ACaptureWithUnjoinedWorkFails) {
   CHECK_CUDA(cudaStreamBeginCapture(main, cudaStreamCaptureModeRelaxed));
   cudaEventRecord(fork, main);
   cudaStreamWaitEvent(side, fork, 0);
-  add_value<<<1, 32, 0, side>>>(a.ptr, 10, 1);  // never joined back into main
+  ::cg_emu::launch(add_value, "add_value", 1, 32, 0, side)(a.ptr, 10, 1);  // never joined back into main
   cudaGraph_t graph;
   EXPECT_EQ(cudaStreamEndCapture(main, &graph), cudaErrorStreamCaptureUnjoined);
   cudaGetLastError();

@@ -1,13 +1,10 @@
 # The emulated GPU's own tests (emulated build only): CUDA programs under tests/emulator/*_test.cu,
-# translated like the kernels (cmake/Emulation.cmake) and run with the label "emulated".
+# compiled as C++ like the kernels (cmake/Emulation.cmake) and run with the label "emulated".
 file(GLOB _emulator_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*_test.cu)
 foreach(_src ${_emulator_tests})
   get_filename_component(_name ${_src} NAME_WE)
-  set(_out ${PROJECT_BINARY_DIR}/emulated/tests/emulator/${_name}.cu.cpp)
-  add_custom_command(OUTPUT ${_out}
-                     COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/emulator/translate_launches.py ${_src} ${_out}
-                     DEPENDS ${_src} ${PROJECT_SOURCE_DIR}/emulator/translate_launches.py VERBATIM)
-  add_executable(emulator_${_name} ${_out})
+  set_source_files_properties(${_src} PROPERTIES LANGUAGE CXX)
+  add_executable(emulator_${_name} ${_src})
   target_compile_options(emulator_${_name} PRIVATE -include ${PROJECT_SOURCE_DIR}/emulator/include/cuda_emulation.h
                          -Wno-unknown-pragmas -Wno-sign-compare)
   target_link_libraries(emulator_${_name} PRIVATE cudagrad_emulator GTest::gtest GTest::gtest_main)

@@ -1,9 +1,8 @@
-// A kernel launch on the emulated device. emulator/translate_launches.py rewrites
-//   kernel<<<grid, block, shared_bytes, stream>>>(args...)
-// as
+// A kernel launch on the emulated device, what a device spells kernel<<<grid, block, shared_bytes, stream>>>(args...):
 //   ::cg_emu::launch(kernel, "kernel", grid, block, shared_bytes, stream)(args...)
-// which, like a real launch, converts the arguments to the kernel's parameter types, copies them,
-// and queues the grid on the stream (emulator/streams.h); it runs when the stream is driven.
+// (the kernels reach it through launch_kernel, kernels/cuda/launch.h and cg_emu/kernel_start.h).
+// Like a real launch it converts the arguments to the kernel's parameter types, copies them, and
+// queues the grid on the stream (emulator/streams.h); it runs when the stream is driven.
 #pragma once
 #include <cuda_runtime.h>
 
