@@ -2,10 +2,11 @@
 """Did every test that exists run and pass? CTest's "100% tests passed" counts a skipped test as
 passed, so a suite can look green with whole areas skipped. scripts/test.sh runs this after CTest.
 
-Usage: check_test_counts.py BUILD_DIR JUNIT_XML [SELECTION...]
+Usage: check_test_counts.py BUILD_DIR JUNIT_XML [--allowed-skip REGEX] [SELECTION...]
   JUNIT_XML: what `ctest --output-junit` wrote; SELECTION: the label options the run used (-L X,
   -LE X), so that the tests it left out on purpose do not count as never run (the emulated and
-  sanitizer stages run a selection).
+  sanitizer stages run a selection); --allowed-skip: skips whose reason matches REGEX are
+  legitimate too (the sanitizer stage: a test that cannot work under a sanitizer says so).
 
 A skip is legitimate only when it is about a GPU: a test labelled "gpu", or one whose skip reason
 names a GPU or CUDA (NEED_GPU()'s "needs a CUDA GPU", the no-GPU checks' "this machine has a GPU").
@@ -68,11 +69,17 @@ def main():
     if len(sys.argv) < 3:
         print(__doc__)
         return 2
-    tests, ran = existing_tests(sys.argv[1], sys.argv[3:]), outcomes(sys.argv[2])
+    rest = sys.argv[3:]
+    allowed = None
+    if rest[:1] == ["--allowed-skip"] and len(rest) >= 2:
+        allowed, rest = re.compile(rest[1]), rest[2:]
+    tests, ran = existing_tests(sys.argv[1], rest), outcomes(sys.argv[2])
     labels = {name: lab for name, lab in tests}
     gpu_skips, culprits = 0, []
     for name, status, reason in sorted(ran):
-        if status == "skipped" and ("gpu" in labels.get(name, set()) or GPU_REASON.search(reason)):
+        legitimate = "gpu" in labels.get(name, set()) or GPU_REASON.search(reason) or (
+            allowed is not None and allowed.search(reason))
+        if status == "skipped" and legitimate:
             gpu_skips += 1
         elif status != "passed":
             culprits.append(f"  {name}: {status}" + (f" ({reason})" if reason else ""))
@@ -80,7 +87,8 @@ def main():
     culprits += [f"  {name}: never ran" for name in sorted(never_ran.elements())]
     passed = sum(1 for _, status, _ in ran if status == "passed")
     must_pass = len(tests) - gpu_skips
-    print(f"test counts: {len(tests)} exist (ctest -N), {gpu_skips} skipped for want of a GPU, "
+    why = "for want of a GPU" + (f" or as /{allowed.pattern}/ allows" if allowed else "")
+    print(f"test counts: {len(tests)} exist (ctest -N), {gpu_skips} skipped {why}, "
           f"so {must_pass} must pass; {passed} passed")
     if passed != must_pass:
         print("test counts: these neither passed nor skipped for a GPU:\n" + "\n".join(culprits))
