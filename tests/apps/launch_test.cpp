@@ -383,6 +383,32 @@ TEST(Launch, ARankThatNeverJoinsTimesOut) {
   EXPECT_NE(log.find("timed out"), std::string::npos) << log;
 }
 
+// Issue 38: the job token every rank says to the store first. One node: a random one, the same for
+// every rank; --rdzv-id names it (the same on every node of a multi-node job).
+TEST(Launch, EveryRankGetsTheJobsToken) {
+  const auto dir = test::make_temp_dir("launch_token");
+  const fs::path script = dir / "token.sh";
+  std::ofstream(script) << "#!/bin/sh\necho \"token=[$CUDAGRAD_JOB_TOKEN]\"\n";
+  fs::permissions(script, fs::perms::owner_all);
+  auto tokens = [&](const std::string& options) {
+    const int rc = wait_for(start(bin("cudagrad-launch") + " --standalone --nproc-per-node 2 " + options + " " +
+                                      script.string(), dir / "log.txt"),
+                            std::chrono::seconds(60));
+    EXPECT_EQ(rc, 0) << read_file(dir / "log.txt");
+    std::vector<std::string> found;
+    const std::string log = read_file(dir / "log.txt");
+    for (size_t p = log.find("token=["); p != std::string::npos; p = log.find("token=[", p + 1))
+      found.push_back(log.substr(p + 7, log.find(']', p) - p - 7));
+    return found;
+  };
+  const std::vector<std::string> random = tokens("");
+  ASSERT_EQ(random.size(), 2u);
+  EXPECT_EQ(random[0].size(), 32u) << random[0];
+  EXPECT_EQ(random[0], random[1]);
+  EXPECT_NE(tokens("")[0], random[0]) << "another job, another token";
+  EXPECT_EQ(tokens("--rdzv-id job-42"), (std::vector<std::string>{"job-42", "job-42"}));
+}
+
 // Issue 38: Ctrl-C. The launcher forwards it, then kills ranks still running a grace period later,
 // and a second Ctrl-C kills at once. The ranks here ignore SIGINT and SIGTERM (as a rank stuck in
 // a collective effectively does), so only the escalation can end them. Event order, not timing:
