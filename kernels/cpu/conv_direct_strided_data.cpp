@@ -63,7 +63,13 @@ inline void interleave(const float* even, const float* odd, int64_t n, float* ds
     _mm512_mask_storeu_ps(dst + j + kLanes, lanes_below(n - j - kLanes), _mm512_permutex2var_ps(e, high, o));
   }
 #else
-  for (int64_t j = 0; j < n; ++j) dst[j] = (j % 2 ? odd : even)[j / 2];
+  // Two stores a pair, not dst[j] = (j % 2 ? odd : even)[j / 2]: that select of two pointers, built
+  // by GCC 12 at -O1 under AddressSanitizer (scripts/sanitize.sh asan) on a machine without
+  // AVX-512, read from wild addresses (wrong dx, then SEGV), in every stride-2 layer's backward.
+  for (int64_t k = 0; 2 * k < n; ++k) {
+    dst[2 * k] = even[k];
+    if (2 * k + 1 < n) dst[2 * k + 1] = odd[k];
+  }
 #endif
 }
 
