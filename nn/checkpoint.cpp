@@ -17,7 +17,7 @@ safetensors::TensorRecord to_record(const Tensor& live) {
   r.dtype = std::string(dtype_safetensors_name(t.dtype()));
   r.shape = t.shape();
   r.bytes.resize(t.nbytes());
-  std::memcpy(r.bytes.data(), t.raw_data(), t.nbytes());
+  if (t.nbytes() > 0) std::memcpy(r.bytes.data(), t.raw_data(), t.nbytes());  // a [0] tensor has no data pointer
   return r;
 }
 
@@ -25,7 +25,7 @@ Tensor from_record(const std::string& name, const safetensors::TensorRecord& r) 
   Tensor t = Tensor::empty(r.shape, dtype_from_safetensors_name(r.dtype));
   CG_CHECK(r.bytes.size() == t.nbytes(), "tensor '{}' has {} bytes for {}", name, r.bytes.size(),
            t.str());
-  std::memcpy(t.raw_data(), r.bytes.data(), t.nbytes());
+  if (t.nbytes() > 0) std::memcpy(t.raw_data(), r.bytes.data(), t.nbytes());  // a [0] tensor has no data pointer
   return t;
 }
 
