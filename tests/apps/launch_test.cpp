@@ -304,18 +304,6 @@ TEST(Launch, MaxRestartsResumesFromTheLatestCheckpoint) {
   EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
 }
 
-// The trainer process of global rank `rank` (test::find_rank also matches LOCAL_RANK, which is 0 on
-// every node of a --nproc-per-node 1 job).
-pid_t global_rank_process(const std::string& marker, int rank) {
-  pid_t found = -1;
-  test::for_each_process([&](pid_t pid, const std::string& cmdline, const fs::path& proc) {
-    if (cmdline.find("cudagrad-train") == std::string::npos || cmdline.find(marker) == std::string::npos) return;
-    const std::string environ = '\0' + read_file(proc / "environ");
-    if (environ.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos) found = pid;
-  });
-  return found;
-}
-
 // Issue 38: nodes that share no disk. Node 1 runs in a mount namespace of its own with a private
 // tmpfs where the output folder is, holding checkpoints of an earlier, unrelated job under every
 // name the trainer writes (newer on disk than anything node 0 writes later). Rank 1 is killed
@@ -348,7 +336,7 @@ TEST(Launch, NodesWithoutASharedDiskResumeFromRankZerosCheckpoint) {
                             dir / "node1.txt");
   pid_t victim = -1;
   for (int i = 0; i < 1200 && victim < 0; ++i) {
-    if (fs::exists(out / "checkpoints" / "epoch_1.safetensors")) victim = global_rank_process(out.string(), 1);
+    if (fs::exists(out / "checkpoints" / "epoch_1.safetensors")) victim = find_rank(out.string(), 1);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_GT(victim, 0) << read_file(dir / "node0.txt") << read_file(dir / "node1.txt");

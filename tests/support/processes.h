@@ -93,10 +93,10 @@ inline pid_t find_rank(const std::string& marker, int rank) {
   pid_t found = -1;
   for_each_process([&](pid_t pid, const std::string& cmdline, const std::filesystem::path& proc) {
     if (cmdline.find("cudagrad-train") == std::string::npos || cmdline.find(marker) == std::string::npos) return;
-    const std::string environ = read_text(proc / "environ");
-    if (environ.find(std::string("RANK=") + std::to_string(rank) + '\0') != std::string::npos &&
-        environ.find("LOCAL_RANK=" + std::to_string(rank)) != std::string::npos)
-      found = pid;
+    // The global rank: "RANK=<n>" as a whole variable (not the end of LOCAL_RANK or NODE_RANK),
+    // which is also the local rank on one node.
+    const std::string environ = '\0' + read_text(proc / "environ");
+    if (environ.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos) found = pid;
   });
   return found;
 }
