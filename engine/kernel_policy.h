@@ -44,6 +44,10 @@ struct KernelPolicy {
   GpuImpl conv = GpuImpl::automatic;        // auto: cuDNN
   GpuImpl batch_norm = GpuImpl::automatic;  // auto: the hand-written kernels
   ConvAlgoSearch cudnn_algo_search = ConvAlgoSearch::timed;
+  // Only cuDNN convolution algorithms that give the same bits run to run (kernels.cudnn_deterministic,
+  // like torch.backends.cudnn.deterministic = True). Off admits the backward algorithms that add
+  // with atomics: on the H200, two trainings of one binary then ended on different weights.
+  bool cudnn_deterministic = true;
   CpuConvAlgorithm cpu_conv = CpuConvAlgorithm::automatic;  // auto: direct, Winograd or im2col by shape
   bool operator==(const KernelPolicy&) const = default;
 };

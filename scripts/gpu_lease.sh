@@ -5,6 +5,7 @@
 #   call 1: scripts/gpu_lease.sh env build test train throughput
 #   call 2: scripts/gpu_lease.sh sanitize|accuracy|...   (same warm machine: build-gpu is kept)
 #   GPU_TEST_REGEX=... scripts/gpu_lease.sh env build test throughput   (a fresh machine, after fixes)
+# Set LEASE_COMMIT=$(git rev-parse --short HEAD) in the command: the machine has no .git.
 # Before it, here: scripts/gpu_deps.sh pack; carry [".deps", ".data"].
 # 12 GPU tests at a time: at 8 the 531 took 150 s on the H100 (each a process whose start, the
 # CUDA context and cuDNN's libraries, dominates); the timing-sensitive ones run alone anyway.
@@ -42,6 +43,10 @@ for stage in "$@"; do
 done
 if [ -n "${OUT:-}" ]; then
   tar czf "$OUT/logs.tgz" --exclude='*.png' "$LOGS"
+  # The lease's record so far (bench/results/gpu_<date>_<time>.json once committed; the commit is
+  # filled in here, where git is: scripts/lease_record.py --commit SHA ... on the returned logs).
+  python3 scripts/lease_record.py --commit "${LEASE_COMMIT:-unknown}" --out "$OUT/lease_record" "$LOGS" > /dev/null ||
+    echo "lease: no record (scripts/lease_record.py failed)"
   cp "$LOGS/summary.md" "$OUT/" 2>/dev/null
   cp "$LOGS"/compare_*.md "$LOGS/throughput.png" "$OUT/" 2>/dev/null
 fi

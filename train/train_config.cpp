@@ -213,6 +213,9 @@ std::vector<Field> kernels_fields() {
       CG_FIELD(kernels.conv, any(), "GPU convolution: cudnn, native (implicit GEMM) or auto (cudnn)"),
       CG_FIELD(kernels.batch_norm, any(), "GPU batch norm: cudnn, native or auto (native)"),
       CG_FIELD(kernels.cudnn_algo_search, any(), "cuDNN algorithms: timed once per shape, or heuristic"),
+      CG_FIELD(kernels.cudnn_deterministic, any(),
+               "cuDNN convolutions only by algorithms that give the same bits run to run (false also admits "
+               "the atomics-based backward ones)"),
       CG_FIELD(kernels.cpu_conv, any(),
                "CPU convolution: winograd (F(4x4,3x3) for 3x3 stride-1 float32 layers of 32+ channels or of "
                "channels in groups of 16), direct (float32 3x3 and 1x1 layers of stride 1 or 2 without im2col), "

@@ -12,9 +12,11 @@ namespace {
 
 namespace cu = kernels::cuda;
 
-// kernels.cudnn_algo_search for the kernels (which cache one algorithm per shape and search mode).
-cu::AlgoSearch search_of(const ConvProblem& p) {
-  return p.policy.cudnn_algo_search == ops::ConvAlgoSearch::timed ? cu::AlgoSearch::timed : cu::AlgoSearch::heuristic;
+// kernels.cudnn_algo_search and kernels.cudnn_deterministic for the kernels (which cache one
+// algorithm per shape and rule).
+cu::AlgoRule search_of(const ConvProblem& p) {
+  return {p.policy.cudnn_algo_search == ops::ConvAlgoSearch::timed ? cu::AlgoSearch::timed : cu::AlgoSearch::heuristic,
+          p.policy.cudnn_deterministic};
 }
 
 class CudnnConv : public ConvImpl {

@@ -1,7 +1,8 @@
 // cuDNN-backed convolution and batch norm, and the per-device handles they share. Same semantics
 // and argument order as the native kernels (kernels/cuda/conv_native.h, kernels/cuda/batch_norm.h).
 // Convolution algorithms are chosen once per (shape, dtype, direction, search) and cached: by
-// cuDNN's heuristics, or by timing every candidate once (the caller's AlgoSearch). Scratch memory comes
+// cuDNN's heuristics, or by timing every candidate once, deterministic ones only unless the
+// caller's AlgoRule says otherwise. Scratch memory comes
 // from the caller through a WorkspaceFn, so it is served by the engine's caching allocator.
 // Convolutions take Layout::nhwc too: x, y, dx, dy are then [n, h, w, c] and the filter w, dw is
 // KRSC ([c_out, kh, kw, c_in]; kernels/cuda/layout.h converts from PyTorch's KCRS).
@@ -23,18 +24,26 @@ using kernels::Conv2dShape;
 
 
 enum class AlgoSearch { heuristic, timed };  // timed: like cudnn.benchmark = True
+// How an algorithm is chosen for a new shape: the search, and whether only algorithms that give
+// the same bits run to run may win (like torch.backends.cudnn.deterministic = True).
+struct AlgoRule {
+  AlgoRule(AlgoSearch search = AlgoSearch::timed, bool deterministic = true)  // NOLINT: an AlgoSearch is a rule
+      : search(search), deterministic(deterministic) {}
+  AlgoSearch search;
+  bool deterministic;
+};
 int cudnn_version();                            // e.g. 91900
 
 bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype);
 void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
                           const WorkspaceFn& workspace, Stream stream, Layout layout = Layout::nchw,
-                          AlgoSearch search = AlgoSearch::timed);
+                          AlgoRule rule = {});
 void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
                                 const WorkspaceFn& workspace, Stream stream, Layout layout = Layout::nchw,
-                                AlgoSearch search = AlgoSearch::timed);
+                                AlgoRule rule = {});
 void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
                                   void* db, const WorkspaceFn& workspace, Stream stream,
-                                  Layout layout = Layout::nchw, AlgoSearch search = AlgoSearch::timed);
+                                  Layout layout = Layout::nchw, AlgoRule rule = {});
 
 // x, y, dy, dx in `dtype` (f32, f16, bf16); gamma, beta, statistics and their gradients float32.
 // save_invstd is 1/sqrt(var + eps) of the batch, as in the native kernels. The fused ReLU, when

@@ -1,6 +1,6 @@
 // Convolution through cuDNN's convolution API: descriptors per call (cheap host work), the
-// algorithm per (shape, layout, dtype, direction, search) chosen once and cached, scratch from the
-// caller.
+// algorithm per (shape, layout, dtype, direction, rule) chosen once and cached, scratch from the
+// caller. Only deterministic algorithms unless the rule admits the others (cudnn_algo_pick.h).
 // Layout::nhwc describes x, y and the filter (then KRSC) as CUDNN_TENSOR_NHWC, the format whose
 // tensor-core kernels need no internal transposes.
 // float32 runs with FMA math only (no TF32), so it matches the CPU reference; half types may use
@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "kernels/cuda/cudnn.h"
+#include "kernels/cuda/cudnn_algo_pick.h"
 #include "kernels/cuda/conv_native.h"
 #include "kernels/cuda/cudnn_common.h"
 
@@ -31,9 +32,10 @@ struct Choice {
 // The best algorithm differs between layouts (NHWC opens the tensor-core kernels), so the layout
 // is part of the key.
 using Key =
-    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
-Key key_of(const Conv2dShape& s, Layout layout, DType dtype, Dir dir, AlgoSearch search) {
-  return {s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, int(layout), int(dtype), int(dir), int(search)};
+    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, bool>;
+Key key_of(const Conv2dShape& s, Layout layout, DType dtype, Dir dir, AlgoRule rule) {
+  return {s.n,         s.c_in,   s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, int(layout), int(dtype), int(dir),
+          int(rule.search), rule.deterministic};
 }
 
 cudnnTensorFormat_t format_of(Layout layout) {
@@ -65,41 +67,44 @@ struct Descs {
   }
 };
 
-// The first usable result of a Find/Get call (sorted fastest first).
+// The result of a Find/Get call (sorted fastest first) that the rule admits.
 template <typename Perf>
-Choice first_ok(const Perf* perf, int count, const char* what, const Conv2dShape& s, Layout layout, DType dtype) {
-  for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) return {int(perf[i].algo), perf[i].mathType, perf[i].memory, perf[i].time};
-  throw Error(fmt::format("cuDNN has no {} algorithm for a {}x{} convolution of {}x{}x{}x{} ({}, {})", what, s.kh,
-                          s.kw, s.n, s.c_in, s.h, s.w, layout == Layout::nhwc ? "NHWC" : "NCHW", dtype_name(dtype)));
+Choice first_ok(const Perf* perf, int count, bool deterministic, const char* what, const Conv2dShape& s,
+                Layout layout, DType dtype) {
+  const int i = pick_algorithm(perf, count, deterministic);
+  if (i >= 0) return {int(perf[i].algo), perf[i].mathType, perf[i].memory, perf[i].time};
+  throw Error(fmt::format("cuDNN has no {}{} algorithm for a {}x{} convolution of {}x{}x{}x{} ({}, {}){}",
+                          deterministic ? "deterministic " : "", what, s.kh, s.kw, s.n, s.c_in, s.h, s.w,
+                          layout == Layout::nhwc ? "NHWC" : "NCHW", dtype_name(dtype),
+                          deterministic ? "; kernels.cudnn_deterministic=false admits the others" : ""));
 }
 
 Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, Layout layout, DType dtype, Dir dir,
-              AlgoSearch search) {
+              AlgoRule rule) {
   static std::mutex mutex;
   static std::map<Key, Choice> cache;
-  const Key key = key_of(s, layout, dtype, dir, search);
+  const Key key = key_of(s, layout, dtype, dir, rule);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   constexpr int kMax = 16;
   int count = 0;
   Choice c;
-  const bool timed = search == AlgoSearch::timed;
+  const bool timed = rule.search == AlgoSearch::timed;
   if (dir == Dir::forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[kMax];
     if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d.x.get(), d.w, d.conv, d.y.get(), kMax, &count, perf));
     else CG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w, d.conv, d.y.get(), kMax, &count, perf));
-    c = first_ok(perf, count, "forward", s, layout, dtype);
+    c = first_ok(perf, count, rule.deterministic, "forward", s, layout, dtype);
   } else if (dir == Dir::data) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
     if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, d.w, d.y.get(), d.conv, d.x.get(), kMax, &count, perf));
     else CG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y.get(), d.conv, d.x.get(), kMax, &count, perf));
-    c = first_ok(perf, count, "backward-data", s, layout, dtype);
+    c = first_ok(perf, count, rule.deterministic, "backward-data", s, layout, dtype);
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
     if (timed) CG_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x.get(), d.y.get(), d.conv, d.w, kMax, &count, perf));
     else CG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv, d.w, kMax, &count, perf));
-    c = first_ok(perf, count, "backward-filter", s, layout, dtype);
+    c = first_ok(perf, count, rule.deterministic, "backward-filter", s, layout, dtype);
   }
   if (dtype == DType::f32) c.math = CUDNN_FMA_MATH;  // never TF32 for float32 data
   // CUDAGRAD_CUDNN_LOG=1 prints each choice: two runs of one binary on the H100 differed by 17% in
@@ -124,10 +129,10 @@ bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype) {
 }
 
 void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
-                          const WorkspaceFn& workspace, Stream stream, Layout layout, AlgoSearch search) {
+                          const WorkspaceFn& workspace, Stream stream, Layout layout, AlgoRule rule) {
   cudnnHandle_t h = cudnn::handle(stream);
   Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::forward, search);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::forward, rule);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;  // scaling factors are float for every data type but double
   CG_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x.get(), x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
@@ -136,10 +141,10 @@ void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, cons
 }
 
 void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
-                                const WorkspaceFn& workspace, Stream stream, Layout layout, AlgoSearch search) {
+                                const WorkspaceFn& workspace, Stream stream, Layout layout, AlgoRule rule) {
   cudnnHandle_t h = cudnn::handle(stream);
   Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::data, search);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::data, rule);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;
   CG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y.get(), dy, d.conv,
@@ -149,10 +154,10 @@ void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* d
 
 void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void* x, const void* dy, void* dw,
                                   void* db, const WorkspaceFn& workspace, Stream stream, Layout layout,
-                                  AlgoSearch search) {
+                                  AlgoRule rule) {
   cudnnHandle_t h = cudnn::handle(stream);
   Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::filter, search);
+  const Choice c = choose(h, d, s, layout, dtype, Dir::filter, rule);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;
   CG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x.get(), x, d.y.get(), dy, d.conv,
