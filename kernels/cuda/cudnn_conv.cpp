@@ -1,12 +1,13 @@
-// Convolution through cuDNN's convolution API: descriptors per call (cheap host work), the
-// algorithm per (shape, layout, dtype, direction, rule) chosen once and cached, scratch from the
-// caller. Only deterministic algorithms unless the rule admits the others (cudnn_algo_pick.h).
+// Convolution through cuDNN's convolution API: descriptors built once per layer shape and host
+// thread, the algorithm per (shape, layout, dtype, direction, rule) chosen once and cached (no lock
+// once a thread has seen the shape: cached_choice), scratch from the caller. Only deterministic algorithms unless the rule admits the others (cudnn_algo_pick.h).
 // Layout::nhwc describes x, y and the filter (then KRSC) as CUDNN_TENSOR_NHWC, the format whose
 // tensor-core kernels need no internal transposes.
 // float32 runs with FMA math only (no TF32), so it matches the CPU reference; half types may use
 // tensor cores. All accumulate in float32.
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -119,6 +120,31 @@ Choice choose(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, Layout layo
   return c;
 }
 
+// The hot path: a shape this host thread has run before takes no lock and builds no descriptor.
+// Each thread keeps its own layers' descriptors (a descriptor is not safe to share while another
+// thread sets its math type) and a copy of the choices it has used; only a shape new to the thread
+// takes choose()'s process-wide lock, where the one search per shape is shared, so every thread runs
+// the same algorithm for the same layer.
+using LayerKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int>;
+
+const Descs& layer_descs(const Conv2dShape& s, DType dtype, Layout layout) {
+  thread_local std::map<LayerKey, std::unique_ptr<Descs>> layers;
+  std::unique_ptr<Descs>& d =
+      layers[{s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, int(layout), int(dtype)}];
+  if (!d) d = std::make_unique<Descs>(s, dtype, layout);
+  return *d;
+}
+
+Choice cached_choice(cudnnHandle_t h, const Descs& d, const Conv2dShape& s, Layout layout, DType dtype, Dir dir,
+                     AlgoRule rule) {
+  thread_local std::map<Key, Choice> seen;
+  const Key key = key_of(s, layout, dtype, dir, rule);
+  if (auto it = seen.find(key); it != seen.end()) return it->second;
+  const Choice c = choose(h, d, s, layout, dtype, dir, rule);
+  seen.emplace(key, c);
+  return c;
+}
+
 void* scratch(const WorkspaceFn& workspace, size_t bytes) { return bytes ? workspace(bytes) : nullptr; }
 
 }  // namespace
@@ -131,8 +157,8 @@ bool conv2d_cudnn_supports(const Conv2dShape& s, DType dtype) {
 void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, const void* w, const void* bias, void* y,
                           const WorkspaceFn& workspace, Stream stream, Layout layout, AlgoRule rule) {
   cudnnHandle_t h = cudnn::handle(stream);
-  Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::forward, rule);
+  const Descs& d = layer_descs(s, dtype, layout);
+  const Choice c = cached_choice(h, d, s, layout, dtype, Dir::forward, rule);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;  // scaling factors are float for every data type but double
   CG_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x.get(), x, d.w, w, d.conv, cudnnConvolutionFwdAlgo_t(c.algo),
@@ -143,8 +169,8 @@ void conv2d_cudnn_forward(const Conv2dShape& s, DType dtype, const void* x, cons
 void conv2d_cudnn_backward_data(const Conv2dShape& s, DType dtype, const void* dy, const void* w, void* dx,
                                 const WorkspaceFn& workspace, Stream stream, Layout layout, AlgoRule rule) {
   cudnnHandle_t h = cudnn::handle(stream);
-  Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::data, rule);
+  const Descs& d = layer_descs(s, dtype, layout);
+  const Choice c = cached_choice(h, d, s, layout, dtype, Dir::data, rule);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;
   CG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y.get(), dy, d.conv,
@@ -156,8 +182,8 @@ void conv2d_cudnn_backward_filter(const Conv2dShape& s, DType dtype, const void*
                                   void* db, const WorkspaceFn& workspace, Stream stream, Layout layout,
                                   AlgoRule rule) {
   cudnnHandle_t h = cudnn::handle(stream);
-  Descs d(s, dtype, layout);
-  const Choice c = choose(h, d, s, layout, dtype, Dir::filter, rule);
+  const Descs& d = layer_descs(s, dtype, layout);
+  const Choice c = cached_choice(h, d, s, layout, dtype, Dir::filter, rule);
   CG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, c.math));
   const float one = 1.f, zero = 0.f;
   CG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x.get(), x, d.y.get(), dy, d.conv,
