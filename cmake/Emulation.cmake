@@ -8,6 +8,19 @@
 # emulated and not linked: their sources are left out, and the code that calls them does so only
 # where kernels::kCudaLibraries (kernels/backend.h) is true.
 option(CUDAGRAD_GPU_EMULATION "Run the CUDA kernels on the CPU through an emulated device (no GPU, no nvcc needed)" OFF)
+# The kernels' shared-memory accesses checked (emulator/shared_checker.h: bounds, and races between
+# barriers): g++'s thread-sanitizer instrumentation without its runtime puts a call before every
+# load and store, which emulator/access_hooks.cpp answers. It makes the kernels about 3x slower, so
+# the checked copy of the kernel sources is a library of its own, <target>_checked, that only the
+# kernel tests and the emulator's tests link (tests/CMakeLists.txt); the engine, the trainer and
+# their tests run the plain one. Off under AddressSanitizer (scripts/sanitize.sh emu), which g++
+# will not combine with it.
+option(CUDAGRAD_EMU_ACCESS_CHECKS "Emulated GPU: the kernel tests check every shared-memory access" ON)
+set(CUDAGRAD_EMU_ACCESS_FLAGS "")
+if(CUDAGRAD_GPU_EMULATION AND CUDAGRAD_EMU_ACCESS_CHECKS)
+  set(CUDAGRAD_EMU_ACCESS_FLAGS
+      "-fsanitize=thread;--param=tsan-instrument-func-entry-exit=0;--param=tsan-distinguish-volatile=0;-Wno-tsan")
+endif()
 
 if(CUDAGRAD_GPU_EMULATION)
   set(CUDAGRAD_CUDA OFF CACHE BOOL "Build the CUDA backend" FORCE)  # the emulation replaces nvcc's build
@@ -39,4 +52,17 @@ function(cudagrad_add_emulated_sources target)
                               "-include;${PROJECT_SOURCE_DIR}/emulator/include/cuda_emulation.h;-Wno-unknown-pragmas;-Wno-sign-compare;-Wno-class-memaccess")
   target_compile_definitions(${target} PUBLIC CUDAGRAD_WITH_CUDA=1 CUDAGRAD_GPU_EMULATION=1)
   target_link_libraries(${target} PUBLIC cudagrad_emulator)
+  if(NOT CUDAGRAD_EMU_ACCESS_CHECKS)
+    return()
+  endif()
+  # The checked copy: the same sources, flags and includes, instrumented. It links the plain
+  # library after itself, so a test that links it takes every kernel from the checked objects
+  # (the linker pulls an archive's object only for a symbol still undefined) and the CPU code
+  # from the plain library.
+  add_library(${target}_checked STATIC ${_sources})
+  target_include_directories(${target}_checked PRIVATE $<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>)
+  target_compile_definitions(${target}_checked PRIVATE $<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>)
+  target_compile_options(${target}_checked PRIVATE $<TARGET_PROPERTY:${target},COMPILE_OPTIONS>
+                         ${CUDAGRAD_EMU_ACCESS_FLAGS})
+  target_link_libraries(${target}_checked PUBLIC ${target})
 endfunction()

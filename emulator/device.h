@@ -103,5 +103,8 @@ cudaError_t peek_last_error();
 // Memory the runtime handed out: device allocations and pinned host memory.
 enum class Memory { device, pinned, pageable };
 Memory memory_kind(const void* p, size_t bytes);
+// "" when the guard zones around every device allocation are intact, else the first damaged
+// allocation and where it was written (emulator/runtime_memory.cpp): checked after each kernel.
+std::string damaged_guards();
 
 }  // namespace cg_emu

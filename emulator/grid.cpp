@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "emulator/shared_checker.h"
+
 namespace cg_emu {
 namespace ctx = boost::context;
 
@@ -73,12 +75,13 @@ enum class Status { ready, at_block_barrier, at_warp_barrier, done };
 struct Lane {
   ThreadState state;
   Status status = Status::ready;
+  uint32_t warp_group = 0;  // at a warp barrier: the lanes it waits for (the operation's mask)
   ctx::fiber fiber;      // this thread, while suspended
   ctx::fiber scheduler;  // the block's scheduler, while this thread runs
 };
 
 struct Warp {
-  int live = 0, waiting = 0;
+  uint32_t live = 0, arrived = 0;  // a bit per lane: not exited; waiting at a warp barrier
   alignas(16) unsigned char slots[32 * 16];
   float scratch[kWarpScratchFloats];
 };
@@ -105,11 +108,12 @@ Lane& running_lane() {
 
 // Sets up the block's threads for one run; lanes and warps are reused across blocks.
 void prepare(Block& b, dim3 grid, dim3 block, uint3 block_idx) {
-  ++g_block_serial;  // a new block: its CG_SHARED arrays are poisoned again (grid.h)
+  ++g_block_serial;  // a new block: its CG_SHARED arrays are poisoned and registered again (grid.h)
+  shared_block_started();
   const int n = int(block.x * block.y * block.z);
   b.lanes.resize(size_t(n));
   b.warps.resize(size_t((n + 31) / 32));
-  for (Warp& w : b.warps) w.live = w.waiting = 0;
+  for (Warp& w : b.warps) w.live = w.arrived = 0;
   for (int i = 0; i < n; ++i) {
     Lane& l = b.lanes[size_t(i)];
     l.status = Status::ready;
@@ -119,7 +123,7 @@ void prepare(Block& b, dim3 grid, dim3 block, uint3 block_idx) {
     l.state.block_dim = block;
     l.state.grid_dim = grid;
     l.state.block = &b;
-    b.warps[size_t(i / 32)].live++;
+    b.warps[size_t(i / 32)].live |= 1u << (i % 32);
   }
   b.live = n;
   b.waiting = 0;
@@ -133,15 +137,22 @@ bool release_barriers(Block& b) {
     for (Lane& l : b.lanes)
       if (l.status == Status::at_block_barrier) l.status = Status::ready;
     b.waiting = 0;
+    shared_barrier_passed();
     released = true;
   }
+  // A warp operation goes on once every lane of its mask that has not exited is there.
   for (size_t w = 0; w < b.warps.size(); ++w) {
     Warp& warp = b.warps[w];
-    if (warp.waiting == 0 || warp.waiting != warp.live) continue;
-    for (size_t i = w * 32; i < std::min(b.lanes.size(), w * 32 + 32); ++i)
-      if (b.lanes[i].status == Status::at_warp_barrier) b.lanes[i].status = Status::ready;
-    warp.waiting = 0;
-    released = true;
+    for (size_t i = w * 32; warp.arrived != 0 && i < std::min(b.lanes.size(), w * 32 + 32); ++i) {
+      const Lane& l = b.lanes[i];
+      const uint32_t group = l.warp_group & warp.live;
+      if (l.status != Status::at_warp_barrier || (warp.arrived & group) != group) continue;
+      for (size_t k = w * 32; k < std::min(b.lanes.size(), w * 32 + 32); ++k)
+        if ((group >> (k % 32) & 1u) && b.lanes[k].status == Status::at_warp_barrier) b.lanes[k].status = Status::ready;
+      warp.arrived &= ~group;
+      shared_warp_synced(int(w));
+      released = true;
+    }
   }
   return released;
 }
@@ -193,9 +204,10 @@ bool resume_ready_threads(Block& b, bool reverse) {
     l.fiber = std::move(l.fiber).resume();
     g_current = nullptr;
     progressed = true;
+    if (std::string found = take_shared_fault(); !found.empty() && b.fault.empty()) b.fault = std::move(found);
     if (l.status == Status::done) {
       b.live--;
-      b.warps[size_t(l.state.linear / 32)].live--;
+      b.warps[size_t(l.state.linear / 32)].live &= ~(1u << (l.state.linear % 32));
     }
     if (!b.fault.empty()) break;
   }
@@ -347,10 +359,15 @@ void block_barrier() {
   suspend(l);
 }
 
-void warp_barrier() {
+void warp_barrier(unsigned mask) {
   Lane& l = running_lane();
+  const uint32_t bit = 1u << (l.state.linear % 32);
+  if (!(mask & bit))
+    throw KernelFault{fmt::format("thread {} calls a warp operation whose mask 0x{:08x} leaves out its own lane {}",
+                                  l.state.linear, mask, l.state.linear % 32)};
   l.status = Status::at_warp_barrier;
-  l.state.block->warps[size_t(l.state.linear / 32)].waiting++;
+  l.warp_group = mask;
+  l.state.block->warps[size_t(l.state.linear / 32)].arrived |= bit;
   suspend(l);
 }
 

@@ -3,10 +3,22 @@
 // a kernel that reads what nobody wrote sees NaN instead of a convenient zero. Copies check that
 // their device side lies inside an allocation; pageable host memory behaves as CUDA documents it
 // (a copy from it is staged at the call, a copy to it completes before the call returns).
+// Each device allocation sits between two guard zones of kGuard bytes holding kGuardByte: after
+// every kernel and at cudaFree they are checked, and a kernel that wrote into one faults, naming
+// the allocation and how far outside it wrote (what compute-sanitizer's memcheck reports on a
+// device; the engine's caching allocator hands out whole blocks, so a tensor's overrun reaches
+// the guard once it passes the block's rounded size).
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include <fmt/format.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "emulator/device.h"
 
@@ -16,6 +28,8 @@ namespace {
 
 constexpr size_t kAlignment = 256;
 constexpr size_t kDeviceBytes = size_t(80) << 30;  // what the device reports; host memory is the real limit
+constexpr size_t kGuard = kAlignment;  // a whole alignment unit, so the allocation stays aligned
+constexpr unsigned char kGuardByte = 0xC5;
 
 struct Allocations {
   std::map<uintptr_t, size_t> device, pinned;
@@ -32,6 +46,55 @@ bool inside(const std::map<uintptr_t, size_t>& m, const void* p, size_t bytes) {
   if (it == m.begin()) return false;
   --it;
   return u >= it->first && u + bytes <= it->first + it->second;
+}
+
+// The first and last damaged byte of the guard zone [zone, zone + kGuard), or {-1, -1}.
+std::pair<long, long> damage(const unsigned char* zone) {
+  long first = -1, last = -1;
+  for (size_t i = 0; i < kGuard; ++i)
+    if (zone[i] != kGuardByte) {
+      if (first < 0) first = long(i);
+      last = long(i);
+    }
+  return {first, last};
+}
+
+// Under AddressSanitizer (scripts/sanitize.sh emu) the guard zones are poisoned instead: any access
+// to them, a read too, is reported where it happens.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsanGuards = true;
+#else
+constexpr bool kAsanGuards = false;
+#endif
+void set_guards_poisoned([[maybe_unused]] unsigned char* user, [[maybe_unused]] size_t bytes,
+                         [[maybe_unused]] bool poisoned) {
+#if defined(__SANITIZE_ADDRESS__)
+  if (poisoned) {
+    ASAN_POISON_MEMORY_REGION(user - kGuard, kGuard);
+    ASAN_POISON_MEMORY_REGION(user + bytes, kGuard);
+  } else {
+    ASAN_UNPOISON_MEMORY_REGION(user - kGuard, kGuard);
+    ASAN_UNPOISON_MEMORY_REGION(user + bytes, kGuard);
+  }
+#endif
+}
+
+// "" when both guards of the allocation at p (`bytes` long) are intact, else what was written where.
+std::string guard_report(uintptr_t p, size_t bytes) {
+  if constexpr (kAsanGuards) return "";
+  const auto* user = reinterpret_cast<const unsigned char*>(p);
+  const auto [before_first, before_last] = damage(user - kGuard);
+  const auto [after_first, after_last] = damage(user + bytes);
+  // Distances from the allocation's edge, nearest first: "byte 0" is the first one past the end.
+  auto bytes_from = [](long near, long far) {
+    return near == far ? fmt::format("byte {}", near) : fmt::format("bytes {} to {}", near, far);
+  };
+  std::string report;
+  if (before_first >= 0)
+    report += bytes_from(long(kGuard) - 1 - before_last, long(kGuard) - 1 - before_first) + " before the start";
+  if (after_first >= 0) report += (report.empty() ? "" : " and ") + bytes_from(after_first, after_last) + " past the end";
+  if (report.empty()) return report;
+  return fmt::format("{} of the {}-byte device allocation at {} were written", report, bytes, static_cast<const void*>(user));
 }
 
 void* aligned(size_t bytes) {
@@ -73,6 +136,12 @@ cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, 
 
 namespace cg_emu {
 
+std::string damaged_guards() {
+  for (const auto& [p, bytes] : allocations().device)
+    if (std::string report = guard_report(p, bytes); !report.empty()) return report;
+  return "";
+}
+
 Memory memory_kind(const void* p, size_t bytes) {
   const Allocations& a = allocations();
   if (inside(a.device, p, bytes)) return Memory::device;
@@ -90,11 +159,16 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   Allocations& a = allocations();
   *ptr = nullptr;
   if (a.device_bytes + bytes > kDeviceBytes) return fail(cudaErrorMemoryAllocation);
-  void* p = aligned(bytes);
-  if (!p) return fail(cudaErrorMemoryAllocation);
-  std::memset(p, 0xFF, bytes);
-  a.device[reinterpret_cast<uintptr_t>(p)] = bytes == 0 ? kAlignment : bytes;
-  a.device_bytes += bytes;
+  const size_t size = bytes == 0 ? kAlignment : bytes;
+  auto* base = static_cast<unsigned char*>(aligned(kGuard + size + kGuard));
+  if (!base) return fail(cudaErrorMemoryAllocation);
+  unsigned char* p = base + kGuard;
+  std::memset(base, kGuardByte, kGuard);
+  std::memset(p, 0xFF, size);
+  std::memset(p + size, kGuardByte, kGuard);
+  set_guards_poisoned(p, size, true);
+  a.device[reinterpret_cast<uintptr_t>(p)] = size;
+  a.device_bytes += size;
   *ptr = p;
   return cudaSuccess;
 }
@@ -108,9 +182,14 @@ cudaError_t cudaFree(void* ptr) {
   auto it = a.device.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == a.device.end()) return fail(cudaErrorInvalidValue);
   drive_all();  // cudaFree synchronizes: queued work may still use the memory
+  // A kernel's overrun is caught when it ends; a copy's (or a host write through a mapped pointer)
+  // shows here at the latest.
+  if (const std::string damaged = guard_report(it->first, it->second); !damaged.empty())
+    set_sticky(cudaErrorIllegalAddress, "cudaFree: " + damaged);
   a.device_bytes -= it->second;
+  set_guards_poisoned(static_cast<unsigned char*>(ptr), it->second, false);
   a.device.erase(it);
-  std::free(ptr);
+  std::free(static_cast<unsigned char*>(ptr) - kGuard);
   return sticky_error();
 }
 

@@ -58,6 +58,8 @@ void enqueue_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_by
   }
   enqueue(resolve(stream), [grid, block, closure, fn, name, reverse] {
     run_grid(grid, block, KernelBody{fn, closure.get()}, name, reverse);
+    if (const std::string damaged = damaged_guards(); !damaged.empty())
+      throw KernelFault{std::string(name) + ": wrote outside its memory: " + damaged};
   });
 }
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Shows that the emulated-GPU suite can fail: plants, one at a time, the bugs that only running a
 # kernel shows (a tail bound off by one, a missing __syncthreads, a wrong shuffle offset, swapped
-# WMMA layouts, a wrong vector width, a missing stream wait), rebuilds, runs the suite of
+# WMMA layouts, a wrong vector width, a missing stream wait, a grid-stride loop that does not go
+# round, a shuffle mask that leaves lanes out, a read-modify-write race on shared memory), rebuilds, runs the suite of
 # scripts/test_emulated.sh, and prints which tests caught each. The source is restored after each
 # mutant (and on any exit). Exit status 1 if some mutant survived.
 # Usage: scripts/emulation_mutants.sh [BUILD_DIR]   (default build-emu; made by scripts/test_emulated.sh)
+# MUTANTS="name ...": only those (the names below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build-emu}
@@ -20,6 +22,7 @@ survivors=0
 # mutant NAME FILE OLD NEW: OLD must occur exactly once in FILE.
 mutant() {
   local name=$1 file=$2 old=$3 new=$4
+  [[ -z "${MUTANTS:-}" || " $MUTANTS " == *" $name "* ]] || return 0
   cp "$file" "$file.mutant-backup"
   backup="$file.mutant-backup"
   OLD=$old NEW=$new python3 - "$file" <<'PY'
@@ -61,6 +64,24 @@ mutant batch_norm_vector_width kernels/cuda/batch_norm.cu \
 mutant missing_stream_wait engine/stream.cpp \
   "if (handle_ && stream.device().is_cuda()) cu::stream_wait_event" \
   "if (false && handle_ && stream.device().is_cuda()) cu::stream_wait_event"
+# The scalar elementwise path without its grid-stride loop: only a launch with more elements than
+# one grid covers shows it (tests/kernels/cuda/elementwise_test.cpp, kPastOneGrid).
+mutant grid_stride_wrap kernels/cuda/elementwise.cu \
+  "i < n; i += int64_t(gridDim.x) * blockDim.x)
+    apply_at<op>" \
+  "i < n; i += n)
+    apply_at<op>"
+# The overflow flag of a block set by a plain read-modify-write instead of an atomic: right in every
+# order the emulator could run the threads in, a race on a device; the shared-memory check sees it
+# when two threads of a block meet an inf (emulator/shared_checker.h).
+mutant read_modify_write_race kernels/cuda/optim.cu \
+  "if (bad) atomicOr(&bad_in_block, 1);" \
+  "if (bad) bad_in_block |= 1;"
+# A warp sum whose mask leaves out half the warp: the emulator faults the lanes outside it (on a
+# device, undefined: the sum happens to come out right).
+mutant shuffle_mask kernels/cuda/head.cu \
+  "s += __shfl_xor_sync(0xffffffffu, s, offset)" \
+  "s += __shfl_xor_sync(0x0000ffffu, s, offset)"
 
 cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null  # leave the build as the source is
 echo "emulation_mutants: $survivors survivor(s)"

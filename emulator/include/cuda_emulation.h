@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -39,26 +40,62 @@
 constexpr int warpSize = 32;
 
 inline void __syncthreads() { ::cg_emu::block_barrier(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { ::cg_emu::warp_barrier(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::cg_emu::warp_barrier(mask); }
 
-// Every lane puts its value in the warp's slots, the warp meets, each reads its partner's, and
-// the warp meets again before the slots can be reused.
+namespace cg_emu {
+// The shuffles' common body: every lane of `mask` puts its value in the warp's slots, they meet,
+// each reads lane `source`'s, and they meet again before the slots can be reused. Reading a lane
+// outside the mask is a fault: a device gives an undefined value there, which the emulator's
+// lockstep would otherwise hide by handing over whatever that lane last left in its slot.
 template <typename T>
-T __shfl_xor_sync(unsigned /*mask*/, T value, int lane_mask, int width = warpSize) {
+T shuffle(const char* op, unsigned mask, T value, int source) {
   static_assert(sizeof(T) <= 16 && std::is_trivially_copyable_v<T>, "shuffles move values of up to 16 bytes");
-  unsigned char* slots = ::cg_emu::warp_slots();
-  const int lane = ::cg_emu::current_thread()->linear % 32;
+  unsigned char* slots = warp_slots();
+  const int lane = current_thread()->linear % 32;
   std::memcpy(slots + 16 * lane, &value, sizeof(T));
-  ::cg_emu::warp_barrier();
-  int source = lane ^ lane_mask;
-  if (source / width != lane / width) source = lane;  // outside the lane's segment: its own value
+  warp_barrier(mask);
+  if (!(mask >> source & 1u)) {
+    char text[128];
+    std::snprintf(text, sizeof text, "%s: lane %d reads lane %d, outside the mask 0x%08x", op, lane, source, mask);
+    throw KernelFault{text};
+  }
   T result;
   std::memcpy(&result, slots + 16 * source, sizeof(T));
-  ::cg_emu::warp_barrier();
+  warp_barrier(mask);
   return result;
+}
+inline int lane_id() { return current_thread()->linear % 32; }
+}  // namespace cg_emu
+
+// The four shuffles as CUDA defines them for a width (a power of two up to 32) that cuts the warp
+// into segments: a source outside the lane's segment gives the lane its own value (up, down, xor),
+// and __shfl_sync's source lane is taken modulo the width.
+template <typename T>
+T __shfl_sync(unsigned mask, T value, int src_lane, int width = warpSize) {
+  const int lane = ::cg_emu::lane_id();
+  return ::cg_emu::shuffle("__shfl_sync", mask, value, (lane & ~(width - 1)) + (src_lane & (width - 1)));
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
+  const int lane = ::cg_emu::lane_id(), source = lane - int(delta);
+  return ::cg_emu::shuffle("__shfl_up_sync", mask, value, source < (lane & ~(width - 1)) ? lane : source);
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
+  const int lane = ::cg_emu::lane_id(), source = lane + int(delta);
+  return ::cg_emu::shuffle("__shfl_down_sync", mask, value, source >= (lane & ~(width - 1)) + width ? lane : source);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize) {
+  const int lane = ::cg_emu::lane_id(), source = lane ^ lane_mask;
+  return ::cg_emu::shuffle("__shfl_xor_sync", mask, value, source / width != lane / width ? lane : source);
 }
 
 // Atomics: blocks run on several host threads at once, so these are real atomic operations.
+template <typename T>
+T atomicOr(T* address, T value) {
+  return __atomic_fetch_or(address, value, __ATOMIC_SEQ_CST);
+}
 template <typename T>
 T atomicCAS(T* address, T compare, T value) {
   __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);

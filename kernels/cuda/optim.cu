@@ -104,6 +104,8 @@ __global__ void adamw_kernel(const __grid_constant__ Pack pk, AdamWOptions h, co
 
 // g *= inv_scale in place (the slot's `param`), found_inf = 1 on any inf/NaN result. Only ever
 // writes 1, so blocks racing on found_inf all write the same value; one write per block at most.
+// Inside the block the flag is set atomically: plain stores of the same value from several threads
+// are a write-write race to compute-sanitizer's racecheck and to the emulator's shared-memory check.
 __global__ void unscale_kernel(const __grid_constant__ Pack pk, const float* inv_scale, float* found_inf) {
   CG_SHARED(int, bad_in_block, );
   if (threadIdx.x == 0) bad_in_block = 0;
@@ -117,7 +119,7 @@ __global__ void unscale_kernel(const __grid_constant__ Pack pk, const float* inv
     g[i] = v;
     bad |= !isfinite(v);
   }
-  if (bad) bad_in_block = 1;  // benign race: every writer writes 1
+  if (bad) atomicOr(&bad_in_block, 1);
   __syncthreads();
   if (threadIdx.x == 0 && bad_in_block) *found_inf = 1.f;
 }

@@ -195,6 +195,174 @@ TEST(EmulatedDevice, ShuffleExchangesLanesWithinEachWarp) {
   }
 }
 
+// Each lane i of the first 16 takes, through the four shuffles: lane 3's value over the whole warp,
+// lane 3 of its own 8-lane segment, lane i - 1 (up) and lane i + 2 (down) within 16-lane
+// segments. The other 16 lanes do not take part: the mask leaves them out, and the shuffles go on
+// without them.
+__global__ void masked_shuffles(int* out) {
+  const int lane = threadIdx.x;
+  if (lane >= 16) return;
+  const unsigned mask = 0x0000ffffu;
+  const int v = 100 + lane;
+  out[lane * 4 + 0] = __shfl_sync(mask, v, 3);
+  out[lane * 4 + 1] = __shfl_sync(mask, v, 3, 8);
+  out[lane * 4 + 2] = __shfl_up_sync(mask, v, 1, 16);
+  out[lane * 4 + 3] = __shfl_down_sync(mask, v, 2, 16);
+}
+
+TEST(EmulatedDevice, ShufflesTakeTheirSourceLaneAsCudaDefinesIt) {
+  DeviceArray<int> out(64);
+  ::cg_emu::launch(masked_shuffles, "masked_shuffles", 1, 32)(out.ptr);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<int> o = out.download();
+  for (int lane = 0; lane < 16; ++lane) {
+    EXPECT_EQ(o[size_t(lane * 4 + 0)], 103) << lane;
+    EXPECT_EQ(o[size_t(lane * 4 + 1)], 100 + (lane / 8) * 8 + 3) << lane;
+    EXPECT_EQ(o[size_t(lane * 4 + 2)], 100 + (lane == 0 ? 0 : lane - 1)) << lane << ": below the segment, its own";
+    EXPECT_EQ(o[size_t(lane * 4 + 3)], 100 + (lane + 2 < 16 ? lane + 2 : lane)) << lane << ": past it, its own";
+  }
+}
+
+// Lanes 0-15 shuffle under their own mask, but lane 0 asks for lane 20, which is not in it.
+__global__ void shuffle_outside_mask(int* out) {
+  if (threadIdx.x >= 16) return;
+  out[threadIdx.x] = __shfl_sync(0x0000ffffu, int(threadIdx.x), threadIdx.x == 0 ? 20 : 1);
+}
+
+TEST(EmulatedDevice, AShuffleThatReadsALaneOutsideItsMaskFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int* out = nullptr;
+        cudaMalloc(reinterpret_cast<void**>(&out), 32 * sizeof(int));
+        ::cg_emu::launch(shuffle_outside_mask, "shuffle_outside_mask", 1, 32)(out);
+        std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 3 : 0);
+      },
+      ::testing::ExitedWithCode(3),
+      "shuffle_outside_mask: block \\(0, 0, 0\\): __shfl_sync: lane 0 reads lane 20, outside the mask 0x0000ffff");
+}
+
+// --- shared-memory checks (emulator/shared_checker.h) ----------------------------------------
+
+// Every thread adds its index into one shared total: without an atomic a race (the emulator's
+// unpreempted threads get 2016 anyway, in either order), with one the right way.
+__global__ void shared_total(int* out, bool atomic) {
+  CG_SHARED(int, total, );
+  if (threadIdx.x == 0) total = 0;
+  __syncthreads();
+  if (atomic) atomicAdd(&total, int(threadIdx.x));
+  else total += int(threadIdx.x);
+  __syncthreads();
+  if (threadIdx.x == 0) *out = total;
+}
+
+TEST(EmulatedDevice, AnAtomicSumInSharedMemoryIsNoRace) {
+  DeviceArray<int> out(1);
+  ::cg_emu::launch(shared_total, "shared_total", 1, 64)(out.ptr, true);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(out.download()[0], 2016);
+}
+
+TEST(EmulatedDevice, AReadModifyWriteRaceOnSharedMemoryFaultsNamingBothThreads) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int* out = nullptr;
+        cudaMalloc(reinterpret_cast<void**>(&out), sizeof(int));
+        ::cg_emu::launch(shared_total, "shared_total", 1, 64)(out, false);
+        std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 3 : 0);
+      },
+      ::testing::ExitedWithCode(3),
+      // Threads 0 then 1 in the forward schedule, 63 then 62 in the reverse one.
+      "shared_total: block \\(0, 0, 0\\): a race on shared array 'total', byte 0: thread [0-9]+ read it after "
+      "thread [0-9]+ wrote it between the same two barriers");
+}
+
+// Lane i writes slot i, the warp meets (__syncwarp), and lane i reads slot i + 1 of its warp: the
+// warp operation orders them, so this is no race; nor is reading another warp's slots after
+// __syncthreads.
+__global__ void warp_ordered_rotation(int* out) {
+  CG_SHARED(int, slots, [64]);
+  const int t = threadIdx.x;
+  slots[t] = 10 * t;
+  __syncwarp();
+  const int within_warp = slots[(t & ~31) + (t + 1) % 32];
+  __syncthreads();
+  out[t] = within_warp + slots[(t + 32) % 64];
+}
+
+TEST(EmulatedDevice, AccessesOrderedByAWarpOperationAreNoRace) {
+  DeviceArray<int> out(64);
+  ::cg_emu::launch(warp_ordered_rotation, "warp_ordered_rotation", 1, 64)(out.ptr);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<int> o = out.download();
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(o[size_t(t)], 10 * ((t & ~31) + (t + 1) % 32) + 10 * ((t + 32) % 64)) << t;
+}
+
+// 33 threads write a 32-float shared array, the last one past its end.
+__global__ void shared_overrun(float* out) {
+  CG_SHARED(float, tile, [32]);
+  tile[threadIdx.x] = 1.f;
+  __syncthreads();
+  if (threadIdx.x == 0) *out = tile[31];
+}
+
+TEST(EmulatedDevice, AnAccessPastASharedArrayFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        float* out = nullptr;
+        cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float));
+        ::cg_emu::launch(shared_overrun, "shared_overrun", 1, 33)(out);
+        std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 3 : 0);
+      },
+      ::testing::ExitedWithCode(3),
+      "shared_overrun: block \\(0, 0, 0\\): thread 32 wrote 4 bytes at byte 128 of shared array 'tile', which has "
+      "128: out of bounds");
+}
+
+// --- guard bytes ----------------------------------------------------------------------------
+
+// n threads copy in to out, the last one also one element past the end of out.
+__global__ void copy_one_past(const float* in, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i];
+  if (i == n - 1) out[n] = in[i];
+}
+
+TEST(EmulatedDevice, AKernelThatWritesPastItsAllocationFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        float* in = nullptr;
+        float* out = nullptr;
+        cudaMalloc(reinterpret_cast<void**>(&in), 1000 * sizeof(float));
+        cudaMalloc(reinterpret_cast<void**>(&out), 1000 * sizeof(float));
+        ::cg_emu::launch(copy_one_past, "copy_one_past", 4, 256)(in, out, 1000);
+        std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 3 : 0);
+      },
+      ::testing::ExitedWithCode(3),
+      "copy_one_past: wrote outside its memory: bytes 0 to 3 past the end of the 4000-byte device allocation");
+}
+
+TEST(EmulatedDevice, WithinItsAllocationTheSameKernelRunsClean) {
+  DeviceArray<float> in(1001), out(1001);
+  ::cg_emu::launch(copy_one_past, "copy_one_past", 4, 256)(in.ptr, out.ptr, 1000);
+  CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+TEST(EmulatedDevice, FreeingAnAllocationWrittenBeforeItsStartFails) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        unsigned char* p = nullptr;
+        cudaMalloc(reinterpret_cast<void**>(&p), 64);
+        p[-2] = 0;  // the second byte before it ("byte 0" is the nearest); a stray host write
+        std::exit(cudaFree(p) == cudaErrorIllegalAddress ? 3 : 0);
+      },
+      ::testing::ExitedWithCode(3), "cudaFree: byte 1 before the start of the 64-byte device allocation");
+}
+
 // --- WMMA -----------------------------------------------------------------------------------
 
 template <typename ALayout, typename BLayout>

@@ -6,7 +6,7 @@ foreach(_src ${_emulator_tests})
   set_source_files_properties(${_src} PROPERTIES LANGUAGE CXX)
   add_executable(emulator_${_name} ${_src})
   target_compile_options(emulator_${_name} PRIVATE -include ${PROJECT_SOURCE_DIR}/emulator/include/cuda_emulation.h
-                         -Wno-unknown-pragmas -Wno-sign-compare)
+                         -Wno-unknown-pragmas -Wno-sign-compare ${CUDAGRAD_EMU_ACCESS_FLAGS})
   target_link_libraries(emulator_${_name} PRIVATE cudagrad_emulator GTest::gtest GTest::gtest_main)
   gtest_discover_tests(emulator_${_name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "emulator;emulated")
 endforeach()

@@ -29,14 +29,16 @@ inline thread_local ThreadState* g_current = nullptr;
 inline ThreadState* current_thread() { return g_current; }
 
 // Counts the blocks this host thread has started (from 1): a shared array declared with CG_SHARED
-// remembers the count it was last poisoned at, so the first thread of each block to reach its
-// declaration fills it with 0xFF bytes and the others leave it alone.
+// remembers the count it was last reached at, so the first thread of each block to reach its
+// declaration registers it and the others leave it alone.
 inline thread_local uint64_t g_block_serial = 0;
-inline void poison_once_per_block(void* array, size_t bytes, uint64_t& poisoned_at) {
-  if (poisoned_at == g_block_serial) return;
-  poisoned_at = g_block_serial;
-  __builtin_memset(array, 0xFF, bytes);
-}
+// A CG_SHARED array reached in a new block (emulator/shared_checker.cpp): filled with 0xFF bytes
+// (a device's shared memory holds garbage when a block starts; this one would hold the previous
+// block's values), and registered with the guard zones on either side, [before, array) and
+// [array + bytes, after_end), for the bounds and race checks.
+void shared_array_reached(const char* name, void* array, size_t bytes, const void* before, const void* after_end,
+                          uint64_t& reached_at);
+constexpr size_t kSharedGuardBytes = 64;
 
 // The body every CUDA thread of a grid runs: fn(closure).
 struct KernelBody {
@@ -62,7 +64,9 @@ struct KernelFault {
 
 // Device-side synchronization, called through the CUDA names in cuda_emulation.h.
 void block_barrier();  // __syncthreads
-void warp_barrier();   // the lanes of the calling thread's warp that have not exited
+// The lanes of `mask` in the calling thread's warp that have not exited; a thread outside its own
+// mask faults, as the device leaves that undefined.
+void warp_barrier(unsigned mask = 0xffffffffu);
 // The calling warp's exchange slots: 32 lanes x 16 bytes, and a scratch area shared by the warp
 // (WMMA gathers its fragments there). Both are valid between two warp_barrier calls.
 unsigned char* warp_slots();

@@ -14,15 +14,21 @@
 
 // Shared memory is one copy per block: a block runs on one host thread at a time, and a host
 // thread runs one block at a time, so a function-local static per host thread is exactly that.
-// A device's shared memory holds garbage when a block starts, where this one would hold the
-// previous block's values, so a kernel that reads a slot before any thread of the block wrote it
-// could pass here by luck. The first thread of each block to reach the declaration fills the
-// array with 0xFF bytes (NaN as a float or double, -1 as an integer), so such a read shows in the
-// results.
-#define CG_SHARED(type, name, dims)                    \
-  static thread_local type name dims;                  \
-  static thread_local uint64_t name##_poisoned_at = 0; \
-  ::cg_emu::poison_once_per_block(&name, sizeof(name), name##_poisoned_at)
+// The array sits between two guard zones in one struct, and the first thread of each block to
+// reach the declaration poisons it (0xFF bytes: NaN as a float or double, -1 as an integer, so a
+// read of a slot no thread of the block wrote shows in the results) and registers it for the
+// checks of emulator/shared_checker.h: bounds, and races between barriers. `name` is a reference
+// to the array, so the kernel uses it as it would the device's.
+#define CG_SHARED(type, name, dims)                                                                     \
+  static thread_local struct alignas(256) {                                                             \
+    unsigned char before[::cg_emu::kSharedGuardBytes];                                                  \
+    type value dims;                                                                                    \
+    unsigned char after[::cg_emu::kSharedGuardBytes];                                                   \
+  } name##_guarded;                                                                                     \
+  static thread_local uint64_t name##_reached_at = 0;                                                   \
+  auto& name = name##_guarded.value;                                                                    \
+  ::cg_emu::shared_array_reached(#name, &name, sizeof(name), name##_guarded.before,                     \
+                                 name##_guarded.after + ::cg_emu::kSharedGuardBytes, name##_reached_at)
 
 namespace cg::kernels::cuda {
 

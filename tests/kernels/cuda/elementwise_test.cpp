@@ -80,11 +80,16 @@ TEST_P(CudaElementwiseOps, EveryOpMatchesTheCpu) {
   for (int64_t n : kSizes) check_every_op(t, n, 0, seed += 2);
 }
 
+// More elements than one grid covers (blocks_for caps it at 132 * 16 blocks of kThreads): the
+// scalar path's grid-stride loop must go round a second time (the emulation mutant grid_stride_wrap
+// takes that loop away).
+constexpr int64_t kPastOneGrid = 132 * 16 * 256 + 4099;
+
 TEST_P(CudaElementwiseOps, MisalignedPointersMatchTheCpu) {
   NEED_GPU();
   const DType t = GetParam();
   uint64_t seed = 1000 + 100 * uint64_t(t);
-  for (int64_t n : {int64_t(1), int64_t(7), int64_t(4 * 64 * 28 * 28), int64_t(2 * 13 * 5 * 7 + 1)})
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(4 * 64 * 28 * 28), int64_t(2 * 13 * 5 * 7 + 1), kPastOneGrid})
     check_every_op(t, n, 1, seed += 2);
 }
 

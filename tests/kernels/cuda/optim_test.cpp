@@ -113,9 +113,12 @@ TEST(CudaAmp, UnscaleAndCheckOverManyTensors) {
     EXPECT_EQ(t.dg[i]->download(), t.g[i]) << "tensor " << i;
   }
   EXPECT_EQ(found.download()[0], 0.f);
-  // One inf in tensor 140 (the third launch), in its last partial chunk.
+  // An inf and a NaN side by side in tensor 140 (the third launch), in its last partial chunk: two
+  // threads of one block set the block's flag (with an atomic: the emulator's shared-memory check
+  // faults a plain read-modify-write there, the mutant read_modify_write_race).
   auto poisoned = t.g[140];
-  poisoned[300000] = std::numeric_limits<float>::infinity();
+  poisoned[299999] = std::numeric_limits<float>::quiet_NaN();
+  poisoned[300000] = std::numeric_limits<float>::infinity();  // its last element
   t.dg[140]->upload(poisoned);
   cuda::unscale_and_check_multi(grads, inv.get<float>(), found.get<float>(), nullptr);
   EXPECT_EQ(found.download()[0], 1.f) << "an inf in tensor 140 (third launch) is found";
