@@ -45,5 +45,7 @@ TEST(CudnnAlgoPick, NoneAdmittedIsMinusOne) {
 }  // namespace
 }  // namespace cg::kernels::cuda
 #else
-TEST(CudnnAlgoPick, NeedsCudnnHeaders) { GTEST_SKIP() << "no cudnn.h in this build (a CPU-only toolchain)"; }
+TEST(CudnnAlgoPick, NeedsCudnnHeaders) {
+  GTEST_SKIP() << "needs cudnn.h, which only a build with the CUDA backend sees";
+}
 #endif
