@@ -27,6 +27,11 @@ if(CUDAGRAD_GPU_EMULATION)
   find_package(CUDAToolkit REQUIRED)  # its headers only
   find_package(Boost REQUIRED COMPONENTS context)
   file(GLOB _emu_src CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/emulator/*.cpp)
+  # The instrumentation's entry points only where the checks are on: under a sanitizer g++ declares
+  # them itself (with other parameter types), and there nothing calls them.
+  if(NOT CUDAGRAD_EMU_ACCESS_CHECKS)
+    list(FILTER _emu_src EXCLUDE REGEX "/emulator/access_hooks\\.cpp$")
+  endif()
   add_library(cudagrad_emulator STATIC ${_emu_src})
   target_include_directories(cudagrad_emulator PUBLIC ${PROJECT_SOURCE_DIR}/emulator/include ${CUDAToolkit_INCLUDE_DIRS}
                              PRIVATE ${PROJECT_SOURCE_DIR})

@@ -8,5 +8,8 @@ foreach(_src ${_emulator_tests})
   target_compile_options(emulator_${_name} PRIVATE -include ${PROJECT_SOURCE_DIR}/emulator/include/cuda_emulation.h
                          -Wno-unknown-pragmas -Wno-sign-compare ${CUDAGRAD_EMU_ACCESS_FLAGS})
   target_link_libraries(emulator_${_name} PRIVATE cudagrad_emulator GTest::gtest GTest::gtest_main)
+  if(CUDAGRAD_EMU_ACCESS_CHECKS)
+    target_compile_definitions(emulator_${_name} PRIVATE CG_EMU_ACCESS_CHECKS=1)
+  endif()
   gtest_discover_tests(emulator_${_name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "emulator;emulated")
 endforeach()
