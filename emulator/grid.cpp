@@ -359,12 +359,17 @@ void block_barrier() {
   suspend(l);
 }
 
+void report_kernel_fault(std::string message) {
+  Block& b = *running_lane().state.block;
+  if (b.fault.empty()) b.fault = std::move(message);
+}
+
 void warp_barrier(unsigned mask) {
   Lane& l = running_lane();
   const uint32_t bit = 1u << (l.state.linear % 32);
   if (!(mask & bit))
-    throw KernelFault{fmt::format("thread {} calls a warp operation whose mask 0x{:08x} leaves out its own lane {}",
-                                  l.state.linear, mask, l.state.linear % 32)};
+    report_kernel_fault(fmt::format("thread {} calls a warp operation whose mask 0x{:08x} leaves out its own lane {}",
+                                    l.state.linear, mask, l.state.linear % 32));
   l.status = Status::at_warp_barrier;
   l.warp_group = mask;
   l.state.block->warps[size_t(l.state.linear / 32)].arrived |= bit;

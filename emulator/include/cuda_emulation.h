@@ -45,8 +45,9 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) { ::cg_emu::warp_barrier(mas
 namespace cg_emu {
 // The shuffles' common body: every lane of `mask` puts its value in the warp's slots, they meet,
 // each reads lane `source`'s, and they meet again before the slots can be reused. Reading a lane
-// outside the mask is a fault: a device gives an undefined value there, which the emulator's
-// lockstep would otherwise hide by handing over whatever that lane last left in its slot.
+// outside the mask is a fault (the lane gets its own value, and the launch fails): a device gives an
+// undefined value there, which the emulator's lockstep would otherwise hide by handing over
+// whatever that lane last left in its slot.
 template <typename T>
 T shuffle(const char* op, unsigned mask, T value, int source) {
   static_assert(sizeof(T) <= 16 && std::is_trivially_copyable_v<T>, "shuffles move values of up to 16 bytes");
@@ -54,13 +55,14 @@ T shuffle(const char* op, unsigned mask, T value, int source) {
   const int lane = current_thread()->linear % 32;
   std::memcpy(slots + 16 * lane, &value, sizeof(T));
   warp_barrier(mask);
-  if (!(mask >> source & 1u)) {
+  T result = value;
+  if (mask >> source & 1u) {
+    std::memcpy(&result, slots + 16 * source, sizeof(T));
+  } else {
     char text[128];
     std::snprintf(text, sizeof text, "%s: lane %d reads lane %d, outside the mask 0x%08x", op, lane, source, mask);
-    throw KernelFault{text};
+    report_kernel_fault(text);
   }
-  T result;
-  std::memcpy(&result, slots + 16 * source, sizeof(T));
   warp_barrier(mask);
   return result;
 }

@@ -64,6 +64,10 @@ struct KernelFault {
 
 // Device-side synchronization, called through the CUDA names in cuda_emulation.h.
 void block_barrier();  // __syncthreads
+// A fault found by device code (a shuffle outside its mask...): kept as the block's first fault,
+// which ends the launch once the calling thread next stops. Not thrown: an exception unwinding a
+// thread's fiber stack is what AddressSanitizer cannot follow (scripts/sanitize.sh emu).
+void report_kernel_fault(std::string message);
 // The lanes of `mask` in the calling thread's warp that have not exited; a thread outside its own
 // mask faults, as the device leaves that undefined.
 void warp_barrier(unsigned mask = 0xffffffffu);
