@@ -39,6 +39,15 @@ struct DeviceArray {
 
 // --- barriers -------------------------------------------------------------------------------
 
+// A launch that faults while some of a block's threads have not finished ends them by unwinding
+// their fiber stacks, which AddressSanitizer cannot follow (scripts/sanitize.sh emu): it reports a
+// stack overflow that is not there (google/sanitizers#189), more or less often with the layout.
+#if defined(__SANITIZE_ADDRESS__)
+#define NEED_UNWINDABLE_FIBERS() GTEST_SKIP() << "ASan misreads the unwinding of a faulted block's fiber stacks"
+#else
+#define NEED_UNWINDABLE_FIBERS()
+#endif
+
 // Under one CG_EMU_SCHEDULE value, restoring the previous one.
 class Schedule {
  public:
@@ -159,6 +168,7 @@ __global__ void divergent_barrier(int* out) {
 }
 
 TEST(EmulatedDevice, BarriersThatCanNeverAllBeReachedFailTheLaunch) {
+  NEED_UNWINDABLE_FIBERS();
   // Run in a child: a kernel fault is sticky and would fail every later test in this process.
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // the emulator's block workers are threads
   EXPECT_EXIT(
@@ -230,6 +240,7 @@ __global__ void shuffle_outside_mask(int* out) {
 }
 
 TEST(EmulatedDevice, AShuffleThatReadsALaneOutsideItsMaskFaults) {
+  NEED_UNWINDABLE_FIBERS();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
