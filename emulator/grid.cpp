@@ -204,7 +204,6 @@ bool resume_ready_threads(Block& b, bool reverse) {
     l.fiber = std::move(l.fiber).resume();
     g_current = nullptr;
     progressed = true;
-    if (std::string found = take_shared_fault(); !found.empty() && b.fault.empty()) b.fault = std::move(found);
     if (l.status == Status::done) {
       b.live--;
       b.warps[size_t(l.state.linear / 32)].live &= ~(1u << (l.state.linear % 32));

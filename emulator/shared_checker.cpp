@@ -35,14 +35,9 @@ struct Checker {
   size_t cells_used = 0;
   uint32_t epoch = 1;
   uint32_t warp_syncs[32] = {};  // per warp of the block: warp operations completed
-  std::string fault;
 };
 
 thread_local Checker g_checker;
-
-void report(Checker& c, std::string message) {
-  if (c.fault.empty()) c.fault = std::move(message);
-}
 
 // Lanes of one warp are ordered by a warp operation between their two accesses.
 bool ordered(const Checker& c, int32_t me, int32_t other, uint32_t other_sync) {
@@ -54,7 +49,7 @@ void check_byte(Checker& c, const Array& a, size_t offset, bool write, int32_t m
   if (x.epoch != c.epoch) x = Cell{c.epoch};
   const uint32_t sync = c.warp_syncs[me / 32];
   auto race = [&](int32_t other, const char* theirs) {
-    report(c, fmt::format("a race on shared array '{}', byte {}: thread {} {} it after thread {} {} it between "
+    report_kernel_fault(fmt::format("a race on shared array '{}', byte {}: thread {} {} it after thread {} {} it between "
                           "the same two barriers (no __syncthreads, warp operation or atomic orders them)",
                           a.name, offset, me, write ? "wrote" : "read", other, theirs));
   };
@@ -81,7 +76,7 @@ void shared_access(const void* p, size_t bytes, bool write) {
   for (const Array& a : c.arrays) {
     if (u + bytes <= a.lo || u >= a.hi) continue;
     if (u < a.begin || u + bytes > a.end) {
-      report(c, fmt::format("thread {} {} {} bytes at byte {} of shared array '{}', which has {}: out of bounds",
+      report_kernel_fault(fmt::format("thread {} {} {} bytes at byte {} of shared array '{}', which has {}: out of bounds",
                             t->linear, write ? "wrote" : "read", bytes, long(u) - long(a.begin), a.name,
                             a.end - a.begin));
       return;
@@ -125,11 +120,5 @@ void shared_barrier_passed() {
 }
 
 void shared_warp_synced(int warp) { g_checker.warp_syncs[warp]++; }
-
-std::string take_shared_fault() {
-  std::string f;
-  f.swap(g_checker.fault);
-  return f;
-}
 
 }  // namespace cg_emu

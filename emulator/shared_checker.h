@@ -7,11 +7,10 @@
 //   The emulator runs each thread from barrier to barrier without preemption, so such a race
 //   (`s[0] += v` without an atomic) gives the right answer in any order it could pick; a device
 //   interleaves the threads, and it does not.
-// Atomics are not checked. A finding is kept as the block's first fault (grid.cpp reads it when the
-// thread next stops), naming the array, the byte and both threads.
+// Atomics are not checked. A finding goes to report_kernel_fault (the block's first fault, ending
+// the launch when the thread next stops), naming the array, the byte and both threads.
 #pragma once
 #include <cstddef>
-#include <string>
 
 namespace cg_emu {
 
@@ -21,7 +20,5 @@ void shared_access(const void* p, size_t bytes, bool write);  // every plain loa
 void shared_block_started();    // a new block: no arrays registered, every byte unwritten
 void shared_barrier_passed();   // __syncthreads released the block
 void shared_warp_synced(int warp);  // a warp operation released these lanes
-// The first finding since the last call, or "" (the finding is handed over once).
-std::string take_shared_fault();
 
 }  // namespace cg_emu

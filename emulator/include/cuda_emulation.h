@@ -48,11 +48,13 @@ namespace cg_emu {
 // outside the mask is a fault (the lane gets its own value, and the launch fails): a device gives an
 // undefined value there, which the emulator's lockstep would otherwise hide by handing over
 // whatever that lane last left in its slot.
+inline int lane_id() { return current_thread()->linear % 32; }
+
 template <typename T>
 T shuffle(const char* op, unsigned mask, T value, int source) {
   static_assert(sizeof(T) <= 16 && std::is_trivially_copyable_v<T>, "shuffles move values of up to 16 bytes");
   unsigned char* slots = warp_slots();
-  const int lane = current_thread()->linear % 32;
+  const int lane = lane_id();
   std::memcpy(slots + 16 * lane, &value, sizeof(T));
   warp_barrier(mask);
   T result = value;
@@ -66,7 +68,6 @@ T shuffle(const char* op, unsigned mask, T value, int source) {
   warp_barrier(mask);
   return result;
 }
-inline int lane_id() { return current_thread()->linear % 32; }
 }  // namespace cg_emu
 
 // The four shuffles as CUDA defines them for a width (a power of two up to 32) that cuts the warp
