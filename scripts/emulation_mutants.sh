@@ -5,10 +5,15 @@
 # round, a shuffle mask that leaves lanes out, a read-modify-write race on shared memory), rebuilds, runs the suite of
 # scripts/test_emulated.sh, and prints which tests caught each. The source is restored after each
 # mutant (and on any exit). Exit status 1 if some mutant survived.
-# Usage: scripts/emulation_mutants.sh [BUILD_DIR]   (default build-emu; made by scripts/test_emulated.sh)
+# Usage: scripts/emulation_mutants.sh [--fast] [BUILD_DIR]   (default build-emu; made by
+#        scripts/test_emulated.sh)
+# --fast: each mutant runs only the tests of the code it changes (its last argument below) instead
+#         of the whole emulated suite: every mutant kind in minutes, the form CI runs (.ci/run).
 # MUTANTS="name ...": only those (the names below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FAST=0
+if [[ "${1:-}" == --fast ]]; then FAST=1; shift; fi
 BUILD_DIR=${1:-build-emu}
 LABELS="emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|conformance_cuda"
 [[ -d "$BUILD_DIR" ]] || { echo "emulation_mutants: no $BUILD_DIR; run scripts/test_emulated.sh first" >&2; exit 2; }
@@ -19,9 +24,10 @@ restore() { if [[ -n "$backup" ]]; then mv "$backup" "${backup%.mutant-backup}";
 trap restore EXIT
 
 survivors=0
-# mutant NAME FILE OLD NEW: OLD must occur exactly once in FILE.
+# mutant NAME FILE OLD NEW TESTS: OLD must occur exactly once in FILE; TESTS is the ctest regex of
+# the tests of the changed code (--fast runs only those).
 mutant() {
-  local name=$1 file=$2 old=$3 new=$4
+  local name=$1 file=$2 old=$3 new=$4 tests=$5
   [[ -z "${MUTANTS:-}" || " $MUTANTS " == *" $name "* ]] || return 0
   cp "$file" "$file.mutant-backup"
   backup="$file.mutant-backup"
@@ -33,9 +39,18 @@ if text.count(old) != 1:
     sys.exit(f"emulation_mutants: expected one '{old}' in {path}, found {text.count(old)}")
 open(path, "w").write(text.replace(old, new))
 PY
+  local t0=$SECONDS
   cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null
-  local log="$BUILD_DIR/mutant_${name}.log"
-  if ctest --test-dir "$BUILD_DIR" -L "$LABELS" -j "$(nproc)" >"$log" 2>&1; then
+  local log="$BUILD_DIR/mutant_${name}.log" select=()
+  [[ $FAST -eq 1 ]] && select=(-R "$tests")
+  ctest --test-dir "$BUILD_DIR" -L "$LABELS" "${select[@]}" -j "$(nproc)" >"$log" 2>&1 && passed=1 || passed=0
+  # A regex that matches nothing would "survive" for the wrong reason; say so instead.
+  if ! grep -qE '^[0-9]+% tests passed' "$log"; then
+    echo "emulation_mutants: mutant $name ran no tests (regex '$tests')" >&2
+    exit 2
+  fi
+  echo "mutant $name: $(grep -oE '[0-9]+ tests failed out of [0-9]+|100% tests passed, 0 tests failed out of [0-9]+' "$log" | tail -n 1), $((SECONDS - t0)) s"
+  if [[ $passed -eq 1 ]]; then
     echo "mutant $name: SURVIVED (no test failed)"
     survivors=$((survivors + 1))
   else
@@ -46,42 +61,51 @@ PY
 }
 
 mutant tail_bound kernels/cuda/linear_native.cu \
-  "if (r < p.rows && col < p.cols) c[" "if (r < p.rows && col < p.cols - 1) c["
+  "if (r < p.rows && col < p.cols) c[" "if (r < p.rows && col < p.cols - 1) c[" \
+  "Linear"
 mutant missing_syncthreads kernels/cuda/layout.cu \
   "    }
     __syncthreads();
     for (int k = threadIdx.y" "    }
-    for (int k = threadIdx.y"
+    for (int k = threadIdx.y" \
+  "Layout|ChannelsLast"
 mutant shuffle_offset kernels/cuda/head.cu \
   "for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync" \
-  "for (int offset = 8; offset > 0; offset /= 2) s += __shfl_xor_sync"
+  "for (int offset = 8; offset > 0; offset /= 2) s += __shfl_xor_sync" \
+  "CudaHead|GpuPool"
 mutant wmma_layouts kernels/cuda/conv_native_tiles.cuh \
   "std::conditional_t<kARowMajor, nvcuda::wmma::row_major, nvcuda::wmma::col_major>" \
-  "std::conditional_t<kARowMajor, nvcuda::wmma::col_major, nvcuda::wmma::row_major>"
+  "std::conditional_t<kARowMajor, nvcuda::wmma::col_major, nvcuda::wmma::row_major>" \
+  "CudaConvNative"
 mutant batch_norm_vector_width kernels/cuda/batch_norm.cu \
   "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / V)," \
-  "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / (2 * V)),"
+  "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / (2 * V))," \
+  "CudaBatchNormDtype|GpuBatchNormModes"
 mutant missing_stream_wait engine/stream.cpp \
   "if (handle_ && stream.device().is_cuda()) cu::stream_wait_event" \
-  "if (false && handle_ && stream.device().is_cuda()) cu::stream_wait_event"
+  "if (false && handle_ && stream.device().is_cuda()) cu::stream_wait_event" \
+  "Stream|CudaDdp|CudaComm|Feeder|CudaGraph"
 # The scalar elementwise path without its grid-stride loop: only a launch with more elements than
 # one grid covers shows it (tests/kernels/cuda/elementwise_test.cpp, kPastOneGrid).
 mutant grid_stride_wrap kernels/cuda/elementwise.cu \
   "i < n; i += int64_t(gridDim.x) * blockDim.x)
     apply_at<op>" \
   "i < n; i += n)
-    apply_at<op>"
+    apply_at<op>" \
+  "CudaElementwise"
 # The overflow flag of a block set by a plain read-modify-write instead of an atomic: right in every
 # order the emulator could run the threads in, a race on a device; the shared-memory check sees it
 # when two threads of a block meet an inf (emulator/shared_checker.h).
 mutant read_modify_write_race kernels/cuda/optim.cu \
   "if (bad) atomicOr(&bad_in_block, 1);" \
-  "if (bad) bad_in_block |= 1;"
+  "if (bad) bad_in_block |= 1;" \
+  "LossScale|CudaOptim|CudaAmp"
 # A warp sum whose mask leaves out half the warp: the emulator faults the lanes outside it (on a
 # device, undefined: the sum happens to come out right).
 mutant shuffle_mask kernels/cuda/head.cu \
   "s += __shfl_xor_sync(0xffffffffu, s, offset)" \
-  "s += __shfl_xor_sync(0x0000ffffu, s, offset)"
+  "s += __shfl_xor_sync(0x0000ffffu, s, offset)" \
+  "CudaHead|GpuPool"
 
 cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null  # leave the build as the source is
 echo "emulation_mutants: $survivors survivor(s)"
