@@ -21,9 +21,10 @@ inline EnumNames<GpuImpl> enum_names(GpuImpl) {
 // 32x32 (4x fewer multiplications; not bit-identical to im2col, error bounded in
 // tests/kernels/winograd_test.cpp), im2col for the rest. direct: the direct convolution
 // (kernels/cpu/conv_direct.h) for every float32 3x3 padding-1 and 1x1 layer of stride 1 or 2 (not
-// bit-identical to im2col either), im2col for the rest. automatic: per layer, whichever measured
-// fastest (impl::cpu_conv_auto, engine/impl/conv_choice.cpp). All are deterministic across thread
-// counts.
+// bit-identical to im2col either), im2col for the rest. automatic: per layer and phase, the fastest
+// of those as exact as PyTorch float32 (direct and im2col; Winograd's forward and backward-data
+// errors are 4-8x PyTorch's, bench/results/conv_fidelity_*.md), impl::cpu_conv_auto in
+// engine/impl/conv_choice.cpp. All are deterministic across thread counts.
 enum class CpuConvAlgorithm { automatic, im2col, winograd, direct };
 inline EnumNames<CpuConvAlgorithm> enum_names(CpuConvAlgorithm) {
   return {{CpuConvAlgorithm::automatic, "auto"},

@@ -1,8 +1,7 @@
 // The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
-// layers of stride 1 or 2. kernels.cpu_conv=direct runs it on every layer it supports; auto on the
-// shapes where it measured fastest (the narrow network's stem, every 3x3 stride-2 layer;
-// cpu_conv_auto, conv_choice.cpp), handing a backward phase to im2col where im2col measured
-// faster for the shape (direct_phases_auto).
+// layers of stride 1 or 2. kernels.cpu_conv=direct runs it on every layer it supports; auto on
+// every 3x3 layer (cpu_conv_auto, conv_choice.cpp), handing a backward phase to im2col where
+// im2col measured faster for the shape (direct_phases_auto).
 #include "engine/impl/conv.h"
 #include "engine/impl/conv_cpu_tensors.h"
 #include "kernels/cpu/conv2d.h"
