@@ -7,10 +7,16 @@
 // SyncBatchNorm and the trainer's own step (train/step.h: loss divided over the accumulation
 // group, no_sync, the optimizer step and zeroing), once per CPU convolution algorithm. Per tensor
 // of rank 0's final state dict, d(a) = ||a - f64|| / ||f64||; PyTorch's spread is
-// s = max(d(f32), d(f32cl)), and d(cudagrad) / s must stay <= 2 for the default algorithm. A
-// d(cudagrad) above 1e-3 means a different computation (semantics), not rounding.
+// s = max(d(f32), d(f32cl)), and d(cudagrad) / s must stay <= 2 for the default algorithm and for
+// im2col and direct (Winograd is reported, not held to it).
 // Cases: accumulation (2 micro-batches per step per rank under no_sync; rank 0's BatchNorm
 // statistics, broadcast before every forward) and sync_bn (SyncBatchNorm, 1 micro-batch).
+// Why the sanity check looks at the median tensor: ReLU inputs that rounding moves across zero
+// change a BatchNorm bias's gradient (a sum over 10^4 values that nearly cancel) by about 1e-3 of
+// itself, so the BN biases end 1e-3 to 5e-2 from float64 in PyTorch float32 too, while the median
+// tensor stays near 1e-5. A run that computes something else (loss not divided over the
+// accumulation group, gradients summed instead of averaged, SyncBatchNorm's backward not summed
+// over the ranks: each measured) moves the median to 1e-3 and the worst ratio to thousands.
 // Needs /usr/bin/python3 with torch; skips saying so otherwise.
 #include <gtest/gtest.h>
 
@@ -42,11 +48,10 @@ using test::golden_meta_flag;
 using test::golden_tensor;
 using StateValues = std::map<std::string, std::vector<double>>;  // tensor name -> elements
 
-constexpr double kMaxRatio = 2.0;      // d(cudagrad) / PyTorch float32's spread, default algorithm
-// The median tensor's d(cudagrad): above it the run computed something else (PyTorch float32's
-// median is 1e-5 to 1e-4 here; a wrong loss scale or gradient average gives 1e-1 and more). Not
-// the largest d: a few tensors are far more sensitive (see the header).
-constexpr double kMaxMedianDistance = 1e-3;
+constexpr double kMaxRatio = 2.0;  // d(cudagrad) / PyTorch float32's spread, worst tensor
+// The median tensor's d(cudagrad) (PyTorch float32's: 1e-5 to 3e-5; Winograd's 7e-5; the planted
+// bugs of the header 1.2e-3 to 2.8e-3).
+constexpr double kMaxMedianDistance = 3e-4;
 const std::vector<CpuConvAlgorithm> kAlgorithms{CpuConvAlgorithm::automatic, CpuConvAlgorithm::im2col,
                                                 CpuConvAlgorithm::direct, CpuConvAlgorithm::winograd};
 
@@ -197,7 +202,7 @@ void check_run(const std::string& run_case) {
     std::printf("%s %s: worst ratio %.2f (%s), median d %.2e, largest d %.2e\n", run_case.c_str(), algorithm.c_str(),
                 w.ratio, w.tensor.c_str(), typical, *std::max_element(d.cudagrad[a].begin(), d.cudagrad[a].end()));
     EXPECT_LT(typical, kMaxMedianDistance) << algorithm << ": not the run PyTorch made";
-    if (kAlgorithms[a] == CpuConvAlgorithm::automatic) {
+    if (kAlgorithms[a] != CpuConvAlgorithm::winograd) {
       EXPECT_LE(w.ratio, kMaxRatio) << algorithm << ": on " << w.tensor;
     }
   }
