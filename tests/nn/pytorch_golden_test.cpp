@@ -5,13 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <cstring>
-#include <sstream>
 
 #include "engine/ops.h"
 #include "nn/checkpoint.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
+#include "support/golden_file.h"
 #include "support/paths.h"
 #include "support/need_tool.h"
 #include "util/safetensors.h"
@@ -19,35 +18,11 @@
 namespace cg::nn {
 namespace {
 
-Tensor load(const safetensors::File& f, const std::string& name) {
-  const safetensors::TensorRecord* r = f.find(name);
-  if (!r) throw Error("golden file lacks " + name);
-  Tensor t = Tensor::empty(r->shape, dtype_from_safetensors_name(r->dtype));
-  std::memcpy(t.raw_data(), r->bytes.data(), t.nbytes());
-  return t;
-}
-
-double meta(const safetensors::File& f, const std::string& key) {
-  auto it = f.metadata.find(key);
-  if (it == f.metadata.end()) throw Error("golden file lacks metadata " + key);
-  return std::stod(it->second);
-}
-
-bool meta_flag(const safetensors::File& f, const std::string& key) {
-  auto it = f.metadata.find(key);
-  if (it == f.metadata.end()) throw Error("golden file lacks metadata " + key);
-  if (it->second != "true" && it->second != "false") throw Error("metadata " + key + " is not a flag: " + it->second);
-  return it->second == "true";
-}
-
-// "8,16,32" -> {8, 16, 32}
+Tensor load(const safetensors::File& f, const std::string& name) { return test::golden_tensor(f, name); }
+double meta(const safetensors::File& f, const std::string& key) { return test::golden_meta(f, key); }
+bool meta_flag(const safetensors::File& f, const std::string& key) { return test::golden_meta_flag(f, key); }
 std::vector<int64_t> meta_list(const safetensors::File& f, const std::string& key) {
-  auto it = f.metadata.find(key);
-  if (it == f.metadata.end()) throw Error("golden file lacks metadata " + key);
-  std::vector<int64_t> out;
-  std::stringstream in(it->second);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
-  return out;
+  return test::golden_meta_list(f, key);
 }
 
 // Worst |a-b| - (atol + rtol*|b|) over all elements; <= 0 means within tolerance.
