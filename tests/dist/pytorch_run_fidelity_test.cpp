@@ -7,8 +7,16 @@
 // SyncBatchNorm and the trainer's own step (train/step.h: loss divided over the accumulation
 // group, no_sync, the optimizer step and zeroing), once per CPU convolution algorithm. Per tensor
 // of rank 0's final state dict, d(a) = ||a - f64|| / ||f64||; PyTorch's spread is
-// s = max(d(f32), d(f32cl)), and d(cudagrad) / s must stay <= 2 for the default algorithm and for
-// im2col and direct (Winograd is reported, not held to it).
+// s = max(d(f32), d(f32cl)). Each tensor's ratio is pooled over kSeeds runs (different
+// initializations and batches): sum of d(cudagrad) / sum of s. It must stay <= 2 on every tensor
+// for the default algorithm and for im2col (Winograd is reported, not held to it: 21x on one
+// tensor with SyncBatchNorm).
+// Why pooled over seeds: after the first step a tensor's distance is mostly decided by whether
+// rounding pushed some ReLU input across zero, a draw whose odds grow with the kernels' error; one
+// seed's worst ratio swung between 0.4 and 2.0 for the same kernels (im2col and Winograd alike),
+// so one run cannot rank them, several summed can. Measured, pooled worst ratio (accumulation /
+// sync_bn): auto 0.58 / 0.69, im2col 0.44 / 0.38, Winograd 1.37 / 5.91; with Winograd planted back
+// into auto (issue 41's old default), sync_bn fails at 5.98.
 // Cases: accumulation (2 micro-batches per step per rank under no_sync; rank 0's BatchNorm
 // statistics, broadcast before every forward) and sync_bn (SyncBatchNorm, 1 micro-batch).
 // Why the sanity check looks at the median tensor: ReLU inputs that rounding moves across zero
@@ -48,18 +56,21 @@ using test::golden_meta_flag;
 using test::golden_tensor;
 using StateValues = std::map<std::string, std::vector<double>>;  // tensor name -> elements
 
-constexpr double kMaxRatio = 2.0;  // d(cudagrad) / PyTorch float32's spread, worst tensor
+constexpr double kMaxRatio = 2.0;  // d(cudagrad) / PyTorch float32's spread, pooled, worst tensor
+const std::vector<int> kSeeds{0, 1, 2};
 // The median tensor's d(cudagrad) (PyTorch float32's: 1e-5 to 3e-5; Winograd's 7e-5; the planted
 // bugs of the header 1.2e-3 to 2.8e-3).
 constexpr double kMaxMedianDistance = 3e-4;
+// auto runs the direct kernel on every 3x3 layer and im2col on the rest, so direct by name adds
+// little beside them.
 const std::vector<CpuConvAlgorithm> kAlgorithms{CpuConvAlgorithm::automatic, CpuConvAlgorithm::im2col,
-                                                CpuConvAlgorithm::direct, CpuConvAlgorithm::winograd};
+                                                CpuConvAlgorithm::winograd};
 
-safetensors::File make_reference(const std::string& run_case) {
+safetensors::File make_reference(const std::string& run_case, int seed) {
   auto dir = test::make_temp_dir("run_fidelity");
   const std::string path = (dir / (run_case + ".safetensors")).string();
   const std::string cmd = "/usr/bin/python3 " + (test::source_dir() / "tests/golden/make_run_reference.py").string() +
-                          " --case " + run_case + " " + path;
+                          " --case " + run_case + " --seed " + std::to_string(seed) + " " + path;
   if (std::system(cmd.c_str()) != 0) throw Error("failed: " + cmd);
   return safetensors::load(path);
 }
@@ -182,26 +193,57 @@ Worst worst_ratio(const Distances& d, const std::vector<double>& column) {
   return w;
 }
 
-void check_run(const std::string& run_case) {
-  NEED_TOOL(test::missing_python_module("torch", "Debian's python3-torch"));
-  const safetensors::File f = make_reference(run_case);
-  ASSERT_EQ(test::golden_meta_text(f, "case"), run_case);
+// Element-wise sum of b into a (the same tensors in the same order): distances pooled over seeds.
+void pool(Distances& a, const Distances& b) {
+  if (a.names.empty()) {
+    a = b;
+    return;
+  }
+  ASSERT_EQ(a.names, b.names);
+  for (size_t t = 0; t < a.names.size(); ++t) {
+    a.f32[t] += b.f32[t], a.f32cl[t] += b.f32cl[t], a.spread[t] += b.spread[t];
+    for (size_t k = 0; k < a.cudagrad.size(); ++k) a.cudagrad[k][t] += b.cudagrad[k][t];
+  }
+}
+
+// One seed's run: every algorithm trained, its distances printed and returned. The median
+// tensor's distance must be small for every algorithm: the same computation as PyTorch's.
+Distances measure_seed(const std::string& run_case, int seed) {
+  const safetensors::File f = make_reference(run_case, seed);
+  EXPECT_EQ(test::golden_meta_text(f, "case"), run_case);
   std::vector<StateValues> runs;
   for (CpuConvAlgorithm a : kAlgorithms) runs.push_back(train_cudagrad(f, a));
-  ASSERT_FALSE(::testing::Test::HasFailure());
+  if (::testing::Test::HasFailure()) return {};
   const Distances d = measure(f, runs);
-  std::printf("case %s: rank 0's final state, distance from PyTorch float64 and ratio to PyTorch float32's\n",
-              run_case.c_str());
+  std::printf("case %s, seed %d: rank 0's final state, distance from PyTorch float64 and ratio to PyTorch float32's\n",
+              run_case.c_str(), seed);
   print_table(d);
-  std::printf("%s: PyTorch float32 spread: median %.2e, largest %.2e\n", run_case.c_str(), median(d.spread),
-              *std::max_element(d.spread.begin(), d.spread.end()));
+  std::printf("%s seed %d: PyTorch float32 spread: median %.2e, largest %.2e\n", run_case.c_str(), seed,
+              median(d.spread), *std::max_element(d.spread.begin(), d.spread.end()));
   for (size_t a = 0; a < kAlgorithms.size(); ++a) {
     const std::string algorithm(enum_name(kAlgorithms[a]));
     const Worst w = worst_ratio(d, d.cudagrad[a]);
     const double typical = median(d.cudagrad[a]);
-    std::printf("%s %s: worst ratio %.2f (%s), median d %.2e, largest d %.2e\n", run_case.c_str(), algorithm.c_str(),
-                w.ratio, w.tensor.c_str(), typical, *std::max_element(d.cudagrad[a].begin(), d.cudagrad[a].end()));
-    EXPECT_LT(typical, kMaxMedianDistance) << algorithm << ": not the run PyTorch made";
+    std::printf("%s seed %d %s: worst ratio %.2f (%s), median d %.2e, largest d %.2e\n", run_case.c_str(), seed,
+                algorithm.c_str(), w.ratio, w.tensor.c_str(), typical,
+                *std::max_element(d.cudagrad[a].begin(), d.cudagrad[a].end()));
+    EXPECT_LT(typical, kMaxMedianDistance) << algorithm << ", seed " << seed << ": not the run PyTorch made";
+  }
+  return d;
+}
+
+void check_run(const std::string& run_case) {
+  NEED_TOOL(test::missing_python_module("torch", "Debian's python3-torch"));
+  Distances pooled;
+  for (int seed : kSeeds) {
+    pool(pooled, measure_seed(run_case, seed));
+    ASSERT_FALSE(::testing::Test::HasFailure());
+  }
+  for (size_t a = 0; a < kAlgorithms.size(); ++a) {
+    const std::string algorithm(enum_name(kAlgorithms[a]));
+    const Worst w = worst_ratio(pooled, pooled.cudagrad[a]);
+    std::printf("%s %s, pooled over %zu seeds: worst ratio %.2f (%s)\n", run_case.c_str(), algorithm.c_str(),
+                kSeeds.size(), w.ratio, w.tensor.c_str());
     if (kAlgorithms[a] != CpuConvAlgorithm::winograd) {
       EXPECT_LE(w.ratio, kMaxRatio) << algorithm << ": on " << w.tensor;
     }

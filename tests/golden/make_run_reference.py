@@ -18,7 +18,8 @@ Cases (DDP's semantics, which cudagrad's DDP and trainer follow):
     plain BatchNorm over their union (running variance unbiased by the union's count - 1, as both
     PyTorch and cudagrad do), and the average of the ranks' mean losses is the union's mean loss.
 Images of (step, rank, micro) start at ((step * world + rank) * micro_batches + micro) * batch.
-Usage: make_run_reference.py --case accumulation|sync_bn OUT.safetensors   (run with /usr/bin/python3)"""
+--seed S draws another initialization and other batches (default 0).
+Usage: make_run_reference.py --case accumulation|sync_bn [--seed S] OUT.safetensors   (run with /usr/bin/python3)"""
 import argparse
 import os
 import sys
@@ -32,7 +33,6 @@ from miniresnet import MiniResNet  # noqa: E402
 import safetensors_io  # noqa: E402
 from make_step_golden import metadata_text  # noqa: E402
 
-SEED = 0
 MODEL = dict(in_channels=1, num_classes=10, widths=(16, 32, 64), blocks=(2, 2, 2))
 IMAGE_SIZE, WORLD, STEPS, BATCH = 28, 2, 4, 8  # BATCH: images per rank per micro-batch
 # The CPU config's SGD, at a tenth of its peak lr (it warms up for 100 steps from 0): at a constant
@@ -97,13 +97,14 @@ def train(init, x, y, case, dtype, channels_last):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--case", choices=sorted(CASES), required=True)
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("out", help="the .safetensors file to write")
     args = parser.parse_args()
     case = CASES[args.case]
 
     # Debian's torch starts with 1 thread here: the float64 run (reference BLAS) takes most of the time.
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count()))
-    torch.manual_seed(SEED)
+    torch.manual_seed(args.seed)
     model = MiniResNet(**MODEL).double()
     init = {k: v.clone() for k, v in model.state_dict().items()}
     images = STEPS * WORLD * case["micro_batches"] * BATCH
@@ -117,7 +118,7 @@ def main():
         final = train(init, x, y, case, dtype, channels_last)
         tensors.update({f"{prefix}.{k}": v for k, v in final.items()})
     metadata = dict(case=args.case, **case, world=WORLD, steps=STEPS, batch=BATCH, image_size=IMAGE_SIZE, **MODEL,
-                    optimizer="sgd", **OPTIM, bn_eps=1e-5, bn_momentum=0.1, seed=SEED,
+                    optimizer="sgd", **OPTIM, bn_eps=1e-5, bn_momentum=0.1, seed=args.seed,
                     torch_version=torch.__version__)
     safetensors_io.save(args.out, tensors, {k: metadata_text(v) for k, v in metadata.items()})
     print(f"wrote {args.out}: {len(tensors)} tensors, case {args.case}")
