@@ -15,8 +15,16 @@ namespace cg::kernels::cpu::direct {
 using V __attribute__((vector_size(64), aligned(4), may_alias)) = float;
 constexpr int kLanes = 16;
 constexpr int kMaxTaps = 9;
+#if defined(__AVX512F__)
 constexpr int kRows = 8;                // output channels per forward tile (one broadcast each)
 constexpr int kVecs = 3;                // vectors of positions per forward tile: 8 x 3 accumulators
+#else
+// AVX2 has 16 registers of 8 floats, so the 8 x 3 tile's 24 vectors (48 registers) spilled on
+// every multiply-add; 6 x 1 keeps 12 registers of accumulators, 2 for the loaded positions and
+// one for the broadcast weight.
+constexpr int kRows = 6;
+constexpr int kVecs = 1;
+#endif
 constexpr int kCols = kVecs * kLanes;   // 48 positions per forward tile
 
 inline V load(const float* p) { return *reinterpret_cast<const V*>(p); }
