@@ -19,8 +19,15 @@ template <typename T>
 struct Tile {
   static constexpr int kLanes = kVecLanes<T>;
   static constexpr int kMR = 8;                // rows of C per tile: each a broadcast of A
+#if defined(__AVX512F__)
   static constexpr int kVecs = 3;              // vectors per row of the tile
-  static constexpr int kNR = kVecs * kLanes;   // 8 x 3 accumulators = 24 of the 32 registers
+#else
+  // AVX2 has 16 registers of 8 floats: 8 x 3 vectors of 16 floats (48 registers) spilled on every
+  // multiply-add and ran at a quarter of the core's peak; 8 x 1 takes 16 registers and spills
+  // only the loaded row of B. Each element of C sums the same terms in the same order either way.
+  static constexpr int kVecs = 1;
+#endif
+  static constexpr int kNR = kVecs * kLanes;   // AVX-512: 8 x 3 accumulators = 24 of the 32 registers
   static constexpr int64_t kKC = 384;          // depth per pass: B panel (KC x NR) stays in L1/L2
   static constexpr int64_t kMC = 96;           // rows of A packed per pass (MC x KC in L2)
 };
@@ -76,9 +83,11 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t lda, const T
 template <typename T, ALayout AL>
 inline void micro_kernel_of_width(int vecs, int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* out,
                                   int64_t ldo, bool accumulate) {
-  static_assert(Tile<T>::kVecs == 3, "one case per width");
-  if (vecs == 3) micro_kernel<T, 3, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
-  if (vecs == 2) micro_kernel<T, 2, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
+  static_assert(Tile<T>::kVecs == 3 || Tile<T>::kVecs == 1, "one case per width");
+  if constexpr (Tile<T>::kVecs == 3) {
+    if (vecs == 3) micro_kernel<T, 3, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
+    if (vecs == 2) micro_kernel<T, 2, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
+  }
   if (vecs == 1) micro_kernel<T, 1, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
 }
 
