@@ -18,12 +18,10 @@
 namespace cg::nn {
 namespace {
 
-Tensor load(const safetensors::File& f, const std::string& name) { return test::golden_tensor(f, name); }
-double meta(const safetensors::File& f, const std::string& key) { return test::golden_meta(f, key); }
-bool meta_flag(const safetensors::File& f, const std::string& key) { return test::golden_meta_flag(f, key); }
-std::vector<int64_t> meta_list(const safetensors::File& f, const std::string& key) {
-  return test::golden_meta_list(f, key);
-}
+using test::golden_meta;
+using test::golden_meta_flag;
+using test::golden_meta_list;
+using test::golden_tensor;
 
 // Worst |a-b| - (atol + rtol*|b|) over all elements; <= 0 means within tolerance.
 double excess(const Tensor& a, const Tensor& ref, double atol, double rtol) {
@@ -47,40 +45,40 @@ void check_step(const std::string& optimizer) {
 
   // The model and optimizer settings come from the file's metadata, as the script promises.
   MiniResNetOptions o;
-  o.in_channels = int(meta(f, "in_channels"));
-  o.num_classes = int(meta(f, "num_classes"));
-  o.widths = meta_list(f, "widths");
-  o.blocks = meta_list(f, "blocks");
+  o.in_channels = int(golden_meta(f, "in_channels"));
+  o.num_classes = int(golden_meta(f, "num_classes"));
+  o.widths = golden_meta_list(f, "widths");
+  o.blocks = golden_meta_list(f, "blocks");
   Generator gen(0);
   MiniResNet model(o, gen);
   std::map<std::string, Tensor> init;
-  for (auto& [name, t] : model.state_dict()) init[name] = load(f, "init." + name);
+  for (auto& [name, t] : model.state_dict()) init[name] = golden_tensor(f, "init." + name);
   model.load_state_dict(init);
 
   std::unique_ptr<Optimizer> opt;
-  const double lr = meta(f, "lr");
+  const double lr = golden_meta(f, "lr");
   ASSERT_EQ(f.metadata.at("optimizer"), optimizer);
   if (optimizer == "sgd") {
-    SgdOptions h{float(lr), float(meta(f, "momentum")), float(meta(f, "weight_decay")),
-                     float(meta(f, "dampening")), meta_flag(f, "nesterov")};
+    SgdOptions h{float(lr), float(golden_meta(f, "momentum")), float(golden_meta(f, "weight_decay")),
+                     float(golden_meta(f, "dampening")), golden_meta_flag(f, "nesterov")};
     opt = std::make_unique<SGD>(model.named_parameters(), h);
   } else {
-    ASSERT_FALSE(meta_flag(f, "amsgrad")) << "amsgrad is not implemented";
-    AdamWOptions h{float(lr), float(meta(f, "beta1")), float(meta(f, "beta2")), float(meta(f, "eps")),
-                       float(meta(f, "weight_decay"))};
+    ASSERT_FALSE(golden_meta_flag(f, "amsgrad")) << "amsgrad is not implemented";
+    AdamWOptions h{float(lr), float(golden_meta(f, "beta1")), float(golden_meta(f, "beta2")), float(golden_meta(f, "eps")),
+                       float(golden_meta(f, "weight_decay"))};
     opt = std::make_unique<AdamW>(model.named_parameters(), h);
   }
 
-  Tensor logits = model(load(f, "input").to(DType::f32));
-  Tensor loss = ops::cross_entropy(logits, load(f, "labels"));
-  EXPECT_LE(excess(logits, load(f, "logits"), 1e-4, 1e-3), 0) << "logits";
-  EXPECT_LE(excess(loss, load(f, "loss"), 1e-5, 1e-4), 0) << "loss " << loss.item();
+  Tensor logits = model(golden_tensor(f, "input").to(DType::f32));
+  Tensor loss = ops::cross_entropy(logits, golden_tensor(f, "labels"));
+  EXPECT_LE(excess(logits, golden_tensor(f, "logits"), 1e-4, 1e-3), 0) << "logits";
+  EXPECT_LE(excess(loss, golden_tensor(f, "loss"), 1e-5, 1e-4), 0) << "loss " << loss.item();
   loss.backward();
   for (auto& [name, p] : model.named_parameters())
-    EXPECT_LE(excess(p.grad(), load(f, "grad." + name), 1e-4, 2e-3), 0) << "grad." << name;
+    EXPECT_LE(excess(p.grad(), golden_tensor(f, "grad." + name), 1e-4, 2e-3), 0) << "grad." << name;
   opt->step(lr);
   for (auto& [name, t] : model.state_dict())
-    EXPECT_LE(excess(t, load(f, "after." + name), 1e-4, 1e-3), 0) << "after." << name;
+    EXPECT_LE(excess(t, golden_tensor(f, "after." + name), 1e-4, 1e-3), 0) << "after." << name;
 }
 
 TEST(PyTorchGolden, OneSgdStepMatches) { check_step("sgd"); }
