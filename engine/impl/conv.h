@@ -69,6 +69,13 @@ struct DirectPhases {
   bool data = true, filter = true;  // direct's own backward-data / backward-filter
 };
 DirectPhases direct_phases_auto(const kernels::Conv2dShape& s);
+// kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (conv_gpu_timed.cpp): cuDNN and
+// the native kernels each run p's forward and both backward passes, timed, the first time this
+// thread meets p's shape; the native kernels come first only when native_measured_faster.
+Selection timed_gpu_selection(const ConvProblem& p);
+// Whether the native kernels' time beats cuDNN's by the margin that keeps a close call on cuDNN.
+inline constexpr double kNativeMargin = 1.25;
+bool native_measured_faster(double cudnn_ms, double native_ms);
 // The implementation conv_selection(p) prefers, or the refusal naming p.layer.
 std::shared_ptr<const ConvImpl> pick_conv(const ConvProblem& p);
 

@@ -16,9 +16,12 @@ namespace {
 using ops::detail::to_channels_first;
 using ops::detail::to_channels_last;
 
+// On the GPU the inner convolution is the native kernel whatever kernels.conv says: this entry is
+// what "native" means for channels-last, so under auto it must not time cuDNN's NCHW path inside.
 ConvProblem as_nchw(const ConvProblem& p) {
   ConvProblem q = p;
   q.layout = ops::Layout::nchw;
+  if (!p.device.is_cpu()) q.policy.conv = ops::GpuImpl::native;
   return q;
 }
 

@@ -3,8 +3,9 @@
 //   CPU, channels-last: the channels-last convolution (which picks the NCHW one inside).
 //   CPU, NCHW: kernels.cpu_conv's algorithm (auto: cpu_conv_auto's, per layer shape), then the
 //     im2col reference for what that algorithm does not run.
-//   GPU: kernels.conv=cudnn or native by name (refused where it cannot run the layer); auto:
-//     cuDNN, else the hand-written kernel.
+//   GPU: kernels.conv=cudnn or native by name (refused where it cannot run the layer); auto: per
+//     layer, whichever of the two measured faster (conv_gpu_timed.cpp) under
+//     kernels.cudnn_algo_search=timed, cuDNN first under heuristic.
 #include "engine/impl/conv.h"
 #include "engine/impl/conv_cpu_tensors.h"
 #include "kernels/cpu/conv_direct.h"
@@ -48,6 +49,7 @@ Selection gpu_selection(const ConvProblem& p) {
     case GpuImpl::native: return {.keys = {"native"}, .choice = "native", .named = true};
     case GpuImpl::automatic: break;
   }
+  if (p.policy.cudnn_algo_search == ops::ConvAlgoSearch::timed) return timed_gpu_selection(p);
   return {.keys = {"cudnn", "native"}};
 }
 

@@ -109,14 +109,21 @@ class Registry {
   template <typename Problem, std::invocable Describe>
   std::shared_ptr<const Interface> pick(const Problem& problem, const Selection& selection,
                                         const Describe& describe) const {
-    const Entry* fake = fake_.load(std::memory_order_acquire);
     for (std::string_view key : selection.keys) {
       if (key.empty()) break;
-      if (fake && matches(*fake, problem.device.type, key) && fake->impl->supports(problem)) return fake->impl;
-      for (const Entry& e : entries_)
-        if (matches(e, problem.device.type, key) && e.impl->supports(problem)) return e.impl;
+      if (auto impl = first_supporting(problem, key)) return impl;
     }
     refuse(problem, selection, describe());
+  }
+
+  // The implementation selected by `key` that runs `problem` (the tests' fake first), or null.
+  template <typename Problem>
+  std::shared_ptr<const Interface> first_supporting(const Problem& problem, std::string_view key) const {
+    const Entry* fake = fake_.load(std::memory_order_acquire);
+    if (fake && matches(*fake, problem.device.type, key) && fake->impl->supports(problem)) return fake->impl;
+    for (const Entry& e : entries_)
+      if (matches(e, problem.device.type, key) && e.impl->supports(problem)) return e.impl;
+    return nullptr;
   }
 
   // The name `impl` was registered under ("" when it is not registered): for tests and messages.

@@ -1,0 +1,104 @@
+// kernels.conv=auto on a GPU with kernels.cudnn_algo_search=timed: cuDNN or the hand-written
+// kernels, per layer, by measurement. Why: on the H200 (bench/NOTES.md, "The third GPU lease")
+// cuDNN's deterministic algorithms took 0.5-1 ms for each backward pass of the 1x1 stride-2
+// shortcuts and for the stem's backward-filter, about half of a 7.9 ms step, where the native
+// kernels ran the same passes 2-30x faster; on the 3x3 layers cuDNN was the faster. Which of the two
+// wins depends on the GPU, the cuDNN version and the shape, so it is timed on the layer itself, the
+// way cuDNN's own search times its algorithms (and torch.backends.cudnn.benchmark does).
+//
+// Each candidate runs the layer's forward and both backward passes (the input gradient too: the
+// problem does not say whether it is needed) on scratch tensors: once to warm up (cuDNN's own
+// algorithm search happens there), then kRuns times between two timing events; the median counts.
+// The native kernels go first only when they beat cuDNN by kMargin, so that a close call stays on
+// cuDNN instead of flipping between runs with the timing noise. The order is kept per thread (each
+// rank thread drives its own GPU) for the shape, dtype, layout and determinism rule.
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+
+#include <fmt/core.h>
+
+#include "engine/impl/conv.h"
+#include "engine/runtime.h"
+#include "engine/stream.h"
+
+namespace cg::impl {
+namespace {
+
+constexpr int kRuns = 5;
+
+// The forward and both backward passes of `impl` on `p`'s shapes, in milliseconds (median of kRuns).
+double median_pass_ms(const ConvImpl& impl, const ConvProblem& p) {
+  const kernels::Conv2dShape& s = p.shape;
+  const bool nhwc = p.layout == ops::Layout::nhwc;
+  const Tensor x = Tensor::zeros(nhwc ? Shape{s.n, s.h, s.w, s.c_in} : Shape{s.n, s.c_in, s.h, s.w}, p.dtype, p.device);
+  const Tensor w = Tensor::zeros({s.c_out, s.c_in, s.kh, s.kw}, DType::f32, p.device);  // the master weight
+  const Tensor dy = Tensor::zeros(nhwc ? Shape{s.n, s.out_h(), s.out_w(), s.c_out} : Shape{s.n, s.c_out, s.out_h(), s.out_w()},
+                                  p.dtype, p.device);
+  const auto pass = [&] {
+    ConvSaved saved;
+    impl.forward(p, x, w, Tensor(), saved);
+    impl.backward(p, saved, dy, /*need_dx=*/true, /*need_w=*/true, /*has_bias=*/false);
+  };
+  const Stream stream = current_stream(p.device);
+  pass();
+  std::vector<double> ms;
+  for (int i = 0; i < kRuns; ++i) {
+    Event start = Event::create(p.device, {.timing = true}), end = Event::create(p.device, {.timing = true});
+    start.record(stream);
+    pass();
+    end.record(stream);
+    end.synchronize();
+    ms.push_back(Event::elapsed_ms(start, end));
+  }
+  std::nth_element(ms.begin(), ms.begin() + kRuns / 2, ms.end());
+  return ms[kRuns / 2];
+}
+
+using ChoiceKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, DType,
+                             ops::Layout, int, bool>;
+
+ChoiceKey key_of(const ConvProblem& p) {
+  const kernels::Conv2dShape& s = p.shape;
+  return {s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.kw, s.stride, s.pad, p.dtype, p.layout, p.device.index,
+          p.policy.cudnn_deterministic};
+}
+
+void log_choice(const ConvProblem& p, double cudnn_ms, double native_ms, bool native) {
+  static const bool log_choices = std::getenv("CUDAGRAD_CUDNN_LOG") != nullptr;
+  if (!log_choices) return;
+  const kernels::Conv2dShape& s = p.shape;
+  fmt::print(stderr,
+             "conv auto: {}x{}x{}x{} -> {} k{} s{} {} {}: cudnn {:.3f} ms, native {:.3f} ms (forward and both "
+             "backward passes, median of {}) -> {}\n",
+             s.n, s.c_in, s.h, s.w, s.c_out, s.kh, s.stride, p.layout == ops::Layout::nhwc ? "NHWC" : "NCHW",
+             dtype_name(p.dtype), cudnn_ms, native_ms, kRuns, native ? "native" : "cudnn");
+}
+
+}  // namespace
+
+bool native_measured_faster(double cudnn_ms, double native_ms) { return native_ms * kNativeMargin < cudnn_ms; }
+
+Selection timed_gpu_selection(const ConvProblem& p) {
+  static const Selection cudnn_first{.keys = {"cudnn", "native"}};
+  static const Selection native_first{.keys = {"native", "cudnn"}};
+  thread_local std::map<ChoiceKey, bool> native_wins;
+  const ChoiceKey key = key_of(p);
+  if (auto it = native_wins.find(key); it != native_wins.end()) return it->second ? native_first : cudnn_first;
+  // While a stream is captured nothing runs, so nothing can be timed: the default, not remembered
+  // (the trainer's eager steps before a capture have timed every layer already).
+  if (runtime::is_capturing(current_stream(p.device))) return cudnn_first;
+  const auto cudnn = conv_registry().first_supporting(p, "cudnn");
+  const auto native = conv_registry().first_supporting(p, "native");
+  bool native_is_faster = cudnn == nullptr;
+  if (cudnn && native) {
+    const double cudnn_ms = median_pass_ms(*cudnn, p), native_ms = median_pass_ms(*native, p);
+    native_is_faster = native_measured_faster(cudnn_ms, native_ms);
+    log_choice(p, cudnn_ms, native_ms, native_is_faster);
+  }
+  native_wins.emplace(key, native_is_faster);
+  return native_is_faster ? native_first : cudnn_first;
+}
+
+}  // namespace cg::impl

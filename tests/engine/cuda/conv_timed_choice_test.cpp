@@ -1,0 +1,116 @@
+// kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (engine/impl/conv_gpu_timed.cpp):
+// cuDNN and the native kernels are timed on the layer and the faster goes first. "cuDNN" here is
+// a fake registered ahead of the real one (the emulated GPU has none): a slow one that runs the
+// native kernels eight times over, or a fast one that launches nothing. The choice is kept per
+// thread, so each case asks from a new thread. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "engine/impl/conv.h"
+#include "support/need_gpu.h"
+
+namespace cg {
+namespace {
+
+impl::ConvProblem downsample(ops::Layout layout, ops::ConvAlgoSearch search = ops::ConvAlgoSearch::timed) {
+  impl::ConvProblem p;
+  p.shape = {2, 8, 8, 8, 16, 1, 1, 2, 0};  // a 1x1 stride-2 shortcut, small for the emulated GPU
+  p.device = Device::cuda(0);
+  p.dtype = DType::f32;
+  p.layout = layout;
+  p.layer = "conv2d layer under test";
+  p.policy.conv = ops::GpuImpl::automatic;
+  p.policy.cudnn_algo_search = search;
+  return p;
+}
+
+// Counts its passes; `repeat` times the native kernels' work per pass, or none at all when 0.
+class FakeCudnn : public impl::ConvImpl {
+ public:
+  FakeCudnn(std::shared_ptr<const impl::ConvImpl> native, int repeat) : native_(std::move(native)), repeat_(repeat) {}
+  mutable std::atomic<int> forwards{0};
+
+  const char* refusal(const impl::ConvProblem&) const override { return nullptr; }
+  Tensor forward(const impl::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                 impl::ConvSaved& saved) const override {
+    ++forwards;
+    const impl::ConvProblem q = nchw(p);
+    Tensor y = Tensor::empty({p.shape.n, p.shape.c_out, p.shape.out_h(), p.shape.out_w()}, p.dtype, p.device);
+    const Tensor x_nchw = Tensor::empty({p.shape.n, p.shape.c_in, p.shape.h, p.shape.w}, p.dtype, p.device);
+    for (int i = 0; i < repeat_; ++i) y = native_->forward(q, x_nchw, w, b, saved);
+    saved.x = x;
+    return y;
+  }
+  impl::ConvGrads backward(const impl::ConvProblem& p, const impl::ConvSaved& saved, const Tensor& dy, bool need_dx,
+                           bool need_w, bool has_bias) const override {
+    impl::ConvGrads g;
+    const Tensor dy_nchw = Tensor::empty({p.shape.n, p.shape.c_out, p.shape.out_h(), p.shape.out_w()}, p.dtype, p.device);
+    for (int i = 0; i < repeat_; ++i) g = native_->backward(nchw(p), saved, dy_nchw, need_dx, need_w, has_bias);
+    return g;
+  }
+
+ private:
+  static impl::ConvProblem nchw(impl::ConvProblem p) {
+    p.layout = ops::Layout::nchw;
+    return p;
+  }
+  std::shared_ptr<const impl::ConvImpl> native_;
+  int repeat_;
+};
+
+std::shared_ptr<FakeCudnn> fake_cudnn(int repeat) {
+  const auto native = impl::conv_registry().first_supporting(downsample(ops::Layout::nchw), "native");
+  return std::make_shared<FakeCudnn>(native, repeat);
+}
+
+// What a new thread (an empty choice cache) picks for `p`, asked twice.
+std::string picked_in_new_thread(const impl::ConvProblem& p) {
+  std::string first, second;
+  std::thread([&] {
+    first = impl::conv_registry().name_of(impl::pick_conv(p).get());
+    second = impl::conv_registry().name_of(impl::pick_conv(p).get());
+  }).join();
+  EXPECT_EQ(first, second) << "the choice changed between two calls of one thread";
+  return first;
+}
+
+TEST(ConvTimedChoice, TheNativeKernelsMustWinByTheMargin) {
+  EXPECT_TRUE(impl::native_measured_faster(1.0, 0.5));
+  EXPECT_TRUE(impl::native_measured_faster(1.0, 0.79));
+  EXPECT_FALSE(impl::native_measured_faster(1.0, 0.81));  // faster, but within the timing noise's reach
+  EXPECT_FALSE(impl::native_measured_faster(1.0, 1.0));
+  EXPECT_FALSE(impl::native_measured_faster(0.5, 1.0));
+}
+
+TEST(ConvTimedChoice, ASlowCudnnIsPassedOverAfterOneTimingPerShape) {
+  NEED_GPU();
+  const auto fake = fake_cudnn(8);
+  auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, "cudnn", fake});
+  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nchw)), "native");
+  // One warm-up and five timed passes, once per thread: the second pick reads the cache.
+  EXPECT_EQ(fake->forwards.load(), 6);
+  // Channels-last: the native kernel between layout changes, whose inner NCHW pick is not timed again.
+  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nhwc)), "native channels-last");
+  EXPECT_EQ(fake->forwards.load(), 12);
+}
+
+TEST(ConvTimedChoice, AFastCudnnStaysFirst) {
+  NEED_GPU();
+  auto handle = impl::conv_registry().put_first({"fast cudnn", DeviceType::cuda, "cudnn", fake_cudnn(0)});
+  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nchw)), "fast cudnn");
+  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nhwc)), "fast cudnn");
+}
+
+TEST(ConvTimedChoice, UnderTheHeuristicSearchNothingIsTimedAndCudnnComesFirst) {
+  NEED_GPU();
+  const auto fake = fake_cudnn(8);
+  auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, "cudnn", fake});
+  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nchw, ops::ConvAlgoSearch::heuristic)), "slow cudnn");
+  EXPECT_EQ(fake->forwards.load(), 0);
+}
+
+}  // namespace
+}  // namespace cg
