@@ -8,7 +8,9 @@
 namespace cg::ops {
 
 // Which GPU implementation an op family uses (kernels.conv, kernels.batch_norm). automatic:
-// conv2d takes cuDNN, batch_norm the hand-written kernels. A named choice that cannot run a given
+// conv2d takes, per layer, whichever of cuDNN and the hand-written kernels measured faster on it
+// (engine/impl/conv_gpu_timed.cpp; cuDNN under cudnn_algo_search=heuristic), batch_norm the
+// hand-written kernels. A named choice that cannot run a given
 // layer (shape or dtype) fails naming the layer's shapes instead of quietly falling back.
 enum class GpuImpl { automatic, cudnn, native };
 inline EnumNames<GpuImpl> enum_names(GpuImpl) {
@@ -35,6 +37,7 @@ inline EnumNames<CpuConvAlgorithm> enum_names(CpuConvAlgorithm) {
 
 // How cuDNN picks a convolution algorithm for a new shape (kernels.cudnn_algo_search): by its
 // heuristics, or by timing every candidate once (like torch.backends.cudnn.benchmark = True).
+// Timed also lets conv=auto time cuDNN against the hand-written kernels per layer.
 enum class ConvAlgoSearch { heuristic, timed };
 inline EnumNames<ConvAlgoSearch> enum_names(ConvAlgoSearch) {
   return {{ConvAlgoSearch::timed, "timed"}, {ConvAlgoSearch::heuristic, "heuristic"}};
@@ -42,7 +45,7 @@ inline EnumNames<ConvAlgoSearch> enum_names(ConvAlgoSearch) {
 
 // The config's kernels.* group; the defaults are the config's.
 struct KernelPolicy {
-  GpuImpl conv = GpuImpl::automatic;        // auto: cuDNN
+  GpuImpl conv = GpuImpl::automatic;        // auto: cuDNN or native per layer, timed
   GpuImpl batch_norm = GpuImpl::automatic;  // auto: the hand-written kernels
   ConvAlgoSearch cudnn_algo_search = ConvAlgoSearch::timed;
   // Only cuDNN convolution algorithms that give the same bits run to run (kernels.cudnn_deterministic,

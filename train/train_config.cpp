@@ -210,9 +210,12 @@ std::vector<Field> amp_fields() {
 
 std::vector<Field> kernels_fields() {
   return {
-      CG_FIELD(kernels.conv, any(), "GPU convolution: cudnn, native (implicit GEMM) or auto (cudnn)"),
+      CG_FIELD(kernels.conv, any(),
+               "GPU convolution: cudnn, native (implicit GEMM) or auto (per layer the faster of the two, timed "
+               "once per shape; cudnn under cudnn_algo_search=heuristic)"),
       CG_FIELD(kernels.batch_norm, any(), "GPU batch norm: cudnn, native or auto (native)"),
-      CG_FIELD(kernels.cudnn_algo_search, any(), "cuDNN algorithms: timed once per shape, or heuristic"),
+      CG_FIELD(kernels.cudnn_algo_search, any(),
+               "cuDNN algorithms (and conv=auto's choice): timed once per shape, or heuristic"),
       CG_FIELD(kernels.cudnn_deterministic, any(),
                "cuDNN convolutions only by algorithms that give the same bits run to run (false also admits "
                "the atomics-based backward ones)"),
