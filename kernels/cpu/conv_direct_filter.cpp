@@ -3,7 +3,7 @@
 // planes as the forward tiles (conv_direct_planes.h).
 #include "kernels/cpu/conv_direct.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -68,6 +68,50 @@ inline void filter_tile(const float* __restrict dy, int64_t dy_stride, const flo
 #pragma GCC unroll 9
     for (int t = 0; t < Taps; ++t) acc[r * acc_stride + t] = a[r][t];
 }
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+// filter_tile for one row of dy and Taps <= 5 taps, written for AVX2's sixteen 8-float registers: a
+// 16-lane accumulator is two of them, so filter_tile's 3 x 9 accumulators (54 registers) spilled on
+// every multiply-add (perf on the narrow network's layer1, 2026-11-28: stack loads and stores
+// around each one; 4-6 GFLOP/s against a 91 GFLOP/s core). Here 10 accumulator halves, 2 of dy
+// and 2 of x fit. Each lane adds the same products in the same order as filter_tile (a
+// multiply-add per term, images in order), so the sums are the same bits.
+template <int Taps>
+inline void filter_row_avx2(const float* __restrict dy, const float* __restrict x, const int64_t* off,
+                            const FilterImages& im, V* acc, bool first) {
+  float* out = reinterpret_cast<float*>(acc);
+  __m256 lo[Taps], hi[Taps];
+  for (int t = 0; t < Taps; ++t) {
+    lo[t] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + t * kLanes);
+    hi[t] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + t * kLanes + 8);
+  }
+  for (int64_t i = 0; i < im.images; ++i) {
+    const float* dyi = dy + i * im.dy_image;
+    const float* xi = x + i * im.x_image;
+    for (int64_t q = 0; q < im.count; q += kLanes) {
+      const __m256 d_lo = _mm256_loadu_ps(dyi + q), d_hi = _mm256_loadu_ps(dyi + q + 8);
+#pragma GCC unroll 5
+      for (int t = 0; t < Taps; ++t) {
+        lo[t] = _mm256_fmadd_ps(d_lo, _mm256_loadu_ps(xi + q + off[t]), lo[t]);
+        hi[t] = _mm256_fmadd_ps(d_hi, _mm256_loadu_ps(xi + q + off[t] + 8), hi[t]);
+      }
+    }
+  }
+  for (int t = 0; t < Taps; ++t) {
+    _mm256_storeu_ps(out + t * kLanes, lo[t]);
+    _mm256_storeu_ps(out + t * kLanes + 8, hi[t]);
+  }
+}
+
+// filter_tile<R, 9> on AVX2: each row alone, its 9 taps in passes of 5 and 4.
+void filter_rows_avx2(int64_t rows, const float* dy, int64_t dy_stride, const float* x, const int64_t* off,
+                      const FilterImages& im, V* acc, int64_t acc_stride, bool first) {
+  for (int64_t r = 0; r < rows; ++r) {
+    filter_row_avx2<5>(dy + r * dy_stride, x, off, im, acc + r * acc_stride, first);
+    filter_row_avx2<4>(dy + r * dy_stride, x, off + 5, im, acc + r * acc_stride + 5, first);
+  }
+}
+#endif
 
 #if defined(__AVX512F__)
 // Lanes [0, 16) of the result: the sums of a's and b's halves (`half` lanes wide) side by side, a's
@@ -141,6 +185,10 @@ void accumulate_group(const Conv2dShape& s, const Geometry& g, const FilterImage
       if (taps == 1) {
         // One tap: one accumulator per row, so take up to 3 rows at a time like the others.
         for (int64_t r = 0; r < rows; ++r) filter_tile<1, 1>(d + r * count, count, xc, g.off, im, a + r * as, as, first);
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+      } else if (true) {
+        filter_rows_avx2(rows, d, count, xc, g.off, im, a, as, first);
+#endif
       } else if (rows == kFilterRows) {
         filter_tile<kFilterRows, 9>(d, count, xc, g.off, im, a, as, first);
       } else if (rows == 2) {
