@@ -189,7 +189,8 @@ inline void forward_tile_avx2(const float* __restrict wt, int64_t channels, cons
 #endif
 
 // dst[x] = src[x] + b for x < n (n <= out_w): one output row's stretch of a tile. With AVX-512,
-// masked vector stores (a scalar loop here costs an estimated 5-10% of a 16-channel tile).
+// masked vector stores (a scalar loop here costs an estimated 5-10% of a 16-channel tile); with
+// AVX2, 8 at a time and the rest one by one.
 inline void add_bias_row(const float* src, int64_t n, float b, float* dst) {
 #if defined(__AVX512F__)
   const __m512 bias = _mm512_set1_ps(b);
@@ -197,6 +198,11 @@ inline void add_bias_row(const float* src, int64_t n, float b, float* dst) {
     const __mmask16 m = n - x >= kLanes ? __mmask16(0xffff) : __mmask16((1u << (n - x)) - 1);
     _mm512_mask_storeu_ps(dst + x, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + x), bias));
   }
+#elif defined(__AVX2__)
+  const __m256 bias = _mm256_set1_ps(b);
+  int64_t x = 0;
+  for (; x + 8 <= n; x += 8) _mm256_storeu_ps(dst + x, _mm256_add_ps(_mm256_loadu_ps(src + x), bias));
+  for (; x < n; ++x) dst[x] = src[x] + b;
 #else
   for (int64_t x = 0; x < n; ++x) dst[x] = src[x] + b;
 #endif
