@@ -45,6 +45,10 @@ struct CUevent_st {
 
 namespace cg_emu {
 
+// Counts a blocking call for cg_emu::counters() (cg_emu/counters.h; the counters live in
+// runtime_streams.cpp).
+void count_host_wait();
+
 struct Node {
   Op op;
   std::vector<int> deps;

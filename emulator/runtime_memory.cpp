@@ -229,6 +229,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   CG_EMU_LOCK;
+  count_host_wait();
   const cudaError_t e = copy(dst, src, bytes, kind, nullptr);
   if (e != cudaSuccess) return e;
   CUstream_st* legacy = resolve(nullptr);

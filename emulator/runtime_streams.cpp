@@ -1,16 +1,20 @@
 // The CUDA runtime's streams, events, graphs and kernel launches, on the emulated device.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <set>
 #include <stdexcept>
 
 #include "emulator/device.h"
+#include "cg_emu/counters.h"
 #include "cg_emu/grid.h"
 #include "cg_emu/launch.h"
 
 using namespace cg_emu;
 
 namespace {
+
+std::atomic<uint64_t> kernels_launched{0}, host_waits{0}, host_polls{0};
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -41,9 +45,13 @@ void leave_capture(Capture& c) {
 
 namespace cg_emu {
 
+Counters counters() { return {kernels_launched.load(), host_waits.load(), host_polls.load()}; }
+void count_host_wait() { ++host_waits; }
+
 void enqueue_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_bytes,
                     std::shared_ptr<const void> closure, void (*fn)(const void*), const char* name) {
   CG_EMU_LOCK;
+  ++kernels_launched;
   if (!check_launch(grid, block, shared_bytes).empty()) {
     fail(cudaErrorInvalidConfiguration);
     return;
@@ -92,7 +100,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+namespace {
+
+cudaError_t finish_stream(cudaStream_t stream) {
   CG_EMU_LOCK;
   CUstream_st* s = resolve(stream);
   if (s->capture) {
@@ -103,10 +113,22 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return sticky_error();
 }
 
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
+}  // namespace
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ++host_waits;
+  return finish_stream(stream);
+}
+
+// A query runs the stream to its end, as if the device had been quick (see cudaEventQuery).
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  ++host_polls;
+  return finish_stream(stream);
+}
 
 cudaError_t cudaDeviceSynchronize() {
   CG_EMU_LOCK;
+  ++host_waits;
   if (any_capture()) {
     invalidate_captures(cudaErrorStreamCaptureUnsupported);
     return fail(cudaErrorStreamCaptureUnsupported);
@@ -182,6 +204,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   CG_EMU_LOCK;
+  ++host_waits;
   if (event->capture) return fail(cudaErrorStreamCaptureUnsupported);
   if (event->stream) drive(event->stream, event->position);
   return sticky_error();
@@ -191,6 +214,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 // never waits for ever, and the answer stays deterministic.
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   CG_EMU_LOCK;
+  ++host_polls;
   if (event->capture) return fail(cudaErrorCapturedEvent);
   if (event->stream) drive(event->stream, event->position);
   return sticky_error();

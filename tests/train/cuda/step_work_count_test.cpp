@@ -1,0 +1,92 @@
+// Issue 37 item 4: what one training step of the default GPU configuration asks of the device,
+// counted by the emulated GPU (cg_emu/counters.h): kernels launched, and host waits, which must be
+// none: a step that waits for the device stalls the CPU's run-ahead and, with several ranks, each
+// rank's. The count is printed, the bound on waits asserted. Emulated GPU only (a real GPU has no
+// such counters here; CUPTI would be the way), skips elsewhere saying so.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "data/resident_feeder.h"
+#include "data/synthetic.h"
+#include "kernels/backend.h"
+#include "support/need_gpu.h"
+#include "support/paths.h"
+#include "train/session.h"
+
+#ifdef CUDAGRAD_GPU_EMULATION
+#include "cg_emu/counters.h"
+#endif
+
+namespace cg::train {
+namespace {
+
+TrainConfig default_config(const std::vector<std::string>& extra) {
+  std::vector<std::string> overrides = {"model.widths=[8,16]", "model.blocks=[1,1]", "data.batch_size=16",
+                                        "data.dataset=synthetic", "kernels.conv=native"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return load_train_config((test::source_dir() / "configs" / "fashion_mnist.yaml").string(), overrides);
+}
+
+struct StepWork {
+  uint64_t kernels = 0, host_waits = 0;
+};
+
+// Trains `steps` steps of configs/fashion_mnist.yaml (narrowed, synthetic images) as the trainer's
+// loop does (the resident feeder's next batch, then the step), and counts the last one.
+StepWork last_step_work(const std::vector<std::string>& extra, int steps) {
+#ifdef CUDAGRAD_GPU_EMULATION
+  const TrainConfig c = default_config(extra);
+  TrainSession session(c);
+  session.start(nullptr);
+  const data::SyntheticDataset ds({.size = 256, .channels = 1, .image_size = 28});  // 16 batches: no epoch ends
+  data::DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 5, .drop_last = true});
+  data::LoaderOptions lo;
+  lo.batch_size = c.data.batch_size;
+  lo.augment.enabled = c.data.augment;
+  lo.seed = uint64_t(c.train.seed);
+  data::ResidentFeeder feeder(ds, sampler, lo, session.device(), session.compute());
+  feeder.start_epoch(0, 0);
+  cg_emu::Counters before;
+  for (int s = 0; s < steps; ++s) {
+    if (s == steps - 1) before = cg_emu::counters();
+    const auto batch = feeder.next();
+    session.step().run_micro_step(*batch, {.lr = 0.1});
+  }
+  const cg_emu::Counters after = cg_emu::counters();
+  session.compute().synchronize();
+  return {after.kernels - before.kernels, after.host_waits - before.host_waits};
+#else
+  (void)extra;
+  (void)steps;
+  return {};
+#endif
+}
+
+class StepWorkCount : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    NEED_GPU();
+    if (!kernels::kGpuEmulation) GTEST_SKIP() << "counts come from the emulated GPU's runtime; this is a real GPU";
+  }
+};
+
+TEST_F(StepWorkCount, AnEagerStepWaitsForTheDeviceNowhere) {
+  const StepWork w = last_step_work({}, 4);
+  std::printf("default GPU config, eager step: %llu kernels, %llu host waits\n", (unsigned long long)w.kernels,
+              (unsigned long long)w.host_waits);
+  EXPECT_GT(w.kernels, 0u);
+  EXPECT_EQ(w.host_waits, 0u) << "the step blocks the host on the device";
+}
+
+TEST_F(StepWorkCount, AGraphedStepIsOneReplayAndWaitsNowhere) {
+  const StepWork w = last_step_work({"train.cuda_graph=true"}, 6);  // 3 eager steps, the capture, replays
+  std::printf("default GPU config, graphed step: %llu kernels outside the graph, %llu host waits\n",
+              (unsigned long long)w.kernels, (unsigned long long)w.host_waits);
+  EXPECT_EQ(w.host_waits, 0u) << "the step blocks the host on the device";
+}
+
+}  // namespace
+}  // namespace cg::train
