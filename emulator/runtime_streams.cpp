@@ -2,7 +2,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <set>
+#include <string>
 #include <stdexcept>
 
 #include "emulator/device.h"
@@ -15,6 +17,7 @@ using namespace cg_emu;
 namespace {
 
 std::atomic<uint64_t> kernels_launched{0}, host_waits{0}, host_polls{0};
+std::map<std::string, uint64_t> launched_by_name;  // under CG_EMU_LOCK
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -46,12 +49,17 @@ void leave_capture(Capture& c) {
 namespace cg_emu {
 
 Counters counters() { return {kernels_launched.load(), host_waits.load(), host_polls.load()}; }
+std::map<std::string, uint64_t> kernels_by_name() {
+  CG_EMU_LOCK;
+  return launched_by_name;
+}
 void count_host_wait() { ++host_waits; }
 
 void enqueue_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_bytes,
                     std::shared_ptr<const void> closure, void (*fn)(const void*), const char* name) {
   CG_EMU_LOCK;
   ++kernels_launched;
+  ++launched_by_name[name];
   if (!check_launch(grid, block, shared_bytes).empty()) {
     fail(cudaErrorInvalidConfiguration);
     return;

@@ -5,6 +5,8 @@
 // same step adds their kernels.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 
 namespace cg_emu {
 
@@ -16,5 +18,7 @@ struct Counters {
 };
 
 Counters counters();
+// Kernels launched (or recorded) so far, by kernel name.
+std::map<std::string, uint64_t> kernels_by_name();
 
 }  // namespace cg_emu

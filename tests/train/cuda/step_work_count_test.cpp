@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,14 @@ TrainConfig default_config(const std::vector<std::string>& extra) {
 
 struct StepWork {
   uint64_t kernels = 0, host_waits = 0;
+  std::map<std::string, uint64_t> by_name;  // the step's kernels
 };
+
+void print(const char* what, const StepWork& w) {
+  std::printf("default GPU config, %s: %llu kernels, %llu host waits\n", what, (unsigned long long)w.kernels,
+              (unsigned long long)w.host_waits);
+  for (const auto& [name, count] : w.by_name) std::printf("  %4llu  %s\n", (unsigned long long)count, name.c_str());
+}
 
 // Trains `steps` steps of configs/fashion_mnist.yaml (narrowed, synthetic images) as the trainer's
 // loop does (the resident feeder's next batch, then the step), and counts the last one.
@@ -50,14 +58,21 @@ StepWork last_step_work(const std::vector<std::string>& extra, int steps) {
   data::ResidentFeeder feeder(ds, sampler, lo, session.device(), session.compute());
   feeder.start_epoch(0, 0);
   cg_emu::Counters before;
+  std::map<std::string, uint64_t> names_before;
   for (int s = 0; s < steps; ++s) {
-    if (s == steps - 1) before = cg_emu::counters();
+    if (s == steps - 1) {
+      before = cg_emu::counters();
+      names_before = cg_emu::kernels_by_name();
+    }
     const auto batch = feeder.next();
     session.step().run_micro_step(*batch, {.lr = 0.1});
   }
   const cg_emu::Counters after = cg_emu::counters();
+  StepWork w{after.kernels - before.kernels, after.host_waits - before.host_waits, {}};
+  for (const auto& [name, count] : cg_emu::kernels_by_name())
+    if (count > names_before[name]) w.by_name[name] = count - names_before[name];
   session.compute().synchronize();
-  return {after.kernels - before.kernels, after.host_waits - before.host_waits};
+  return w;
 #else
   (void)extra;
   (void)steps;
@@ -75,16 +90,14 @@ class StepWorkCount : public ::testing::Test {
 
 TEST_F(StepWorkCount, AnEagerStepWaitsForTheDeviceNowhere) {
   const StepWork w = last_step_work({}, 4);
-  std::printf("default GPU config, eager step: %llu kernels, %llu host waits\n", (unsigned long long)w.kernels,
-              (unsigned long long)w.host_waits);
+  print("eager step", w);
   EXPECT_GT(w.kernels, 0u);
   EXPECT_EQ(w.host_waits, 0u) << "the step blocks the host on the device";
 }
 
 TEST_F(StepWorkCount, AGraphedStepIsOneReplayAndWaitsNowhere) {
   const StepWork w = last_step_work({"train.cuda_graph=true"}, 6);  // 3 eager steps, the capture, replays
-  std::printf("default GPU config, graphed step: %llu kernels outside the graph, %llu host waits\n",
-              (unsigned long long)w.kernels, (unsigned long long)w.host_waits);
+  print("graphed step (kernels outside the graph)", w);
   EXPECT_EQ(w.host_waits, 0u) << "the step blocks the host on the device";
 }
 
