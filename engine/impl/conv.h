@@ -70,8 +70,8 @@ struct DirectPhases {
 };
 DirectPhases direct_phases_auto(const kernels::Conv2dShape& s);
 // kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (conv_gpu_timed.cpp): cuDNN and
-// the native kernels each run p's forward and both backward passes, timed, the first time this
-// thread meets p's shape; the native kernels come first only when native_measured_faster.
+// the native kernels each run p's forward and both backward passes, timed, the first time the
+// process meets p's shape; the native kernels come first only when native_measured_faster.
 Selection timed_gpu_selection(const ConvProblem& p);
 // Whether the native kernels' time beats cuDNN's by the margin that keeps a close call on cuDNN.
 inline constexpr double kNativeMargin = 1.25;

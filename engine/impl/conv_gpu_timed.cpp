@@ -10,11 +10,14 @@
 // problem does not say whether it is needed) on scratch tensors: once to warm up (cuDNN's own
 // algorithm search happens there), then kRuns times between two timing events; the median counts.
 // The native kernels go first only when they beat cuDNN by kMargin, so that a close call stays on
-// cuDNN instead of flipping between runs with the timing noise. The order is kept per thread (each
-// rank thread drives its own GPU) for the shape, dtype, layout and determinism rule.
+// cuDNN instead of flipping between runs with the timing noise. The choice is made once per process
+// for the shape, dtype, layout, device and determinism rule (under a lock: every thread, rank
+// threads included, then runs the same implementation for the same layer, as with cuDNN's own
+// algorithm choice), and each thread keeps a copy to read without the lock.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <tuple>
 
 #include <fmt/core.h>
@@ -83,22 +86,29 @@ bool native_measured_faster(double cudnn_ms, double native_ms) { return native_m
 Selection timed_gpu_selection(const ConvProblem& p) {
   static const Selection cudnn_first{.keys = {"cudnn", "native"}};
   static const Selection native_first{.keys = {"native", "cudnn"}};
-  thread_local std::map<ChoiceKey, bool> native_wins;
   const ChoiceKey key = key_of(p);
-  if (auto it = native_wins.find(key); it != native_wins.end()) return it->second ? native_first : cudnn_first;
-  // While a stream is captured nothing runs, so nothing can be timed: the default, not remembered
-  // (the trainer's eager steps before a capture have timed every layer already).
-  if (runtime::is_capturing(current_stream(p.device))) return cudnn_first;
-  const auto cudnn = conv_registry().first_supporting(p, "cudnn");
-  const auto native = conv_registry().first_supporting(p, "native");
-  bool native_is_faster = cudnn == nullptr;
-  if (cudnn && native) {
-    const double cudnn_ms = median_pass_ms(*cudnn, p), native_ms = median_pass_ms(*native, p);
-    native_is_faster = native_measured_faster(cudnn_ms, native_ms);
-    log_choice(p, cudnn_ms, native_ms, native_is_faster);
+  thread_local std::map<ChoiceKey, bool> seen;  // this thread's copy: the hot path takes no lock
+  if (auto it = seen.find(key); it != seen.end()) return it->second ? native_first : cudnn_first;
+  static std::mutex mutex;
+  static std::map<ChoiceKey, bool> chosen;  // native_wins per layer, for the whole process
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = chosen.find(key);
+  if (it == chosen.end()) {
+    // While a stream is captured nothing runs, so nothing can be timed: the default, not
+    // remembered (the trainer's eager steps before a capture have timed every layer already).
+    if (runtime::is_capturing(current_stream(p.device))) return cudnn_first;
+    const auto cudnn = conv_registry().first_supporting(p, "cudnn");
+    const auto native = conv_registry().first_supporting(p, "native");
+    bool native_wins = cudnn == nullptr;
+    if (cudnn && native) {
+      const double cudnn_ms = median_pass_ms(*cudnn, p), native_ms = median_pass_ms(*native, p);
+      native_wins = native_measured_faster(cudnn_ms, native_ms);
+      log_choice(p, cudnn_ms, native_ms, native_wins);
+    }
+    it = chosen.emplace(key, native_wins).first;
   }
-  native_wins.emplace(key, native_is_faster);
-  return native_is_faster ? native_first : cudnn_first;
+  seen.emplace(key, it->second);
+  return it->second ? native_first : cudnn_first;
 }
 
 }  // namespace cg::impl

@@ -1,8 +1,9 @@
 // kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (engine/impl/conv_gpu_timed.cpp):
 // cuDNN and the native kernels are timed on the layer and the faster goes first. "cuDNN" here is
 // a fake registered ahead of the real one (the emulated GPU has none): a slow one that runs the
-// native kernels eight times over, or a fast one that launches nothing. The choice is kept per
-// thread, so each case asks from a new thread. Skips without a GPU.
+// native kernels eight times over, or a fast one that launches nothing. The choice is kept for the
+// process, per shape, so each case has a batch size of its own; a second thread reads the first
+// one's choice without timing again. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,9 +16,11 @@
 namespace cg {
 namespace {
 
-impl::ConvProblem downsample(ops::Layout layout, ops::ConvAlgoSearch search = ops::ConvAlgoSearch::timed) {
+// A 1x1 stride-2 shortcut of `batch` images, small for the emulated GPU.
+impl::ConvProblem downsample(int64_t batch, ops::Layout layout,
+                             ops::ConvAlgoSearch search = ops::ConvAlgoSearch::timed) {
   impl::ConvProblem p;
-  p.shape = {2, 8, 8, 8, 16, 1, 1, 2, 0};  // a 1x1 stride-2 shortcut, small for the emulated GPU
+  p.shape = {batch, 8, 8, 8, 16, 1, 1, 2, 0};
   p.device = Device::cuda(0);
   p.dtype = DType::f32;
   p.layout = layout;
@@ -62,11 +65,11 @@ class FakeCudnn : public impl::ConvImpl {
 };
 
 std::shared_ptr<FakeCudnn> fake_cudnn(int repeat) {
-  const auto native = impl::conv_registry().first_supporting(downsample(ops::Layout::nchw), "native");
+  const auto native = impl::conv_registry().first_supporting(downsample(1, ops::Layout::nchw), "native");
   return std::make_shared<FakeCudnn>(native, repeat);
 }
 
-// What a new thread (an empty choice cache) picks for `p`, asked twice, the pick then run forward.
+// What a new thread picks for `p`, asked twice, the pick then run forward.
 std::string picked_in_new_thread(const impl::ConvProblem& p) {
   std::string first, second;
   std::thread([&] {
@@ -95,27 +98,30 @@ TEST(ConvTimedChoice, ASlowCudnnIsPassedOverAfterOneTimingPerShape) {
   NEED_GPU();
   const auto fake = fake_cudnn(8);
   auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, "cudnn", fake});
-  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nchw)), "native");
-  // One warm-up and five timed passes, once per thread: the second pick reads the cache.
+  EXPECT_EQ(picked_in_new_thread(downsample(2, ops::Layout::nchw)), "native");
+  // One warm-up and five timed passes, once per process: the second pick, and another thread's,
+  // read the choice.
+  EXPECT_EQ(fake->forwards.load(), 6);
+  EXPECT_EQ(picked_in_new_thread(downsample(2, ops::Layout::nchw)), "native");
   EXPECT_EQ(fake->forwards.load(), 6);
   // Channels-last: the native kernel between layout changes, whose inner NCHW pick (made in its
   // forward) is the native kernel's, not timed again.
-  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nhwc)), "native channels-last");
+  EXPECT_EQ(picked_in_new_thread(downsample(2, ops::Layout::nhwc)), "native channels-last");
   EXPECT_EQ(fake->forwards.load(), 12);
 }
 
 TEST(ConvTimedChoice, AFastCudnnStaysFirst) {
   NEED_GPU();
   auto handle = impl::conv_registry().put_first({"fast cudnn", DeviceType::cuda, "cudnn", fake_cudnn(0)});
-  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nchw)), "fast cudnn");
-  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nhwc)), "fast cudnn");
+  EXPECT_EQ(picked_in_new_thread(downsample(3, ops::Layout::nchw)), "fast cudnn");
+  EXPECT_EQ(picked_in_new_thread(downsample(3, ops::Layout::nhwc)), "fast cudnn");
 }
 
 TEST(ConvTimedChoice, UnderTheHeuristicSearchNothingIsTimedAndCudnnComesFirst) {
   NEED_GPU();
   const auto fake = fake_cudnn(8);
   auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, "cudnn", fake});
-  EXPECT_EQ(picked_in_new_thread(downsample(ops::Layout::nchw, ops::ConvAlgoSearch::heuristic)), "slow cudnn");
+  EXPECT_EQ(picked_in_new_thread(downsample(4, ops::Layout::nchw, ops::ConvAlgoSearch::heuristic)), "slow cudnn");
   EXPECT_EQ(fake->forwards.load(), 1);  // the one forward picked_in_new_thread runs, no timing
 }
 
