@@ -17,13 +17,13 @@ BatchNormRegistry& batch_norm_registry() {
 }
 
 Selection batch_norm_selection(const BatchNormProblem& p) {
-  if (p.device.is_cpu()) return {.keys = {"reference"}};
+  if (p.device.is_cpu()) return {.keys = {ImplKey::reference}};
   switch (p.policy.batch_norm) {
-    case ops::GpuImpl::cudnn: return {.keys = {"cudnn"}, .choice = "cudnn", .named = true};
-    case ops::GpuImpl::native: return {.keys = {"native"}, .choice = "native", .named = true};
+    case ops::GpuImpl::cudnn: return {.keys = {ImplKey::cudnn}, .choice = "cudnn", .named = true};
+    case ops::GpuImpl::native: return {.keys = {ImplKey::native}, .choice = "native", .named = true};
     case ops::GpuImpl::automatic: break;
   }
-  return {.keys = {"native", "cudnn"}};
+  return {.keys = {ImplKey::native, ImplKey::cudnn}};
 }
 
 std::shared_ptr<const BatchNormImpl> pick_batch_norm(const BatchNormProblem& p) {

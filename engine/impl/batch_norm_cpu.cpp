@@ -89,7 +89,7 @@ class CpuBatchNorm : public BatchNormImpl {
 }  // namespace
 
 BatchNormEntry batch_norm_cpu_entry() {
-  return {"cpu reference", DeviceType::cpu, "reference", std::make_shared<CpuBatchNorm>()};
+  return {"cpu reference", DeviceType::cpu, ImplKey::reference, std::make_shared<CpuBatchNorm>()};
 }
 
 }  // namespace cg::impl

@@ -55,7 +55,7 @@ class CudnnBatchNorm : public BatchNormImpl {
 }  // namespace
 
 BatchNormEntry batch_norm_cudnn_entry() {
-  return {"cudnn", DeviceType::cuda, "cudnn", std::make_shared<CudnnBatchNorm>()};
+  return {"cudnn", DeviceType::cuda, ImplKey::cudnn, std::make_shared<CudnnBatchNorm>()};
 }
 
 }  // namespace cg::impl

@@ -89,7 +89,7 @@ class NativeBatchNorm : public BatchNormImpl {
 }  // namespace
 
 BatchNormEntry batch_norm_native_entry() {
-  return {"native", DeviceType::cuda, "native", std::make_shared<NativeBatchNorm>()};
+  return {"native", DeviceType::cuda, ImplKey::native, std::make_shared<NativeBatchNorm>()};
 }
 
 }  // namespace cg::impl

@@ -59,10 +59,10 @@ class ChannelsLastConv : public ConvImpl {
 }  // namespace
 
 ConvEntry conv_cpu_channels_last_entry() {
-  return {"cpu channels-last", DeviceType::cpu, "channels-last", std::make_shared<ChannelsLastConv>()};
+  return {"cpu channels-last", DeviceType::cpu, ImplKey::channels_last, std::make_shared<ChannelsLastConv>()};
 }
 ConvEntry conv_native_channels_last_entry() {
-  return {"native channels-last", DeviceType::cuda, "native", std::make_shared<ChannelsLastConv>()};
+  return {"native channels-last", DeviceType::cuda, ImplKey::native, std::make_shared<ChannelsLastConv>()};
 }
 
 }  // namespace cg::impl

@@ -28,29 +28,29 @@ using ops::GpuImpl;
 // 1x1 reads its input planes once per tap with nothing to reuse.
 bool direct_is_fastest(const kernels::Conv2dShape& s) { return s.kh == 3; }
 
-std::string_view cpu_key(CpuConvAlgorithm algorithm) {
+ImplKey cpu_key(CpuConvAlgorithm algorithm) {
   switch (algorithm) {
-    case CpuConvAlgorithm::winograd: return "winograd";
-    case CpuConvAlgorithm::direct: return "direct";
-    default: return "im2col";
+    case CpuConvAlgorithm::winograd: return ImplKey::winograd;
+    case CpuConvAlgorithm::direct: return ImplKey::direct;
+    default: return ImplKey::im2col;
   }
 }
 
 Selection cpu_selection(const ConvProblem& p) {
-  if (p.layout == ops::Layout::nhwc) return {.keys = {"channels-last"}};
+  if (p.layout == ops::Layout::nhwc) return {.keys = {ImplKey::channels_last}};
   const CpuConvAlgorithm algorithm =
       p.policy.cpu_conv == CpuConvAlgorithm::automatic ? cpu_conv_auto(p.shape, p.dtype) : p.policy.cpu_conv;
-  return {.keys = {cpu_key(algorithm), "im2col"}};
+  return {.keys = {cpu_key(algorithm), ImplKey::im2col}};
 }
 
 Selection gpu_selection(const ConvProblem& p) {
   switch (p.policy.conv) {
-    case GpuImpl::cudnn: return {.keys = {"cudnn"}, .choice = "cudnn", .named = true};
-    case GpuImpl::native: return {.keys = {"native"}, .choice = "native", .named = true};
+    case GpuImpl::cudnn: return {.keys = {ImplKey::cudnn}, .choice = "cudnn", .named = true};
+    case GpuImpl::native: return {.keys = {ImplKey::native}, .choice = "native", .named = true};
     case GpuImpl::automatic: break;
   }
   if (p.policy.cudnn_algo_search == ops::ConvAlgoSearch::timed) return timed_gpu_selection(p);
-  return {.keys = {"cudnn", "native"}};
+  return {.keys = {ImplKey::cudnn, ImplKey::native}};
 }
 
 }  // namespace

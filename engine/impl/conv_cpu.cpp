@@ -43,6 +43,6 @@ class Im2colConv : public ConvImpl {
 
 }  // namespace
 
-ConvEntry conv_im2col_entry() { return {"cpu reference", DeviceType::cpu, "im2col", std::make_shared<Im2colConv>()}; }
+ConvEntry conv_im2col_entry() { return {"cpu reference", DeviceType::cpu, ImplKey::im2col, std::make_shared<Im2colConv>()}; }
 
 }  // namespace cg::impl

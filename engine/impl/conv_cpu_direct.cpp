@@ -52,6 +52,6 @@ class DirectConv : public ConvImpl {
 
 }  // namespace
 
-ConvEntry conv_direct_entry() { return {"cpu direct", DeviceType::cpu, "direct", std::make_shared<DirectConv>()}; }
+ConvEntry conv_direct_entry() { return {"cpu direct", DeviceType::cpu, ImplKey::direct, std::make_shared<DirectConv>()}; }
 
 }  // namespace cg::impl

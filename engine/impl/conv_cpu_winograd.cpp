@@ -61,7 +61,7 @@ class WinogradConv : public ConvImpl {
 }  // namespace
 
 ConvEntry conv_winograd_entry() {
-  return {"cpu winograd", DeviceType::cpu, "winograd", std::make_shared<WinogradConv>()};
+  return {"cpu winograd", DeviceType::cpu, ImplKey::winograd, std::make_shared<WinogradConv>()};
 }
 
 }  // namespace cg::impl

@@ -67,6 +67,6 @@ class CudnnConv : public ConvImpl {
 
 }  // namespace
 
-ConvEntry conv_cudnn_entry() { return {"cudnn", DeviceType::cuda, "cudnn", std::make_shared<CudnnConv>()}; }
+ConvEntry conv_cudnn_entry() { return {"cudnn", DeviceType::cuda, ImplKey::cudnn, std::make_shared<CudnnConv>()}; }
 
 }  // namespace cg::impl

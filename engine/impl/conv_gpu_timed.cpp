@@ -84,8 +84,8 @@ void log_choice(const ConvProblem& p, double cudnn_ms, double native_ms, bool na
 bool native_measured_faster(double cudnn_ms, double native_ms) { return native_ms * kNativeMargin < cudnn_ms; }
 
 Selection timed_gpu_selection(const ConvProblem& p) {
-  static const Selection cudnn_first{.keys = {"cudnn", "native"}};
-  static const Selection native_first{.keys = {"native", "cudnn"}};
+  static const Selection cudnn_first{.keys = {ImplKey::cudnn, ImplKey::native}};
+  static const Selection native_first{.keys = {ImplKey::native, ImplKey::cudnn}};
   const ChoiceKey key = key_of(p);
   thread_local std::map<ChoiceKey, bool> seen;  // this thread's copy: the hot path takes no lock
   if (auto it = seen.find(key); it != seen.end()) return it->second ? native_first : cudnn_first;
@@ -97,8 +97,8 @@ Selection timed_gpu_selection(const ConvProblem& p) {
     // While a stream is captured nothing runs, so nothing can be timed: the default, not
     // remembered (the trainer's eager steps before a capture have timed every layer already).
     if (runtime::is_capturing(current_stream(p.device))) return cudnn_first;
-    const auto cudnn = conv_registry().first_supporting(p, "cudnn");
-    const auto native = conv_registry().first_supporting(p, "native");
+    const auto cudnn = conv_registry().first_supporting(p, ImplKey::cudnn);
+    const auto native = conv_registry().first_supporting(p, ImplKey::native);
     bool native_wins = cudnn == nullptr;
     if (cudnn && native) {
       const double cudnn_ms = median_pass_ms(*cudnn, p), native_ms = median_pass_ms(*native, p);

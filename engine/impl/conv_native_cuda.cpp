@@ -52,6 +52,6 @@ class NativeConv : public ConvImpl {
 
 }  // namespace
 
-ConvEntry conv_native_entry() { return {"native", DeviceType::cuda, "native", std::make_shared<NativeConv>()}; }
+ConvEntry conv_native_entry() { return {"native", DeviceType::cuda, ImplKey::native, std::make_shared<NativeConv>()}; }
 
 }  // namespace cg::impl

@@ -38,7 +38,7 @@ class CpuLinear : public LinearImpl {
 LinearRegistry& linear_registry() {
   static LinearRegistry* registry = [] {
     std::vector<LinearRegistry::Entry> entries{
-        {"cpu reference", DeviceType::cpu, "reference", std::make_shared<CpuLinear>()}};
+        {"cpu reference", DeviceType::cpu, ImplKey::reference, std::make_shared<CpuLinear>()}};
     if constexpr (kernels::kCudaLibraries) entries.push_back(linear_cublas_entry());
     if constexpr (kernels::kCudaBuild) entries.push_back(linear_native_entry());
     return new LinearRegistry("linear", std::move(entries));  // never destroyed, like conv_registry()
@@ -47,8 +47,8 @@ LinearRegistry& linear_registry() {
 }
 
 Selection linear_selection(const LinearProblem& p) {
-  if (p.device.is_cpu()) return {.keys = {"reference"}};
-  return {.keys = {"cublas", "native"}};  // cuBLAS where it is built in
+  if (p.device.is_cpu()) return {.keys = {ImplKey::reference}};
+  return {.keys = {ImplKey::cublas, ImplKey::native}};  // cuBLAS where it is built in
 }
 
 }  // namespace cg::impl

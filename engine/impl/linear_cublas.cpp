@@ -5,7 +5,7 @@ namespace cg::impl {
 
 LinearRegistry::Entry linear_cublas_entry() {
   using CublasLinear = detail::CudaLinear<kernels::cuda::linear_cublas_forward, kernels::cuda::linear_cublas_backward>;
-  return {"cublas", DeviceType::cuda, "cublas", std::make_shared<CublasLinear>()};
+  return {"cublas", DeviceType::cuda, ImplKey::cublas, std::make_shared<CublasLinear>()};
 }
 
 }  // namespace cg::impl

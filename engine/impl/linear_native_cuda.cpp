@@ -5,7 +5,7 @@ namespace cg::impl {
 
 LinearRegistry::Entry linear_native_entry() {
   using NativeLinear = detail::CudaLinear<kernels::cuda::linear_native_forward, kernels::cuda::linear_native_backward>;
-  return {"native", DeviceType::cuda, "native", std::make_shared<NativeLinear>()};
+  return {"native", DeviceType::cuda, ImplKey::native, std::make_shared<NativeLinear>()};
 }
 
 }  // namespace cg::impl

@@ -48,12 +48,16 @@ class Supports {
   virtual const char* refusal(const Problem& p) const = 0;
 };
 
+// The kernels.* values (and the CPU's fixed choices) an implementation is selected by: an enum, so
+// that a rule naming an implementation no entry answers to is a compile error, not a silent miss.
+enum class ImplKey { none, reference, im2col, winograd, direct, channels_last, cudnn, native, cublas };
+
 // The implementations that may run a problem, as the family's rule says: entries are matched by
 // their `selected_by`, in this order. `named`: the configuration named one implementation
 // (kernels.conv=native), whose own reason a refusal then gives.
 struct Selection {
   static constexpr size_t kMax = 3;
-  std::array<std::string_view, kMax> keys{};  // unused slots stay empty
+  std::array<ImplKey, kMax> keys{};  // unused slots stay ImplKey::none
   std::string_view choice = "auto";           // the kernels.* value, for messages
   bool named = false;
 };
@@ -69,7 +73,7 @@ class Registry {
   struct Entry {
     std::string name;         // what messages call it: "cudnn", "native", "cpu reference"
     DeviceType device;        // where it runs
-    std::string selected_by;  // the value a Selection names it by: "cudnn", "winograd", "reference"
+    ImplKey selected_by;      // the value a Selection names it by: cudnn, winograd, reference
     std::shared_ptr<const Interface> impl;
   };
 
@@ -109,8 +113,8 @@ class Registry {
   template <typename Problem, std::invocable Describe>
   std::shared_ptr<const Interface> pick(const Problem& problem, const Selection& selection,
                                         const Describe& describe) const {
-    for (std::string_view key : selection.keys) {
-      if (key.empty()) break;
+    for (ImplKey key : selection.keys) {
+      if (key == ImplKey::none) break;
       if (auto impl = first_supporting(problem, key)) return impl;
     }
     refuse(problem, selection, describe());
@@ -118,7 +122,7 @@ class Registry {
 
   // The implementation selected by `key` that runs `problem` (the tests' fake first), or null.
   template <typename Problem>
-  std::shared_ptr<const Interface> first_supporting(const Problem& problem, std::string_view key) const {
+  std::shared_ptr<const Interface> first_supporting(const Problem& problem, ImplKey key) const {
     const Entry* fake = fake_.load(std::memory_order_acquire);
     if (fake && matches(*fake, problem.device.type, key) && fake->impl->supports(problem)) return fake->impl;
     for (const Entry& e : entries_)
@@ -143,7 +147,7 @@ class Registry {
   }
 
  private:
-  static bool matches(const Entry& e, DeviceType device, std::string_view key) {
+  static bool matches(const Entry& e, DeviceType device, ImplKey key) {
     return e.device == device && e.selected_by == key;
   }
 
@@ -152,8 +156,8 @@ class Registry {
   std::vector<std::string> refusals(const Problem& problem, const Selection& selection) const {
     std::vector<std::string> out;
     const Entry* fake = fake_.load(std::memory_order_acquire);
-    for (std::string_view key : selection.keys) {
-      if (key.empty()) break;
+    for (ImplKey key : selection.keys) {
+      if (key == ImplKey::none) break;
       if (fake && matches(*fake, problem.device.type, key)) out.push_back(reason(*fake, problem, selection.named));
       for (const Entry& e : entries_)
         if (matches(e, problem.device.type, key)) out.push_back(reason(e, problem, selection.named));

@@ -35,10 +35,10 @@ inline Implementation<DeviceSwitch> device_implementation(DeviceType device) {
 namespace detail {
 
 // The policy naming a GPU entry by its selecting value (kernels.conv, kernels.batch_norm).
-inline ops::KernelPolicy gpu_policy(const std::string& family, const std::string& selected_by) {
-  const ops::GpuImpl choice = selected_by == "cudnn"    ? ops::GpuImpl::cudnn
-                              : selected_by == "native" ? ops::GpuImpl::native
-                                                        : ops::GpuImpl::automatic;
+inline ops::KernelPolicy gpu_policy(const std::string& family, impl::ImplKey selected_by) {
+  const ops::GpuImpl choice = selected_by == impl::ImplKey::cudnn    ? ops::GpuImpl::cudnn
+                              : selected_by == impl::ImplKey::native ? ops::GpuImpl::native
+                                                                     : ops::GpuImpl::automatic;
   ops::KernelPolicy policy;
   if (family == "conv") policy.conv = choice;
   if (family == "batch_norm") policy.batch_norm = choice;
@@ -46,9 +46,9 @@ inline ops::KernelPolicy gpu_policy(const std::string& family, const std::string
 }
 
 // The kernels.cpu_conv value of a CPU convolution entry, by its selecting value.
-inline ops::CpuConvAlgorithm cpu_conv_of(const std::string& selected_by) {
-  if (selected_by == "winograd") return ops::CpuConvAlgorithm::winograd;
-  if (selected_by == "direct") return ops::CpuConvAlgorithm::direct;
+inline ops::CpuConvAlgorithm cpu_conv_of(impl::ImplKey selected_by) {
+  if (selected_by == impl::ImplKey::winograd) return ops::CpuConvAlgorithm::winograd;
+  if (selected_by == impl::ImplKey::direct) return ops::CpuConvAlgorithm::direct;
   return ops::CpuConvAlgorithm::im2col;
 }
 
@@ -70,7 +70,7 @@ std::vector<Implementation<Interface>> implementations_of(const impl::Registry<I
   for (const auto& e : registry.entries()) {
     if (e.device == DeviceType::cuda) {
       out.push_back({e.name, e.device, e.impl, detail::gpu_policy(family, e.selected_by)});
-    } else if (family == "conv" && e.selected_by == "channels-last") {
+    } else if (family == "conv" && e.selected_by == impl::ImplKey::channels_last) {
       for (auto [algorithm, label] : {std::pair{ops::CpuConvAlgorithm::im2col, "im2col"},
                                       {ops::CpuConvAlgorithm::winograd, "winograd"},
                                       {ops::CpuConvAlgorithm::direct, "direct"}})

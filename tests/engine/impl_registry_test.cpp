@@ -53,7 +53,7 @@ TEST(ImplRegistry, AFakeConvolutionIsPickedAndRunsTheBackward) {
   ConvCall call;
   Tensor y;
   {
-    auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, "im2col", std::make_shared<FakeConv>()});
+    auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, impl::ImplKey::im2col, std::make_shared<FakeConv>()});
     y = call.run();
   }  // removed here: the node must still hold the fake
   EXPECT_EQ(fake_forwards.load(), 1);
@@ -71,7 +71,7 @@ TEST(ImplRegistry, AFakeConvolutionIsPickedAndRunsTheBackward) {
 
 TEST(ImplRegistry, AFakeThatDoesNotFitIsPassedOver) {
   fake_forwards = 0;
-  auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, "im2col", std::make_shared<FakeConv>()});
+  auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, impl::ImplKey::im2col, std::make_shared<FakeConv>()});
   Tensor x = Tensor::full({1, 2, 4, 4}, 1.0, DType::f32);
   Tensor w = Tensor::full({3, 2, 3, 3}, 0.5, DType::f32);
   ops::conv2d(x, w, Tensor(), {});
@@ -118,7 +118,7 @@ TEST(ImplRegistry, ChannelsLastCpuTensorsGetTheChannelsLastConvolutionAroundTheN
   // Inside, it runs the NCHW convolution the registry holds (here a fake), forward and backward.
   fake_forwards = fake_backwards = 0;
   auto handle =
-      impl::conv_registry().put_first({"fake nchw", DeviceType::cpu, "im2col", std::make_shared<FakeNchwConv>()});
+      impl::conv_registry().put_first({"fake nchw", DeviceType::cpu, impl::ImplKey::im2col, std::make_shared<FakeNchwConv>()});
   ConvCall call;
   const Tensor x_nhwc = ops::to_layout(call.x.detach(), ops::Layout::nchw, ops::Layout::nhwc).set_requires_grad(true);
   Tensor y = ops::conv2d(x_nhwc, call.w, call.b, {.stride = 1, .padding = 1, .layout = ops::Layout::nhwc});
@@ -174,7 +174,7 @@ TEST(ImplRegistry, NativeTakesChannelsLastThroughTheNchwKernel) {
 
 TEST(ImplRegistry, NamedChoicesPickTheirImplementation) {
   auto fake = std::make_shared<FakeConv>();
-  auto handle = impl::conv_registry().put_first({"fake gpu", DeviceType::cuda, "native", fake});
+  auto handle = impl::conv_registry().put_first({"fake gpu", DeviceType::cuda, impl::ImplKey::native, fake});
   impl::ConvProblem p = gpu_conv(ops::Layout::nchw);
   p.dtype = DType::f64;  // only the fake takes it: the built-in native refuses
   p.policy.conv = ops::GpuImpl::native;
@@ -211,7 +211,7 @@ TEST(ImplRegistry, CudnnBatchNormRefusesAnEvalBackwardInsteadOfRunningAnother) {
 // entries() lists each implementation of this build once (what conformance tests enumerate),
 // the CPU's four convolutions among them; the tests' fake is not one of them.
 TEST(ImplRegistry, EntriesListEveryImplementationOnce) {
-  auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, "im2col", std::make_shared<FakeConv>()});
+  auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, impl::ImplKey::im2col, std::make_shared<FakeConv>()});
   std::set<std::string> names;
   for (const impl::ConvEntry& e : impl::conv_registry().entries()) {
     EXPECT_TRUE(names.insert(e.name).second) << e.name << " twice";

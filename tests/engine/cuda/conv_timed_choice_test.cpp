@@ -65,7 +65,7 @@ class FakeCudnn : public impl::ConvImpl {
 };
 
 std::shared_ptr<FakeCudnn> fake_cudnn(int repeat) {
-  const auto native = impl::conv_registry().first_supporting(downsample(1, ops::Layout::nchw), "native");
+  const auto native = impl::conv_registry().first_supporting(downsample(1, ops::Layout::nchw), impl::ImplKey::native);
   return std::make_shared<FakeCudnn>(native, repeat);
 }
 
@@ -97,7 +97,7 @@ TEST(ConvTimedChoice, TheNativeKernelsMustWinByTheMargin) {
 TEST(ConvTimedChoice, ASlowCudnnIsPassedOverAfterOneTimingPerShape) {
   NEED_GPU();
   const auto fake = fake_cudnn(8);
-  auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, "cudnn", fake});
+  auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, impl::ImplKey::cudnn, fake});
   EXPECT_EQ(picked_in_new_thread(downsample(2, ops::Layout::nchw)), "native");
   // One warm-up and five timed passes, once per process: the second pick, and another thread's,
   // read the choice.
@@ -112,7 +112,7 @@ TEST(ConvTimedChoice, ASlowCudnnIsPassedOverAfterOneTimingPerShape) {
 
 TEST(ConvTimedChoice, AFastCudnnStaysFirst) {
   NEED_GPU();
-  auto handle = impl::conv_registry().put_first({"fast cudnn", DeviceType::cuda, "cudnn", fake_cudnn(0)});
+  auto handle = impl::conv_registry().put_first({"fast cudnn", DeviceType::cuda, impl::ImplKey::cudnn, fake_cudnn(0)});
   EXPECT_EQ(picked_in_new_thread(downsample(3, ops::Layout::nchw)), "fast cudnn");
   EXPECT_EQ(picked_in_new_thread(downsample(3, ops::Layout::nhwc)), "fast cudnn");
 }
@@ -120,7 +120,7 @@ TEST(ConvTimedChoice, AFastCudnnStaysFirst) {
 TEST(ConvTimedChoice, UnderTheHeuristicSearchNothingIsTimedAndCudnnComesFirst) {
   NEED_GPU();
   const auto fake = fake_cudnn(8);
-  auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, "cudnn", fake});
+  auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, impl::ImplKey::cudnn, fake});
   EXPECT_EQ(picked_in_new_thread(downsample(4, ops::Layout::nchw, ops::ConvAlgoSearch::heuristic)), "slow cudnn");
   EXPECT_EQ(fake->forwards.load(), 1);  // the one forward picked_in_new_thread runs, no timing
 }
