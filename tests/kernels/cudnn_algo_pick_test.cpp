@@ -42,6 +42,21 @@ TEST(CudnnAlgoPick, NoneAdmittedIsMinusOne) {
   EXPECT_EQ(pick_algorithm(perf, 0, false), -1);
 }
 
+TEST(CudnnAlgoPick, TheTimedSearchRetimesTheFirstAdmittedCandidatesInCudnnsOrder) {
+  const cudnnConvolutionBwdFilterAlgoPerf_t perf[] = {
+      candidate(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_STATUS_SUCCESS, CUDNN_NON_DETERMINISTIC, 0.20f),
+      candidate(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC, 0.22f),
+      candidate(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_STATUS_NOT_SUPPORTED, CUDNN_DETERMINISTIC, -1.f),
+      candidate(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, CUDNN_STATUS_SUCCESS, CUDNN_NON_DETERMINISTIC, 0.30f),
+      candidate(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC, 0.4f),
+      candidate(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, CUDNN_STATUS_SUCCESS, CUDNN_DETERMINISTIC, 0.5f),
+  };
+  EXPECT_EQ(admitted_algorithms(perf, 6, true, 3), (std::vector<int>{1, 4, 5}));
+  EXPECT_EQ(admitted_algorithms(perf, 6, true, 2), (std::vector<int>{1, 4}));
+  EXPECT_EQ(admitted_algorithms(perf, 6, false, 3), (std::vector<int>{0, 1, 3}));
+  EXPECT_TRUE(admitted_algorithms(perf, 0, false, 3).empty());
+}
+
 }  // namespace
 }  // namespace cg::kernels::cuda
 #else
