@@ -215,7 +215,8 @@ std::vector<Field> kernels_fields() {
                "once per shape; cudnn under cudnn_algo_search=heuristic)"),
       CG_FIELD(kernels.batch_norm, any(), "GPU batch norm: cudnn, native or auto (native)"),
       CG_FIELD(kernels.cudnn_algo_search, any(),
-               "cuDNN algorithms (and conv=auto's choice): timed once per shape (the 3 fastest again, median of 5), or heuristic"),
+               "cuDNN algorithms (and conv=auto's choice): timed once per shape (the 3 fastest again, median "
+               "of 5), or heuristic"),
       CG_FIELD(kernels.cudnn_deterministic, any(),
                "cuDNN convolutions only by algorithms that give the same bits run to run (false also admits "
                "the atomics-based backward ones)"),

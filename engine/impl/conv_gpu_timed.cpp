@@ -37,8 +37,8 @@ double median_pass_ms(const ConvImpl& impl, const ConvProblem& p) {
   const bool nhwc = p.layout == ops::Layout::nhwc;
   const Tensor x = Tensor::zeros(nhwc ? Shape{s.n, s.h, s.w, s.c_in} : Shape{s.n, s.c_in, s.h, s.w}, p.dtype, p.device);
   const Tensor w = Tensor::zeros({s.c_out, s.c_in, s.kh, s.kw}, DType::f32, p.device);  // the master weight
-  const Tensor dy = Tensor::zeros(nhwc ? Shape{s.n, s.out_h(), s.out_w(), s.c_out} : Shape{s.n, s.c_out, s.out_h(), s.out_w()},
-                                  p.dtype, p.device);
+  const Shape y_shape = nhwc ? Shape{s.n, s.out_h(), s.out_w(), s.c_out} : Shape{s.n, s.c_out, s.out_h(), s.out_w()};
+  const Tensor dy = Tensor::zeros(y_shape, p.dtype, p.device);
   const auto pass = [&] {
     ConvSaved saved;
     impl.forward(p, x, w, Tensor(), saved);
