@@ -18,14 +18,33 @@ std::shared_ptr<BatchNorm2d> batch_norm(int64_t channels, ops::Layout layout, co
 BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, ops::Layout layout, const ops::KernelPolicy& k,
                        Generator& gen) {
   conv1_ = register_module("conv1",
-                           std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cin, .out_channels = cout, .kernel_size = 3, .stride = stride, .padding = 1, .layout = layout, .kernels = k}, gen));
+                           std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cin,
+                                                                  .out_channels = cout,
+                                                                  .kernel_size = 3,
+                                                                  .stride = stride,
+                                                                  .padding = 1,
+                                                                  .layout = layout,
+                                                                  .kernels = k},
+                                                    gen));
   bn1_ = register_module("bn1", batch_norm(cout, layout, k));
   conv2_ =
-      register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cout, .out_channels = cout, .kernel_size = 3, .padding = 1, .layout = layout, .kernels = k}, gen));
+      register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cout,
+                                                                      .out_channels = cout,
+                                                                      .kernel_size = 3,
+                                                                      .padding = 1,
+                                                                      .layout = layout,
+                                                                      .kernels = k},
+                                                        gen));
   bn2_ = register_module("bn2", batch_norm(cout, layout, k));
   if (stride != 1 || cin != cout) {
     auto down = register_module("downsample", std::make_shared<Sequential>());
-    down_conv_ = std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cin, .out_channels = cout, .kernel_size = 1, .stride = stride, .layout = layout, .kernels = k}, gen);
+    down_conv_ = std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cin,
+                                                        .out_channels = cout,
+                                                        .kernel_size = 1,
+                                                        .stride = stride,
+                                                        .layout = layout,
+                                                        .kernels = k},
+                                          gen);
     down_bn_ = batch_norm(cout, layout, k);
     down->append(down_conv_);
     down->append(down_bn_);
@@ -57,8 +76,12 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
   // The stem reads the NCHW input as it comes: with 1 or 3 input channels, channels-last gives
   // tensor cores nothing to work with (cuDNN's NHWC kernels want channels in multiples of 8).
   conv1_ = register_module("conv1", std::make_shared<Conv2d>(
-                                        Conv2dOptions{.in_channels = o.in_channels, .out_channels = o.widths[0], .kernel_size = 3,
-                                                      .padding = 1, .layout = ops::Layout::nchw, .kernels = o.kernels},
+                                        Conv2dOptions{.in_channels = o.in_channels,
+                                                      .out_channels = o.widths[0],
+                                                      .kernel_size = 3,
+                                                      .padding = 1,
+                                                      .layout = ops::Layout::nchw,
+                                                      .kernels = o.kernels},
                                         gen));
   bn1_ = register_module("bn1", batch_norm(o.widths[0], o.layout, o.kernels));
   int64_t cin = o.widths[0];

@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -46,9 +47,9 @@ double median_pass_ms(const ConvImpl& impl, const ConvProblem& p) {
   };
   const Stream stream = current_stream(p.device);
   pass();
+  Event start = Event::create(p.device, {.timing = true}), end = Event::create(p.device, {.timing = true});
   std::vector<double> ms;
   for (int i = 0; i < kRuns; ++i) {
-    Event start = Event::create(p.device, {.timing = true}), end = Event::create(p.device, {.timing = true});
     start.record(stream);
     pass();
     end.record(stream);

@@ -103,15 +103,23 @@ inline void filter_row_avx2(const float* __restrict dy, const float* __restrict 
   }
 }
 
-// filter_tile<R, 9> on AVX2: each row alone, its 9 taps in passes of 5 and 4.
-void filter_rows_avx2(int64_t rows, const float* dy, int64_t dy_stride, const float* x, const int64_t* off,
-                      const FilterImages& im, V* acc, int64_t acc_stride, bool first) {
+#endif
+
+// filter_tile<rows, 9> for up to kFilterRows rows; on AVX2 each row alone, its 9 taps in passes of
+// 5 and 4 (filter_row_avx2).
+void filter_rows_9(int64_t rows, const float* dy, int64_t dy_stride, const float* x, const int64_t* off,
+                   const FilterImages& im, V* acc, int64_t acc_stride, bool first) {
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
   for (int64_t r = 0; r < rows; ++r) {
     filter_row_avx2<5>(dy + r * dy_stride, x, off, im, acc + r * acc_stride, first);
     filter_row_avx2<4>(dy + r * dy_stride, x, off + 5, im, acc + r * acc_stride + 5, first);
   }
-}
+#else
+  if (rows == kFilterRows) filter_tile<kFilterRows, 9>(dy, dy_stride, x, off, im, acc, acc_stride, first);
+  else if (rows == 2) filter_tile<2, 9>(dy, dy_stride, x, off, im, acc, acc_stride, first);
+  else filter_tile<1, 9>(dy, dy_stride, x, off, im, acc, acc_stride, first);
 #endif
+}
 
 #if defined(__AVX512F__)
 // Lanes [0, 16) of the result: the sums of a's and b's halves (`half` lanes wide) side by side, a's
@@ -185,16 +193,8 @@ void accumulate_group(const Conv2dShape& s, const Geometry& g, const FilterImage
       if (taps == 1) {
         // One tap: one accumulator per row, so take up to 3 rows at a time like the others.
         for (int64_t r = 0; r < rows; ++r) filter_tile<1, 1>(d + r * count, count, xc, g.off, im, a + r * as, as, first);
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-      } else if (true) {
-        filter_rows_avx2(rows, d, count, xc, g.off, im, a, as, first);
-#endif
-      } else if (rows == kFilterRows) {
-        filter_tile<kFilterRows, 9>(d, count, xc, g.off, im, a, as, first);
-      } else if (rows == 2) {
-        filter_tile<2, 9>(d, count, xc, g.off, im, a, as, first);
       } else {
-        filter_tile<1, 9>(d, count, xc, g.off, im, a, as, first);
+        filter_rows_9(rows, d, count, xc, g.off, im, a, as, first);
       }
     }
   }
