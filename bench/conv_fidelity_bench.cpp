@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/impl/conv.h"
+#include "engine/conv/conv.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/winograd.h"

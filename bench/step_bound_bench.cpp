@@ -21,7 +21,7 @@
 
 #include "bench/bench_util.h"
 #include "bench/step_bound.h"
-#include "engine/impl/conv.h"
+#include "engine/conv/conv.h"
 #include "engine/random.h"
 
 namespace {

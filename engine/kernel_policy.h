@@ -1,7 +1,7 @@
 // Which kernels the ops run: one value, the config's kernels.* keys, owned by whoever builds the
 // model (the training session) and carried in each op's options and problem description down to
-// the implementation registries (engine/impl/). Nothing here is process-wide: two models in one
-// process may run different kernels.
+// the implementation registries (engine/conv/, engine/batch_norm/, engine/linear/). Nothing here is
+// process-wide: two models in one process may run different kernels.
 #pragma once
 #include "util/enum_names.h"
 
@@ -9,7 +9,7 @@ namespace cg::ops {
 
 // Which GPU implementation an op family uses (kernels.conv, kernels.batch_norm). automatic:
 // conv2d takes, per layer, whichever of cuDNN and the hand-written kernels measured faster on it
-// (engine/impl/conv_gpu_timed.cpp; cuDNN under cudnn_algo_search=heuristic), batch_norm the
+// (engine/conv/conv_choice.cpp; cuDNN under cudnn_algo_search=heuristic), batch_norm the
 // hand-written kernels. A named choice that cannot run a given
 // layer (shape or dtype) fails naming the layer's shapes instead of quietly falling back.
 enum class GpuImpl { automatic, cudnn, native };
@@ -26,7 +26,7 @@ inline EnumNames<GpuImpl> enum_names(GpuImpl) {
 // bit-identical to im2col either), im2col for the rest. automatic: per layer and phase, the fastest
 // of those as exact as PyTorch float32 (direct and im2col; Winograd's forward and backward-data
 // errors are 4-8x PyTorch's, bench/results/conv_fidelity_*.md), impl::cpu_conv_auto in
-// engine/impl/conv_choice.cpp. All are deterministic across thread counts.
+// engine/conv/conv_choice.cpp. All are deterministic across thread counts.
 enum class CpuConvAlgorithm { automatic, im2col, winograd, direct };
 inline EnumNames<CpuConvAlgorithm> enum_names(CpuConvAlgorithm) {
   return {{CpuConvAlgorithm::automatic, "auto"},

@@ -1,7 +1,5 @@
 #include "engine/tensor.h"
 
-#include "engine/autograd/engine.h"
-#include "engine/autograd/node.h"
 #include "engine/device_copy.h"
 #include "engine/stream.h"
 #include "kernels/cpu/cast.h"
@@ -137,8 +135,6 @@ Tensor& Tensor::set_requires_grad(bool value) {
   impl().requires_grad = value;
   return *this;
 }
-
-void Tensor::backward(const Tensor& grad_output) const { autograd::backward(*this, grad_output); }
 
 void Tensor::register_grad_ready_hook(GradReadyHook hook) {
   CG_CHECK(is_leaf() && requires_grad(), "grad-ready hooks attach to leaves that require grad");

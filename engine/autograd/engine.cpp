@@ -99,3 +99,11 @@ void backward(const Tensor& root, const Tensor& grad_output) {
 }
 
 }  // namespace cg::autograd
+
+namespace cg {
+
+// Defined here, beside the backward it calls, so that tensor.cpp needs nothing from autograd/ (the
+// two folders include each other in one direction only).
+void Tensor::backward(const Tensor& grad_output) const { autograd::backward(*this, grad_output); }
+
+}  // namespace cg

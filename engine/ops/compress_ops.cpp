@@ -2,7 +2,7 @@
 // and the elementwise scale kernels, in place.
 #include "engine/compress_ops.h"
 
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/elementwise.h"
 #include "util/check.h"

@@ -4,7 +4,7 @@
 // labels checked on the host) or the CUDA kernels (kernels/cuda/head.h, float32), by the device.
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cuda/device_error.h"
 #include "kernels/cuda/head.h"

@@ -3,7 +3,7 @@
 // (kernels/cuda/elementwise.h, f32, f16 and bf16, on the current stream), by the tensor's device.
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/elementwise.h"
 

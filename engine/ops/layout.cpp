@@ -4,7 +4,7 @@
 
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 #include "kernels/cpu/layout.h"
 #include "kernels/cuda/layout.h"
 

@@ -1,7 +1,7 @@
 // The GPU's optimizer updates and loss scaling (engine/ops/optim_devices.h over
 // kernels/cuda/optim.h): one multi-tensor launch per list on the current stream; found_inf, the
 // learning rate and AdamW's step are read on the device, so the host never waits.
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 #include "engine/ops/optim_devices.h"
 #include "kernels/cuda/optim.h"
 

@@ -5,7 +5,7 @@
 
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cuda/head.h"
 

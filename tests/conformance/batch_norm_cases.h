@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "engine/impl/batch_norm.h"
+#include "engine/batch_norm/batch_norm.h"
 
 namespace cg::test {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "engine/impl/conv.h"
+#include "engine/conv/conv.h"
 
 namespace cg::test {
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/impl/registry.h"
+#include "engine/registry.h"
 #include "engine/kernel_policy.h"
 
 namespace cg::test {

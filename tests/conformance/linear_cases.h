@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "conformance/conformance.h"
-#include "engine/impl/linear.h"
+#include "engine/linear/linear.h"
 
 namespace cg::test {
 

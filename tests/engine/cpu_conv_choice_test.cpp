@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/impl/conv.h"
+#include "engine/conv/conv.h"
 #include "engine/ops.h"
 #include "engine/random.h"
 

@@ -1,4 +1,4 @@
-// The implementation registries (engine/impl/): a fake convolution put first is picked by
+// The implementation registries (engine/<family>/): a fake convolution put first is picked by
 // ops::conv2d and its backward runs the fake too, even after it is removed; named choices and
 // refusals name the layer; every registered implementation is listed once. No GPU needed: GPU
 // problems are only asked about.
@@ -7,8 +7,8 @@
 #include <atomic>
 #include <set>
 
-#include "engine/impl/batch_norm.h"
-#include "engine/impl/conv.h"
+#include "engine/batch_norm/batch_norm.h"
+#include "engine/conv/conv.h"
 #include "engine/ops.h"
 #include "support/messages.h"
 

@@ -1,4 +1,4 @@
-// kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (engine/impl/conv_gpu_timed.cpp):
+// kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (engine/conv/conv_choice.cpp):
 // cuDNN and the native kernels are timed on the layer and the faster goes first. "cuDNN" here is
 // a fake registered ahead of the real one (the emulated GPU has none): a slow one that runs the
 // native kernels eight times over, or a fast one that launches nothing. The choice is kept for the
@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/impl/conv.h"
+#include "engine/conv/conv.h"
 #include "support/need_gpu.h"
 
 namespace cg {

@@ -3,8 +3,8 @@
 // native kernels; in the CUDA build the same names pick cuDNN. Picking needs no GPU.
 #include <gtest/gtest.h>
 
-#include "engine/impl/batch_norm.h"
-#include "engine/impl/conv.h"
+#include "engine/batch_norm/batch_norm.h"
+#include "engine/conv/conv.h"
 #include "kernels/backend.h"
 #include "support/messages.h"
 

@@ -2,8 +2,8 @@
 // activations and a KRSC copy of the weight made in the forward (cast and transposed in one
 // pass); the KRSC weight gradient is transposed back to the parameter's KCRS and dtype. Scratch
 // memory comes from the caching allocator (ops::detail::workspace).
-#include "engine/impl/conv.h"
-#include "engine/ops/dispatch.h"
+#include "engine/conv/conv.h"
+#include "engine/dispatch.h"
 #include "engine/ops/layout.h"
 #include "kernels/cuda/cudnn.h"
 

@@ -1,10 +1,10 @@
 // linear (fully connected) in the autocast dtype: the implementation (Eigen on the CPU, cuBLAS on
-// the GPU) from the linear registry (engine/impl/linear.h), kept by the backward node.
+// the GPU) from the linear registry (engine/linear/linear.h), kept by the backward node.
 #include "engine/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/ops.h"
-#include "engine/impl/linear.h"
-#include "engine/ops/dispatch.h"
+#include "engine/linear/linear.h"
+#include "engine/dispatch.h"
 
 namespace cg::ops {
 namespace {

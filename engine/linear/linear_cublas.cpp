@@ -1,5 +1,5 @@
 // The fully connected layer through cuBLAS (compiled only where cuBLAS is linked).
-#include "engine/impl/linear_cuda.h"
+#include "engine/linear/linear_cuda.h"
 
 namespace cg::impl {
 

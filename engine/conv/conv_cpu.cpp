@@ -1,8 +1,8 @@
 // The CPU reference convolution (kernels/cpu/conv2d.h), im2col + GEMM: NCHW, float32 and float64;
 // kernels.cpu_conv=im2col, and what the other CPU algorithms leave.
-#include "engine/impl/conv.h"
-#include "engine/impl/conv_cpu_tensors.h"
-#include "engine/ops/dispatch.h"
+#include "engine/conv/conv.h"
+#include "engine/conv/conv_cpu_tensors.h"
+#include "engine/dispatch.h"
 #include "kernels/cpu/conv2d.h"
 
 namespace cg::impl {

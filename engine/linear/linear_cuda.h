@@ -5,8 +5,8 @@
 #pragma once
 #include <vector>
 
-#include "engine/impl/linear.h"
-#include "engine/ops/dispatch.h"
+#include "engine/linear/linear.h"
+#include "engine/dispatch.h"
 #include "kernels/cuda/linear.h"
 
 namespace cg::impl::detail {

@@ -7,7 +7,7 @@
 #pragma once
 #include <string>
 
-#include "engine/impl/registry.h"
+#include "engine/registry.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
 #include "kernels/types.h"

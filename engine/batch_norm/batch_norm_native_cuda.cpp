@@ -1,7 +1,7 @@
 // The hand-written GPU batch norm (kernels/cuda/batch_norm.h): every mode and layout; x and its
 // gradients in f32, f16 or bf16, per-channel tensors float32.
-#include "engine/impl/batch_norm.h"
-#include "engine/ops/dispatch.h"
+#include "engine/batch_norm/batch_norm.h"
+#include "engine/dispatch.h"
 #include "kernels/cuda/batch_norm.h"
 
 namespace cg::impl {

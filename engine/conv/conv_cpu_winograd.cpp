@@ -2,8 +2,8 @@
 // at least 32 channels in and out, or channels in groups of 16 on planes up to 32x32. Selected by
 // kernels.cpu_conv=winograd only: auto leaves it out, its error being 4-8x PyTorch float32's
 // (conv_choice.cpp).
-#include "engine/impl/conv.h"
-#include "engine/impl/conv_cpu_tensors.h"
+#include "engine/conv/conv.h"
+#include "engine/conv/conv_cpu_tensors.h"
 #include "kernels/cpu/winograd.h"
 
 namespace cg::impl {

@@ -5,8 +5,8 @@
 // On the CPU this is how every NHWC convolution runs. On the GPU it is kernels.conv=native's
 // channels-last: cuDNN convolves NHWC directly and is preferred under auto, so this one is taken
 // where cuDNN is absent (the emulated GPU) or not chosen; its two transposes per pass are the price.
-#include "engine/impl/conv.h"
-#include "engine/ops/dispatch.h"
+#include "engine/conv/conv.h"
+#include "engine/dispatch.h"
 #include "engine/ops/layout.h"
 #include "kernels/cuda/conv_native.h"
 

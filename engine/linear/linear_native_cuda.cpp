@@ -1,5 +1,5 @@
 // The fully connected layer through cudagrad's own GPU kernels (compiled only with a CUDA backend).
-#include "engine/impl/linear_cuda.h"
+#include "engine/linear/linear_cuda.h"
 
 namespace cg::impl {
 

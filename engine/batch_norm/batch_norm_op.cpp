@@ -1,6 +1,6 @@
 // batch_norm and batch_norm_add_relu: training mode (batch statistics, running-stat update) and
 // eval mode, NCHW or channels-last. The implementation (CPU reference, hand-written GPU kernels,
-// cuDNN) comes from the batch-norm registry (engine/impl/batch_norm.h) under the options'
+// cuDNN) comes from the batch-norm registry (engine/batch_norm/batch_norm.h) under the options'
 // KernelPolicy, in both modes, and the backward node keeps the one that ran.
 // On the GPU the activations may be half while the parameters and statistics stay float32
 // (mixed precision). Channels-last is the same computation over the shape {N * H * W, C, 1}.
@@ -9,9 +9,9 @@
 // gradient sums backward), then its second phase; the backward node keeps the hook and the
 // summed moments (their last entry is the global count).
 #include "engine/autograd/node.h"
-#include "engine/impl/batch_norm.h"
+#include "engine/batch_norm/batch_norm.h"
 #include "engine/ops.h"
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 #include "kernels/cuda/counter.h"
 
 namespace cg::ops {

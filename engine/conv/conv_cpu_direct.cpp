@@ -2,8 +2,8 @@
 // layers of stride 1 or 2. kernels.cpu_conv=direct runs it on every layer it supports; auto on
 // every 3x3 layer (cpu_conv_auto, conv_choice.cpp), handing a backward phase to im2col where
 // im2col measured faster for the shape (direct_phases_auto).
-#include "engine/impl/conv.h"
-#include "engine/impl/conv_cpu_tensors.h"
+#include "engine/conv/conv.h"
+#include "engine/conv/conv_cpu_tensors.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/conv_direct.h"
 

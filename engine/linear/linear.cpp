@@ -1,6 +1,6 @@
-#include "engine/impl/linear.h"
+#include "engine/linear/linear.h"
 
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/linear.h"
 

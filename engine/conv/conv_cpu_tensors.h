@@ -2,8 +2,8 @@
 // im2col reference, Winograd, direct): the output it writes, what forward keeps for backward, and
 // the gradients backward writes. Each implementation then differs only in the kernels it calls.
 #pragma once
-#include "engine/impl/conv.h"
-#include "engine/ops/dispatch.h"
+#include "engine/conv/conv.h"
+#include "engine/dispatch.h"
 
 namespace cg::impl {
 

@@ -1,5 +1,5 @@
 // The convolution family: the interface every conv2d implementation offers, its registry and its
-// rule (conv_selection, engine/impl/conv_choice.cpp). Built in: on the CPU the im2col reference,
+// rule (conv_selection, engine/conv/conv_choice.cpp). Built in: on the CPU the im2col reference,
 // Winograd and the direct convolution (NCHW; kernels.cpu_conv, or per layer shape under auto) and
 // the channels-last convolution (the NCHW one between two layout changes); on the GPU the
 // hand-written implicit GEMM (NCHW, and channels-last between layout changes) and cuDNN (NCHW and
@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/impl/registry.h"
+#include "engine/registry.h"
 #include "engine/ops.h"
 #include "engine/tensor.h"
 #include "kernels/types.h"
@@ -69,7 +69,7 @@ struct DirectPhases {
   bool data = true, filter = true;  // direct's own backward-data / backward-filter
 };
 DirectPhases direct_phases_auto(const kernels::Conv2dShape& s);
-// kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (conv_gpu_timed.cpp): cuDNN and
+// kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (conv_choice.cpp): cuDNN and
 // the native kernels each run p's forward and both backward passes, timed, the first time the
 // process meets p's shape; the native kernels come first only when native_measured_faster.
 Selection timed_gpu_selection(const ConvProblem& p);

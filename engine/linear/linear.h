@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "engine/impl/registry.h"
+#include "engine/registry.h"
 #include "engine/tensor.h"
 
 namespace cg::impl {

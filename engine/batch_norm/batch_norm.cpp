@@ -1,4 +1,4 @@
-#include "engine/impl/batch_norm.h"
+#include "engine/batch_norm/batch_norm.h"
 
 #include "kernels/backend.h"
 #include "util/check.h"

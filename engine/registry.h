@@ -1,6 +1,6 @@
 // Which implementation runs an op, for the op families whose implementations compete
 // (convolution, batch norm, the fully connected layer), in the spirit of Caffe's layer registry.
-// Each implementation is an object behind the family's interface (engine/impl/<family>.h),
+// Each implementation is an object behind the family's interface (engine/<family>/<family>.h),
 // registered when the family's registry is first built (the implementations of this build only),
 // with the device it runs on and the kernels.* value that selects it.
 // The family's rule (conv_selection, batch_norm_selection, ...) turns the problem at hand and its

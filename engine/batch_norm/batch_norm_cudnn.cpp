@@ -1,7 +1,7 @@
 // cuDNN's batch norm (kernels/cuda/cudnn.h): training forward and backward, eval forward. cuDNN
 // has no eval-mode backward, so such a layer is refused rather than run by other kernels.
-#include "engine/impl/batch_norm.h"
-#include "engine/ops/dispatch.h"
+#include "engine/batch_norm/batch_norm.h"
+#include "engine/dispatch.h"
 #include "kernels/cuda/cudnn.h"
 
 namespace cg::impl {

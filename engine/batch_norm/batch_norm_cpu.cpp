@@ -1,7 +1,7 @@
 // The CPU reference batch norm (kernels/cpu/batch_norm.h), float32 and float64, any layout
 // (channels-last is the same computation over kernels::channels_last_shape).
-#include "engine/impl/batch_norm.h"
-#include "engine/ops/dispatch.h"
+#include "engine/batch_norm/batch_norm.h"
+#include "engine/dispatch.h"
 #include "kernels/cpu/batch_norm.h"
 
 namespace cg::impl {

@@ -1,11 +1,11 @@
 // conv2d and its backward. The implementation (the CPU's im2col, Winograd or direct, hand-written
-// GPU kernels, cuDNN) comes from the convolution registry (engine/impl/conv.h) under the options'
+// GPU kernels, cuDNN) comes from the convolution registry (engine/conv/conv.h) under the options'
 // KernelPolicy, and the backward node keeps the one that ran the forward. The compute dtype follows autocast.
 #include "engine/autocast.h"
 #include "engine/autograd/node.h"
-#include "engine/impl/conv.h"
+#include "engine/conv/conv.h"
 #include "engine/ops.h"
-#include "engine/ops/dispatch.h"
+#include "engine/dispatch.h"
 
 namespace cg::ops {
 namespace {

@@ -1,6 +1,6 @@
 // The hand-written GPU convolution (kernels/cuda/conv_native.h, an implicit GEMM): NCHW only.
-#include "engine/impl/conv.h"
-#include "engine/ops/dispatch.h"
+#include "engine/conv/conv.h"
+#include "engine/dispatch.h"
 #include "kernels/cuda/conv_native.h"
 
 namespace cg::impl {
