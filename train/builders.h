@@ -1,6 +1,6 @@
 // The run's objects that the config alone describes, each built by one function: the model's
 // options, the optimizer, the learning-rate schedule, and DDP over the transport dist.backend asks
-// for. The session (train/session.h) and the trainer call them; tests that assemble a step of
+// for. The training parts (train/parts.h) and the trainer call them; tests that assemble a step of
 // their own do too.
 #pragma once
 #include <memory>

@@ -121,4 +121,18 @@ std::string agree_on_resume_checkpoint(DistContext& dist, const fs::path& checkp
   return into.string();
 }
 
+std::filesystem::path checkpoint_dir(const TrainConfig& c) {
+  return c.checkpoint.dir.empty() ? std::filesystem::path(c.output.dir) / "checkpoints"
+                                  : std::filesystem::path(c.checkpoint.dir);
+}
+
+std::string decide_resume(const TrainConfig& c, DistContext& dist) {
+  // On rank 0 only: the others may have no copy and receive rank 0's.
+  if (const std::string& from = c.checkpoint.resume_from;
+      !from.empty() && dist.rank() == 0 && !std::filesystem::is_regular_file(from))
+    throw Error(fmt::format("checkpoint.resume_from={}: {}", from,
+                            std::filesystem::is_directory(from) ? "a folder, not a checkpoint file" : "no such file"));
+  return agree_on_resume_checkpoint(dist, checkpoint_dir(c), c.checkpoint.resume_from, restarted_by_launcher());
+}
+
 }  // namespace cg::train

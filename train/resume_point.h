@@ -16,6 +16,7 @@
 #include <string>
 
 #include "train/distributed.h"
+#include "train/train_config.h"
 
 namespace cg::train {
 
@@ -23,5 +24,14 @@ namespace cg::train {
 // calls it, with the same resume_from and restarted.
 std::string agree_on_resume_checkpoint(DistContext& dist, const std::filesystem::path& checkpoint_dir,
                                        const std::string& resume_from, bool restarted);
+
+// Where the trainer writes its checkpoints: checkpoint.dir, else <output.dir>/checkpoints.
+std::filesystem::path checkpoint_dir(const TrainConfig& c);
+
+// The checkpoint a training run resumes from, decided before anything else is built (""
+// to start afresh): checkpoint.resume_from, refused at once on rank 0 when it is not a file (before
+// seconds of data loading), or after a restart by cudagrad-launch rank 0's newest; then agreed by
+// every rank with agree_on_resume_checkpoint. Collective.
+std::string decide_resume(const TrainConfig& c, DistContext& dist);
 
 }  // namespace cg::train

@@ -67,77 +67,73 @@ void install_stop_signal_handlers() {
 }
 
 TrainResult train(const TrainConfig& config, const std::string& config_yaml) {
-  return Trainer(config, config_yaml).run();
+  trace::set_enabled(config.profile.enabled);
+  DistContext dist(config.dist.timeout_s);
+  dist.check_same_config(config_yaml);
+  // First, which checkpoint (if any) every rank resumes from; then the data (a damaged data set is
+  // refused before anything is loaded or trained); then every part, once, with the checkpoint loaded.
+  const std::string resume_from = decide_resume(config, dist);
+  TrainingData data(config, dist.rank(), dist.world_size());
+  TrainingParts parts(config, dist, resume_from);
+  return Trainer(config, config_yaml, dist, data, parts).run();
 }
 
-Trainer::Trainer(const TrainConfig& config, std::string config_yaml)
-    : c_(config), config_yaml_(std::move(config_yaml)), session_(c_) {
-  trace::set_enabled(c_.profile.enabled);
-  session_.dist().check_same_config(config_yaml_);
-  out_dir_ = c_.output.dir;
-  ckpt_dir_ = c_.checkpoint.dir.empty() ? out_dir_ / "checkpoints" : fs::path(c_.checkpoint.dir);
-  // Before the data is read (seconds for a real data set): a checkpoint that is not there. On rank 0
-  // only: the others may have no copy and receive rank 0's (train/resume_point.h).
-  if (const std::string& from = c_.checkpoint.resume_from;
-      !from.empty() && session_.dist().rank() == 0 && !fs::is_regular_file(from))
-    throw Error(fmt::format("checkpoint.resume_from={}: {}", from,
-                            fs::is_directory(from) ? "a folder, not a checkpoint file" : "no such file"));
-  // First: a config the data refuses leaves no output folder behind.
-  data_.emplace(c_, session_.dist().rank(), session_.dist().world_size());
-  if (log::is_main_process()) {
+Trainer::Trainer(const TrainConfig& config, std::string config_yaml, DistContext& dist, TrainingData& data,
+                 TrainingParts& parts)
+    : c_(config),
+      config_yaml_(std::move(config_yaml)),
+      dist_(dist),
+      data_(data),
+      model_(parts.model()),
+      optimizer_(parts.optimizer()),
+      step_(parts.step()),
+      ddp_(parts.ddp()),
+      generator_(parts.generator()),
+      device_(parts.device()),
+      compute_(parts.compute()),
+      resumed_from_(parts.resumed_from()),
+      out_dir_(c_.output.dir),
+      ckpt_dir_(checkpoint_dir(c_)) {
+  pos_ = parts.resumed().value_or(nn::TrainingProgress{});
+  pos_.optimizer = optimizer_name(c_);
+  pos_.config_yaml = config_yaml_;
+  if (log::is_main_process()) {  // after the data: a config the data refuses leaves no output folder behind
     // Both folders now, so that a path that cannot be one fails before any work, naming its key.
     make_directory(out_dir_, "output.dir");
     make_directory(ckpt_dir_, c_.checkpoint.dir.empty() ? "output.dir" : "checkpoint.dir");
     write_file_atomically((out_dir_ / "config.yaml").string(), config_yaml_);
   }
-  schedule_.emplace(make_schedule(c_, data_->batches_per_epoch()));
-  const int64_t steps = optimizer_steps_per_epoch(c_, data_->batches_per_epoch()) * c_.train.epochs;
+  schedule_.emplace(make_schedule(c_, data_.batches_per_epoch()));
+  const int64_t steps = optimizer_steps_per_epoch(c_, data_.batches_per_epoch()) * c_.train.epochs;
   total_steps_ = c_.train.max_steps > 0 ? std::min(steps, c_.train.max_steps) : steps;
 }
 
 Trainer::~Trainer() = default;
 
 TrainResult Trainer::run() {
-  resume();
-  session_.start(resumed_ ? &*resumed_ : nullptr);  // after loading: DDP broadcasts rank 0's weights
-  batches_ = data_->batch_source(session_.device(), session_.compute());
-  session_.model().train();
+  start();
   stop_ = pos_.step >= total_steps_;
   while (!stop_ && pos_.epoch < c_.train.epochs) run_epoch();
   return finish();
 }
 
-// From checkpoint.resume_from, or after a restart by cudagrad-launch from rank 0's newest
-// checkpoint; every rank from the same one, received from rank 0 where its disk lacks it
-// (train/resume_point.h).
-void Trainer::resume() {
-  pos_.optimizer = optimizer_name(c_);
-  pos_.config_yaml = config_yaml_;
-  const std::string from =
-      agree_on_resume_checkpoint(session_.dist(), ckpt_dir_, c_.checkpoint.resume_from, restarted_by_launcher());
-  if (!from.empty()) {
-    pos_ = nn::load_checkpoint(from, session_.model(), session_.optimizer());  // also refuses another optimizer's
-    // The same bytes were loaded everywhere, so the same state must have come out of them.
-    session_.dist().check_replicas_equal(state_fingerprint(session_.model(), session_.optimizer()),
-                                         "resumed weights and optimizer state");
-    if (!pos_.rng_state.empty()) session_.generator().set_state(pos_.rng_state);
-    pos_.config_yaml = config_yaml_;
-    resumed_ = pos_;
-    log::info("resumed from {}: epoch {}, batch {}, step {}", from, pos_.epoch + 1, pos_.batch_in_epoch, pos_.step);
-  }
+// The metrics file (appended to after a resume), the batches from where the resumed run stopped.
+void Trainer::start() {
   if (log::is_main_process())
     metrics_ = MetricsWriter((out_dir_ / "metrics.jsonl").string(),
-                             from.empty() ? MetricsWriter::Mode::truncate : MetricsWriter::Mode::append);
+                             resumed_from_.empty() ? MetricsWriter::Mode::truncate : MetricsWriter::Mode::append);
   // So that the file itself shows where each run (each generation under cudagrad-launch) took
   // over: without it a run that ignored its checkpoint would look like one that resumed.
-  if (!from.empty())
-    metrics_.write({{"kind", "resume"}, {"from", from}, {"epoch", pos_.epoch + 1}, {"batch", pos_.batch_in_epoch},
-                    {"step", pos_.step}});
+  if (!resumed_from_.empty())
+    metrics_.write({{"kind", "resume"}, {"from", resumed_from_}, {"epoch", pos_.epoch + 1},
+                    {"batch", pos_.batch_in_epoch}, {"step", pos_.step}});
+  batches_ = data_.batch_source(device_, compute_);
+  model_.train();
 }
 
 void Trainer::run_epoch() {
   batches_->start_epoch(pos_.epoch, pos_.batch_in_epoch);
-  ProgressBar bar(fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), data_->batches_per_epoch(),
+  ProgressBar bar(fmt::format("epoch {}/{}", pos_.epoch + 1, c_.train.epochs), data_.batches_per_epoch(),
                   {.draw = log::is_main_process() && ProgressBar::stdout_is_terminal()});
   window_ = WindowStats();
   window_start_ = Clock::now();
@@ -148,7 +144,7 @@ void Trainer::run_epoch() {
   }
   bar.finish();
   log_memory();
-  const bool epoch_done = pos_.batch_in_epoch >= data_->batches_per_epoch();
+  const bool epoch_done = pos_.batch_in_epoch >= data_.batches_per_epoch();
   if (epoch_done) {
     ++pos_.epoch;
     pos_.batch_in_epoch = 0;
@@ -163,10 +159,10 @@ void Trainer::run_epoch() {
 // One micro-batch; when it ends its accumulation group (the step says), the log line and the
 // checks for stopping. Returns whether to stop.
 bool Trainer::step(const data::DeviceBatch& batch, ProgressBar& bar) {
-  const int64_t batches = data_->batches_per_epoch();
+  const int64_t batches = data_.batches_per_epoch();
   const double lr = schedule_->lr_at(pos_.step);
   const MicroStepOutputs out =
-      session_.step().run_micro_step(batch, {.lr = lr, .close_group = pos_.batch_in_epoch + 1 == batches});
+      step_.run_micro_step(batch, {.lr = lr, .close_group = pos_.batch_in_epoch + 1 == batches});
   window_.add(out.loss, out.hits, batch.size);
   ++pos_.batch_in_epoch;
   if (!out.optimizer_stepped) return false;
@@ -175,7 +171,7 @@ bool Trainer::step(const data::DeviceBatch& batch, ProgressBar& bar) {
   bar.update(pos_.batch_in_epoch, fmt::format("{} lr {:.4g}", loss_text, lr));
   if (pos_.step % c_.train.log_interval == 0 || pos_.batch_in_epoch == batches) log_window(lr, !bar.enabled());
   if (pos_.step >= total_steps_) stop_ = true;
-  if (session_.dist().any_rank(g_stop_signal.load() != 0)) {  // every rank stops at the same step
+  if (dist_.any_rank(g_stop_signal.load() != 0)) {  // every rank stops at the same step
     result_.interrupted = stop_ = true;
     log::warn("stop requested (signal {}): checkpointing at step {} and stopping", g_stop_signal.load(), pos_.step);
   }
@@ -186,13 +182,13 @@ bool Trainer::step(const data::DeviceBatch& batch, ProgressBar& bar) {
 void Trainer::log_window(double lr, bool to_log) {
   const WindowSums w = window_.flush(pos_.step);
   std::vector<double> sums{w.loss_sum, w.correct, w.images};
-  session_.dist().all_reduce_sum(sums);
+  dist_.all_reduce_sum(sums);
   const double ips = sums[2] / std::max(seconds_since(window_start_), 1e-9);
   const double mean_loss = sums[0] / sums[2], accuracy = sums[1] / sums[2];
   last_loss_ = mean_loss;
   nlohmann::json rec{{"kind", "train"}, {"epoch", pos_.epoch + 1}, {"step", pos_.step}, {"loss", mean_loss},
                      {"accuracy", accuracy}, {"lr", lr}, {"images_per_s", ips}};
-  if (nn::GradScaler* scaler = session_.step().scaler())
+  if (nn::GradScaler* scaler = step_.scaler())
     rec["loss_scale"] = scaler->scale();
   metrics_.write(rec);
   if (to_log)
@@ -202,12 +198,12 @@ void Trainer::log_window(double lr, bool to_log) {
 }
 
 void Trainer::log_memory() {
-  const Device device = session_.device();
+  const Device device = device_;
   if (!device.is_cuda()) return;
   const AllocatorStats m = allocator_for(device).stats();
   log::info("{} memory: {:.1f} MiB in use, peak {:.1f} MiB, {} cudaMalloc calls so far", device.str(),
             double(m.in_use_bytes) / (1 << 20), double(m.peak_in_use_bytes) / (1 << 20), m.backend_allocations);
-  const StepGraph* graph = session_.step().graph();
+  const StepGraph* graph = step_.graph();
   if (graph && graph->captured())
     log::info("CUDA graph of the step: {} replays, its pool reserves {:.1f} MiB, {} cudaMalloc calls during its "
               "capture",
@@ -217,8 +213,8 @@ void Trainer::log_memory() {
 
 // epoch_done: after a whole epoch (else training stopped mid-epoch, which the epoch number says).
 void Trainer::evaluate(bool epoch_done) {
-  if (dist::DistributedDataParallel* ddp = session_.ddp()) ddp->reducer().wait_for_parameters();  // ZeRO-1's all-gathers
-  const EvalResult ev = train::evaluate(session_.model(), data_->test_set(), c_, session_.dist(), session_.device());
+  if (ddp_) ddp_->reducer().wait_for_parameters();  // ZeRO-1's all-gathers
+  const EvalResult ev = train::evaluate(model_, data_.test_set(), c_, dist_, device_);
   result_.test_accuracy = ev.accuracy;
   result_.test_loss = ev.loss;
   const int64_t epoch = epoch_done ? pos_.epoch : pos_.epoch + 1;
@@ -242,39 +238,38 @@ void Trainer::evaluate(bool epoch_done) {
 }
 
 void Trainer::checkpoint(const std::string& name) {
-  pos_.rng_state = session_.generator().state();
-  if (nn::GradScaler* scaler = session_.step().scaler()) {
+  pos_.rng_state = generator_.state();
+  if (nn::GradScaler* scaler = step_.scaler()) {
     pos_.loss_scale = scaler->scale();
     pos_.loss_scale_growth_tracker = scaler->growth_tracker();
   }
   const std::string path = (ckpt_dir_ / name).string();
   // ZeRO-1: every rank takes part in gathering the optimizer's state whole (today's format).
-  dist::DistributedDataParallel* ddp = session_.ddp();
-  if (ddp) ddp->reducer().wait_for_parameters();
-  const bool sharded = ddp && ddp->sharded();
-  const nn::NamedTensors gathered = sharded ? ddp->sharded()->gather_optimizer_state() : nn::NamedTensors{};
+  if (ddp_) ddp_->reducer().wait_for_parameters();
+  const bool sharded = ddp_ && ddp_->sharded();
+  const nn::NamedTensors gathered = sharded ? ddp_->sharded()->gather_optimizer_state() : nn::NamedTensors{};
   if (log::is_main_process()) {
-    nn::save_checkpoint(path, session_.model(), session_.optimizer(), pos_, sharded ? &gathered : nullptr);
+    nn::save_checkpoint(path, model_, optimizer_, pos_, sharded ? &gathered : nullptr);
     log::info("checkpoint: {}", path);
   }
-  session_.dist().barrier();  // no rank runs ahead (or reads it) before it is complete
+  dist_.barrier();  // no rank runs ahead (or reads it) before it is complete
   result_.checkpoint = path;
 }
 
 // The replicas are compared (after bringing every rank's BatchNorm statistics to rank 0's), the
 // last checkpoint is written, and the timeline when profiling.
 TrainResult Trainer::finish() {
-  if (dist::DistributedDataParallel* ddp = session_.ddp()) {
-    if (ddp->sharded())  // what the shards hold, against the start-up figure
-      log::info("ZeRO-1: optimizer state held at the end: {} bytes on this rank", session_.optimizer().state_bytes());
-    ddp->reducer().wait_for_parameters();
-    ddp->sync_buffers();
-    session_.dist().check_replicas_equal(state_fingerprint(session_.model()));
+  if (ddp_) {
+    if (ddp_->sharded())  // what the shards hold, against the start-up figure
+      log::info("ZeRO-1: optimizer state held at the end: {} bytes on this rank", optimizer_.state_bytes());
+    ddp_->reducer().wait_for_parameters();
+    ddp_->sync_buffers();
+    dist_.check_replicas_equal(state_fingerprint(model_));
   }
   checkpoint("last.safetensors");
   result_.steps = pos_.step;
   if (c_.profile.enabled) {
-    const int rank = session_.dist().rank();
+    const int rank = dist_.rank();
     const std::string path = (out_dir_ / fmt::format("trace_rank{}.json", rank)).string();
     trace::write_chrome_trace(path, rank);
     log::info("timeline: {} (open in https://ui.perfetto.dev)", path);

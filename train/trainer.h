@@ -1,5 +1,5 @@
-// The training loop behind cudagrad-train: over a TrainSession (train/session.h: ranks, device,
-// model, optimizer, DDP, the step) and the TrainingData (train/training_data.h), it iterates
+// The training loop behind cudagrad-train: over the TrainingParts (train/parts.h: device, model,
+// optimizer, the checkpoint resumed from, DDP, the step) and the TrainingData (train/training_data.h), it iterates
 // epochs and batches, hands each batch to the step (train/step.h, which accumulates, communicates
 // and steps the optimizer, eagerly or from a CUDA graph), evaluates after every epoch
 // (train/evaluation.h), logs metrics.jsonl, checkpoints atomically and resumes bit-exactly. What
@@ -16,7 +16,7 @@
 #include "nn/checkpoint.h"
 #include "nn/lr_schedule.h"
 #include "train/metrics.h"
-#include "train/session.h"
+#include "train/parts.h"
 #include "train/train_config.h"
 #include "train/training_data.h"
 #include "train/window_stats.h"
@@ -34,9 +34,10 @@ struct TrainResult {
 
 class Trainer {
  public:
-  // Setup: joins the other ranks, checks they run the same config, writes `config_yaml` (the
-  // resolved config, also saved in checkpoints) to output.dir, loads the data and builds the model.
-  Trainer(const TrainConfig& config, std::string config_yaml);
+  // Over `data` and `parts`, built for `config` among the ranks of `dist` (train() shows the
+  // order): writes `config_yaml` (the resolved config, also saved in checkpoints) to output.dir.
+  Trainer(const TrainConfig& config, std::string config_yaml, DistContext& dist, TrainingData& data,
+          TrainingParts& parts);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -45,7 +46,7 @@ class Trainer {
   TrainResult run();
 
  private:
-  void resume();
+  void start();
   void run_epoch();
   bool step(const data::DeviceBatch& batch, ProgressBar& bar);  // true: stop
   void log_window(double lr, bool to_log);
@@ -56,14 +57,22 @@ class Trainer {
 
   const TrainConfig c_;
   const std::string config_yaml_;
-  TrainSession session_;
+  DistContext& dist_;
+  TrainingData& data_;
+  // The parts the loop drives (train/parts.h), all there from the start.
+  nn::MiniResNet& model_;
+  nn::Optimizer& optimizer_;
+  TrainStep& step_;
+  dist::DistributedDataParallel* const ddp_;  // null with one process
+  Generator& generator_;
+  const Device device_;
+  const Stream& compute_;
+  const std::string resumed_from_;  // "" on a fresh start
   std::filesystem::path out_dir_, ckpt_dir_;
-  std::optional<TrainingData> data_;
   std::unique_ptr<data::BatchSource> batches_;
   int64_t total_steps_ = 0;
   std::optional<nn::LrSchedule> schedule_;
   nn::TrainingProgress pos_;
-  std::optional<nn::TrainingProgress> resumed_;
   MetricsWriter metrics_;
   // The epoch in progress: the metrics window since the last log line.
   WindowStats window_;
@@ -75,7 +84,8 @@ class Trainer {
   TrainResult result_;
 };
 
-// Trainer(config, config_yaml).run().
+// Joins the other ranks and checks they run the same config, decides which checkpoint to resume
+// from, builds the TrainingParts, then Trainer(...).run().
 TrainResult train(const TrainConfig& config, const std::string& config_yaml);
 
 // Installs SIGINT/SIGTERM handlers. During training steps the first signal asks the loop to stop

@@ -17,7 +17,7 @@
 
 #include "apps/bench/step_clock.h"
 #include "apps/cli/cli.h"
-#include "train/session.h"
+#include "train/parts.h"
 #include "engine/device_allocator.h"
 #include "engine/random.h"
 #include "engine/runtime.h"
@@ -82,16 +82,16 @@ struct StepTimes {
 // The trainer's step exactly as it runs it, each micro-batch a whole optimizer step, the ends of
 // its phases marked on the clock (a replayed step is one phase: nothing inside one launch can be
 // told apart).
-StepTimes measure(TrainSession& session, const std::vector<data::DeviceBatch>& batches, const Options& o, double lr) {
-  TrainStep& step = session.step();
+StepTimes measure(TrainingParts& parts, const std::vector<data::DeviceBatch>& batches, const Options& o, double lr) {
+  TrainStep& step = parts.step();
   const MicroStep whole_step{.lr = lr, .close_group = true};
   for (int64_t s = 0; s < o.warmup; ++s) step.run_micro_step(batches[size_t(s) % batches.size()], whole_step);
   const StepGraph* graph = step.graph();
   CG_CHECK(!graph || graph->captured(), "--cuda-graph: the warm-up did not capture the step");
-  const Stream& compute = session.compute();
+  const Stream& compute = parts.compute();
   compute.synchronize();
-  allocator_for(session.device()).reset_peak();
-  StepClock clock(session.device(), compute);
+  allocator_for(parts.device()).reset_peak();
+  StepClock clock(parts.device(), compute);
   step.on_phase_end([&] { clock.mark(); });
   for (int64_t s = 0; s < o.steps; ++s) {
     clock.mark();
@@ -110,7 +110,7 @@ StepTimes measure(TrainSession& session, const std::vector<data::DeviceBatch>& b
     t.opt.push_back(p[3]);
   }
   t.span_ms = clock.span_ms();
-  t.peak_bytes = allocator_for(session.device()).stats().peak_in_use_bytes;
+  t.peak_bytes = allocator_for(parts.device()).stats().peak_in_use_bytes;
   // A replayed step allocates nothing: its activations live in the graph's private pool, whose
   // free blocks stay reserved for the replays. Count them, or the graphed row would show only
   // the parameters and optimizer state (54 MiB against the eager step's 628 on the H100).
@@ -122,11 +122,11 @@ StepTimes measure(TrainSession& session, const std::vector<data::DeviceBatch>& b
 }
 
 // A table for people and, last, one JSON line for scripts (rank 0 only).
-void report(const TrainConfig& c, const Options& o, TrainSession& session, const StepTimes& t) {
+void report(const TrainConfig& c, const Options& o, DistContext& dist, TrainingParts& parts, const StepTimes& t) {
   if (!log::is_main_process()) return;
-  const Device device = session.device();
-  const int world = session.dist().world_size();
-  dist::DistributedDataParallel* ddp = session.ddp();
+  const Device device = parts.device();
+  const int world = dist.world_size();
+  dist::DistributedDataParallel* ddp = parts.ddp();
   const size_t bytes_per_step = ddp ? ddp->reducer().buckets().bytes_per_step() : 0;
   const int64_t n = c.data.batch_size;
   const double step_ms = median(t.total), ips = double(n * world) / (step_ms / 1000.0);
@@ -176,10 +176,10 @@ int run(const Options& o) {
   // a measurement of that data.
   if (!c.data.path.empty())
     log::warn("cudagrad-bench times the step on random batches: data.path ({}) is not read", c.data.path);
-  TrainSession session(c);  // the trainer's own setup: device, model, optimizer, DDP, the step
-  session.start(nullptr);
-  const std::vector<data::DeviceBatch> batches = random_batches(c, session.generator(), session.device());
-  report(c, o, session, measure(session, batches, o, c.optim.lr));
+  DistContext dist(c.dist.timeout_s);
+  TrainingParts parts(c, dist);  // the trainer's own parts: device, model, optimizer, DDP, the step
+  const std::vector<data::DeviceBatch> batches = random_batches(c, parts.generator(), parts.device());
+  report(c, o, dist, parts, measure(parts, batches, o, c.optim.lr));
   return 0;
 }
 

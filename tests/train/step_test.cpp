@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "support/tiny_batches.h"
-#include "train/session.h"
+#include "train/parts.h"
 
 namespace cg::train {
 namespace {
@@ -31,19 +31,20 @@ std::vector<std::vector<float>> weights(nn::Module& model) {
 }
 
 struct Session {
-  Session() : session(config()) { session.start(nullptr); }
-  TrainSession session;
+  TrainConfig c = config();
+  DistContext dist{c.dist.timeout_s};
+  TrainingParts parts{c, dist};
 };
 
 TEST(TrainStep, AccumulatesThreeMicroBatchesOrFewerWhenTheGroupIsClosed) {
   Session s;
-  TrainStep& step = s.session.step();
-  const auto initial = weights(s.session.model());
+  TrainStep& step = s.parts.step();
+  const auto initial = weights(s.parts.model());
   EXPECT_FALSE(step.run_micro_step(batch(0), {.lr = kLr}).optimizer_stepped);
   EXPECT_FALSE(step.run_micro_step(batch(1), {.lr = kLr}).optimizer_stepped);
-  EXPECT_EQ(weights(s.session.model()), initial) << "a micro-batch inside its group stepped the optimizer";
+  EXPECT_EQ(weights(s.parts.model()), initial) << "a micro-batch inside its group stepped the optimizer";
   EXPECT_TRUE(step.run_micro_step(batch(2), {.lr = kLr}).optimizer_stepped);
-  EXPECT_EQ(s.session.optimizer().steps_taken(), 1);
+  EXPECT_EQ(s.parts.optimizer().steps_taken(), 1);
   // A short group: closed by the caller after two micro-batches.
   EXPECT_FALSE(step.run_micro_step(batch(3), {.lr = kLr}).optimizer_stepped);
   EXPECT_TRUE(step.run_micro_step(batch(4), {.lr = kLr, .close_group = true}).optimizer_stepped);
@@ -51,7 +52,7 @@ TEST(TrainStep, AccumulatesThreeMicroBatchesOrFewerWhenTheGroupIsClosed) {
   EXPECT_FALSE(step.run_micro_step(batch(5), {.lr = kLr}).optimizer_stepped);
   EXPECT_FALSE(step.run_micro_step(batch(6), {.lr = kLr}).optimizer_stepped);
   EXPECT_TRUE(step.run_micro_step(batch(7), {.lr = kLr}).optimizer_stepped);
-  EXPECT_EQ(s.session.optimizer().steps_taken(), 3);
+  EXPECT_EQ(s.parts.optimizer().steps_taken(), 3);
 }
 
 TEST(TrainStep, MicroStepsGiveTheWeightsOfThePhasesCalledOneByOne) {
@@ -61,9 +62,9 @@ TEST(TrainStep, MicroStepsGiveTheWeightsOfThePhasesCalledOneByOne) {
   for (const int size : groups) {
     for (int m = 0; m < size; ++m, ++i) {
       const bool last = m + 1 == size;
-      const MicroStepOutputs out = by_micro_step.session.step().run_micro_step(batch(i), {.lr = kLr, .close_group = last});
+      const MicroStepOutputs out = by_micro_step.parts.step().run_micro_step(batch(i), {.lr = kLr, .close_group = last});
       EXPECT_EQ(out.optimizer_stepped, last);
-      TrainStep& phases = by_phase.session.step();
+      TrainStep& phases = by_phase.parts.step();
       const Tensor loss = phases.forward(batch(i), {.sync = last}, nullptr);
       phases.backward(loss);
       phases.wait_for_gradients();
@@ -71,12 +72,12 @@ TEST(TrainStep, MicroStepsGiveTheWeightsOfThePhasesCalledOneByOne) {
       EXPECT_EQ(out.loss.item(), loss.item()) << "micro-batch " << i;
     }
   }
-  EXPECT_EQ(weights(by_micro_step.session.model()), weights(by_phase.session.model()));
+  EXPECT_EQ(weights(by_micro_step.parts.model()), weights(by_phase.parts.model()));
 }
 
 TEST(TrainStep, ThePhaseHookFiresAfterEachPhaseThatRan) {
   Session s;
-  TrainStep& step = s.session.step();
+  TrainStep& step = s.parts.step();
   int ends = 0;
   step.on_phase_end([&] { ++ends; });
   step.run_micro_step(batch(0), {.lr = kLr});

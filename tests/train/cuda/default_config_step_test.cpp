@@ -20,7 +20,7 @@
 #include "support/need_gpu.h"
 #include "support/paths.h"
 #include "support/tolerance.h"
-#include "train/session.h"
+#include "train/parts.h"
 
 namespace cg::train {
 namespace {
@@ -35,20 +35,21 @@ TrainConfig default_config(const std::vector<std::string>& extra) {
   return load_train_config((test::source_dir() / "configs" / "fashion_mnist.yaml").string(), overrides);
 }
 
-// One model with its optimizer and step on `c`'s device: the training session of `c` (on a GPU,
+// One model with its optimizer and step on `c`'s device: the training parts of `c` (on a GPU,
 // its compute stream is current).
 struct Trainee {
-  explicit Trainee(const TrainConfig& config) : c(config), session(c) { session.start(nullptr); }
-  Device device() const { return session.device(); }
-  nn::MiniResNet& model() { return session.model(); }
-  TrainStep& step() { return session.step(); }
+  explicit Trainee(const TrainConfig& config) : c(config), dist(c.dist.timeout_s), parts(c, dist) {}
+  Device device() const { return parts.device(); }
+  nn::MiniResNet& model() { return parts.model(); }
+  TrainStep& step() { return parts.step(); }
   // One optimizer step on `batch`; returns its loss.
   float run(const data::DeviceBatch& batch) {
     return float(step().run_micro_step(batch, {.lr = kLr}).loss.item());
   }
 
   TrainConfig c;
-  TrainSession session;
+  DistContext dist;
+  TrainingParts parts;
 };
 
 // 28x28 grayscale images, like Fashion-MNIST's.
@@ -78,7 +79,7 @@ std::vector<std::vector<float>> first_gradients(Trainee& t, const data::DeviceBa
   std::vector<std::vector<float>> out;
   for (const auto& [name, p] : t.model().named_parameters())
     out.push_back(ops::scale(p.grad(), 1.0 / scale).to(Device::cpu()).to_vector<float>());
-  t.session.optimizer().zero_grad();
+  t.parts.optimizer().zero_grad();
   return out;
 }
 
@@ -104,7 +105,7 @@ Trajectory train_on_gpu(const std::string& conv, std::vector<data::DeviceBatch>&
       << "configs/fashion_mnist.yaml is no longer the combination this test is about";
   const data::SyntheticDataset ds = images();
   data::DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 5, .drop_last = true});
-  data::ResidentFeeder feeder(ds, sampler, loader_options(t.c), t.device(), t.session.compute());
+  data::ResidentFeeder feeder(ds, sampler, loader_options(t.c), t.device(), t.parts.compute());
   feeder.start_epoch(0, 0);
   std::vector<float> losses;
   std::vector<std::vector<float>> gradients;

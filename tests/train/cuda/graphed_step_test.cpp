@@ -21,7 +21,7 @@
 
 #include "graphed_vs_eager.h"
 #include "dist/gradient_comm.h"
-#include "train/session.h"
+#include "train/parts.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/device_allocator.h"
 #include "engine/random.h"
@@ -37,11 +37,11 @@ namespace {
 
 using test::expect_same_losses;
 
-// A small MiniResNet with its optimizer and step: the training session of `extra` over the base
+// A small MiniResNet with its optimizer and step: the training parts of `extra` over the base
 // settings (its compute stream made current). The base settings come first, so that `extra`
 // (applied after them) may override any.
 struct Trainee {
-  explicit Trainee(const std::vector<std::string>& extra) : session(config(extra)) { session.start(nullptr); }
+  explicit Trainee(const std::vector<std::string>& extra) : c(config(extra)), dist(c.dist.timeout_s), parts(c, dist) {}
   static TrainConfig config(const std::vector<std::string>& extra) {
     std::vector<std::string> overrides = {"train.device=cuda",  "model.widths=[8,16]",      "model.blocks=[1,1]",
                                           "model.in_channels=3", "kernels.conv=native",       "kernels.batch_norm=native",
@@ -49,16 +49,18 @@ struct Trainee {
     overrides.insert(overrides.end(), extra.begin(), extra.end());
     return load_train_config("", overrides);
   }
-  TrainStep& step() { return session.step(); }
+  TrainStep& step() { return parts.step(); }
   const StepGraph& graph() {  // with train.cuda_graph=true
-    const StepGraph* graph = session.step().graph();
+    const StepGraph* graph = parts.step().graph();
     CG_CHECK(graph != nullptr, "train.cuda_graph=true left the step without its graph");
     return *graph;
   }
   // One optimizer step on `batch`.
   StepOutputs run(const data::DeviceBatch& batch, double lr) { return step().run_micro_step(batch, {.lr = lr}); }
 
-  TrainSession session;
+  TrainConfig c;
+  DistContext dist;
+  TrainingParts parts;
 };
 
 const std::string kGraphed = "train.cuda_graph=true";
@@ -87,7 +89,7 @@ Trajectory train(std::vector<std::string> extra, bool graphed, int steps) {
   if (graphed) extra.push_back(kGraphed);
   Trainee t(extra);
   EXPECT_EQ(t.step().graph() != nullptr, graphed);
-  const std::vector<data::DeviceBatch> data = batches(t.session.device(), 4);
+  const std::vector<data::DeviceBatch> data = batches(t.parts.device(), 4);
   Trajectory out;
   for (int s = 0; s < steps; ++s) {
     const StepOutputs step = t.run(data[size_t(s) % data.size()], lr_at(s));
@@ -96,8 +98,8 @@ Trajectory train(std::vector<std::string> extra, bool graphed, int steps) {
   if (graphed && t.step().graph()) {
     EXPECT_EQ(t.graph().replays(), steps - StepGraph::kEagerSteps);
   }
-  EXPECT_EQ(t.session.optimizer().steps_taken(), steps);
-  out.state = state_bytes(t.session.model());
+  EXPECT_EQ(t.parts.optimizer().steps_taken(), steps);
+  out.state = state_bytes(t.parts.model());
   return out;
 }
 
@@ -148,24 +150,24 @@ std::vector<std::vector<unsigned char>> parameter_bytes(const nn::Module& model)
 TEST(StepGraph, ReplaysReadTheLearningRateOfTheirStep) {
   NEED_GPU();
   Trainee t({"optim.name=sgd", "optim.momentum=0.9", kGraphed});
-  const std::vector<data::DeviceBatch> data = batches(t.session.device(), 2);
+  const std::vector<data::DeviceBatch> data = batches(t.parts.device(), 2);
   for (int s = 0; s <= StepGraph::kEagerSteps; ++s) t.run(data[size_t(s) % 2], 0.05);
   ASSERT_TRUE(t.graph().captured());
-  const auto before = parameter_bytes(t.session.model());
+  const auto before = parameter_bytes(t.parts.model());
   t.run(data[0], 0.0);
-  EXPECT_EQ(parameter_bytes(t.session.model()), before) << "lr 0 must leave every weight as it was";
+  EXPECT_EQ(parameter_bytes(t.parts.model()), before) << "lr 0 must leave every weight as it was";
   t.run(data[1], 0.05);
-  EXPECT_NE(parameter_bytes(t.session.model()), before) << "the replay kept the captured learning rate";
+  EXPECT_NE(parameter_bytes(t.parts.model()), before) << "the replay kept the captured learning rate";
 }
 
 TEST(StepGraph, ItsPoolIsNotUsedOutsideTheCaptureAndReplaysDoNotAllocate) {
   NEED_GPU();
   Trainee t({"optim.name=sgd", kGraphed});
-  const std::vector<data::DeviceBatch> data = batches(t.session.device(), 2);
+  const std::vector<data::DeviceBatch> data = batches(t.parts.device(), 2);
   for (int s = 0; s <= StepGraph::kEagerSteps + 1; ++s) t.run(data[size_t(s) % 2], 0.05);
   const StepGraph& graph = t.graph();
   EXPECT_EQ(graph.backend_allocations_in_capture(), 0u) << "the last eager step left its blocks in the pool";
-  CachingAllocator& allocator = allocator_for(t.session.device());
+  CachingAllocator& allocator = allocator_for(t.parts.device());
   const PoolStats pool = graph.pool_stats();
   EXPECT_GT(pool.reserved_bytes, 0u);
   const size_t backend_calls = allocator.stats().backend_allocations;
@@ -177,7 +179,7 @@ TEST(StepGraph, ItsPoolIsNotUsedOutsideTheCaptureAndReplaysDoNotAllocate) {
   EXPECT_EQ(graph.pool_stats().reserved_bytes, pool.reserved_bytes);
   {  // an evaluation between replays: every tensor it makes comes from the shared cache
     autograd::NoGradGuard no_grad;
-    nn::MiniResNet& model = t.session.model();
+    nn::MiniResNet& model = t.parts.model();
     model.eval();
     const Tensor logits = model(data[0].images);
     EXPECT_EQ(allocator.pool_of(logits.raw_data()), 0u);
@@ -185,7 +187,7 @@ TEST(StepGraph, ItsPoolIsNotUsedOutsideTheCaptureAndReplaysDoNotAllocate) {
   }
   EXPECT_EQ(graph.pool_stats().in_use_bytes, pool.in_use_bytes);
   t.run(data[0], 0.05);
-  t.session.compute().synchronize();
+  t.parts.compute().synchronize();
 }
 
 // A transport whose communication has failed once `failed` is set, as after the watchdog aborted
@@ -213,10 +215,10 @@ class FailingComm : public dist::GradientComm {
 TEST(StepGraph, NoReplayAfterCommunicationFailed) {
   NEED_GPU();
   Trainee t({"optim.name=sgd"});
-  const std::vector<data::DeviceBatch> data = batches(t.session.device(), 2);
+  const std::vector<data::DeviceBatch> data = batches(t.parts.device(), 2);
   FailingComm comm;
-  StepGraph graph([&](const data::DeviceBatch& b, double lr) { return t.run(b, lr); }, t.session.optimizer(), &comm,
-                  t.session.compute());
+  StepGraph graph([&](const data::DeviceBatch& b, double lr) { return t.run(b, lr); }, t.parts.optimizer(), &comm,
+                  t.parts.compute());
   for (int s = 0; s <= StepGraph::kEagerSteps; ++s) graph.run(data[size_t(s) % 2], 0.05);
   ASSERT_EQ(graph.replays(), 1);
   EXPECT_EQ(comm.watched, 1);
@@ -228,7 +230,7 @@ TEST(StepGraph, NoReplayAfterCommunicationFailed) {
     EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
   }
   EXPECT_EQ(graph.replays(), 1) << "the captured collectives were launched on an aborted communicator";
-  t.session.compute().synchronize();
+  t.parts.compute().synchronize();
 }
 
 // ---- cudagrad-train as a program

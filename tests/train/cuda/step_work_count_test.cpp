@@ -15,7 +15,7 @@
 #include "kernels/backend.h"
 #include "support/need_gpu.h"
 #include "support/paths.h"
-#include "train/session.h"
+#include "train/parts.h"
 
 #ifdef CUDAGRAD_GPU_EMULATION
 #include "cg_emu/counters.h"
@@ -47,15 +47,15 @@ void print(const char* what, const StepWork& w) {
 StepWork last_step_work(const std::vector<std::string>& extra, int steps) {
 #ifdef CUDAGRAD_GPU_EMULATION
   const TrainConfig c = default_config(extra);
-  TrainSession session(c);
-  session.start(nullptr);
+  DistContext dist(c.dist.timeout_s);
+  TrainingParts parts(c, dist);
   const data::SyntheticDataset ds({.size = 256, .channels = 1, .image_size = 28});  // 16 batches: no epoch ends
   data::DistributedSampler sampler(ds.size(), 0, 1, {.shuffle = true, .seed = 5, .drop_last = true});
   data::LoaderOptions lo;
   lo.batch_size = c.data.batch_size;
   lo.augment.enabled = c.data.augment;
   lo.seed = uint64_t(c.train.seed);
-  data::ResidentFeeder feeder(ds, sampler, lo, session.device(), session.compute());
+  data::ResidentFeeder feeder(ds, sampler, lo, parts.device(), parts.compute());
   feeder.start_epoch(0, 0);
   cg_emu::Counters before;
   std::map<std::string, uint64_t> names_before;
@@ -65,13 +65,13 @@ StepWork last_step_work(const std::vector<std::string>& extra, int steps) {
       names_before = cg_emu::kernels_by_name();
     }
     const auto batch = feeder.next();
-    session.step().run_micro_step(*batch, {.lr = 0.1});
+    parts.step().run_micro_step(*batch, {.lr = 0.1});
   }
   const cg_emu::Counters after = cg_emu::counters();
   StepWork w{after.kernels - before.kernels, after.host_waits - before.host_waits, {}};
   for (const auto& [name, count] : cg_emu::kernels_by_name())
     if (count > names_before[name]) w.by_name[name] = count - names_before[name];
-  session.compute().synchronize();
+  parts.compute().synchronize();
   return w;
 #else
   (void)extra;

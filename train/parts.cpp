@@ -1,6 +1,7 @@
-#include "train/session.h"
+#include "train/parts.h"
 
 #include "train/builders.h"
+#include "train/checkpoint_files.h"
 #include "train/device_setup.h"
 #include "util/log.h"
 
@@ -15,10 +16,9 @@ Device prepare_device(const TrainConfig& c, const DistContext& dc) {
 
 }  // namespace
 
-TrainSession::TrainSession(const TrainConfig& c)
+TrainingParts::TrainingParts(const TrainConfig& c, DistContext& dist, const std::string& resume_from)
     : c_(c),
-      dc_(c.dist.timeout_s),
-      device_(prepare_device(c, dc_)),
+      device_(prepare_device(c, dist)),
       // Every op of this thread runs on one compute stream (non-blocking: it overlaps the loader's
       // copy stream and the communication stream, ordered by events only).
       compute_(device_.is_cuda() ? Stream::create(device_) : Stream()),
@@ -37,21 +37,32 @@ TrainSession::TrainSession(const TrainConfig& c)
   }
   model_.to(device_);
   optimizer_ = make_optimizer(c, model_);
-}
-
-void TrainSession::start(const nn::TrainingProgress* resumed) {
-  ddp_ = make_ddp(c_, dc_, model_, device_);
-  sync_batch_norm_ = make_sync_batch_norm(c_, dc_, model_, ddp_.get());
+  if (!resume_from.empty()) load_checkpoint(resume_from, dist);
+  // After loading: DDP broadcasts rank 0's weights, and a CUDA graph (train.cuda_graph) will
+  // capture the loaded tensors' addresses.
+  ddp_ = make_ddp(c_, dist, model_, device_);
+  sync_batch_norm_ = make_sync_batch_norm(c_, dist, model_, ddp_.get());
   if (c_.optim.zero_sharding) shard_optimizer();
   step_ = std::make_unique<TrainStep>(c_, model_, *optimizer_, ddp_.get(), compute_);
-  if (step_->scaler() && resumed && resumed->loss_scale > 0)
-    step_->scaler()->load(resumed->loss_scale, resumed->loss_scale_growth_tracker);
+  if (step_->scaler() && resumed_ && resumed_->loss_scale > 0)
+    step_->scaler()->load(resumed_->loss_scale, resumed_->loss_scale_growth_tracker);
+}
+
+// The weights, the optimizer's state and the generator's; every rank loaded the same bytes
+// (train/resume_point.h), so the same state must have come out of them.
+void TrainingParts::load_checkpoint(const std::string& from, DistContext& dist) {
+  resumed_ = nn::load_checkpoint(from, model_, *optimizer_);  // also refuses another optimizer's
+  resumed_from_ = from;
+  dist.check_replicas_equal(state_fingerprint(model_, *optimizer_), "resumed weights and optimizer state");
+  if (!resumed_->rng_state.empty()) gen_.set_state(resumed_->rng_state);
+  log::info("resumed from {}: epoch {}, batch {}, step {}", from, resumed_->epoch + 1, resumed_->batch_in_epoch,
+            resumed_->step);
 }
 
 // ZeRO-1: DDP cuts the optimizer's state to this rank's shards after the first step; the figures
 // logged here are those of the buckets as laid out now (the rebuild after the first step moves a
 // few elements between ranks).
-void TrainSession::shard_optimizer() {
+void TrainingParts::shard_optimizer() {
   if (!ddp_) {
     log::info("optim.zero_sharding: one process, nothing to shard");
     return;
