@@ -4,7 +4,10 @@
 // copies are made by a differentiable cast, whose backward brings the gradient back to float32.
 // Batch norm takes half activations with float32 parameters as they come, and elementwise ops
 // follow their inputs. CPU tensors are never cast: the CPU trains in float32.
+// Autocast is one part of the thread's execution context (engine/execution.h); Scope changes only
+// that part.
 #pragma once
+#include "engine/execution.h"
 #include "engine/tensor.h"
 
 namespace cg::autocast {
@@ -19,16 +22,14 @@ struct ScopeOptions {
   DType dtype = DType::f16;  // the half type: float16 or bfloat16
 };
 
+// The current execution context with autocast set to `options`, for the scope's life.
 class Scope {
  public:
-  explicit Scope(ScopeOptions options);
-  ~Scope();
-  Scope(const Scope&) = delete;
-  Scope& operator=(const Scope&) = delete;
+  explicit Scope(ScopeOptions options)
+      : scope_(ops::execution().with_autocast({.enabled = options.enabled, .dtype = options.dtype})) {}
 
  private:
-  bool previous_enabled_;
-  DType previous_dtype_;
+  ops::ExecutionScope scope_;
 };
 
 // The dtype an autocast op computes in for `t`: the scope's half type for a floating CUDA tensor

@@ -1,7 +1,8 @@
-// Which kernels the ops run: one value, the config's kernels.* keys, owned by whoever builds the
-// model (the training session) and carried in each op's options and problem description down to
-// the implementation registries (engine/conv/, engine/batch_norm/, engine/linear/). Nothing here is
-// process-wide: two models in one process may run different kernels.
+// Which kernels the ops run: one value, the config's kernels.* keys, part of the thread's
+// execution context (engine/execution.h; the training step opens it from the config) and carried in
+// each op's problem description down to the implementation registries (engine/conv/,
+// engine/batch_norm/, engine/linear/). Nothing here is process-wide: two scopes in one process may
+// run different kernels.
 #pragma once
 #include "util/enum_names.h"
 

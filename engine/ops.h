@@ -1,16 +1,18 @@
 // The differentiable operations a model is built from. Each takes and returns Tensors, computes
 // with the kernel for the tensor's device and dtype, and, when an input requires grad, records a
 // Node whose backward calls the matching backward kernels.
-// Layout: images are NCHW unless an op's options say Layout::nhwc (channels-last activations, the
-// layout tensor cores read best); weights always follow PyTorch ([c_out, c_in, kh, kw], [out, in])
-// so that checkpoints do not depend on the layout.
+// How they run comes from the thread's execution context (engine/execution.h), read when an op is
+// called: the image activations' layout (NCHW, or channels-last NHWC, the layout tensor cores read
+// best; weights always follow PyTorch, [c_out, c_in, kh, kw] and [out, in], so that checkpoints do
+// not depend on it), the kernels (kernels.*), and autocast (engine/autocast.h: conv2d, linear and
+// cross_entropy follow it). A backward runs as its forward did, whatever scope it runs in.
 // On the GPU, every op enqueues on current_stream() (engine/stream.h) and never waits for the
-// device; conv2d, linear and cross_entropy follow autocast (engine/autocast.h).
+// device.
 #pragma once
 #include <memory>
 
 #include "engine/cross_replica.h"
-#include "engine/kernel_policy.h"
+#include "engine/execution.h"
 #include "engine/tensor.h"
 #include "util/enum_names.h"
 #include "util/layout.h"
@@ -30,8 +32,6 @@ using ::cg::Layout;
 struct Conv2dFuncOptions {
   int64_t stride = 1;
   int64_t padding = 0;
-  Layout layout = Layout::nchw;  // of x and of the result
-  KernelPolicy kernels{};        // kernels.conv, kernels.cpu_conv, kernels.cudnn_algo_search
 };
 // x [N, Cin, H, W] (or [N, H, W, Cin] for nhwc), weight [Cout, Cin, kh, kw], bias [Cout] or
 // undefined.
@@ -45,12 +45,10 @@ struct BatchNormOptions {
   double eps = 1e-5;
   // Activation::relu returns relu(batch_norm(x)) from one fused pass (forward and backward).
   Activation activation = Activation::none;
-  Layout layout = Layout::nchw;  // of x and of the result
   // SyncBatchNorm: training statistics (and the two gradient sums of the backward) are summed
   // over the replicas through this hook, with each replica's own count; null = this process only.
   // Eval mode never uses it.
   std::shared_ptr<CrossReplicaSum> cross_replica = nullptr;
-  KernelPolicy kernels{};  // kernels.batch_norm
 };
 // x [N, C, H, W] (or [N, H, W, C] for nhwc); weight, bias, running_mean, running_var [C]. Training mode normalizes with the
 // batch statistics and updates the running ones (and num_batches_tracked, when defined) in place;
@@ -73,7 +71,7 @@ Tensor scale(const Tensor& x, double alpha);        // alpha * x
 void accumulate_(Tensor& dst, const Tensor& src);
 
 // [N, C, H, W] (or [N, H, W, C] for nhwc) -> [N, C], the mean over H and W.
-Tensor global_avg_pool(const Tensor& x, Layout layout = Layout::nchw);
+Tensor global_avg_pool(const Tensor& x);
 // x [N, in], weight [out, in], bias [out] or undefined -> [N, out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // Mean over the batch of -log softmax(logits)[label]; logits [N, classes], labels int64 [N] on

@@ -22,7 +22,7 @@ namespace {
 // A two-tensor model ("weight" [2,3], "bias" [2]): small, so that fuzzed headers can match it.
 struct Tiny {
   cg::Generator gen{1};
-  cg::nn::Linear model{3, 2, gen};
+  cg::nn::Linear model{cg::nn::LinearOptions{.in_features = 3, .out_features = 2}, gen};
 };
 
 std::unique_ptr<cg::nn::Optimizer> make_optimizer(bool adamw, Tiny& tiny) {

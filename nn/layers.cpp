@@ -21,12 +21,10 @@ Conv2d::Conv2d(const Conv2dOptions& o, Generator& gen) : options_(o) {
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return ops::conv2d(x, weight_, bias_, {options_.stride, options_.padding, options_.layout, options_.kernels});
+  return ops::conv2d(x, weight_, bias_, {.stride = options_.stride, .padding = options_.padding});
 }
 
-BatchNorm2d::BatchNorm2d(int64_t channels, ops::Layout layout, double eps, double momentum,
-                         const ops::KernelPolicy& kernels)
-    : layout_(layout), eps_(eps), momentum_(momentum), kernels_(kernels) {
+BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(eps), momentum_(momentum) {
   weight_ = register_parameter("weight", Tensor::full({channels}, 1.0));
   bias_ = register_parameter("bias", Tensor::zeros({channels}));
   running_mean_ = register_buffer("running_mean", Tensor::zeros({channels}));
@@ -35,7 +33,8 @@ BatchNorm2d::BatchNorm2d(int64_t channels, ops::Layout layout, double eps, doubl
 }
 
 ops::BatchNormOptions BatchNorm2d::options(ops::Activation act) const {
-  return {is_training(), momentum_, eps_, act, layout_, cross_replica_, kernels_};
+  return {.training = is_training(), .momentum = momentum_, .eps = eps_, .activation = act,
+          .cross_replica = cross_replica_};
 }
 Tensor BatchNorm2d::forward(const Tensor& x) {
   return ops::batch_norm(x, weight_, bias_, running_mean_, running_var_, num_batches_tracked_,
@@ -50,13 +49,13 @@ Tensor BatchNorm2d::forward_add_relu(const Tensor& x, const Tensor& residual) {
                                   num_batches_tracked_, options(ops::Activation::relu));
 }
 
-Linear::Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias) {
-  const double bound = 1.0 / std::sqrt(double(in_features));
-  Tensor w = Tensor::empty({out_features, in_features});
+Linear::Linear(const LinearOptions& o, Generator& gen) {
+  const double bound = 1.0 / std::sqrt(double(o.in_features));
+  Tensor w = Tensor::empty({o.out_features, o.in_features});
   uniform_(w, gen, -bound, bound);
   weight_ = register_parameter("weight", w);
-  if (bias) {
-    Tensor b = Tensor::empty({out_features});
+  if (o.bias) {
+    Tensor b = Tensor::empty({o.out_features});
     uniform_(b, gen, -bound, bound);
     bias_ = register_parameter("bias", b);
   }

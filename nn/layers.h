@@ -8,13 +8,14 @@
 
 namespace cg::nn {
 
+// Each module's options are a struct written with designated initializers
+// (Conv2dOptions{.in_channels = 3, .out_channels = 16, .kernel_size = 3}). How the module runs (the
+// activations' layout, which kernels, autocast) is not among them: that is the execution context
+// around its forward (engine/execution.h).
 struct Conv2dOptions {
   int64_t in_channels, out_channels, kernel_size;
   int64_t stride = 1, padding = 0;
   bool bias = false;
-  // Of the activations in and out; the weight is [out, in, k, k] either way (same state dict).
-  ops::Layout layout = ops::Layout::nchw;
-  ops::KernelPolicy kernels{};  // which convolution runs (kernels.conv, cpu_conv, cudnn_algo_search)
 };
 
 class Conv2d : public Module {
@@ -30,10 +31,8 @@ class Conv2d : public Module {
 
 class BatchNorm2d : public Module {
  public:
-  // layout: of the activations this module normalizes (the parameters are [C] either way);
-  // kernels: which implementation runs it (kernels.batch_norm).
-  explicit BatchNorm2d(int64_t channels, ops::Layout layout = ops::Layout::nchw, double eps = 1e-5,
-                       double momentum = 0.1, const ops::KernelPolicy& kernels = {});
+  // PyTorch's BatchNorm2d(num_features, eps, momentum).
+  explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);
   Tensor forward(const Tensor& x) override;
   // relu(forward(x)) in one fused pass; the same result and state-dict as separate modules.
   Tensor forward_relu(const Tensor& x);
@@ -47,15 +46,18 @@ class BatchNorm2d : public Module {
   ops::BatchNormOptions options(ops::Activation act) const;
 
   std::shared_ptr<CrossReplicaSum> cross_replica_;
-  ops::Layout layout_;
   double eps_, momentum_;
-  ops::KernelPolicy kernels_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+};
+
+struct LinearOptions {
+  int64_t in_features, out_features;
+  bool bias = true;
 };
 
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, Generator& gen, bool bias = true);
+  Linear(const LinearOptions& options, Generator& gen);
   Tensor forward(const Tensor& x) override;
 
  private:

@@ -9,43 +9,36 @@ namespace {
 // PyTorch's BatchNorm2d defaults.
 constexpr double kBnEps = 1e-5, kBnMomentum = 0.1;
 
-std::shared_ptr<BatchNorm2d> batch_norm(int64_t channels, ops::Layout layout, const ops::KernelPolicy& kernels) {
-  return std::make_shared<BatchNorm2d>(channels, layout, kBnEps, kBnMomentum, kernels);
+std::shared_ptr<BatchNorm2d> batch_norm(int64_t channels) {
+  return std::make_shared<BatchNorm2d>(channels, kBnEps, kBnMomentum);
 }
 
 }  // namespace
 
-BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, ops::Layout layout, const ops::KernelPolicy& k,
-                       Generator& gen) {
+BasicBlock::BasicBlock(int64_t cin, int64_t cout, int64_t stride, Generator& gen) {
   conv1_ = register_module("conv1",
                            std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cin,
                                                                   .out_channels = cout,
                                                                   .kernel_size = 3,
                                                                   .stride = stride,
-                                                                  .padding = 1,
-                                                                  .layout = layout,
-                                                                  .kernels = k},
+                                                                  .padding = 1},
                                                     gen));
-  bn1_ = register_module("bn1", batch_norm(cout, layout, k));
+  bn1_ = register_module("bn1", batch_norm(cout));
   conv2_ =
       register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cout,
                                                                       .out_channels = cout,
                                                                       .kernel_size = 3,
-                                                                      .padding = 1,
-                                                                      .layout = layout,
-                                                                      .kernels = k},
+                                                                      .padding = 1},
                                                         gen));
-  bn2_ = register_module("bn2", batch_norm(cout, layout, k));
+  bn2_ = register_module("bn2", batch_norm(cout));
   if (stride != 1 || cin != cout) {
     auto down = register_module("downsample", std::make_shared<Sequential>());
     down_conv_ = std::make_shared<Conv2d>(Conv2dOptions{.in_channels = cin,
                                                         .out_channels = cout,
                                                         .kernel_size = 1,
-                                                        .stride = stride,
-                                                        .layout = layout,
-                                                        .kernels = k},
+                                                        .stride = stride},
                                           gen);
-    down_bn_ = batch_norm(cout, layout, k);
+    down_bn_ = batch_norm(cout);
     down->append(down_conv_);
     down->append(down_bn_);
   }
@@ -79,22 +72,20 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
                                         Conv2dOptions{.in_channels = o.in_channels,
                                                       .out_channels = o.widths[0],
                                                       .kernel_size = 3,
-                                                      .padding = 1,
-                                                      .layout = ops::Layout::nchw,
-                                                      .kernels = o.kernels},
+                                                      .padding = 1},
                                         gen));
-  bn1_ = register_module("bn1", batch_norm(o.widths[0], o.layout, o.kernels));
+  bn1_ = register_module("bn1", batch_norm(o.widths[0]));
   int64_t cin = o.widths[0];
   for (size_t i = 0; i < o.widths.size(); ++i) {
     auto stage = register_module("layer" + std::to_string(i + 1), std::make_shared<Sequential>());
     for (int64_t j = 0; j < o.blocks[i]; ++j) {
       const int64_t stride = (i > 0 && j == 0) ? 2 : 1;
-      stage->append(std::make_shared<BasicBlock>(cin, o.widths[i], stride, o.layout, o.kernels, gen));
+      stage->append(std::make_shared<BasicBlock>(cin, o.widths[i], stride, gen));
       cin = o.widths[i];
     }
     stages_.push_back(stage);
   }
-  fc_ = register_module("fc", std::make_shared<Linear>(cin, o.num_classes, gen));
+  fc_ = register_module("fc", std::make_shared<Linear>(LinearOptions{.in_features = cin, .out_features = o.num_classes}, gen));
 }
 
 double parameter_count(const MiniResNetOptions& o) {
@@ -118,12 +109,17 @@ double parameter_count(const MiniResNetOptions& o) {
 Tensor MiniResNet::forward(const Tensor& x) {
   CG_CHECK(x.dim() == 4 && x.size(1) == options_.in_channels,
            "MiniResNet expects [N, {}, H, W] input, got {}", options_.in_channels, x.str());
-  // Data arrives NCHW; a channels-last model converts the stem's output once, and every layer
-  // after keeps NHWC.
-  const Tensor stem = ops::to_layout(conv1_->forward(x), ops::Layout::nchw, options_.layout);
-  Tensor out = bn1_->forward_relu(stem);
+  // Data arrives NCHW, and the stem reads it so; under a channels-last context the stem's output is
+  // converted once, and every layer after keeps NHWC.
+  const ops::Layout layout = ops::execution().layout;
+  Tensor stem;
+  {
+    ops::ExecutionScope nchw(ops::execution().with_layout(ops::Layout::nchw));
+    stem = conv1_->forward(x);
+  }
+  Tensor out = bn1_->forward_relu(ops::to_layout(stem, ops::Layout::nchw, layout));
   for (auto& stage : stages_) out = stage->forward(out);
-  return fc_->forward(ops::global_avg_pool(out, options_.layout));
+  return fc_->forward(ops::global_avg_pool(out));
 }
 
 }  // namespace cg::nn

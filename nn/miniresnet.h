@@ -14,12 +14,6 @@ struct MiniResNetOptions {
   int64_t num_classes = 10;
   std::vector<int64_t> widths{64, 128, 256};
   std::vector<int64_t> blocks{2, 2, 2};
-  // Activation layout after the stem convolution (the input and the stem are NCHW either way):
-  // nhwc (channels-last) lets cuDNN's tensor-core convolutions run without transposes. Parameters
-  // and state dict are the same in both.
-  ops::Layout layout = ops::Layout::nchw;
-  // Which kernels its convolutions and batch norms run (the config's kernels.*).
-  ops::KernelPolicy kernels{};
 };
 
 // How many trainable parameters MiniResNet(options) has, worked out from the shapes without
@@ -29,8 +23,7 @@ double parameter_count(const MiniResNetOptions& options);
 
 class BasicBlock : public Module {
  public:
-  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, ops::Layout layout,
-             const ops::KernelPolicy& kernels, Generator& gen);
+  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, Generator& gen);
   Tensor forward(const Tensor& x) override;
 
  private:

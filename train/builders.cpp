@@ -10,9 +10,13 @@ nn::MiniResNetOptions model_options(const TrainConfig& c) {
   mo.num_classes = c.model.num_classes;
   mo.widths = c.model.widths;
   mo.blocks = c.model.blocks;
-  mo.layout = c.model.channels_last ? ops::Layout::nhwc : ops::Layout::nchw;
-  mo.kernels = c.kernels;
   return mo;
+}
+
+ops::ExecutionContext execution_context(const TrainConfig& c) {
+  return {.layout = c.model.channels_last ? ops::Layout::nhwc : ops::Layout::nchw,
+          .kernels = c.kernels,
+          .autocast = {.enabled = c.amp.enabled, .dtype = c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16}};
 }
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model) {

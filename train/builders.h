@@ -7,6 +7,7 @@
 
 #include "dist/ddp.h"
 #include "dist/sync_batch_norm.h"
+#include "engine/execution.h"
 #include "nn/lr_schedule.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
@@ -16,6 +17,9 @@
 namespace cg::train {
 
 nn::MiniResNetOptions model_options(const TrainConfig& c);
+// How the model's ops run (model.channels_last, kernels.*, amp.*): the step's forward and
+// evaluation run inside a scope of it (engine/execution.h).
+ops::ExecutionContext execution_context(const TrainConfig& c);
 std::unique_ptr<nn::Optimizer> make_optimizer(const TrainConfig& c, const nn::Module& model);
 
 // An optimizer step every grad_accum_steps batches, the epoch's last group possibly shorter.

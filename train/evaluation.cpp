@@ -3,9 +3,9 @@
 #include "data/device_feeder.h"
 #include "data/loader.h"
 #include "data/sampler.h"
-#include "engine/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
+#include "train/builders.h"
 #include "train/window_stats.h"
 
 namespace cg::train {
@@ -13,7 +13,7 @@ namespace cg::train {
 EvalResult evaluate(nn::MiniResNet& model, const data::Dataset& test_set, const TrainConfig& c, DistContext& dc,
                     Device device) {
   autograd::NoGradGuard no_grad;
-  autocast::Scope autocast({.enabled = c.amp.enabled, .dtype = c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16});
+  ops::ExecutionScope in_context(execution_context(c));  // as the training step's forward runs
   model.eval();
   data::DistributedSampler sampler(test_set.size(), dc.rank(), dc.world_size(),
                                    {.shuffle = false, .seed = 0, .drop_last = false, .pad = false});

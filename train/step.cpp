@@ -1,8 +1,8 @@
 #include "train/step.h"
 
 #include "dist/overflow_agreement.h"
-#include "engine/autocast.h"
 #include "engine/ops.h"
+#include "train/builders.h"
 #include "util/log.h"
 #include "util/nvtx.h"
 #include "util/trace.h"
@@ -12,9 +12,8 @@ namespace cg::train {
 TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
                      dist::DistributedDataParallel* ddp, const Stream& compute)
     : model_(model), optimizer_(optimizer), ddp_(ddp), params_(model.named_parameters()),
-      amp_(c.amp.enabled), amp_dtype_(c.amp.dtype == AmpDtype::bf16 ? DType::bf16 : DType::f16),
-      accum_(c.train.grad_accum_steps) {
-  if (amp_ && amp_dtype_ == DType::f16)
+      context_(execution_context(c)), accum_(c.train.grad_accum_steps) {
+  if (context_.autocast.enabled && context_.autocast.dtype == DType::f16)
     scaler_ = std::make_unique<nn::GradScaler>(nn::GradScalerOptions{}, compute.device());
   if (ddp_ && scaler_) dist::agree_on_overflow(*scaler_, ddp_->comm());  // every rank skips an overflow together
   if (!c.train.cuda_graph) return;
@@ -66,7 +65,7 @@ void TrainStep::phase_ended() const {
 Tensor TrainStep::forward(const data::DeviceBatch& batch, ForwardOptions options, Tensor* hits) {
   trace::Span span("forward", "compute");
   CG_NVTX_RANGE("forward");
-  autocast::Scope autocast({.enabled = amp_, .dtype = amp_dtype_});
+  ops::ExecutionScope in_context(context_);  // layout, kernels and autocast, as configured
   if (!ddp_) return ops::cross_entropy(model_(batch.images), batch.labels, hits);
   std::optional<dist::DistributedDataParallel::NoSync> accumulate_only;
   if (!options.sync) accumulate_only.emplace(ddp_->no_sync());

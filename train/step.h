@@ -13,6 +13,7 @@
 #include "data/device_feeder.h"
 #include "dist/ddp.h"
 #include "nn/grad_scaler.h"
+#include "engine/execution.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "train/step_graph.h"
@@ -76,8 +77,7 @@ class TrainStep {
   nn::Optimizer& optimizer_;
   dist::DistributedDataParallel* ddp_;
   nn::NamedTensors params_;
-  bool amp_;
-  DType amp_dtype_;
+  ops::ExecutionContext context_;  // the forward's (train/builders.h)
   int64_t accum_;
   int64_t micro_ = 0;  // micro-batches of the current accumulation group so far
   std::unique_ptr<nn::GradScaler> scaler_;  // fp16 only: bf16 has float32's range

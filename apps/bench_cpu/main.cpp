@@ -88,8 +88,9 @@ Timing time_training(const Options& o, cg::nn::MiniResNet& model, cg::nn::SGD& s
 void run(const Options& o) {
   omp_set_num_threads(o.threads);
   cg::Generator gen(0);
+  // Every op below runs with --cpu-conv's algorithm.
+  cg::ops::ExecutionScope with_cpu_conv({.kernels = {.cpu_conv = cpu_conv_of(o.cpu_conv)}});
   cg::nn::MiniResNetOptions mo;
-  mo.kernels.cpu_conv = cpu_conv_of(o.cpu_conv);
   mo.in_channels = o.in_channels;
   mo.widths = o.widths;
   mo.blocks.assign(o.widths.size(), 2);

@@ -92,13 +92,13 @@ impl::BatchNormProblem problem_of(const Tensor& x, const Tensor& residual, const
   p.shape = s;
   p.device = x.device();
   p.dtype = x.dtype();
-  p.layout = options.layout;
+  p.layout = execution().layout;
   p.training = options.training;
   p.needs_backward = autograd::any_requires_grad({&x, &weight, &bias, &residual});
   p.activation = options.activation;
   p.residual = residual.defined();
   p.cross_replica = options.training && options.cross_replica != nullptr;
-  p.policy = options.kernels;
+  p.policy = execution().kernels;
   p.layer = fmt::format("{} layer with input {}", residual.defined() ? "batch_norm_add_relu" : "batch_norm", x.str());
   return p;
 }
@@ -171,7 +171,7 @@ void record_backward(std::shared_ptr<const impl::BatchNormImpl> implementation, 
 Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, const Tensor& num_batches_tracked,
                        const BatchNormOptions& options) {
-  const BatchNormShape s = shape_of(x, options.layout);
+  const BatchNormShape s = shape_of(x, execution().layout);
   const int64_t c = s.c;
   check_inputs(x, residual, weight, bias, running_mean, running_var, s, options);
   const impl::BatchNormProblem p = problem_of(x, residual, weight, bias, s, options);

@@ -1,6 +1,7 @@
 // conv2d and its backward. The implementation (the CPU's im2col, Winograd or direct, hand-written
-// GPU kernels, cuDNN) comes from the convolution registry (engine/conv/conv.h) under the options'
-// KernelPolicy, and the backward node keeps the one that ran the forward. The compute dtype follows autocast.
+// GPU kernels, cuDNN) comes from the convolution registry (engine/conv/conv.h) under the execution
+// context's layout and KernelPolicy, and the backward node keeps the one that ran the forward. The
+// compute dtype follows autocast.
 #include "engine/autocast.h"
 #include "engine/autograd/node.h"
 #include "engine/conv/conv.h"
@@ -32,14 +33,15 @@ class Conv2dBackward : public autograd::Node {
 };
 
 impl::ConvProblem problem_of(const Tensor& x, const Tensor& weight, const Conv2dFuncOptions& options, DType dt) {
-  const bool nhwc = options.layout == Layout::nhwc;
+  const ExecutionContext& context = execution();
+  const bool nhwc = context.layout == Layout::nhwc;
   impl::ConvProblem p;
   p.shape = {x.size(0), weight.size(1), x.size(nhwc ? 1 : 2), x.size(nhwc ? 2 : 3), weight.size(0),
              weight.size(2), weight.size(3), options.stride, options.padding};
   p.device = x.device();
   p.dtype = dt;
-  p.layout = options.layout;
-  p.policy = options.kernels;
+  p.layout = context.layout;
+  p.policy = context.kernels;
   p.layer = fmt::format("conv2d layer with {}input {} and weight {} (stride {}, padding {})",
                         nhwc ? "channels-last " : "", x.str(), weight.str(), options.stride, options.padding);
   return p;
@@ -48,7 +50,7 @@ impl::ConvProblem problem_of(const Tensor& x, const Tensor& weight, const Conv2d
 }  // namespace
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias_in, Conv2dFuncOptions options) {
-  const bool nhwc = options.layout == Layout::nhwc;
+  const bool nhwc = execution().layout == Layout::nhwc;
   CG_CHECK(x_in.dim() == 4 && weight.dim() == 4, "conv2d: input {} and weight {} must be 4-D", x_in.str(),
            weight.str());
   const int64_t channel_dim = nhwc ? 3 : 1;

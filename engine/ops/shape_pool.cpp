@@ -79,7 +79,8 @@ class ReshapeBackward : public autograd::Node {
 
 }  // namespace
 
-Tensor global_avg_pool(const Tensor& x, Layout layout) {
+Tensor global_avg_pool(const Tensor& x) {
+  const Layout layout = execution().layout;
   const bool nhwc = layout == Layout::nhwc;
   CG_CHECK(x.dim() == 4, "global_avg_pool: input {} must be 4-D ({})", x.str(), nhwc ? "NHWC" : "NCHW");
   const PoolShape p{x.size(0), x.size(nhwc ? 3 : 1), nhwc ? x.size(1) * x.size(2) : x.size(2) * x.size(3), layout};

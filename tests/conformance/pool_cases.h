@@ -49,7 +49,8 @@ inline PoolResults run_pool(const PoolParam& p, const std::vector<double>& x, co
   Tensor xt = nhwc ? tensor_of(nchw_to_nhwc(x, r.n, r.c, hw), {r.n, r.h, r.w, r.c}, p.dtype, device)
                    : tensor_of(x, {r.n, r.c, r.h, r.w}, p.dtype, device);
   xt.set_requires_grad(true);
-  const Tensor y = ops::global_avg_pool(xt, p.layout);
+  ops::ExecutionScope in_layout({.layout = p.layout});
+  const Tensor y = ops::global_avg_pool(xt);
   y.backward(tensor_of(dy, {r.n, r.c}, p.dtype, device));
   const Tensor dx = xt.grad();
   EXPECT_EQ(dx.shape(), xt.shape()) << "dx is laid out like x";

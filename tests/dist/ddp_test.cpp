@@ -220,7 +220,7 @@ TEST(Ddp, UnusedParameterIsNamed) {
     ddp(batch_images(0, 2));  // arms the gradient hooks; its output is not used
     // Backward through the stem only: every later parameter gets no gradient.
     Tensor w = model.named_parameters().front().second;
-    ops::scale(ops::conv2d(batch_images(0, 2), w, Tensor(), {1, 1}), 1.0).backward(Tensor::full({2, 4, 8, 8}, 1.0));
+    ops::scale(ops::conv2d(batch_images(0, 2), w, Tensor(), {.stride = 1, .padding = 1}), 1.0).backward(Tensor::full({2, 4, 8, 8}, 1.0));
     try {
       ddp.reducer().wait_for_gradients();
       ADD_FAILURE() << "unused parameters went unnoticed";

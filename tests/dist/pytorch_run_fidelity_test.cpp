@@ -94,7 +94,6 @@ StateValues train_cudagrad(const safetensors::File& f, CpuConvAlgorithm algorith
   o.num_classes = int64_t(golden_meta(f, "num_classes"));
   o.widths = test::golden_meta_list(f, "widths");
   o.blocks = test::golden_meta_list(f, "blocks");
-  o.kernels.cpu_conv = algorithm;
   const SgdOptions sgd{float(golden_meta(f, "lr")), float(golden_meta(f, "momentum")),
                        float(golden_meta(f, "weight_decay")), float(golden_meta(f, "dampening")),
                        golden_meta_flag(f, "nesterov")};
@@ -103,6 +102,7 @@ StateValues train_cudagrad(const safetensors::File& f, CpuConvAlgorithm algorith
   const int64_t batch = int64_t(golden_meta(f, "batch")), micro_batches = int64_t(golden_meta(f, "micro_batches"));
   train::TrainConfig c;
   c.train.grad_accum_steps = micro_batches;
+  c.kernels.cpu_conv = algorithm;  // the step's forward runs in the config's execution context
   const Tensor input = golden_tensor(f, "input");
   const std::vector<float> images = input.to(DType::f32).to_vector<float>();
   const std::vector<int64_t> labels = golden_tensor(f, "labels").to_vector<int64_t>();

@@ -98,7 +98,8 @@ int run_rank(const Case& k, int rank, int port, const std::string& out_path, boo
   ProcessGroup group(store, rank, world, "127.0.0.1", po);
   auto comm = make_host_gloo_comm(group);
 
-  nn::BatchNorm2d bn(kChannels, k.channels_last ? ops::Layout::nhwc : ops::Layout::nchw, kEps, kMomentum);
+  ops::ExecutionScope in_layout({.layout = k.channels_last ? ops::Layout::nhwc : ops::Layout::nchw});
+  nn::BatchNorm2d bn(kChannels, kEps, kMomentum);
   for (auto& [name, p] : bn.named_parameters()) {  // weight 1 + 0.25 c, bias 0.1 - 0.2 c
     float* d = p.data<float>();
     for (int64_t c = 0; c < kChannels; ++c) d[c] = name == "weight" ? 1.f + 0.25f * float(c) : 0.1f - 0.2f * float(c);

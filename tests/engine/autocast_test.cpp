@@ -29,7 +29,7 @@ TEST(Autocast, LeavesCpuTensorsInFloat32) {
   autocast::Scope on({.dtype = DType::f16});
   const Tensor x = Tensor::full({1, 2, 4, 4}, 1.0), w = Tensor::full({3, 2, 3, 3}, 0.5);
   EXPECT_EQ(autocast::compute_dtype(x), DType::f32);
-  EXPECT_EQ(ops::conv2d(x, w, Tensor(), {1, 1}).dtype(), DType::f32);
+  EXPECT_EQ(ops::conv2d(x, w, Tensor(), {.stride = 1, .padding = 1}).dtype(), DType::f32);
   EXPECT_EQ(autocast::compute_dtype(Tensor::zeros({2}, DType::i64)), DType::i64);
 }
 

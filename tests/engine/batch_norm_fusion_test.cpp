@@ -45,7 +45,8 @@ Result run(bool fused, bool training, Layout layout, const Tensor& x_values, con
     st.mean = Tensor::full({gamma.numel()}, 0.25);
     st.var = Tensor::full({gamma.numel()}, 1.5);
   }
-  ops::BatchNormOptions o{training, 0.1, 1e-5, Activation::none, layout};
+  ops::ExecutionScope in_layout({.layout = layout});
+  const ops::BatchNormOptions o{.training = training, .momentum = 0.1, .eps = 1e-5};
   Tensor y = fused ? ops::batch_norm_add_relu(x, r, gamma, beta, st.mean, st.var, st.count, o)
                    : ops::add_relu(ops::batch_norm(x, gamma, beta, st.mean, st.var, st.count, o), r);
   y.backward(dy);
@@ -92,7 +93,7 @@ TEST(BatchNormAddRelu, GradientsMatchFiniteDifferences) {
     for (double shift : {8.0, -8.0}) {
       Tensor rm = Tensor::full({3}, 0.2, DType::f64), rv = Tensor::full({3}, 1.3, DType::f64);
       const double momentum = 0;  // keep the running statistics fixed across the probes
-      ops::BatchNormOptions o{training, momentum, 1e-5};
+      const ops::BatchNormOptions o{.training = training, .momentum = momentum, .eps = 1e-5};
       test::expect_gradients_match(
           [&](const std::vector<Tensor>& t) {
             return ops::batch_norm_add_relu(t[0], t[3], t[1], t[2], rm, rv, Tensor(), o);

@@ -23,6 +23,16 @@ Tensor randn(const Shape& s, uint64_t seed, DType dtype = DType::f32) {
 Tensor nhwc(const Tensor& t) { return ops::to_layout(t, Layout::nchw, Layout::nhwc); }
 Tensor nchw(const Tensor& t) { return ops::to_layout(t, Layout::nhwc, Layout::nchw); }
 
+// The ops under a channels-last execution context (their backward runs as the forward did).
+Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor& b, ops::Conv2dFuncOptions o) {
+  ops::ExecutionScope channels_last({.layout = Layout::nhwc});
+  return ops::conv2d(x, w, b, o);
+}
+Tensor global_avg_pool_nhwc(const Tensor& x) {
+  ops::ExecutionScope channels_last({.layout = Layout::nhwc});
+  return ops::global_avg_pool(x);
+}
+
 struct ConvCase {
   Shape x, w;  // x in NCHW
   int64_t stride, pad;
@@ -44,8 +54,8 @@ TEST(ChannelsLastConv2d, CpuIsBitIdenticalToNchwForwardAndBackward) {
     Tensor x_nhwc = nhwc(x).set_requires_grad(true), w_nhwc = w.clone().set_requires_grad(true);
     Tensor b_nchw = c.bias ? b.clone().set_requires_grad(true) : Tensor();
     Tensor b_nhwc = c.bias ? b.clone().set_requires_grad(true) : Tensor();
-    const Tensor y_nchw = ops::conv2d(x_nchw, w_nchw, b_nchw, {c.stride, c.pad});
-    const Tensor y_nhwc = ops::conv2d(x_nhwc, w_nhwc, b_nhwc, {c.stride, c.pad, Layout::nhwc});
+    const Tensor y_nchw = ops::conv2d(x_nchw, w_nchw, b_nchw, {.stride = c.stride, .padding = c.pad});
+    const Tensor y_nhwc = conv2d_nhwc(x_nhwc, w_nhwc, b_nhwc, {.stride = c.stride, .padding = c.pad});
     ASSERT_EQ(y_nhwc.shape(), nhwc(y_nchw).shape());
     EXPECT_EQ(y_nhwc.to_vector<float>(), nhwc(y_nchw).to_vector<float>()) << x.str();
 
@@ -64,7 +74,7 @@ TEST(ChannelsLastConv2d, CpuIsBitIdenticalToNchwForwardAndBackward) {
 TEST(ChannelsLastConv2d, RejectsAnInputWhoseLastAxisIsNotTheChannels) {
   const Tensor x = randn({2, 3, 8, 8}, 1), w = randn({4, 3, 3, 3}, 2);  // NCHW data called NHWC
   try {
-    ops::conv2d(x, w, Tensor(), {1, 1, Layout::nhwc});
+    conv2d_nhwc(x, w, Tensor(), {.stride = 1, .padding = 1});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("NHWC input"), std::string::npos) << e.what();
@@ -74,7 +84,7 @@ TEST(ChannelsLastConv2d, RejectsAnInputWhoseLastAxisIsNotTheChannels) {
 TEST(ChannelsLastPool, CpuIsBitIdenticalToNchwForwardAndBackward) {
   const Tensor x = randn({4, 16, 7, 7}, 3);
   Tensor x_nchw = x.clone().set_requires_grad(true), x_nhwc = nhwc(x).set_requires_grad(true);
-  const Tensor y_nchw = ops::global_avg_pool(x_nchw), y_nhwc = ops::global_avg_pool(x_nhwc, Layout::nhwc);
+  const Tensor y_nchw = ops::global_avg_pool(x_nchw), y_nhwc = global_avg_pool_nhwc(x_nhwc);
   EXPECT_EQ(y_nhwc.shape(), (Shape{4, 16}));
   EXPECT_EQ(y_nhwc.to_vector<float>(), y_nchw.to_vector<float>());
   const Tensor dy = randn({4, 16}, 4);
@@ -109,11 +119,11 @@ TEST(ChannelsLastGrad, MatchesFiniteDifferences) {
     if (c.bias) in.push_back(test::random_f64({c.w[0]}, gen));
     test::expect_gradients_match(
         [&](const std::vector<Tensor>& t) {
-          return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), {c.stride, c.pad, Layout::nhwc});
+          return conv2d_nhwc(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), {.stride = c.stride, .padding = c.pad});
         },
         in);
   }
-  test::expect_gradients_match([](const std::vector<Tensor>& t) { return ops::global_avg_pool(t[0], Layout::nhwc); },
+  test::expect_gradients_match([](const std::vector<Tensor>& t) { return global_avg_pool_nhwc(t[0]); },
                                {test::random_f64({2, 3, 4, 5}, gen)});
   test::expect_gradients_match([](const std::vector<Tensor>& t) { return nhwc(t[0]); },
                                {test::random_f64({2, 3, 4, 5}, gen)});

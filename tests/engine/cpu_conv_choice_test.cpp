@@ -30,7 +30,8 @@ Result run(ops::CpuConvAlgorithm algorithm, const std::vector<int64_t>& x_shape,
   normal_(w, gen, 0.0, 0.1);
   x.set_requires_grad(true);
   w.set_requires_grad(true);
-  Tensor y = ops::conv2d(x, w, Tensor(), {.stride = stride, .padding = 1, .kernels = {.cpu_conv = algorithm}});
+  ops::ExecutionScope with_algorithm({.kernels = {.cpu_conv = algorithm}});
+  Tensor y = ops::conv2d(x, w, Tensor(), {.stride = stride, .padding = 1});
   Tensor dy = Tensor::empty(y.shape());
   normal_(dy, gen, 0.0, 1.0);
   y.backward(dy);

@@ -121,7 +121,11 @@ TEST(ImplRegistry, ChannelsLastCpuTensorsGetTheChannelsLastConvolutionAroundTheN
       impl::conv_registry().put_first({"fake nchw", DeviceType::cpu, impl::ImplKey::im2col, std::make_shared<FakeNchwConv>()});
   ConvCall call;
   const Tensor x_nhwc = ops::to_layout(call.x.detach(), ops::Layout::nchw, ops::Layout::nhwc).set_requires_grad(true);
-  Tensor y = ops::conv2d(x_nhwc, call.w, call.b, {.stride = 1, .padding = 1, .layout = ops::Layout::nhwc});
+  Tensor y;
+  {
+    ops::ExecutionScope channels_last({.layout = ops::Layout::nhwc});
+    y = ops::conv2d(x_nhwc, call.w, call.b, {.stride = 1, .padding = 1});
+  }
   EXPECT_EQ(fake_forwards.load(), 1);
   EXPECT_EQ(y.shape(), (Shape{1, 4, 4, 3}));  // back in channels-last
   y.backward(Tensor::full(y.shape(), 1.0, DType::f64));

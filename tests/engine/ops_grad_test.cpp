@@ -25,7 +25,7 @@ TEST_P(Conv2dGrad, MatchesFiniteDifferences) {
   if (c.bias) in.push_back(random_f64({c.w[0]}, gen));
   expect_gradients_match(
       [&](const std::vector<Tensor>& t) {
-        return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), {c.stride, c.pad});
+        return ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : Tensor(), {.stride = c.stride, .padding = c.pad});
       },
       in);
 }
@@ -41,7 +41,7 @@ TEST(BatchNormGrad, TrainingMode) {
   Tensor rm = Tensor::zeros({3}, DType::f64), rv = Tensor::full({3}, 1.0, DType::f64);
   expect_gradients_match(
       [&](const std::vector<Tensor>& t) {
-        return ops::batch_norm(t[0], t[1], t[2], rm, rv, Tensor(), {true, 0.1, 1e-5});
+        return ops::batch_norm(t[0], t[1], t[2], rm, rv, Tensor(), {.training = true, .momentum = 0.1, .eps = 1e-5});
       },
       {random_f64({4, 3, 3, 2}, gen), random_f64({3}, gen), random_f64({3}, gen)});
 }
@@ -52,7 +52,7 @@ TEST(BatchNormGrad, EvalMode) {
   Tensor rv = random_f64({3}, gen, false, 2.0, 0.3);
   expect_gradients_match(
       [&](const std::vector<Tensor>& t) {
-        return ops::batch_norm(t[0], t[1], t[2], rm, rv, Tensor(), {false, 0.1, 1e-5});
+        return ops::batch_norm(t[0], t[1], t[2], rm, rv, Tensor(), {.training = false, .momentum = 0.1, .eps = 1e-5});
       },
       {random_f64({2, 3, 2, 2}, gen), random_f64({3}, gen), random_f64({3}, gen)});
 }
@@ -61,7 +61,7 @@ TEST(BatchNormGrad, FusedReluTrainAndEval) {
   Generator gen(16);
   for (bool training : {true, false}) {
     Tensor rm = Tensor::zeros({3}, DType::f64), rv = Tensor::full({3}, 1.0, DType::f64);
-    ops::BatchNormOptions o{training, 0.1, 1e-5, ops::Activation::relu};
+    ops::BatchNormOptions o{.training = training, .momentum = 0.1, .eps = 1e-5, .activation = ops::Activation::relu};
     std::vector<Tensor> in{test::random_f64({4, 3, 2, 2}, gen), test::random_f64({3}, gen),
                            test::random_f64({3}, gen)};
     expect_gradients_match(
@@ -131,10 +131,10 @@ TEST(CompositeGrad, ResidualBlock) {
   Tensor rm2 = rm1.clone(), rv2 = rv1.clone();
   expect_gradients_match(
       [&](const std::vector<Tensor>& t) {
-        Tensor h = ops::batch_norm(ops::conv2d(t[0], t[1], Tensor(), {1, 1}), t[3], t[4], rm1, rv1,
-                                   Tensor(), {true, 0.1, 1e-5});
-        h = ops::conv2d(ops::relu(h), t[2], Tensor(), {1, 1});
-        h = ops::batch_norm(h, t[3], t[4], rm2, rv2, Tensor(), {true, 0.1, 1e-5});
+        Tensor h = ops::batch_norm(ops::conv2d(t[0], t[1], Tensor(), {.stride = 1, .padding = 1}), t[3], t[4], rm1, rv1,
+                                   Tensor(), {.training = true, .momentum = 0.1, .eps = 1e-5});
+        h = ops::conv2d(ops::relu(h), t[2], Tensor(), {.stride = 1, .padding = 1});
+        h = ops::batch_norm(h, t[3], t[4], rm2, rv2, Tensor(), {.training = true, .momentum = 0.1, .eps = 1e-5});
         return ops::add(h, t[0]);
       },
       {random_f64({2, 3, 4, 4}, gen), random_f64({3, 3, 3, 3}, gen), random_f64({3, 3, 3, 3}, gen),

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 void save_tiny_checkpoint(const fs::path& path, int64_t step) {
   Generator gen(1);
-  nn::Linear model(3, 2, gen);
+  nn::Linear model({.in_features = 3, .out_features = 2}, gen);
   nn::SGD opt(model.named_parameters(), SgdOptions{0.1f, 0.9f, 0.f, 0.f, false});
   nn::save_checkpoint(path.string(), model, opt, {0, 0, step, "sgd", "", ""});
 }

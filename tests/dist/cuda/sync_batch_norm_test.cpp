@@ -38,7 +38,8 @@ Tensor batch(const Mode& m, int64_t n, uint64_t seed, double offset) {
 // dbeta, running_mean, running_var, on `device`, synchronized through `comm` when given.
 std::vector<std::vector<float>> step(const Mode& m, int64_t total, int64_t first, int64_t n, Device device,
                                      GradientComm* comm) {
-  nn::BatchNorm2d bn(kC, m.channels_last ? ops::Layout::nhwc : ops::Layout::nchw);
+  ops::ExecutionScope in_layout({.layout = m.channels_last ? ops::Layout::nhwc : ops::Layout::nchw});
+  nn::BatchNorm2d bn(kC);
   bn.to(device);
   std::unique_ptr<SyncBatchNorm> sync;
   if (comm) sync = std::make_unique<SyncBatchNorm>(bn, *comm);

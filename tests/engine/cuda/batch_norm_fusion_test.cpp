@@ -43,8 +43,8 @@ Result run(ops::GpuImpl impl, bool fused, bool training, Layout layout, Device d
   const int64_t c = gamma.numel();
   Tensor mean = Tensor::full({c}, 0.25).to(device), var = Tensor::full({c}, 1.5).to(device);
   Tensor count = Tensor::zeros({}, DType::i64).to(device);
-  ops::BatchNormOptions o{training, 0.1, 1e-5, Activation::none, layout};
-  o.kernels.batch_norm = impl;
+  ops::ExecutionScope in_context({.layout = layout, .kernels = {.batch_norm = impl}});
+  const ops::BatchNormOptions o{.training = training, .momentum = 0.1, .eps = 1e-5};
   Tensor y = fused ? ops::batch_norm_add_relu(x, r, gamma, beta, mean, var, count, o)
                    : ops::add_relu(ops::batch_norm(x, gamma, beta, mean, var, count, o), r);
   y.backward(dy.to(dtype).to(device));
@@ -112,7 +112,8 @@ Tensor residual_away_from_kink(const Tensor& x, const Tensor& r, const Tensor& g
   autograd::NoGradGuard no_grad;
   const int64_t c = gamma.numel();
   Tensor mean = Tensor::full({c}, 0.25), var = Tensor::full({c}, 1.5), count = Tensor::zeros({}, DType::i64);
-  const ops::BatchNormOptions o{training, 0.1, 1e-5, Activation::none, layout};
+  ops::ExecutionScope in_layout({.layout = layout});
+  const ops::BatchNormOptions o{.training = training, .momentum = 0.1, .eps = 1e-5};
   const std::vector<float> pre = ops::add(ops::batch_norm(x, gamma, beta, mean, var, count, o), r).to_vector<float>();
   std::vector<float> moved = r.to_vector<float>();
   for (size_t i = 0; i < pre.size(); ++i)

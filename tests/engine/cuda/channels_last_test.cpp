@@ -52,8 +52,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuChannelsLastConv,
 
 TEST(GpuChannelsLast, PoolingMatchesTheCpu) {
   NEED_GPU();
-  expect_gpu_matches_cpu([](const auto& t) { return ops::global_avg_pool(t[0], Layout::nhwc); },
-                         {randn({4, 8, 8, 32}, 8)}, kF32);
+  expect_gpu_matches_cpu(
+      [](const auto& t) {
+        ops::ExecutionScope channels_last({.layout = Layout::nhwc});
+        return ops::global_avg_pool(t[0]);
+      },
+      {randn({4, 8, 8, 32}, 8)}, kF32);
 }
 
 // One case per dtype (GpuToLayout.IsExactBothWays/bfloat16).

@@ -34,7 +34,10 @@ inline void expect_conv_cases_match_cpu(std::span<const ConvCase> cases, ops::La
   if (dtype == DType::f32) {
     for (const ConvCase& c : cases)
       expect_gpu_matches_cpu(
-          [&](const auto& t) { return ops::conv2d(t[0], t[1], t[2], {c.stride, c.pad, layout, kernels}); },
+          [&](const auto& t) {
+            ops::ExecutionScope in_context({.layout = layout, .kernels = kernels});
+            return ops::conv2d(t[0], t[1], t[2], {.stride = c.stride, .padding = c.pad});
+          },
                              {randn(c.x, 1), randn(c.w, 2, 0.0, 0.2), randn({c.w[0]}, 3)}, kGpuF32);
     return;
   }
@@ -42,8 +45,9 @@ inline void expect_conv_cases_match_cpu(std::span<const ConvCase> cases, ops::La
   for (const ConvCase& c : cases)
     expect_gpu_matches_cpu(
         [&](const auto& t) {
-          autocast::Scope scope({.dtype = dtype});
-          return ops::conv2d(t[0], t[1], Tensor(), {c.stride, c.pad, layout, kernels});
+          ops::ExecutionScope in_context(
+              {.layout = layout, .kernels = kernels, .autocast = {.enabled = true, .dtype = dtype}});
+          return ops::conv2d(t[0], t[1], Tensor(), {.stride = c.stride, .padding = c.pad});
         },
         {randn(c.x, 4), randn(c.w, 5, 0.0, 0.2)}, tol, dtype);
 }

@@ -96,8 +96,8 @@ TEST_P(GpuBatchNormModes, MatchTheCpuWithStatistics) {
   Tensor rm_c = randn({16}, 7), rv_c = Tensor::full({16}, 1.5);
   Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
   Tensor nbt_g = Tensor::zeros({}, DType::i64).to(kGpu);
-  ops::BatchNormOptions o{c.training, 0.1, 1e-5, c.act};
-  o.kernels.batch_norm = c.impl;
+  ops::ExecutionScope with_impl({.kernels = {.batch_norm = c.impl}});
+  const ops::BatchNormOptions o{.training = c.training, .momentum = 0.1, .eps = 1e-5, .activation = c.act};
   if (c.impl == ops::GpuImpl::cudnn && !c.training) {
     expect_cudnn_eval(o, rm_c, rv_c, rm_g, rv_g);
     return;
@@ -123,8 +123,8 @@ TEST_P(GpuBatchNorm, TakesHalfActivationsWithFloat32Parameters) {
   Tensor x = randn({8, 16, 6, 6}, 12).to(DType::f16).to(kGpu);
   Tensor w = Tensor::full({16}, 1.0).to(kGpu), b = Tensor::zeros({16}).to(kGpu);
   Tensor rm = Tensor::zeros({16}).to(kGpu), rv = Tensor::full({16}, 1.0).to(kGpu);
-  ops::BatchNormOptions o{true, 0.1, 1e-5, ops::Activation::relu};
-  o.kernels.batch_norm = GetParam();
+  ops::ExecutionScope with_impl({.kernels = {.batch_norm = GetParam()}});
+  const ops::BatchNormOptions o{.training = true, .momentum = 0.1, .eps = 1e-5, .activation = ops::Activation::relu};
   const Tensor y = ops::batch_norm(x, w, b, rm, rv, Tensor(), o);
   EXPECT_EQ(y.dtype(), DType::f16);
   const Tensor ref = ops::batch_norm(x.to(DType::f32).to(Device::cpu()), w.to(Device::cpu()), b.to(Device::cpu()),

@@ -17,11 +17,10 @@ using test::kGpu;
 using test::labels_for;
 using test::random_images;
 
-MiniResNetOptions small(ops::Layout layout) {
+MiniResNetOptions small() {
   MiniResNetOptions o;
   o.in_channels = 3;
   o.widths = {8, 16, 32};
-  o.layout = layout;
   return o;
 }
 
@@ -29,11 +28,11 @@ MiniResNetOptions small(ops::Layout layout) {
 std::vector<double> host_f64(const Tensor& t) { return t.to(Device::cpu()).to(DType::f64).to_vector<double>(); }
 
 // One forward and backward; the logits in float64 on the host.
-std::vector<double> step(MiniResNet& model, Device device, bool autocast_f16) {
+std::vector<double> step(ops::Layout layout, MiniResNet& model, Device device, bool autocast_f16) {
   const Tensor x = random_images(8, 1).to(device), y = labels_for(8).to(device);
   Tensor logits;
   {
-    autocast::Scope scope({.enabled = autocast_f16, .dtype = DType::f16});
+    ops::ExecutionScope in_context({.layout = layout, .autocast = {.enabled = autocast_f16, .dtype = DType::f16}});
     logits = model.forward(x);
   }
   ops::cross_entropy(logits, y).backward();
@@ -59,10 +58,10 @@ NamedTensors grads_of(const Module& m) {
 TEST(GpuChannelsLastMiniResNet, Float32StepMatchesTheCpuNchwModel) {
   NEED_GPU();
   Generator g1(5), g2(5);
-  MiniResNet cpu(small(ops::Layout::nchw), g1), gpu(small(ops::Layout::nhwc), g2);
+  MiniResNet cpu(small(), g1), gpu(small(), g2);
   gpu.to(kGpu);
   const test::Tolerance tol{2e-4, 2e-3};  // float32 sums in other orders, through the whole net
-  EXPECT_TRUE(test::all_close(step(gpu, kGpu, false), step(cpu, Device::cpu(), false), tol)) << "logits";
+  EXPECT_TRUE(test::all_close(step(ops::Layout::nhwc, gpu, kGpu, false), step(ops::Layout::nchw, cpu, Device::cpu(), false), tol)) << "logits";
   expect_same(grads_of(gpu), grads_of(cpu), tol, "gradient");
   expect_same(gpu.state_dict(), cpu.state_dict(), tol, "state");
 }
@@ -70,13 +69,13 @@ TEST(GpuChannelsLastMiniResNet, Float32StepMatchesTheCpuNchwModel) {
 TEST(GpuChannelsLastMiniResNet, Fp16AutocastStaysCloseToTheNchwModel) {
   NEED_GPU();
   Generator g1(6), g2(6);
-  MiniResNet nchw(small(ops::Layout::nchw), g1), nhwc(small(ops::Layout::nhwc), g2);
+  MiniResNet nchw(small(), g1), nhwc(small(), g2);
   nchw.to(kGpu);
   nhwc.to(kGpu);
   // Both round activations to fp16 between layers but convolve with other algorithms: the
   // difference is a few fp16 roundings deep, not a layout mix-up (which would be O(1)).
   const test::Tolerance tol{5e-2, 5e-2};
-  EXPECT_TRUE(test::all_close(step(nhwc, kGpu, true), step(nchw, kGpu, true), tol)) << "logits";
+  EXPECT_TRUE(test::all_close(step(ops::Layout::nhwc, nhwc, kGpu, true), step(ops::Layout::nchw, nchw, kGpu, true), tol)) << "logits";
   const NamedTensors g = grads_of(nhwc);
   for (const auto& [name, grad] : g) EXPECT_EQ(grad.dtype(), DType::f32) << name;
   expect_same(g, grads_of(nchw), {1e-1, 1e-1}, "gradient");
