@@ -5,6 +5,8 @@
 // (the scalar path) and a batch large enough for many slices per channel. Outputs poisoned first.
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "kernels/cpu/batch_norm.h"
 #include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/cudnn.h"
@@ -26,7 +28,10 @@ const BatchNormShape kShapes[] = {{4, 64, 32 * 32}, {4, 128, 16 * 16}, {4, 256, 
                                   {4, 128, 14 * 14}, {4, 256, 7 * 7},  {3, 5, 5 * 7},  {1, 13, 2},
                                   {2, 3, 1},         {32, 64, 32 * 32}};
 // Channels-last ({N * H * W, C, 1}): the same MiniResNet layers, then many slices per channel,
-// more than 256 channel vectors (two groups of lanes), and channel counts no vector divides.
+// more than 256 channel vectors (two groups of lanes), and channel counts no vector divides. The
+// reductions' grids (row_reduce_grid) range from one block ({35, 13}: one group, one slice) to
+// several groups whose last blocks finish side by side ({8, 4096}: 128 groups of one slice;
+// {32768, 64}: 2 fp32 groups of 256 slices).
 const BatchNormShape kRowShapes[] = {{4 * 32 * 32, 64, 1}, {4 * 16 * 16, 128, 1}, {4 * 8 * 8, 256, 1},
                                      {4 * 14 * 14, 128, 1}, {4 * 7 * 7, 256, 1},  {32 * 32 * 32, 64, 1},
                                      {8, 4096, 1},          {6, 2050, 1},         {35, 13, 1}};
@@ -250,6 +255,36 @@ TEST_P(CudaBatchNormDtype, EvalBackwardMatchesTheCpu) {
       EXPECT_TRUE(test::all_close(gdg.download(), dg, test::for_sum(f32, m))) << where << ": dgamma";
       EXPECT_TRUE(test::all_close(gdb.download(), db, test::for_sum(f32, m))) << where << ": dbeta";
     }
+}
+
+// Every output of one channels-last training forward and backward (fused ReLU and residual),
+// from fresh running statistics: the reductions' last blocks add the slices in a fixed order,
+// whichever block arrives last, so two runs must agree to the bit.
+std::vector<std::vector<float>> channels_last_outputs(const BatchNormShape& s, DType t, uint64_t seed) {
+  const size_t n = size_t(s.n * s.c), c = size_t(s.c);
+  const auto x = test::random_rounded(n, seed, t), dy = test::random_rounded(n, seed + 1, t);
+  const auto r = test::random_rounded(n, seed + 2, t);
+  const auto g = test::random_vector<float>(c, seed + 3), b = test::random_vector<float>(c, seed + 4);
+  Case k(s, t, 0, x, dy, g, b, std::vector<float>(c, 0.f), std::vector<float>(c, 1.f), r);
+  run_training(Impl::native, k, Activation::relu);
+  return {k.activation(k.y), k.mean.download(), k.invstd.download(), k.rm.download(), k.rv.download(),
+          k.activation(k.dx), k.dgamma.download(), k.dbeta.download(), k.activation(k.dr)};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_P(CudaBatchNormDtype, ChannelsLastRunsGiveIdenticalBits) {
+  NEED_GPU();
+  const DType t = GetParam();
+  // Many slices of rows in two channel groups; 128 groups of one slice; a single block.
+  for (const BatchNormShape& s : {BatchNormShape{32 * 32 * 32, 64, 1}, BatchNormShape{8, 4096, 1},
+                                  BatchNormShape{35, 13, 1}}) {
+    const auto first = channels_last_outputs(s, t, 700), second = channels_last_outputs(s, t, 700);
+    for (size_t i = 0; i < first.size(); ++i)
+      EXPECT_TRUE(same_bits(first[i], second[i])) << dtype_name(t) << " " << s.n << "x" << s.c << ": output " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaBatchNormDtype, ::testing::ValuesIn(kTypes), dtype_case);
