@@ -453,13 +453,14 @@ struct Scratch {
   Scratch(const BatchNormShape& s, const PartialGrid& g, size_t coef_bytes, const WorkspaceFn& workspace) : grid(g) {
     auto aligned = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
     const size_t partial_bytes = size_t(s.c) * size_t(g.slices) * sizeof(double2);
-    const size_t coef_total = aligned(size_t(s.c) * coef_bytes), arrival_bytes = size_t(g.groups) * sizeof(unsigned);
-    char* base = static_cast<char*>(workspace(partial_bytes + coef_total + aligned(arrival_bytes)));
+    const size_t coef_total = aligned(size_t(s.c) * coef_bytes);
+    char* base = static_cast<char*>(workspace(partial_bytes + coef_total + aligned(arrival_bytes())));
     partial = reinterpret_cast<double2*>(base);
     coef = base + partial_bytes;
     arrivals = reinterpret_cast<unsigned*>(base + partial_bytes + coef_total);
   }
-  size_t arrival_bytes() const { return size_t(grid.groups) * sizeof(unsigned); }
+  // Only channels-last grids (width > 0) count arrivals.
+  size_t arrival_bytes() const { return grid.width > 0 ? size_t(grid.groups) * sizeof(unsigned) : 0; }
 };
 
 bn::RowGrid row_grid_args(const BatchNormShape& s, const PartialGrid& g) { return {s.n, s.c, g.width, g.slices}; }
