@@ -82,7 +82,7 @@ mutant batch_norm_vector_width kernels/cuda/batch_norm.cu \
   "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / V)," \
   "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / (2 * V))," \
   "CudaBatchNormDtype|GpuBatchNormModes"
-# Channels-last batch norm's one-kernel reductions (kernels/cuda/batch_norm_rows.cuh): the first
+# Batch norm's one-kernel reductions (kernels/cuda/batch_norm_parts.cuh, batch_norm_rows.cuh): the first
 # block to arrive finishing instead of the last (before the others' partials are written); the
 # arrival counters not zeroed before the gradient's kernel (the previous call left them at its
 # block count); the last block adding the slices starting at its own (the order then follows
@@ -92,9 +92,11 @@ mutant batch_norm_first_arrival kernels/cuda/batch_norm_parts.cuh \
   "atomicAdd(counter, 1u) == 0u" \
   "CudaBatchNormTraining|CudaBatchNormDtype"
 mutant batch_norm_counters_not_zeroed kernels/cuda/batch_norm.cu \
-  "    zero_device(r.arrivals, r.arrival_bytes(), st);
+  "  zero_device(r.arrivals, r.arrival_bytes(), st);
+  if (channels_last(s)) {
     launch_kernel(bn::grad_rows_kernel" \
-  "    launch_kernel(bn::grad_rows_kernel" \
+  "  if (channels_last(s)) {
+    launch_kernel(bn::grad_rows_kernel" \
   "CudaBatchNormTraining|CudaBatchNormDtype"
 mutant batch_norm_arrival_order kernels/cuda/batch_norm_rows.cuh \
   "    const double2 totals = warp_sum_slices(partial + (first + i) * g.slices, g.slices);" \

@@ -1,14 +1,13 @@
-// Batch norm on the GPU, three kernels per direction so that every SM has work even with 64
-// channels: (1) partial sums over slices of each channel, one block per (slice, channel), into
-// stream-ordered scratch; (2) one warp per channel adds its slices' partials in a fixed order
-// (deterministic run to run: bn::warp_sum_slices) and folds the statistics into per-channel coefficients; (3) an
-// elementwise pass applies them (y = x * scale + shift, or dx). Channels-last activations
-// (H * W == 1 in BatchNormShape) take the row kernels of batch_norm_rows.cuh for the first and
-// third step. A residual (relu(bn(x) + r) ends every BasicBlock) is added in the third step, and
-// its gradient written by the first backward step. Memory-bound, so activations move
-// in 16- or 8-byte vectors whenever H*W and the pointers allow it; sums are fp32 within a vector
-// and double across them, taken around a per-channel shift (no cancellation in the variance), all
-// other arithmetic fp32.
+// Batch norm on the GPU, two kernels per direction: (1) a reduction, every block summing a slice
+// of a channel's values (NCHW: one block per (slice, channel); channels-last: per (group of
+// channels, slice of rows), batch_norm_rows.cuh) into stream-ordered scratch, and the last block
+// of each channel (group) to arrive adding the slices' partials in slice order (deterministic run
+// to run: bn::warp_sum_slices) and folding the statistics into per-channel coefficients; (2) an
+// elementwise pass applies them (y = x * scale + shift, or dx). A residual (relu(bn(x) + r) ends
+// every BasicBlock) is added in the second step, and its gradient written by the first backward
+// step. Memory-bound, so activations move in 16- or 8-byte vectors whenever H*W (C, channels-last)
+// and the pointers allow it; sums are fp32 within a thread's values and double across them, taken
+// around a per-channel shift (no cancellation in the variance), all other arithmetic fp32.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -92,10 +91,25 @@ __device__ __forceinline__ float stats_shift(const BatchNormShape& s, const T* x
   return to_f32(x[c * s.hw]);
 }
 
-// partial[c][z] = (sum d, sum d^2) with d = x - shift over slice z of channel c.
-template <typename T, int V>
-__global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int slices, double2* partial) {
+// The end both NCHW reductions share: the block's totals to partial[c][blockIdx.x], then the
+// last of channel c's `slices` blocks to arrive adds them in slice order (its first warp,
+// bn::warp_sum_slices) and hands the channel's totals to `finish`. `last` is one shared bool.
+template <typename Finish>
+__device__ void finish_channel_if_last(int64_t c, int slices, double2 block_totals, double2* partial,
+                                       unsigned* arrivals, bool* last, const Finish& finish) {
+  if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = block_totals;
+  if (!bn::last_to_arrive(arrivals + c, slices, last) || threadIdx.x >= 32) return;
+  const double2 totals = bn::warp_sum_slices(partial + c * slices, slices);
+  if (threadIdx.x == 0) finish(c, totals);
+}
+
+// Channel c's (sum d, sum d^2), d = x - shift, over slice blockIdx.x, then finish(c, totals) by
+// the channel's last block.
+template <typename T, int V, typename Finish>
+__global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int slices, double2* partial,
+                                     unsigned* arrivals, Finish finish) {
   CG_SHARED(double, shared, [kThreads]);
+  CG_SHARED(bool, last, [1]);
   const int64_t c = blockIdx.y;
   const Slice sl(s.n * hwv, slices);
   const float shift = stats_shift(s, x, c);
@@ -116,7 +130,7 @@ __global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int 
   }
   sum = block_sum(sum, shared);
   sq = block_sum(sq, shared);
-  if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = make_double2(sum, sq);
+  finish_channel_if_last(c, slices, make_double2(sum, sq), partial, arrivals, last, finish);
 }
 
 // Channel c's saved statistics, running averages (unbiased variance, as PyTorch) and folded
@@ -139,8 +153,8 @@ __device__ inline void finish_channel_stats(int64_t c, double mean, double var, 
 
 // The per-channel ends of the reductions. Each takes channel c's totals over all slices (the
 // shifted (sum d, sum d^2) of the statistics, or (sum g, sum g (x - mean)) of the gradient) and is
-// called once per channel: by finalize_kernel for NCHW, by the last block of a channels-last
-// reduction (batch_norm_rows.cuh).
+// called once per channel by the last block of a reduction (finish_channel_if_last for NCHW,
+// batch_norm_rows.cuh's finish_group for channels-last).
 
 // Training forward: the saved and running statistics and the folded affine (scale, shift) the
 // normalize pass applies: y = x * scale + shift.
@@ -189,12 +203,15 @@ __global__ void affine_kernel(BatchNormShape s, int hwv, const T* x, const float
   }
 }
 
-// partial[c][z] = (sum g, sum g * (x - mean)) over slice z of channel c; `mean` is the saved
-// batch mean (training) or the running mean (eval). g goes to d_residual too (see load_grad).
-template <typename T, int V>
+// Channel c's (sum g, sum g * (x - mean)) over slice blockIdx.x, then finish(c, totals) by the
+// channel's last block; `mean` is the saved batch mean (training) or the running mean (eval). g
+// goes to d_residual too (see load_grad).
+template <typename T, int V, typename Finish>
 __global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, const T* x, const T* relu_y,
-                                    T* d_residual, const float* mean, int slices, double2* partial) {
+                                    T* d_residual, const float* mean, int slices, double2* partial,
+                                    unsigned* arrivals, Finish finish) {
   CG_SHARED(double, shared, [kThreads]);
+  CG_SHARED(bool, last, [1]);
   const int64_t c = blockIdx.y;
   const Slice sl(s.n * hwv, slices);
   const float mu = mean[c];
@@ -216,7 +233,7 @@ __global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, cons
   }
   sg = block_sum(sg, shared);
   sgx = block_sum(sgx, shared);
-  if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = make_double2(sg, sgx);
+  finish_channel_if_last(c, slices, make_double2(sg, sgx), partial, arrivals, last, finish);
 }
 
 // dbeta = sum g, dgamma = sum g * xhat, and the coefficients of dx = a g + b (x - mean) + d:
@@ -241,15 +258,6 @@ struct GradFinish {
                        : make_float4(float(k), 0.f, mean[c], 0.f);
   }
 };
-
-// NCHW's second step: a warp per channel adds the channel's slices (bn::warp_sum_slices) and
-// hands the totals to `finish`.
-template <typename Finish>
-__global__ void finalize_kernel(int64_t channels, int slices, const double2* partial, Finish finish) {
-  int64_t c;
-  double2 totals;
-  if (bn::warp_channel_sums(channels, partial, slices, c, totals)) finish(c, totals);
-}
 
 template <typename T, int V>
 __global__ void grad_input_kernel(BatchNormShape s, int hwv, const T* dy, const T* x, const T* relu_y,
@@ -439,12 +447,11 @@ RowWalkGrid row_walk_grid(const BatchNormShape& s, int V, int per_sm) {
 }
 
 int channel_blocks(const BatchNormShape& s) { return int((s.c + kThreads - 1) / kThreads); }
-// For the kernels that sum a channel's slices: a warp per channel (bn::warp_sum_slices).
-int channel_warp_blocks(const BatchNormShape& s) { return int((s.c * 32 + kThreads - 1) / kThreads); }
 
 // One scratch allocation from the caller's workspace: the partials (double2 per slice and
-// channel), per-channel coefficients (`coef_bytes` each), then the channels-last reductions'
-// arrival counters (one per group, zeroed by the launch that uses them), each part 16-byte aligned.
+// channel), per-channel coefficients (`coef_bytes` each), then the reductions' arrival counters
+// (one per channel group, or per channel for NCHW; zeroed by the launcher), each part 16-byte
+// aligned.
 struct Scratch {
   PartialGrid grid;
   double2* partial;
@@ -459,48 +466,43 @@ struct Scratch {
     coef = base + partial_bytes;
     arrivals = reinterpret_cast<unsigned*>(base + partial_bytes + coef_total);
   }
-  // Only channels-last grids (width > 0) count arrivals.
-  size_t arrival_bytes() const { return grid.width > 0 ? size_t(grid.groups) * sizeof(unsigned) : 0; }
+  size_t arrival_bytes() const { return size_t(grid.groups) * sizeof(unsigned); }
 };
 
 bn::RowGrid row_grid_args(const BatchNormShape& s, const PartialGrid& g) { return {s.n, s.c, g.width, g.slices}; }
 
-// The forward's reduction: per channel, the shifted (sum d, sum d^2) of x handed to `finish`.
-// NCHW: the partial kernel, then a warp per channel adds the slices (finalize_kernel, `name`);
-// channels-last: one kernel whose last block of each group finishes it.
+// The forward's reduction: per channel, the shifted (sum d, sum d^2) of x handed to `finish`, in
+// one kernel whose last block of each channel group (NCHW: of each channel) finishes it. The
+// arrival counters start at zero: the last block is the one that counts g.slices.
 template <typename T, int V, typename Finish>
-void reduce_stats(const BatchNormShape& s, const T* x, const Scratch& r, const Finish& finish, const char* name,
-                  Stream st) {
+void reduce_stats(const BatchNormShape& s, const T* x, const Scratch& r, const Finish& finish, Stream st) {
   const PartialGrid& g = r.grid;
+  zero_device(r.arrivals, r.arrival_bytes(), st);
   if (channels_last(s)) {
-    zero_device(r.arrivals, r.arrival_bytes(), st);
     launch_kernel(bn::stats_rows_kernel<T, V, Finish>, "batch_norm stats rows kernel", dim3(g.groups, g.slices),
                   kThreads, 0, as_cuda(st), row_grid_args(s, g), x, r.partial, r.arrivals, finish);
-    return;
+  } else {
+    launch_kernel(stats_partial_kernel<T, V, Finish>, "batch_norm stats kernel", dim3(g.slices, g.groups), kThreads,
+                  0, as_cuda(st), s, int(s.hw / V), x, g.slices, r.partial, r.arrivals, finish);
   }
-  launch_kernel(stats_partial_kernel<T, V>, "batch_norm stats partial kernel", dim3(g.slices, g.groups), kThreads, 0,
-                as_cuda(st), s, int(s.hw / V), x, g.slices, r.partial);
-  launch_kernel(finalize_kernel<Finish>, KernelName(name), channel_warp_blocks(s), kThreads, 0, as_cuda(st), s.c,
-                g.slices, r.partial, finish);
 }
 
 // The backward's reduction: per channel (sum g, sum g (x - mean)) handed to `finish`, the masked
-// gradient written to d_residual on the way; the same two shapes as reduce_stats.
+// gradient written to d_residual on the way; one kernel, as reduce_stats.
 template <typename T, int V, typename Finish>
 void reduce_grad(const BatchNormShape& s, const T* dy, const T* x, const T* relu_y, T* d_residual, const float* mean,
-                 const Scratch& r, const Finish& finish, const char* name, Stream st) {
+                 const Scratch& r, const Finish& finish, Stream st) {
   const PartialGrid& g = r.grid;
+  zero_device(r.arrivals, r.arrival_bytes(), st);
   if (channels_last(s)) {
-    zero_device(r.arrivals, r.arrival_bytes(), st);
     launch_kernel(bn::grad_rows_kernel<T, V, Finish>, "batch_norm grad rows kernel", dim3(g.groups, g.slices),
                   kThreads, 0, as_cuda(st), row_grid_args(s, g), dy, x, relu_y, d_residual, mean, r.partial,
                   r.arrivals, finish);
-    return;
+  } else {
+    launch_kernel(grad_partial_kernel<T, V, Finish>, "batch_norm grad kernel", dim3(g.slices, g.groups), kThreads, 0,
+                  as_cuda(st), s, int(s.hw / V), dy, x, relu_y, d_residual, mean, g.slices, r.partial, r.arrivals,
+                  finish);
   }
-  launch_kernel(grad_partial_kernel<T, V>, "batch_norm grad partial kernel", dim3(g.slices, g.groups), kThreads, 0,
-                as_cuda(st), s, int(s.hw / V), dy, x, relu_y, d_residual, mean, g.slices, r.partial);
-  launch_kernel(finalize_kernel<Finish>, KernelName(name), channel_warp_blocks(s), kThreads, 0, as_cuda(st), s.c,
-                g.slices, r.partial, finish);
 }
 
 // The last step of the forward: y = finish(x * scale + shift).
@@ -552,7 +554,7 @@ struct Forward {
       auto* affine = static_cast<float2*>(scratch.coef);
       if (training) {
         const StatsFinish<T> finish{s, x, gamma, beta, eps, momentum, rm, rv, sm, si, affine};
-        reduce_stats<T, V>(s, x, scratch, finish, "batch_norm stats_finalize_kernel", st);
+        reduce_stats<T, V>(s, x, scratch, finish, st);
       } else {
         launch_kernel(eval_affine_kernel, "batch_norm eval_affine_kernel", channel_blocks(s), kThreads, 0, as_cuda(st),
                       s.c, gamma, beta, rm, rv, eps, affine);
@@ -575,7 +577,7 @@ struct Backward {
       const Scratch scratch(s, partial_grid(s, V, bn::kGradBlocksPerSm), sizeof(float4), workspace);
       auto* coef = static_cast<float4*>(scratch.coef);
       const GradFinish finish{s, training, gamma, mean, invstd, var, eps, dgamma, dbeta, coef};
-      reduce_grad<T, V>(s, dy, x, relu_y, d_residual, mean, scratch, finish, "batch_norm grad_finalize_kernel", st);
+      reduce_grad<T, V>(s, dy, x, relu_y, d_residual, mean, scratch, finish, st);
       launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
     });
   }
@@ -588,7 +590,7 @@ struct LocalMoments {
     with_vector<T>(vector_bytes<T>(s, {x_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
       const Scratch scratch(s, partial_grid(s, V, bn::kStatsBlocksPerSm), 0, workspace);
-      reduce_stats<T, V>(s, x, scratch, MomentsFinish<T>{s, x, moments}, "batch_norm moments_finalize_kernel", st);
+      reduce_stats<T, V>(s, x, scratch, MomentsFinish<T>{s, x, moments}, st);
     });
   }
 };
@@ -622,7 +624,7 @@ struct LocalGradSums {
       constexpr int V = decltype(vec)::value;
       const Scratch scratch(s, partial_grid(s, V, bn::kGradBlocksPerSm), 0, workspace);
       const GradSumsFinish finish{s.c, invstd, dgamma, dbeta, sums};
-      reduce_grad<T, V>(s, dy, x, relu_y, d_residual, mean, scratch, finish, "batch_norm grad_sums_kernel", st);
+      reduce_grad<T, V>(s, dy, x, relu_y, d_residual, mean, scratch, finish, st);
     });
   }
 };

@@ -91,16 +91,6 @@ __device__ __forceinline__ double2 warp_sum_slices(const double2* p, int slices)
   return t;
 }
 
-// The finalize kernels' common start, a warp per channel: this warp's channel c and the sums of
-// its slices. True on the one lane (0) that goes on to write the channel's results.
-__device__ __forceinline__ bool warp_channel_sums(int64_t channels, const double2* partial, int slices, int64_t& c,
-                                                  double2& sums) {
-  c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (c >= channels) return false;  // the whole warp
-  sums = warp_sum_slices(partial + c * slices, slices);
-  return threadIdx.x % 32 == 0;
-}
-
 // The slice [begin, end) of a channel's `count` items that block x of a (slices, ...) grid covers.
 struct Slice {
   int64_t begin, end;

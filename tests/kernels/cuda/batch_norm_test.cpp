@@ -313,8 +313,8 @@ TEST_P(CudaBatchNormDtype, ChannelsLastRunsGiveIdenticalBits) {
 
 // SyncBatchNorm's local phases hand their float64 totals on unrounded, so they show a change in
 // the order the slices are added where the float outputs above would mostly round it away.
-std::vector<double> channels_last_local_totals(const BatchNormShape& s, DType t, uint64_t seed) {
-  const size_t n = size_t(s.n * s.c), c = size_t(s.c);
+std::vector<double> local_totals(const BatchNormShape& s, DType t, uint64_t seed) {
+  const size_t n = size_t(s.n * s.c * s.hw), c = size_t(s.c);
   DeviceBuffer x(wide_random(n, seed, t), t), dy(wide_random(n, seed + 1, t), t);
   DeviceBuffer mean(test::random_vector<float>(c, seed + 2), DType::f32);
   DeviceBuffer invstd(std::vector<float>(c, 2.f), DType::f32);
@@ -330,13 +330,16 @@ std::vector<double> channels_last_local_totals(const BatchNormShape& s, DType t,
   return out;
 }
 
-TEST_P(CudaBatchNormDtype, ChannelsLastLocalTotalsGiveIdenticalBits) {
+TEST_P(CudaBatchNormDtype, LocalTotalsGiveIdenticalBits) {
   NEED_GPU();
   const DType t = GetParam();
-  const BatchNormShape s{32 * 32 * 32, 64, 1};  // two channel groups of 128 or more slices each
-  const auto first = channels_last_local_totals(s, t, 900);
-  const auto second = with_blocks_reversed([&] { return channels_last_local_totals(s, t, 900); });
-  EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * sizeof(double))) << dtype_name(t);
+  // Channels-last: two channel groups of 128 or more slices each; NCHW: 16 or 17 slices a channel.
+  for (const BatchNormShape& s : {BatchNormShape{32 * 32 * 32, 64, 1}, BatchNormShape{32, 64, 32 * 32}}) {
+    const auto first = local_totals(s, t, 900);
+    const auto second = with_blocks_reversed([&] { return local_totals(s, t, 900); });
+    EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * sizeof(double)))
+        << dtype_name(t) << " " << s.n << "x" << s.c << "x" << s.hw;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaBatchNormDtype, ::testing::ValuesIn(kTypes), dtype_case);
