@@ -327,14 +327,27 @@ bool reverse_schedule() {
   return order == "reverse";
 }
 
+// CG_EMU_BLOCK_ORDER=reverse hands out a grid's blocks last first, so a kernel whose result
+// depends on which block finishes last (a last-block reduction adding in arrival order) gives
+// another result; read at each grid, so a test can run a kernel both ways in one process.
+bool reverse_block_order() {
+  const char* v = std::getenv("CG_EMU_BLOCK_ORDER");
+  const std::string order = v ? v : "forward";
+  if (order != "forward" && order != "reverse")
+    throw std::invalid_argument("CG_EMU_BLOCK_ORDER=" + order + ": the emulated GPU hands out blocks forward or reverse");
+  return order == "reverse";
+}
+
 void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name, bool reverse) {
   const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+  const bool last_first = reverse_block_order();
   std::atomic<uint64_t> next{0};
   std::mutex fault_mutex;
   std::string fault;
   auto work = [&] {
     HostThreadBlock& mine = this_host_thread();
-    for (uint64_t i; (i = next.fetch_add(1)) < blocks;) {
+    for (uint64_t n; (n = next.fetch_add(1)) < blocks;) {
+      const uint64_t i = last_first ? blocks - 1 - n : n;
       const uint3 idx{unsigned(i % grid.x), unsigned(i / grid.x % grid.y), unsigned(i / (uint64_t(grid.x) * grid.y))};
       prepare(mine.block, grid, block, idx);
       run_block(mine.block, mine.stacks, body, reverse);

@@ -2,7 +2,8 @@
 # Shows that the emulated-GPU suite can fail: plants, one at a time, the bugs that only running a
 # kernel shows (a tail bound off by one, a missing __syncthreads, a wrong shuffle offset, swapped
 # WMMA layouts, a wrong vector width, a missing stream wait, a grid-stride loop that does not go
-# round, a shuffle mask that leaves lanes out, a read-modify-write race on shared memory), rebuilds, runs the suite of
+# round, a shuffle mask that leaves lanes out, a read-modify-write race on shared memory, a last-block
+# reduction finishing early, unreset or in arrival order), rebuilds, runs the suite of
 # scripts/test_emulated.sh, and prints which tests caught each. The source is restored after each
 # mutant (and on any exit). Exit status 1 if some mutant survived.
 # Usage: scripts/emulation_mutants.sh [--fast] [BUILD_DIR]   (default build-emu; made by
@@ -81,6 +82,31 @@ mutant batch_norm_vector_width kernels/cuda/batch_norm.cu \
   "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / V)," \
   "launch_kernel(affine_kernel<T, V>, \"batch_norm affine kernel\", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / (2 * V))," \
   "CudaBatchNormDtype|GpuBatchNormModes"
+# Batch norm's one-kernel reductions (kernels/cuda/batch_norm_parts.cuh, batch_norm_rows.cuh): the first
+# block to arrive finishing instead of the last (before the others' partials are written); the
+# arrival counters not zeroed before the gradient's kernel (the previous call left them at its
+# block count); the last block adding the slices starting at its own (the order then follows
+# which block arrives last: only float64 totals, with blocks run in reverse order, show it).
+mutant batch_norm_first_arrival kernels/cuda/batch_norm_parts.cuh \
+  "atomicAdd(counter, 1u) == unsigned(blocks - 1)" \
+  "atomicAdd(counter, 1u) == 0u" \
+  "CudaBatchNormTraining|CudaBatchNormDtype"
+mutant batch_norm_counters_not_zeroed kernels/cuda/batch_norm.cu \
+  "  zero_device(r.arrivals, r.arrival_bytes(), st);
+  if (channels_last(s)) {
+    launch_kernel(bn::grad_rows_kernel" \
+  "  if (channels_last(s)) {
+    launch_kernel(bn::grad_rows_kernel" \
+  "CudaBatchNormTraining|CudaBatchNormDtype"
+mutant batch_norm_arrival_order kernels/cuda/batch_norm_rows.cuh \
+  "    const double2 totals = warp_sum_slices(partial + (first + i) * g.slices, g.slices);" \
+  "    double2 totals = make_double2(0, 0);
+    for (int z = 0; z < g.slices; ++z) {
+      const double2 v = __ldcg(partial + (first + i) * g.slices + (z + int(blockIdx.y)) % g.slices);
+      totals.x += v.x;
+      totals.y += v.y;
+    }" \
+  "CudaBatchNormDtype"
 mutant missing_stream_wait engine/stream.cpp \
   "if (handle_ && stream.device().is_cuda()) cu::stream_wait_event" \
   "if (false && handle_ && stream.device().is_cuda()) cu::stream_wait_event" \

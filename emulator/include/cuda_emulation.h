@@ -145,6 +145,11 @@ template <typename T>
 T __ldg(const T* p) {
   return *p;
 }
+// A load that skips L1 (device: ld.global.cg); the emulated blocks share one coherent memory.
+template <typename T>
+T __ldcg(const T* p) {
+  return *p;
+}
 
 // Device math the host library spells the same way or does not have.
 inline float __fdividef(float a, float b) { return a / b; }

@@ -1,15 +1,15 @@
-// Batch norm on the GPU, three kernels per direction so that every SM has work even with 64
-// channels: (1) partial sums over slices of each channel, one block per (slice, channel), into
-// stream-ordered scratch; (2) one warp per channel adds its slices' partials in a fixed order
-// (deterministic run to run: bn::warp_sum_slices) and folds the statistics into per-channel coefficients; (3) an
-// elementwise pass applies them (y = x * scale + shift, or dx). Channels-last activations
-// (H * W == 1 in BatchNormShape) take the row kernels of batch_norm_rows.cuh for the first and
-// third step. A residual (relu(bn(x) + r) ends every BasicBlock) is added in the third step, and
-// its gradient written by the first backward step. Memory-bound, so activations move
-// in 16- or 8-byte vectors whenever H*W and the pointers allow it; sums are fp32 within a vector
-// and double across them, taken around a per-channel shift (no cancellation in the variance), all
-// other arithmetic fp32.
+// Batch norm on the GPU, two kernels per direction: (1) a reduction, every block summing a slice
+// of a channel's values (NCHW: one block per (slice, channel); channels-last: per (group of
+// channels, slice of rows), batch_norm_rows.cuh) into stream-ordered scratch, and the last block
+// of each channel (group) to arrive adding the slices' partials in slice order (deterministic run
+// to run: bn::warp_sum_slices) and folding the statistics into per-channel coefficients; (2) an
+// elementwise pass applies them (y = x * scale + shift, or dx). A residual (relu(bn(x) + r) ends
+// every BasicBlock) is added in the second step, and its gradient written by the first backward
+// step. Memory-bound, so activations move in 16- or 8-byte vectors whenever H*W (C, channels-last)
+// and the pointers allow it; sums are fp32 within a thread's values and double across them, taken
+// around a per-channel shift (no cancellation in the variance), all other arithmetic fp32.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -91,10 +91,25 @@ __device__ __forceinline__ float stats_shift(const BatchNormShape& s, const T* x
   return to_f32(x[c * s.hw]);
 }
 
-// partial[c][z] = (sum d, sum d^2) with d = x - shift over slice z of channel c.
-template <typename T, int V>
-__global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int slices, double2* partial) {
+// The end both NCHW reductions share: the block's totals to partial[c][blockIdx.x], then the
+// last of channel c's `slices` blocks to arrive adds them in slice order (its first warp,
+// bn::warp_sum_slices) and hands the channel's totals to `finish`. `last` is one shared bool.
+template <typename Finish>
+__device__ void finish_channel_if_last(int64_t c, int slices, double2 block_totals, double2* partial,
+                                       unsigned* arrivals, bool* last, const Finish& finish) {
+  if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = block_totals;
+  if (!bn::last_to_arrive(arrivals + c, slices, last) || threadIdx.x >= 32) return;
+  const double2 totals = bn::warp_sum_slices(partial + c * slices, slices);
+  if (threadIdx.x == 0) finish(c, totals);
+}
+
+// Channel c's (sum d, sum d^2), d = x - shift, over slice blockIdx.x, then finish(c, totals) by
+// the channel's last block.
+template <typename T, int V, typename Finish>
+__global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int slices, double2* partial,
+                                     unsigned* arrivals, Finish finish) {
   CG_SHARED(double, shared, [kThreads]);
+  CG_SHARED(bool, last, [1]);
   const int64_t c = blockIdx.y;
   const Slice sl(s.n * hwv, slices);
   const float shift = stats_shift(s, x, c);
@@ -115,7 +130,7 @@ __global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int 
   }
   sum = block_sum(sum, shared);
   sq = block_sum(sq, shared);
-  if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = make_double2(sum, sq);
+  finish_channel_if_last(c, slices, make_double2(sum, sq), partial, arrivals, last, finish);
 }
 
 // Channel c's saved statistics, running averages (unbiased variance, as PyTorch) and folded
@@ -136,22 +151,29 @@ __device__ inline void finish_channel_stats(int64_t c, double mean, double var, 
   affine[c] = make_float2(scale, beta[c] - float(mean) * scale);
 }
 
-// Statistics of channel c from its partials (in slice order), the running averages, and the
-// folded affine (scale, shift) the normalize pass applies: y = x * scale + shift.
+// The per-channel ends of the reductions. Each takes channel c's totals over all slices (the
+// shifted (sum d, sum d^2) of the statistics, or (sum g, sum g (x - mean)) of the gradient) and is
+// called once per channel by the last block of a reduction (finish_channel_if_last for NCHW,
+// batch_norm_rows.cuh's finish_group for channels-last).
+
+// Training forward: the saved and running statistics and the folded affine (scale, shift) the
+// normalize pass applies: y = x * scale + shift.
 template <typename T>
-__global__ void stats_finalize_kernel(BatchNormShape s, const T* x, int slices, const double2* partial,
-                                      const float* gamma, const float* beta, float eps, float momentum,
-                                      float* running_mean, float* running_var, float* save_mean, float* save_invstd,
-                                      float2* affine) {
-  int64_t c;
-  double2 t;
-  if (!bn::warp_channel_sums(s.c, partial, slices, c, t)) return;
-  const double m = double(s.n * s.hw), sum = t.x, sq = t.y;
-  const double mean_d = sum / m, var = fmax(sq / m - mean_d * mean_d, 0.0);  // biased: normalization
-  const double mean = double(stats_shift(s, x, c)) + mean_d;
-  finish_channel_stats(c, mean, var, m, gamma, beta, eps, momentum, running_mean, running_var, save_mean, save_invstd,
-                       affine);
-}
+struct StatsFinish {
+  BatchNormShape s;
+  const T* x;
+  const float *gamma, *beta;
+  float eps, momentum;
+  float *running_mean, *running_var, *save_mean, *save_invstd;
+  float2* affine;
+  __device__ void operator()(int64_t c, double2 totals) const {
+    const double m = double(s.n * s.hw), sum = totals.x, sq = totals.y;
+    const double mean_d = sum / m, var = fmax(sq / m - mean_d * mean_d, 0.0);  // biased: normalization
+    const double mean = double(stats_shift(s, x, c)) + mean_d;
+    finish_channel_stats(c, mean, var, m, gamma, beta, eps, momentum, running_mean, running_var, save_mean,
+                         save_invstd, affine);
+  }
+};
 
 // Eval: the affine from the running statistics, as the CPU reference folds it.
 __global__ void eval_affine_kernel(int64_t channels, const float* gamma, const float* beta, const float* running_mean,
@@ -181,12 +203,15 @@ __global__ void affine_kernel(BatchNormShape s, int hwv, const T* x, const float
   }
 }
 
-// partial[c][z] = (sum g, sum g * (x - mean)) over slice z of channel c; `mean` is the saved
-// batch mean (training) or the running mean (eval). g goes to d_residual too (see load_grad).
-template <typename T, int V>
+// Channel c's (sum g, sum g * (x - mean)) over slice blockIdx.x, then finish(c, totals) by the
+// channel's last block; `mean` is the saved batch mean (training) or the running mean (eval). g
+// goes to d_residual too (see load_grad).
+template <typename T, int V, typename Finish>
 __global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, const T* x, const T* relu_y,
-                                    T* d_residual, const float* mean, int slices, double2* partial) {
+                                    T* d_residual, const float* mean, int slices, double2* partial,
+                                    unsigned* arrivals, Finish finish) {
   CG_SHARED(double, shared, [kThreads]);
+  CG_SHARED(bool, last, [1]);
   const int64_t c = blockIdx.y;
   const Slice sl(s.n * hwv, slices);
   const float mu = mean[c];
@@ -208,28 +233,31 @@ __global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, cons
   }
   sg = block_sum(sg, shared);
   sgx = block_sum(sgx, shared);
-  if (threadIdx.x == 0) partial[c * slices + blockIdx.x] = make_double2(sg, sgx);
+  finish_channel_if_last(c, slices, make_double2(sg, sgx), partial, arrivals, last, finish);
 }
 
 // dbeta = sum g, dgamma = sum g * xhat, and the coefficients of dx = a g + b (x - mean) + d:
 // training (statistics depend on x): with k = gamma invstd, dx = k (g - mean(g) - xhat mean(g xhat)),
 // so a = k, b = -k invstd mean(g xhat), d = -k mean(g); eval (statistics constant): dx = k g.
 // invstd is the saved one (training, var null) or 1/sqrt(running_var + eps) (eval).
-__global__ void grad_finalize_kernel(BatchNormShape s, bool training, int slices, const double2* partial,
-                                     const float* gamma, const float* mean, const float* invstd, const float* var,
-                                     float eps, float* dgamma, float* dbeta, float4* coef) {
-  int64_t c;
-  double2 t;
-  if (!bn::warp_channel_sums(s.c, partial, slices, c, t)) return;
-  const double sg = t.x, sgx = t.y;
-  const float is = var ? 1.f / sqrtf(var[c] + eps) : invstd[c];
-  const double sum_g_xhat = sgx * double(is), m = double(s.n * s.hw);
-  dbeta[c] = float(sg);
-  dgamma[c] = float(sum_g_xhat);
-  const double k = double(gamma[c]) * double(is);
-  coef[c] = training ? make_float4(float(k), float(-k * double(is) * sum_g_xhat / m), mean[c], float(-k * sg / m))
-                     : make_float4(float(k), 0.f, mean[c], 0.f);
-}
+struct GradFinish {
+  BatchNormShape s;
+  bool training;
+  const float *gamma, *mean, *invstd, *var;
+  float eps;
+  float *dgamma, *dbeta;
+  float4* coef;
+  __device__ void operator()(int64_t c, double2 totals) const {
+    const double sg = totals.x, sgx = totals.y;
+    const float is = var ? 1.f / sqrtf(var[c] + eps) : invstd[c];
+    const double sum_g_xhat = sgx * double(is), m = double(s.n * s.hw);
+    dbeta[c] = float(sg);
+    dgamma[c] = float(sum_g_xhat);
+    const double k = double(gamma[c]) * double(is);
+    coef[c] = training ? make_float4(float(k), float(-k * double(is) * sum_g_xhat / m), mean[c], float(-k * sg / m))
+                       : make_float4(float(k), 0.f, mean[c], 0.f);
+  }
+};
 
 template <typename T, int V>
 __global__ void grad_input_kernel(BatchNormShape s, int hwv, const T* dy, const T* x, const T* relu_y,
@@ -252,19 +280,21 @@ __global__ void grad_input_kernel(BatchNormShape s, int hwv, const T* dy, const 
 // SyncBatchNorm's per-channel phases (kernels/cpu/batch_norm.h has their semantics). moments:
 // [sum x, sum x^2 per channel, count], float64; converted from the shifted partials in double.
 
+// This replica's moments from the shifted totals.
 template <typename T>
-__global__ void moments_finalize_kernel(BatchNormShape s, const T* x, int slices, const double2* partial,
-                                        double* moments) {
-  int64_t c;
-  double2 t;
-  if (!bn::warp_channel_sums(s.c, partial, slices, c, t)) return;
-  const double m = double(s.n * s.hw), a = double(stats_shift(s, x, c)), sum = t.x, sq = t.y;
-  moments[c] = sum + m * a;                       // sum x = sum d + m a
-  moments[s.c + c] = sq + 2.0 * a * sum + m * a * a;  // sum x^2 = sum d^2 + 2 a sum d + m a^2
-  if (c == 0) moments[2 * s.c] = m;
-}
+struct MomentsFinish {
+  BatchNormShape s;
+  const T* x;
+  double* moments;
+  __device__ void operator()(int64_t c, double2 totals) const {
+    const double m = double(s.n * s.hw), a = double(stats_shift(s, x, c)), sum = totals.x, sq = totals.y;
+    moments[c] = sum + m * a;                           // sum x = sum d + m a
+    moments[s.c + c] = sq + 2.0 * a * sum + m * a * a;  // sum x^2 = sum d^2 + 2 a sum d + m a^2
+    if (c == 0) moments[2 * s.c] = m;
+  }
+};
 
-// stats_finalize_kernel's work from summed moments (moments[2C]: the count over all replicas).
+// StatsFinish's work from summed moments (moments[2C]: the count over all replicas).
 __global__ void stats_from_moments_kernel(int64_t channels, const double* moments, const float* gamma,
                                           const float* beta, float eps, float momentum, float* running_mean,
                                           float* running_var, float* save_mean, float* save_invstd, float2* affine) {
@@ -277,20 +307,21 @@ __global__ void stats_from_moments_kernel(int64_t channels, const double* moment
 }
 
 // This replica's dbeta, dgamma and sums = (sum g, sum g * xhat) per channel.
-__global__ void grad_sums_kernel(int64_t channels, int slices, const double2* partial, const float* invstd,
-                                 float* dgamma, float* dbeta, double* sums) {
-  int64_t c;
-  double2 t;
-  if (!bn::warp_channel_sums(channels, partial, slices, c, t)) return;
-  const double sg = t.x, sgx = t.y;
-  const double sum_g_xhat = sgx * double(invstd[c]);
-  dbeta[c] = float(sg);
-  dgamma[c] = float(sum_g_xhat);
-  sums[c] = sg;
-  sums[channels + c] = sum_g_xhat;
-}
+struct GradSumsFinish {
+  int64_t channels;
+  const float* invstd;
+  float *dgamma, *dbeta;
+  double* sums;
+  __device__ void operator()(int64_t c, double2 totals) const {
+    const double sg = totals.x, sum_g_xhat = totals.y * double(invstd[c]);
+    dbeta[c] = float(sg);
+    dgamma[c] = float(sum_g_xhat);
+    sums[c] = sg;
+    sums[channels + c] = sum_g_xhat;
+  }
+};
 
-// grad_finalize_kernel's training coefficients from summed sums and the global count.
+// GradFinish's training coefficients from summed sums and the global count.
 __global__ void grad_coef_from_sums_kernel(int64_t channels, const double* sums, const double* moments,
                                            const float* gamma, const float* mean, const float* invstd, float4* coef) {
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -329,56 +360,148 @@ void with_vector(int bytes, F&& f) {
   return f(std::integral_constant<int, kScalar>{});
 }
 
-// How the partial-sum kernels split the work: a grid of (slices, groups) blocks, about 8 blocks of
-// 256 threads per SM on an H100 in all (one full wave), no slice shorter than one vector (NCHW)
-// or one row (channels-last) per thread. NCHW: a block per (slice, channel). Channels-last: a
-// block per (slice, group of `width` channel vectors).
+// The device's SM count, asked once per device (the grids below are a function of it).
+int sm_count() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cached[kDevices] = {};
+  int device = 0;
+  CG_CUDA_CHECK(cudaGetDevice(&device));
+  std::atomic<int>& slot = cached[std::clamp(device, 0, kDevices - 1)];
+  int count = device < kDevices ? slot.load(std::memory_order_relaxed) : 0;
+  if (count == 0) {
+    CG_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    if (device < kDevices) slot.store(count, std::memory_order_relaxed);
+  }
+  return count;
+}
+
+// How a reduction splits the work: a grid of blocks over (slices of a channel's values, channel
+// groups). NCHW: a block per (slice, channel), about 8 blocks of 256 threads per SM on an H100 in
+// all (one full wave), no slice shorter than one vector per thread. Channels-last
+// (row_reduce_grid): a block per (group of `width` channel vectors, slice of rows).
 struct PartialGrid {
   int slices, groups, width;
 };
 
-PartialGrid partial_grid(const BatchNormShape& s, int V) {
-  constexpr int64_t kWave = 8 * 132;
-  if (!channels_last(s)) {
-    const int64_t hwv = s.hw / V, most = std::max<int64_t>(1, s.n * hwv / kThreads);
-    const int64_t want = (kWave + s.c - 1) / s.c;
-    return {int(std::max<int64_t>(1, std::min(want, most))), int(s.c), 0};
-  }
+// Channels-last reductions run `per_sm` blocks of 256 threads per SM (bn::kStatsBlocksPerSm,
+// bn::kGradBlocksPerSm): under an SM's 8, yet with four or more 16-byte loads in flight per
+// thread (walk_rows) 48-64 KB are in flight per SM, about three times what Little's law asks at
+// 2.9 TB/s and ~800 ns; fewer blocks than a full wave keep few the partials the last block adds.
+// A block covers about 32 channels (128 bytes of an fp32 row), so a 64-channel layer has two
+// groups whose last blocks finish side by side; every lane gets at least kRowsPerLane rows. The
+// grid is a pure function of (shape, V, SM count), and the sums' order with it.
+constexpr int kRowsPerLane = 4;
+
+PartialGrid row_reduce_grid(const BatchNormShape& s, int V, int per_sm) {
   const int64_t columns = s.c / V;
-  const int width = int(std::min<int64_t>(columns, kThreads));
+  const int width = int(std::min<int64_t>(columns, std::max(1, 32 / V)));
   const int groups = int((columns + width - 1) / width);
-  const int64_t lanes = kThreads / width, most = std::max<int64_t>(1, s.n / lanes);
-  const int64_t want = (kWave + groups - 1) / groups;
+  const int64_t lanes = kThreads / width, most = std::max<int64_t>(1, s.n / (lanes * kRowsPerLane));
+  const int64_t want = (int64_t(sm_count()) * per_sm + groups - 1) / groups;
   return {int(std::max<int64_t>(1, std::min(want, most))), groups, width};
 }
 
-int channel_blocks(const BatchNormShape& s) { return int((s.c + kThreads - 1) / kThreads); }
-// For the kernels that sum a channel's slices: a warp per channel (bn::warp_sum_slices).
-int channel_warp_blocks(const BatchNormShape& s) { return int((s.c * 32 + kThreads - 1) / kThreads); }
+// The statistics' grid (per_sm: bn::kStatsBlocksPerSm) or the gradient's (bn::kGradBlocksPerSm).
+PartialGrid partial_grid(const BatchNormShape& s, int V, int per_sm) {
+  constexpr int64_t kWave = 8 * 132;
+  if (channels_last(s)) return row_reduce_grid(s, V, per_sm);
+  const int64_t hwv = s.hw / V, most = std::max<int64_t>(1, s.n * hwv / kThreads);
+  const int64_t want = (kWave + s.c - 1) / s.c;
+  return {int(std::max<int64_t>(1, std::min(want, most))), int(s.c), 0};
+}
 
-// One scratch allocation from the caller's workspace: the partials (double2 per slice and
-// channel), then per-channel coefficients (`coef_bytes` each), both 16-byte aligned.
-struct Scratch {
-  double2* partial;
-  void* coef;
-  Scratch(const BatchNormShape& s, int slices, size_t coef_bytes, const WorkspaceFn& workspace) {
-    const size_t partial_bytes = size_t(s.c) * size_t(slices) * sizeof(double2);  // a multiple of 16
-    void* base = workspace(partial_bytes + size_t(s.c) * coef_bytes);
-    partial = static_cast<double2*>(base);
-    coef = static_cast<char*>(base) + partial_bytes;
+// Blocks of `Kernel` (kThreads each) one SM holds at once, as the device says (asked once per
+// kernel: the devices of one process are taken to be one kind); the emulator has no such answer,
+// and gets a full SM's 8.
+template <auto Kernel>
+int blocks_per_sm() {
+#ifdef CUDAGRAD_GPU_EMULATION
+  return 2048 / kThreads;
+#else
+  static std::atomic<int> cached{0};
+  int blocks = cached.load(std::memory_order_relaxed);
+  if (blocks == 0) {
+    CG_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, kThreads, 0));
+    cached.store(std::max(blocks, 1), std::memory_order_relaxed);
   }
+  return std::max(blocks, 1);
+#endif
+}
+
+// The channels-last elementwise passes: a block is `width` channel vectors (all of them up to 256)
+// times kThreads / width row lanes; one full wave (`per_sm` blocks an SM holds), but no more
+// blocks than give every lane kRowsPerLane rows, so each thread has its four loads in flight. The
+// results do not depend on the grid.
+struct RowWalkGrid {
+  dim3 blocks;
+  int width;
 };
 
-// The first step of the forward: shifted partial sums per (slice, channel).
-template <typename T, int V>
-void launch_stats_partial(const BatchNormShape& s, const T* x, const PartialGrid& grid, double2* partial, Stream st) {
-  const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
+RowWalkGrid row_walk_grid(const BatchNormShape& s, int V, int per_sm) {
+  const int64_t columns = s.c / V;
+  const int width = int(std::min<int64_t>(columns, kThreads));
+  const int64_t groups = (columns + width - 1) / width, lanes = kThreads / width;
+  const int64_t most = std::max<int64_t>(1, (s.n + lanes * kRowsPerLane - 1) / (lanes * kRowsPerLane));
+  const int64_t want = (int64_t(sm_count()) * per_sm + groups - 1) / groups;
+  return {dim3(unsigned(std::max<int64_t>(1, std::min(want, most))), unsigned(groups)), width};
+}
+
+int channel_blocks(const BatchNormShape& s) { return int((s.c + kThreads - 1) / kThreads); }
+
+// One scratch allocation from the caller's workspace: the partials (double2 per slice and
+// channel), per-channel coefficients (`coef_bytes` each), then the reductions' arrival counters
+// (one per channel group, or per channel for NCHW; zeroed by the launcher), each part 16-byte
+// aligned.
+struct Scratch {
+  PartialGrid grid;
+  double2* partial;
+  void* coef;
+  unsigned* arrivals;
+  Scratch(const BatchNormShape& s, const PartialGrid& g, size_t coef_bytes, const WorkspaceFn& workspace) : grid(g) {
+    auto aligned = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
+    const size_t partial_bytes = size_t(s.c) * size_t(g.slices) * sizeof(double2);
+    const size_t coef_total = aligned(size_t(s.c) * coef_bytes);
+    char* base = static_cast<char*>(workspace(partial_bytes + coef_total + aligned(arrival_bytes())));
+    partial = reinterpret_cast<double2*>(base);
+    coef = base + partial_bytes;
+    arrivals = reinterpret_cast<unsigned*>(base + partial_bytes + coef_total);
+  }
+  size_t arrival_bytes() const { return size_t(grid.groups) * sizeof(unsigned); }
+};
+
+bn::RowGrid row_grid_args(const BatchNormShape& s, const PartialGrid& g) { return {s.n, s.c, g.width, g.slices}; }
+
+// The forward's reduction: per channel, the shifted (sum d, sum d^2) of x handed to `finish`, in
+// one kernel whose last block of each channel group (NCHW: of each channel) finishes it. The
+// arrival counters start at zero: the last block is the one that counts g.slices.
+template <typename T, int V, typename Finish>
+void reduce_stats(const BatchNormShape& s, const T* x, const Scratch& r, const Finish& finish, Stream st) {
+  const PartialGrid& g = r.grid;
+  zero_device(r.arrivals, r.arrival_bytes(), st);
   if (channels_last(s)) {
-    launch_kernel(bn::stats_rows_partial_kernel<T, V>, "batch_norm stats partial kernel", blocks, kThreads, 0,
-                  as_cuda(st), s.n, s.c, grid.width, x, grid.slices, partial);
+    launch_kernel(bn::stats_rows_kernel<T, V, Finish>, "batch_norm stats rows kernel", dim3(g.groups, g.slices),
+                  kThreads, 0, as_cuda(st), row_grid_args(s, g), x, r.partial, r.arrivals, finish);
   } else {
-    launch_kernel(stats_partial_kernel<T, V>, "batch_norm stats partial kernel", blocks, kThreads, 0, as_cuda(st), s,
-                  int(s.hw / V), x, grid.slices, partial);
+    launch_kernel(stats_partial_kernel<T, V, Finish>, "batch_norm stats kernel", dim3(g.slices, g.groups), kThreads,
+                  0, as_cuda(st), s, int(s.hw / V), x, g.slices, r.partial, r.arrivals, finish);
+  }
+}
+
+// The backward's reduction: per channel (sum g, sum g (x - mean)) handed to `finish`, the masked
+// gradient written to d_residual on the way; one kernel, as reduce_stats.
+template <typename T, int V, typename Finish>
+void reduce_grad(const BatchNormShape& s, const T* dy, const T* x, const T* relu_y, T* d_residual, const float* mean,
+                 const Scratch& r, const Finish& finish, Stream st) {
+  const PartialGrid& g = r.grid;
+  zero_device(r.arrivals, r.arrival_bytes(), st);
+  if (channels_last(s)) {
+    launch_kernel(bn::grad_rows_kernel<T, V, Finish>, "batch_norm grad rows kernel", dim3(g.groups, g.slices),
+                  kThreads, 0, as_cuda(st), row_grid_args(s, g), dy, x, relu_y, d_residual, mean, r.partial,
+                  r.arrivals, finish);
+  } else {
+    launch_kernel(grad_partial_kernel<T, V, Finish>, "batch_norm grad kernel", dim3(g.slices, g.groups), kThreads, 0,
+                  as_cuda(st), s, int(s.hw / V), dy, x, relu_y, d_residual, mean, g.slices, r.partial, r.arrivals,
+                  finish);
   }
 }
 
@@ -386,28 +509,15 @@ void launch_stats_partial(const BatchNormShape& s, const T* x, const PartialGrid
 template <typename T, int V>
 void launch_affine(const BatchNormShape& s, const T* x, const float2* affine, const T* residual, T* y, bool relu,
                    Stream st) {
+  if (channels_last(s)) {
+    const RowWalkGrid g = row_walk_grid(s, V, blocks_per_sm<bn::affine_rows_kernel<T, V>>());
+    launch_kernel(bn::affine_rows_kernel<T, V>, "batch_norm affine kernel", g.blocks, kThreads, 0, as_cuda(st), s.n,
+                  s.c, g.width, x, affine, residual, y, relu);
+    return;
+  }
   const int blocks = blocks_for(s.n * s.c * s.hw / V);
-  if (channels_last(s)) {
-    launch_kernel(bn::affine_rows_kernel<T, V>, "batch_norm affine kernel", blocks, kThreads, 0, as_cuda(st), s.n, s.c,
-                  x, affine, residual, y, relu);
-  } else {
-    launch_kernel(affine_kernel<T, V>, "batch_norm affine kernel", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / V),
-                  x, affine, residual, y, relu);
-  }
-}
-
-// The backward's first step: (sum g, sum g (x - mean)) per (slice, channel); writes d_residual.
-template <typename T, int V>
-void launch_grad_partial(const BatchNormShape& s, const T* dy, const T* x, const T* relu_y, T* d_residual,
-                         const float* mean, const PartialGrid& grid, double2* partial, Stream st) {
-  const dim3 blocks(unsigned(grid.slices), unsigned(grid.groups));
-  if (channels_last(s)) {
-    launch_kernel(bn::grad_rows_partial_kernel<T, V>, "batch_norm grad partial kernel", blocks, kThreads, 0,
-                  as_cuda(st), s.n, s.c, grid.width, dy, x, relu_y, d_residual, mean, grid.slices, partial);
-  } else {
-    launch_kernel(grad_partial_kernel<T, V>, "batch_norm grad partial kernel", blocks, kThreads, 0, as_cuda(st), s,
-                  int(s.hw / V), dy, x, relu_y, d_residual, mean, grid.slices, partial);
-  }
+  launch_kernel(affine_kernel<T, V>, "batch_norm affine kernel", blocks, kThreads, 0, as_cuda(st), s, int(s.hw / V),
+                x, affine, residual, y, relu);
 }
 
 // The backward's last step: dx = a g + b (x - mean) + d. With a residual, the masked gradient is
@@ -417,14 +527,15 @@ void launch_grad_input(const BatchNormShape& s, const T* dy, const T* x, const T
                        const float4* coef, T* dx, Stream st) {
   const T* g = d_residual ? d_residual : dy;
   const T* mask = d_residual ? nullptr : relu_y;
-  const int blocks = blocks_for(s.n * s.c * s.hw / V);
   if (channels_last(s)) {
-    launch_kernel(bn::grad_input_rows_kernel<T, V>, "batch_norm grad input kernel", blocks, kThreads, 0, as_cuda(st),
-                  s.n, s.c, g, x, mask, coef, dx);
-  } else {
-    launch_kernel(grad_input_kernel<T, V>, "batch_norm grad input kernel", blocks, kThreads, 0, as_cuda(st), s,
-                  int(s.hw / V), g, x, mask, coef, dx);
+    const RowWalkGrid w = row_walk_grid(s, V, blocks_per_sm<bn::grad_input_rows_kernel<T, V>>());
+    launch_kernel(bn::grad_input_rows_kernel<T, V>, "batch_norm grad input kernel", w.blocks, kThreads, 0,
+                  as_cuda(st), s.n, s.c, w.width, g, x, mask, coef, dx);
+    return;
   }
+  const int blocks = blocks_for(s.n * s.c * s.hw / V);
+  launch_kernel(grad_input_kernel<T, V>, "batch_norm grad input kernel", blocks, kThreads, 0, as_cuda(st), s,
+                int(s.hw / V), g, x, mask, coef, dx);
 }
 
 template <typename T>
@@ -438,14 +549,12 @@ struct Forward {
     const bool relu = act == Activation::relu;
     with_vector<T>(vector_bytes<T>(s, {x_, y_, residual_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      const PartialGrid grid = training ? partial_grid(s, V) : PartialGrid{0, 0, 0};
-      Scratch scratch(s, grid.slices, sizeof(float2), workspace);
+      const PartialGrid grid = training ? partial_grid(s, V, bn::kStatsBlocksPerSm) : PartialGrid{0, 0, 0};
+      const Scratch scratch(s, grid, sizeof(float2), workspace);
       auto* affine = static_cast<float2*>(scratch.coef);
       if (training) {
-        launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
-        launch_kernel(stats_finalize_kernel<T>, "batch_norm stats_finalize_kernel", channel_warp_blocks(s), kThreads, 0,
-                      as_cuda(st), s, x, grid.slices, scratch.partial, gamma, beta, eps, momentum, rm, rv, sm, si,
-                      affine);
+        const StatsFinish<T> finish{s, x, gamma, beta, eps, momentum, rm, rv, sm, si, affine};
+        reduce_stats<T, V>(s, x, scratch, finish, st);
       } else {
         launch_kernel(eval_affine_kernel, "batch_norm eval_affine_kernel", channel_blocks(s), kThreads, 0, as_cuda(st),
                       s.c, gamma, beta, rm, rv, eps, affine);
@@ -465,13 +574,10 @@ struct Backward {
     T *dx = static_cast<T*>(dx_), *d_residual = static_cast<T*>(d_residual_);
     with_vector<T>(vector_bytes<T>(s, {dy_, x_, dx_, relu_y_, d_residual_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      const PartialGrid grid = partial_grid(s, V);
-      Scratch scratch(s, grid.slices, sizeof(float4), workspace);
+      const Scratch scratch(s, partial_grid(s, V, bn::kGradBlocksPerSm), sizeof(float4), workspace);
       auto* coef = static_cast<float4*>(scratch.coef);
-      launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
-      launch_kernel(grad_finalize_kernel, "batch_norm grad_finalize_kernel", channel_warp_blocks(s), kThreads, 0,
-                    as_cuda(st), s, training, grid.slices, scratch.partial, gamma, mean, invstd, var, eps, dgamma,
-                    dbeta, coef);
+      const GradFinish finish{s, training, gamma, mean, invstd, var, eps, dgamma, dbeta, coef};
+      reduce_grad<T, V>(s, dy, x, relu_y, d_residual, mean, scratch, finish, st);
       launch_grad_input<T, V>(s, dy, x, relu_y, d_residual, coef, dx, st);
     });
   }
@@ -483,11 +589,8 @@ struct LocalMoments {
     const T* x = static_cast<const T*>(x_);
     with_vector<T>(vector_bytes<T>(s, {x_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      const PartialGrid grid = partial_grid(s, V);
-      Scratch scratch(s, grid.slices, 0, workspace);
-      launch_stats_partial<T, V>(s, x, grid, scratch.partial, st);
-      launch_kernel(moments_finalize_kernel<T>, "batch_norm moments_finalize_kernel", channel_warp_blocks(s), kThreads,
-                    0, as_cuda(st), s, x, grid.slices, scratch.partial, moments);
+      const Scratch scratch(s, partial_grid(s, V, bn::kStatsBlocksPerSm), 0, workspace);
+      reduce_stats<T, V>(s, x, scratch, MomentsFinish<T>{s, x, moments}, st);
     });
   }
 };
@@ -501,7 +604,7 @@ struct ForwardWithMoments {
     T* y = static_cast<T*>(y_);
     with_vector<T>(vector_bytes<T>(s, {x_, y_, residual_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      Scratch scratch(s, 0, sizeof(float2), workspace);
+      const Scratch scratch(s, PartialGrid{0, 0, 0}, sizeof(float2), workspace);
       auto* affine = static_cast<float2*>(scratch.coef);
       launch_kernel(stats_from_moments_kernel, "batch_norm stats_from_moments_kernel", channel_blocks(s), kThreads, 0,
                     as_cuda(st), s.c, moments, gamma, beta, eps, momentum, rm, rv, sm, si, affine);
@@ -519,11 +622,9 @@ struct LocalGradSums {
     T* d_residual = static_cast<T*>(d_residual_);
     with_vector<T>(vector_bytes<T>(s, {dy_, x_, relu_y_, d_residual_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      const PartialGrid grid = partial_grid(s, V);
-      Scratch scratch(s, grid.slices, 0, workspace);
-      launch_grad_partial<T, V>(s, dy, x, relu_y, d_residual, mean, grid, scratch.partial, st);
-      launch_kernel(grad_sums_kernel, "batch_norm grad_sums_kernel", channel_warp_blocks(s), kThreads, 0, as_cuda(st),
-                    s.c, grid.slices, scratch.partial, invstd, dgamma, dbeta, sums);
+      const Scratch scratch(s, partial_grid(s, V, bn::kGradBlocksPerSm), 0, workspace);
+      const GradSumsFinish finish{s.c, invstd, dgamma, dbeta, sums};
+      reduce_grad<T, V>(s, dy, x, relu_y, d_residual, mean, scratch, finish, st);
     });
   }
 };
@@ -538,7 +639,7 @@ struct BackwardWithSums {
     T* dx = static_cast<T*>(dx_);
     with_vector<T>(vector_bytes<T>(s, {dy_, x_, dx_, relu_y_, d_residual_}), [&](auto vec) {
       constexpr int V = decltype(vec)::value;
-      Scratch scratch(s, 0, sizeof(float4), workspace);
+      const Scratch scratch(s, PartialGrid{0, 0, 0}, sizeof(float4), workspace);
       auto* coef = static_cast<float4*>(scratch.coef);
       launch_kernel(grad_coef_from_sums_kernel, "batch_norm grad_coef_from_sums_kernel", channel_blocks(s), kThreads, 0,
                     as_cuda(st), s.c, sums, moments, gamma, mean, invstd, coef);

@@ -18,12 +18,19 @@ template <> struct RawBits<2> { using type = unsigned short; };
 
 // V consecutive values of T as fp32, in one load of V * sizeof(T) bytes (the launchers only pick
 // V when every pointer is aligned to that many bytes).
+// As stored, unconverted: a row walk keeps four rows of these in flight, and as T they take a
+// half (f16, bf16) of the registers fp32 would.
 template <int V, typename T>
-__device__ __forceinline__ void load(const T* p, float (&out)[V]) {
+__device__ __forceinline__ void load_raw(const T* p, T (&out)[V]) {
   using Raw = typename RawBits<V * int(sizeof(T))>::type;
   const Raw raw = *reinterpret_cast<const Raw*>(p);
+  memcpy(out, &raw, sizeof raw);
+}
+
+template <int V, typename T>
+__device__ __forceinline__ void load(const T* p, float (&out)[V]) {
   T v[V];
-  memcpy(v, &raw, sizeof raw);
+  load_raw<V>(p, v);
 #pragma unroll
   for (int k = 0; k < V; ++k) out[k] = to_f32(v[k]);
 }
@@ -73,7 +80,7 @@ __device__ __forceinline__ double2 warp_sum_slices(const double2* p, int slices)
   const int lane = int(threadIdx.x) & 31;
   double2 t = make_double2(0, 0);
   for (int z = lane; z < slices; z += 32) {
-    const double2 v = p[z];
+    const double2 v = __ldcg(p + z);  // from L2: other blocks of this grid may have written it
     t.x += v.x;
     t.y += v.y;
   }
@@ -82,16 +89,6 @@ __device__ __forceinline__ double2 warp_sum_slices(const double2* p, int slices)
     t.y += __shfl_xor_sync(0xffffffffu, t.y, offset);
   }
   return t;
-}
-
-// The finalize kernels' common start, a warp per channel: this warp's channel c and the sums of
-// its slices. True on the one lane (0) that goes on to write the channel's results.
-__device__ __forceinline__ bool warp_channel_sums(int64_t channels, const double2* partial, int slices, int64_t& c,
-                                                  double2& sums) {
-  c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (c >= channels) return false;  // the whole warp
-  sums = warp_sum_slices(partial + c * slices, slices);
-  return threadIdx.x % 32 == 0;
 }
 
 // The slice [begin, end) of a channel's `count` items that block x of a (slices, ...) grid covers.
@@ -103,5 +100,38 @@ struct Slice {
     end = min(count, begin + per);
   }
 };
+
+// Whether this block is the last of `blocks` to arrive at `counter` (zeroed before the launch).
+// Every thread fences its own writes before the count, so the last block sees all blocks'
+// partials; `flag` is one shared bool. Called by every thread of the block.
+__device__ __forceinline__ bool last_to_arrive(unsigned* counter, int blocks, bool* flag) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) flag[0] = atomicAdd(counter, 1u) == unsigned(blocks - 1);
+  __syncthreads();
+  const bool last = flag[0];
+  if (last) __threadfence();  // the others' partials are read after the count
+  return last;
+}
+
+// Row r, r + stride, ... below end, `Unroll` at a time: the loads of all `Unroll` rows issue
+// before any of them is used (independent 16-byte loads in flight per thread is what reaches
+// bandwidth), then use() takes them in row order, so sums come out in the same order as a plain
+// loop's. load(row, item) fills an Item; use(row, item) consumes it.
+template <int Unroll, typename Item, typename Load, typename Use>
+__device__ __forceinline__ void walk_rows(int64_t row, int64_t end, int64_t stride, Load&& load, Use&& use) {
+  for (; row + (Unroll - 1) * stride < end; row += Unroll * stride) {
+    Item items[Unroll];
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) load(row + u * stride, items[u]);
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) use(row + u * stride, items[u]);
+  }
+  for (; row < end; row += stride) {
+    Item item;
+    load(row, item);
+    use(row, item);
+  }
+}
 
 }  // namespace cg::kernels::cuda::bn

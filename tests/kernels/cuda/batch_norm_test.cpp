@@ -5,6 +5,11 @@
 // (the scalar path) and a batch large enough for many slices per channel. Outputs poisoned first.
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/backend.h"
 #include "kernels/cpu/batch_norm.h"
 #include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/cudnn.h"
@@ -26,7 +31,10 @@ const BatchNormShape kShapes[] = {{4, 64, 32 * 32}, {4, 128, 16 * 16}, {4, 256, 
                                   {4, 128, 14 * 14}, {4, 256, 7 * 7},  {3, 5, 5 * 7},  {1, 13, 2},
                                   {2, 3, 1},         {32, 64, 32 * 32}};
 // Channels-last ({N * H * W, C, 1}): the same MiniResNet layers, then many slices per channel,
-// more than 256 channel vectors (two groups of lanes), and channel counts no vector divides.
+// more than 256 channel vectors (two groups of lanes), and channel counts no vector divides. The
+// reductions' grids (row_reduce_grid) range from one block ({35, 13}: one group, one slice) to
+// several groups whose last blocks finish side by side ({8, 4096}: 128 groups of one slice;
+// {32768, 64}: 2 fp32 groups of 256 slices).
 const BatchNormShape kRowShapes[] = {{4 * 32 * 32, 64, 1}, {4 * 16 * 16, 128, 1}, {4 * 8 * 8, 256, 1},
                                      {4 * 14 * 14, 128, 1}, {4 * 7 * 7, 256, 1},  {32 * 32 * 32, 64, 1},
                                      {8, 4096, 1},          {6, 2050, 1},         {35, 13, 1}};
@@ -250,6 +258,88 @@ TEST_P(CudaBatchNormDtype, EvalBackwardMatchesTheCpu) {
       EXPECT_TRUE(test::all_close(gdg.download(), dg, test::for_sum(f32, m))) << where << ": dgamma";
       EXPECT_TRUE(test::all_close(gdb.download(), db, test::for_sum(f32, m))) << where << ": dbeta";
     }
+}
+
+// Random values spread over 2^-12 .. 2^12 (still finite in fp16): their squares span more bits
+// than a double holds, so the float64 totals change with the order they are added in (values of
+// one magnitude add exactly in double, in any order, and would hide it).
+std::vector<float> wide_random(size_t n, uint64_t seed, DType t) {
+  auto v = test::random_vector<float>(n, seed);
+  for (size_t i = 0; i < n; ++i) v[i] = std::ldexp(v[i], int(i * 7 % 25) - 12);
+  return test::rounded(v, t);
+}
+
+// Every output of one channels-last training forward and backward (fused ReLU and residual),
+// from fresh running statistics: the reductions' last blocks add the slices in a fixed order,
+// whichever block arrives last, so two runs (the second with the blocks in reverse order) must
+// agree to the bit.
+std::vector<std::vector<float>> channels_last_outputs(const BatchNormShape& s, DType t, uint64_t seed) {
+  const size_t n = size_t(s.n * s.c), c = size_t(s.c);
+  const auto x = wide_random(n, seed, t), dy = wide_random(n, seed + 1, t), r = test::random_rounded(n, seed + 2, t);
+  const auto g = test::random_vector<float>(c, seed + 3), b = test::random_vector<float>(c, seed + 4);
+  Case k(s, t, 0, x, dy, g, b, std::vector<float>(c, 0.f), std::vector<float>(c, 1.f), r);
+  run_training(Impl::native, k, Activation::relu);
+  return {k.activation(k.y), k.mean.download(), k.invstd.download(), k.rm.download(), k.rv.download(),
+          k.activation(k.dx), k.dgamma.download(), k.dbeta.download(), k.activation(k.dr)};
+}
+
+// Runs f() with the emulated GPU handing out blocks last first (CG_EMU_BLOCK_ORDER), so the
+// last block to arrive is another one than in a plain run; on a device, a plain second run.
+template <typename F>
+auto with_blocks_reversed(F&& f) {
+  if (!kernels::kGpuEmulation) return f();
+  setenv("CG_EMU_BLOCK_ORDER", "reverse", 1);
+  auto out = f();  // downloaded: every grid has run
+  unsetenv("CG_EMU_BLOCK_ORDER");
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_P(CudaBatchNormDtype, ChannelsLastRunsGiveIdenticalBits) {
+  NEED_GPU();
+  const DType t = GetParam();
+  // Many slices of rows in two channel groups; 128 groups of one slice; a single block.
+  for (const BatchNormShape& s : {BatchNormShape{32 * 32 * 32, 64, 1}, BatchNormShape{8, 4096, 1},
+                                  BatchNormShape{35, 13, 1}}) {
+    const auto first = channels_last_outputs(s, t, 700);
+    const auto second = with_blocks_reversed([&] { return channels_last_outputs(s, t, 700); });
+    for (size_t i = 0; i < first.size(); ++i)
+      EXPECT_TRUE(same_bits(first[i], second[i])) << dtype_name(t) << " " << s.n << "x" << s.c << ": output " << i;
+  }
+}
+
+// SyncBatchNorm's local phases hand their float64 totals on unrounded, so they show a change in
+// the order the slices are added where the float outputs above would mostly round it away.
+std::vector<double> local_totals(const BatchNormShape& s, DType t, uint64_t seed) {
+  const size_t n = size_t(s.n * s.c * s.hw), c = size_t(s.c);
+  DeviceBuffer x(wide_random(n, seed, t), t), dy(wide_random(n, seed + 1, t), t);
+  DeviceBuffer mean(test::random_vector<float>(c, seed + 2), DType::f32);
+  DeviceBuffer invstd(std::vector<float>(c, 2.f), DType::f32);
+  DeviceBuffer dgamma(c, DType::f32), dbeta(c, DType::f32), moments(2 * c + 1, DType::f64), sums(2 * c, DType::f64);
+  cuda::batch_norm_local_moments(s, t, x.get(), moments.get<double>(), test::device_workspace(), nullptr);
+  cuda::batch_norm_local_grad_sums(s, t, dy.get(), x.get(), mean.get<float>(), invstd.get<float>(), dgamma.get<float>(),
+                                  dbeta.get<float>(), sums.get<double>(), nullptr, nullptr, test::device_workspace(),
+                                  nullptr);
+  std::vector<double> out(4 * c + 1);
+  cuda::copy_device_to_host(out.data(), moments.get(), (2 * c + 1) * sizeof(double), nullptr);
+  cuda::copy_device_to_host(out.data() + 2 * c + 1, sums.get(), 2 * c * sizeof(double), nullptr);
+  cuda::synchronize_stream(nullptr);
+  return out;
+}
+
+TEST_P(CudaBatchNormDtype, LocalTotalsGiveIdenticalBits) {
+  NEED_GPU();
+  const DType t = GetParam();
+  // Channels-last: two channel groups of 128 or more slices each; NCHW: 16 or 17 slices a channel.
+  for (const BatchNormShape& s : {BatchNormShape{32 * 32 * 32, 64, 1}, BatchNormShape{32, 64, 32 * 32}}) {
+    const auto first = local_totals(s, t, 900);
+    const auto second = with_blocks_reversed([&] { return local_totals(s, t, 900); });
+    EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * sizeof(double)))
+        << dtype_name(t) << " " << s.n << "x" << s.c << "x" << s.hw;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaBatchNormDtype, ::testing::ValuesIn(kTypes), dtype_case);

@@ -95,6 +95,17 @@ TEST_F(StepWorkCount, AnEagerStepWaitsForTheDeviceNowhere) {
   EXPECT_EQ(w.host_waits, 0u) << "the step blocks the host on the device";
 }
 
+// Issue 37 item 1: the narrowed model's six channels-last batch norms launch two kernels a
+// direction (a reduction whose last block finishes it, then the elementwise pass): 24 a step,
+// 36 when each reduction had its own finalize kernel.
+TEST_F(StepWorkCount, BatchNormLaunchesTwoKernelsADirection) {
+  const StepWork w = last_step_work({}, 4);
+  uint64_t batch_norm = 0;
+  for (const auto& [name, count] : w.by_name)
+    if (name.rfind("batch_norm", 0) == 0) batch_norm += count;
+  EXPECT_EQ(batch_norm, 6u * 2 * 2);
+}
+
 TEST_F(StepWorkCount, AGraphedStepIsOneReplayAndWaitsNowhere) {
   const StepWork w = last_step_work({"train.cuda_graph=true"}, 6);  // 3 eager steps, the capture, replays
   print("graphed step (kernels outside the graph)", w);
