@@ -49,9 +49,11 @@ Tensor randn(const Shape& s, uint64_t seed) {
 // A channels-last convolution, pooled, differentiated after its scope closed (as the training
 // step's backward runs after its forward's scope): the gradients are those of the NCHW run.
 TEST(ExecutionContext, ABackwardRunsAsItsForwardDidAfterTheScopeCloses) {
-  const Tensor x = randn({2, 3, 6, 6}, 1), w = randn({4, 3, 3, 3}, 2);
+  // dy differs per channel: a backward that took the wrong layout would scatter it to the wrong
+  // places (a uniform dy would hide that).
+  const Tensor x = randn({2, 3, 6, 6}, 1), w = randn({4, 3, 3, 3}, 2), dy = randn({2, 4}, 3);
   Tensor x_nchw = x.clone().set_requires_grad(true), w_nchw = w.clone().set_requires_grad(true);
-  ops::global_avg_pool(ops::conv2d(x_nchw, w_nchw, Tensor(), {.padding = 1})).backward(Tensor::full({2, 4}, 1.0));
+  ops::global_avg_pool(ops::conv2d(x_nchw, w_nchw, Tensor(), {.padding = 1})).backward(dy);
 
   Tensor x_nhwc = ops::to_layout(x, Layout::nchw, Layout::nhwc).set_requires_grad(true);
   Tensor w_nhwc = w.clone().set_requires_grad(true);
@@ -60,7 +62,7 @@ TEST(ExecutionContext, ABackwardRunsAsItsForwardDidAfterTheScopeCloses) {
     ExecutionScope channels_last({.layout = Layout::nhwc});
     pooled = ops::global_avg_pool(ops::conv2d(x_nhwc, w_nhwc, Tensor(), {.padding = 1}));
   }
-  pooled.backward(Tensor::full({2, 4}, 1.0));  // in the default (NCHW) context
+  pooled.backward(dy);  // in the default (NCHW) context
   EXPECT_EQ(x_nhwc.grad().shape(), (Shape{2, 6, 6, 3}));
   EXPECT_EQ(ops::to_layout(x_nhwc.grad(), Layout::nhwc, Layout::nchw).to_vector<float>(),
             x_nchw.grad().to_vector<float>());
