@@ -85,7 +85,8 @@ MiniResNet::MiniResNet(const MiniResNetOptions& o, Generator& gen) : options_(o)
     }
     stages_.push_back(stage);
   }
-  fc_ = register_module("fc", std::make_shared<Linear>(LinearOptions{.in_features = cin, .out_features = o.num_classes}, gen));
+  fc_ = register_module(
+      "fc", std::make_shared<Linear>(LinearOptions{.in_features = cin, .out_features = o.num_classes}, gen));
 }
 
 double parameter_count(const MiniResNetOptions& o) {
