@@ -319,24 +319,26 @@ std::string check_launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes) {
   return "";
 }
 
-bool reverse_schedule() {
-  const char* v = std::getenv("CG_EMU_SCHEDULE");
+namespace {
+
+// Whether the order environment variable `name` says reverse (unset: forward; anything else is
+// refused, saying that the emulated GPU `does` (something) forward or reverse).
+bool reverse_order(const char* name, const char* does) {
+  const char* v = std::getenv(name);
   const std::string order = v ? v : "forward";
   if (order != "forward" && order != "reverse")
-    throw std::invalid_argument("CG_EMU_SCHEDULE=" + order + ": the emulated GPU runs a block's threads forward or reverse");
+    throw std::invalid_argument(std::string(name) + "=" + order + ": the emulated GPU " + does + " forward or reverse");
   return order == "reverse";
 }
+
+}  // namespace
+
+bool reverse_schedule() { return reverse_order("CG_EMU_SCHEDULE", "runs a block's threads"); }
 
 // CG_EMU_BLOCK_ORDER=reverse hands out a grid's blocks last first, so a kernel whose result
 // depends on which block finishes last (a last-block reduction adding in arrival order) gives
 // another result; read at each grid, so a test can run a kernel both ways in one process.
-bool reverse_block_order() {
-  const char* v = std::getenv("CG_EMU_BLOCK_ORDER");
-  const std::string order = v ? v : "forward";
-  if (order != "forward" && order != "reverse")
-    throw std::invalid_argument("CG_EMU_BLOCK_ORDER=" + order + ": the emulated GPU hands out blocks forward or reverse");
-  return order == "reverse";
-}
+bool reverse_block_order() { return reverse_order("CG_EMU_BLOCK_ORDER", "hands out blocks"); }
 
 void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name, bool reverse) {
   const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;

@@ -111,7 +111,7 @@ __global__ void stats_partial_kernel(BatchNormShape s, int hwv, const T* x, int 
   CG_SHARED(double, shared, [kThreads]);
   CG_SHARED(bool, last, [1]);
   const int64_t c = blockIdx.y;
-  const Slice sl(s.n * hwv, slices);
+  const Slice sl(s.n * hwv, slices, int(blockIdx.x));
   const float shift = stats_shift(s, x, c);
   double sum = 0, sq = 0;
   ChannelCursor at(sl.begin + threadIdx.x, hwv);
@@ -213,7 +213,7 @@ __global__ void grad_partial_kernel(BatchNormShape s, int hwv, const T* dy, cons
   CG_SHARED(double, shared, [kThreads]);
   CG_SHARED(bool, last, [1]);
   const int64_t c = blockIdx.y;
-  const Slice sl(s.n * hwv, slices);
+  const Slice sl(s.n * hwv, slices, int(blockIdx.x));
   const float mu = mean[c];
   double sg = 0, sgx = 0;
   ChannelCursor at(sl.begin + threadIdx.x, hwv);
@@ -360,18 +360,18 @@ void with_vector(int bytes, F&& f) {
   return f(std::integral_constant<int, kScalar>{});
 }
 
-// The device's SM count, asked once per device (the grids below are a function of it).
+// The current device's SM count (the grids below are a function of it), asked once per device
+// index below kDevices and every time past it.
 int sm_count() {
   constexpr int kDevices = 64;
   static std::atomic<int> cached[kDevices] = {};
   int device = 0;
   CG_CUDA_CHECK(cudaGetDevice(&device));
-  std::atomic<int>& slot = cached[std::clamp(device, 0, kDevices - 1)];
-  int count = device < kDevices ? slot.load(std::memory_order_relaxed) : 0;
-  if (count == 0) {
-    CG_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    if (device < kDevices) slot.store(count, std::memory_order_relaxed);
-  }
+  if (device < kDevices)
+    if (const int count = cached[device].load(std::memory_order_relaxed)) return count;
+  int count = 0;
+  CG_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  if (device < kDevices) cached[device].store(count, std::memory_order_relaxed);
   return count;
 }
 

@@ -46,7 +46,10 @@ __device__ __forceinline__ void store(T* p, const float (&in)[V]) {
   *reinterpret_cast<Raw*>(p) = raw;
 }
 
-// The gradient reaching the normalization: dy, zeroed where a fused ReLU's output was not > 0.
+// The gradient reaching the normalization through a fused ReLU: g where its output y was > 0, else 0.
+__device__ __forceinline__ float relu_masked(float g, float y) { return y > 0.f ? g : 0.f; }
+
+// The gradient reaching the normalization: dy, masked by relu_y when there is one (relu_masked).
 // When the forward added a residual, that gradient is also the residual's: it is written to
 // d_residual (if not null) so the elementwise pass can read it back instead of dy and relu_y.
 template <int V, typename T>
@@ -56,7 +59,7 @@ __device__ __forceinline__ void load_grad(const T* dy, const T* relu_y, T* d_res
     float y[V];
     load<V>(relu_y + at, y);
 #pragma unroll
-    for (int k = 0; k < V; ++k) g[k] = y[k] > 0.f ? g[k] : 0.f;
+    for (int k = 0; k < V; ++k) g[k] = relu_masked(g[k], y[k]);
   }
   if (d_residual) store<V>(d_residual + at, g);
 }
@@ -91,12 +94,13 @@ __device__ __forceinline__ double2 warp_sum_slices(const double2* p, int slices)
   return t;
 }
 
-// The slice [begin, end) of a channel's `count` items that block x of a (slices, ...) grid covers.
+// The items [begin, end) of `count` that slice `slice` of `slices` covers (NCHW: a channel's
+// vectors, slice blockIdx.x; channels-last: the rows, slice blockIdx.y).
 struct Slice {
   int64_t begin, end;
-  __device__ Slice(int64_t count, int slices) {
+  __device__ Slice(int64_t count, int slices, int slice) {
     const int64_t per = (count + slices - 1) / slices;
-    begin = min(count, int64_t(blockIdx.x) * per);
+    begin = min(count, int64_t(slice) * per);
     end = min(count, begin + per);
   }
 };

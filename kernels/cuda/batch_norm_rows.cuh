@@ -49,16 +49,6 @@ struct RowGrid {
   int width, slices;
 };
 
-// The rows [begin, end) of slice `slice`.
-struct RowSlice {
-  int64_t begin, end;
-  __device__ RowSlice(int64_t rows, int slices, int slice) {
-    const int64_t per = (rows + slices - 1) / slices;
-    begin = min(rows, int64_t(slice) * per);
-    end = min(rows, begin + per);
-  }
-};
-
 // The block's (a, b) per channel, added over its row lanes in double by a fixed tree, written to
 // partial[c][blockIdx.y]. `shared` holds kThreads * V pairs; idle threads add zeros.
 template <int V>
@@ -122,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, kStatsBlocksPerSm)
   if (at.active) {
     float shift[V];
     load<V>(x + at.first_channel, shift);
-    const RowSlice sl(g.rows, g.slices, int(blockIdx.y));
+    const Slice sl(g.rows, g.slices, int(blockIdx.y));
     walk_rows<kStatsRowsInFlight, RowVector<T, V>>(
         sl.begin + at.lane, sl.end, at.lanes,
         [&](int64_t r, RowVector<T, V>& item) { load_raw<V>(x + r * g.channels + at.first_channel, item.v); },
@@ -155,7 +145,7 @@ __device__ __forceinline__ void load_grad_row(const T* dy, const T* x, const T* 
 // The gradient reaching the normalization: dy, zeroed where a fused ReLU's output was not > 0.
 template <typename T, int V>
 __device__ __forceinline__ float masked_grad(const GradRow<T, V>& row, int k, bool relu) {
-  return relu && !(to_f32(row.y[k]) > 0.f) ? 0.f : to_f32(row.g[k]);
+  return relu ? relu_masked(to_f32(row.g[k]), to_f32(row.y[k])) : to_f32(row.g[k]);
 }
 
 // Per channel (sum g, sum g * (x - mean[c])), then finish(c, totals) once per channel; g is
@@ -172,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, kGradBlocksPerSm)
     float mu[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) mu[k] = mean[at.first_channel + k];
-    const RowSlice sl(g.rows, g.slices, int(blockIdx.y));
+    const Slice sl(g.rows, g.slices, int(blockIdx.y));
     walk_rows<kGradRowsInFlight, GradRow<T, V>>(
         sl.begin + at.lane, sl.end, at.lanes,
         [&](int64_t r, GradRow<T, V>& item) {
