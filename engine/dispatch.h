@@ -1,8 +1,10 @@
-// Picks the kernel for a tensor's device and dtype, and gives GPU kernels what they need from the
-// engine: the current stream and scratch memory. CPU kernels exist for float32 and float64 (the
-// latter for gradient checks); GPU kernels for float32, float16 and bfloat16. Anything else fails
-// naming the op.
+// The one way an op reaches a device: `on_device` runs the op's CPU kernel or its GPU kernel, by
+// where a tensor lives (the registries of engine/registry.h sit above it, only where implementations
+// compete). GPU kernels get what they need from the engine here too: the current stream and
+// scratch memory. CPU kernels exist for float32 and float64 (the latter for gradient checks); GPU
+// kernels for float32, float16 and bfloat16. Anything else fails naming the op.
 #pragma once
+#include <concepts>
 #include <vector>
 
 #include "engine/stream.h"
@@ -12,18 +14,16 @@
 
 namespace cg::ops::detail {
 
-// A GPU branch is written `if constexpr (kCudaBuild) { if (on_gpu(op, t)) ... }`: discarded in a
-// build without the CUDA backend, which then needs no kernels/cuda code to link (kernels/backend.h).
-// No CUDA tensor exists in such a build (the allocator refuses the device), so nothing is lost.
 using kernels::kCudaBuild;
 
+// Runs f.operator()<T>() for T the CPU tensor t's dtype, float or double.
 template <typename F>
-void dispatch_floating(const char* op, const Tensor& t, F&& f) {
+decltype(auto) dispatch_floating(const char* op, const Tensor& t, F&& f) {
   CG_CHECK(t.device().is_cpu(), "{}: {} has no implementation on {} in this build", op, t.str(),
            t.device().str());
   switch (t.dtype()) {
-    case DType::f32: f.template operator()<float>(); return;
-    case DType::f64: f.template operator()<double>(); return;
+    case DType::f32: return f.template operator()<float>();
+    case DType::f64: return f.template operator()<double>();
     default: CG_FAIL("{}: dtype {} is not supported on the CPU", op, dtype_name(t.dtype()));
   }
 }
@@ -37,6 +37,38 @@ inline bool on_gpu(const char* op, const Tensor& t) {
   CG_CHECK(gpu_dtype(t.dtype()),
            "{}: {} on the GPU needs float32, float16 or bfloat16", op, t.str());
   return true;
+}
+
+// A CPU kernel written once per dtype: `[&]<typename T>() { kernels::cpu::relu<T>(...); }`.
+template <typename F>
+concept TypedCpuKernel = requires(F f) { f.template operator()<float>(); };
+
+// The op's kernel for where `t` lives: gpu() on a CUDA device, cpu() on the CPU; a TypedCpuKernel
+// is called for t's dtype (float or double), a plain one as it is (it takes the dtypes it checks).
+// Both return the same type. The GPU call is discarded in a build without the CUDA backend, which
+// then needs no kernels/cuda code to link (kernels/backend.h); no CUDA tensor exists in such a
+// build (the allocator refuses the device), so nothing is lost.
+template <typename Cpu, typename Gpu>
+decltype(auto) on_device(const char* op, const Tensor& t, Cpu&& cpu, Gpu&& gpu) {
+  if constexpr (kCudaBuild)
+    if (on_gpu(op, t)) return gpu();
+  if constexpr (TypedCpuKernel<Cpu>) {
+    return dispatch_floating(op, t, cpu);
+  } else {
+    CG_CHECK(t.device().is_cpu(), "{}: {} has no implementation on {} in this build", op, t.str(),
+             t.device().str());
+    return cpu();
+  }
+}
+
+// The same for an op whose tensors the caller checked (the optimizer's lists, integer counters):
+// by the device alone.
+template <typename Cpu, typename Gpu>
+decltype(auto) on_device(const char* op, Device device, Cpu&& cpu, Gpu&& gpu) {
+  if constexpr (kCudaBuild)
+    if (device.is_cuda()) return gpu();
+  CG_CHECK(device.is_cpu(), "{}: no implementation on {} in this build", op, device.str());
+  return cpu();
 }
 
 // The stream an op on `t` enqueues its kernels on.

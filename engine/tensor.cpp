@@ -1,6 +1,7 @@
 #include "engine/tensor.h"
 
 #include "engine/device_copy.h"
+#include "engine/dispatch.h"
 #include "engine/stream.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/backend.h"
@@ -115,18 +116,19 @@ void Tensor::copy_(const Tensor& src) {
   if (src.dtype() == dtype()) return copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
   // A dtype change runs where the destination is: bring src there first.
   const Tensor here = src.to(device());
-  if (device().is_cpu())
-    return kernels::cpu::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data());
-  if constexpr (kernels::kCudaBuild)  // without it no tensor is on a CUDA device
-    kernels::cuda::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data(),
-                        current_stream(device()).handle());
+  ops::detail::on_device(
+      "copy_", device(), [&] { kernels::cpu::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data()); },
+      [&] {
+        kernels::cuda::cast(numel(), here.dtype(), here.raw_data(), dtype(), raw_data(),
+                            current_stream(device()).handle());
+      });
 }
 
 void Tensor::fill_(double value) {
-  if (device().is_cpu()) return kernels::cpu::fill_cast(numel(), value, dtype(), raw_data());
-  if (value == 0.0) return zero_bytes(raw_data(), device(), nbytes());
-  if constexpr (kernels::kCudaBuild)
-    kernels::cuda::fill(numel(), dtype(), value, raw_data(), current_stream(device()).handle());
+  if (value == 0.0 && device().is_cuda()) return zero_bytes(raw_data(), device(), nbytes());
+  ops::detail::on_device(
+      "fill_", device(), [&] { kernels::cpu::fill_cast(numel(), value, dtype(), raw_data()); },
+      [&] { kernels::cuda::fill(numel(), dtype(), value, raw_data(), current_stream(device()).handle()); });
 }
 
 Tensor& Tensor::set_requires_grad(bool value) {

@@ -142,11 +142,9 @@ Tensor run_forward(const impl::BatchNormImpl& implementation, const impl::BatchN
 
 // num_batches_tracked += 1, where the tensor lives.
 void count_batch(const Tensor& x, const Tensor& num_batches_tracked) {
-  if constexpr (detail::kCudaBuild) {
-    if (x.device().is_cuda())
-      return kernels::cuda::increment_i64(num_batches_tracked.data<int64_t>(), 1, detail::stream_of(x));
-  }
-  num_batches_tracked.data<int64_t>()[0] += 1;
+  detail::on_device(
+      "batch_norm", x.device(), [&] { num_batches_tracked.data<int64_t>()[0] += 1; },
+      [&] { kernels::cuda::increment_i64(num_batches_tracked.data<int64_t>(), 1, detail::stream_of(x)); });
 }
 
 // Connects a.y to a backward node that keeps what the forward saved and the implementation that ran.

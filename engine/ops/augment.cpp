@@ -1,7 +1,6 @@
 #include "engine/augment.h"
 
-#include "engine/stream.h"
-#include "kernels/backend.h"
+#include "engine/dispatch.h"
 #include "kernels/cuda/augment.h"
 
 namespace cg::ops {
@@ -10,7 +9,6 @@ void gather_augment(const Tensor& order, int64_t first, int64_t n, const Tensor&
                     const Tensor& black, const GatherAugmentOptions& options, Tensor& out_images,
                     Tensor& out_labels) {
   const Device device = images.device();
-  CG_CHECK(device.is_cuda(), "gather_augment: the dataset must be on a CUDA device, not {}", device.str());
   CG_CHECK(images.dim() == 4 && images.dtype() == DType::f32,
            "gather_augment: images {} must be float32 [rows, c, h, w]", images.str());
   const int64_t rows = images.shape()[0], c = images.shape()[1], h = images.shape()[2], w = images.shape()[3];
@@ -27,10 +25,15 @@ void gather_augment(const Tensor& order, int64_t first, int64_t n, const Tensor&
   for (const Tensor* t :
        {&order, &labels, &black, static_cast<const Tensor*>(&out_images), static_cast<const Tensor*>(&out_labels)})
     CG_CHECK(t->device() == device, "gather_augment: {} is not on {}", t->str(), device.str());
-  if constexpr (kernels::kCudaBuild)  // without it no tensor is on a CUDA device: the first check refused
-    kernels::cuda::gather_augment(n, order.data<int64_t>() + first, images.data<float>(), labels.data<int64_t>(),
-                                  int(c), int(h), int(w), black.data<float>(), options, out_images.data<float>(),
-                                  out_labels.data<int64_t>(), current_stream(device).handle());
+  ops::detail::on_device(
+      "gather_augment", device,
+      [&] { CG_FAIL("gather_augment: the dataset must be on a CUDA device, not {} (the CPU augments in the loader)",
+                    device.str()); },
+      [&] {
+        kernels::cuda::gather_augment(n, order.data<int64_t>() + first, images.data<float>(), labels.data<int64_t>(),
+                                      int(c), int(h), int(w), black.data<float>(), options, out_images.data<float>(),
+                                      out_labels.data<int64_t>(), current_stream(device).handle());
+      });
 }
 
 }  // namespace cg::ops

@@ -12,11 +12,9 @@ namespace {
 
 // The float32 bucket *= alpha (check_pair made sure it is float32).
 void scale_in_place(Tensor& t, float alpha) {
-  if constexpr (detail::kCudaBuild) {
-    if (t.device().is_cuda())
-      return kernels::cuda::scale(t.numel(), t.dtype(), alpha, t.raw_data(), t.raw_data(), detail::stream_of(t));
-  }
-  kernels::cpu::scale<float>(t.numel(), alpha, t.data<float>(), t.data<float>());
+  detail::on_device(
+      "compress_gradients", t, [&] { kernels::cpu::scale<float>(t.numel(), alpha, t.data<float>(), t.data<float>()); },
+      [&] { kernels::cuda::scale(t.numel(), t.dtype(), alpha, t.raw_data(), t.raw_data(), detail::stream_of(t)); });
 }
 
 void check_pair(const char* op, const Tensor& bucket, const Tensor& compressed) {

@@ -16,39 +16,41 @@ namespace {
 // scalar). A label outside [0, classes) is an error (on the GPU reported at the next host read).
 void forward_into(const Tensor& logits, const Tensor& labels, Tensor& loss, Tensor& probs, Tensor& hits) {
   const int64_t n = logits.size(0), classes = logits.size(1);
-  if constexpr (detail::kCudaBuild) {
-    if (logits.device().is_cuda()) {
-      // The kernel checks the labels and records a bad one for the host (kernels/cuda/device_error.h):
-      // reported when the host next reads from the device (the loss) or here, at the next call.
-      // Checking them here would stall the host every step.
-      kernels::cuda::raise_device_error();
-      return kernels::cuda::cross_entropy_forward(n, classes, logits.data<float>(), labels.data<int64_t>(),
-                                                  loss.data<float>(), probs.data<float>(), hits.data<int64_t>(),
-                                                  detail::stream_of(logits));
-    }
-  }
-  const int64_t* lab = labels.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i)
-    CG_CHECK(lab[i] >= 0 && lab[i] < classes, "cross_entropy: label {} at row {} outside [0, {})", lab[i], i, classes);
-  detail::dispatch_floating("cross_entropy", logits, [&]<typename T>() {
-    hits.data<int64_t>()[0] =
-        kernels::cpu::cross_entropy_forward<T>(n, classes, logits.data<T>(), lab, loss.data<T>(), probs.data<T>());
-  });
+  detail::on_device(
+      "cross_entropy", logits,
+      [&]<typename T>() {
+        const int64_t* lab = labels.data<int64_t>();
+        for (int64_t i = 0; i < n; ++i)
+          CG_CHECK(lab[i] >= 0 && lab[i] < classes, "cross_entropy: label {} at row {} outside [0, {})", lab[i], i,
+                   classes);
+        hits.data<int64_t>()[0] =
+            kernels::cpu::cross_entropy_forward<T>(n, classes, logits.data<T>(), lab, loss.data<T>(), probs.data<T>());
+      },
+      [&] {
+        // The kernel checks the labels and records a bad one for the host (kernels/cuda/device_error.h):
+        // reported when the host next reads from the device (the loss) or here, at the next call.
+        // Checking them here would stall the host every step.
+        kernels::cuda::raise_device_error();
+        kernels::cuda::cross_entropy_forward(n, classes, logits.data<float>(), labels.data<int64_t>(),
+                                             loss.data<float>(), probs.data<float>(), hits.data<int64_t>(),
+                                             detail::stream_of(logits));
+      });
 }
 
-// dlogits = dloss * (probs - one_hot(labels)) / n; dloss is a scalar on the logits' device.
+// dlogits = dloss * (probs - one_hot(labels)) / n; dloss is a scalar on the logits' device (on the
+// GPU, a loss scale for instance, the host never reads it).
 void backward_into(const Tensor& dloss, const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
   const int64_t n = probs.size(0), classes = probs.size(1);
-  if constexpr (detail::kCudaBuild) {
-    if (probs.device().is_cuda())  // dloss stays on the device (a loss scale, for instance): the host never reads it
-      return kernels::cuda::cross_entropy_backward(n, classes, dloss.data<float>(), probs.data<float>(),
-                                                   labels.data<int64_t>(), dlogits.data<float>(),
-                                                   detail::stream_of(probs));
-  }
-  detail::dispatch_floating("cross_entropy backward", probs, [&]<typename T>() {
-    kernels::cpu::cross_entropy_backward<T>(n, classes, T(dloss.item()), probs.data<T>(), labels.data<int64_t>(),
-                                            dlogits.data<T>());
-  });
+  detail::on_device(
+      "cross_entropy backward", probs,
+      [&]<typename T>() {
+        kernels::cpu::cross_entropy_backward<T>(n, classes, T(dloss.item()), probs.data<T>(), labels.data<int64_t>(),
+                                                dlogits.data<T>());
+      },
+      [&] {
+        kernels::cuda::cross_entropy_backward(n, classes, dloss.data<float>(), probs.data<float>(),
+                                              labels.data<int64_t>(), dlogits.data<float>(), detail::stream_of(probs));
+      });
 }
 
 class CrossEntropyBackward : public autograd::Node {

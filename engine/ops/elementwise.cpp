@@ -12,45 +12,42 @@ namespace {
 
 namespace cpu = kernels::cpu;
 namespace cu = kernels::cuda;
-using detail::dispatch_floating;
-using detail::kCudaBuild;
-using detail::on_gpu;
+using detail::on_device;
 using detail::stream_of;
 
 void relu_into(const Tensor& x, Tensor& y) {
-  if constexpr (kCudaBuild)
-    if (on_gpu("relu", x)) return cu::relu_forward(x.numel(), x.dtype(), x.raw_data(), y.raw_data(), stream_of(x));
-  dispatch_floating("relu", x, [&]<typename T>() { cpu::relu_forward<T>(x.numel(), x.data<T>(), y.data<T>()); });
+  const int64_t n = x.numel();
+  on_device(
+      "relu", x, [&]<typename T>() { cpu::relu_forward<T>(n, x.data<T>(), y.data<T>()); },
+      [&] { cu::relu_forward(n, x.dtype(), x.raw_data(), y.raw_data(), stream_of(x)); });
 }
 
 void relu_backward_into(const Tensor& dy, const Tensor& y, Tensor& dx) {
   const int64_t n = dy.numel();
-  if constexpr (kCudaBuild)
-    if (on_gpu("relu backward", dy))
-      return cu::relu_backward(n, dy.dtype(), dy.raw_data(), y.raw_data(), dx.raw_data(), stream_of(dy));
-  dispatch_floating("relu backward", dy,
-                    [&]<typename T>() { cpu::relu_backward<T>(n, dy.data<T>(), y.data<T>(), dx.data<T>()); });
+  on_device(
+      "relu backward", dy, [&]<typename T>() { cpu::relu_backward<T>(n, dy.data<T>(), y.data<T>(), dx.data<T>()); },
+      [&] { cu::relu_backward(n, dy.dtype(), dy.raw_data(), y.raw_data(), dx.raw_data(), stream_of(dy)); });
 }
 
 void add_into(const Tensor& a, const Tensor& b, Tensor& y) {
-  if constexpr (kCudaBuild)
-    if (on_gpu("add", a)) return cu::add(a.numel(), a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), stream_of(a));
-  dispatch_floating("add", a, [&]<typename T>() { cpu::add<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>()); });
+  const int64_t n = a.numel();
+  on_device(
+      "add", a, [&]<typename T>() { cpu::add<T>(n, a.data<T>(), b.data<T>(), y.data<T>()); },
+      [&] { cu::add(n, a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), stream_of(a)); });
 }
 
 void add_relu_into(const Tensor& a, const Tensor& b, Tensor& y) {
-  if constexpr (kCudaBuild)
-    if (on_gpu("add_relu", a))
-      return cu::add_relu(a.numel(), a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), stream_of(a));
-  dispatch_floating("add_relu", a,
-                    [&]<typename T>() { cpu::add_relu<T>(a.numel(), a.data<T>(), b.data<T>(), y.data<T>()); });
+  const int64_t n = a.numel();
+  on_device(
+      "add_relu", a, [&]<typename T>() { cpu::add_relu<T>(n, a.data<T>(), b.data<T>(), y.data<T>()); },
+      [&] { cu::add_relu(n, a.dtype(), a.raw_data(), b.raw_data(), y.raw_data(), stream_of(a)); });
 }
 
 void scale_into(const Tensor& x, double alpha, Tensor& y) {
-  if constexpr (kCudaBuild)
-    if (on_gpu("scale", x))
-      return cu::scale(x.numel(), x.dtype(), float(alpha), x.raw_data(), y.raw_data(), stream_of(x));
-  dispatch_floating("scale", x, [&]<typename T>() { cpu::scale<T>(x.numel(), T(alpha), x.data<T>(), y.data<T>()); });
+  const int64_t n = x.numel();
+  on_device(
+      "scale", x, [&]<typename T>() { cpu::scale<T>(n, T(alpha), x.data<T>(), y.data<T>()); },
+      [&] { cu::scale(n, x.dtype(), float(alpha), x.raw_data(), y.raw_data(), stream_of(x)); });
 }
 
 // relu and add_relu share a backward: the gradient passes where the output is positive, to every
@@ -130,10 +127,9 @@ Tensor scale(const Tensor& x, double alpha) {
 void accumulate_(Tensor& dst, const Tensor& src) {
   check_same_shape("accumulate_", dst, src);
   const int64_t n = dst.numel();
-  if constexpr (kCudaBuild)
-    if (on_gpu("accumulate_", dst))
-      return cu::accumulate(n, dst.dtype(), src.raw_data(), dst.raw_data(), stream_of(dst));
-  dispatch_floating("accumulate_", dst, [&]<typename T>() { cpu::accumulate<T>(n, src.data<T>(), dst.data<T>()); });
+  on_device(
+      "accumulate_", dst, [&]<typename T>() { cpu::accumulate<T>(n, src.data<T>(), dst.data<T>()); },
+      [&] { cu::accumulate(n, dst.dtype(), src.raw_data(), dst.raw_data(), stream_of(dst)); });
 }
 
 }  // namespace cg::ops

@@ -14,18 +14,18 @@ namespace {
 
 // y [batches, cols, rows] in `dtype` from x viewed as [batches, rows, cols].
 Tensor transposed(const Tensor& x, int64_t batches, int64_t rows, int64_t cols, const Shape& y_shape, DType dtype) {
-  if constexpr (detail::kCudaBuild) {
-    if (on_gpu("layout change", x)) {
-      Tensor y = Tensor::empty(y_shape, dtype, x.device());
-      kernels::cuda::batched_transpose(batches, rows, cols, x.dtype(), x.raw_data(), dtype, y.raw_data(), stream_of(x));
-      return y;
-    }
-  }
-  Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
-  dispatch_floating("layout change", x, [&]<typename T>() {
-    kernels::cpu::batched_transpose<T>(batches, rows, cols, x.data<T>(), y.data<T>());
-  });
-  return y.to(dtype);  // the CPU computes in the input's dtype; a conversion, when asked, is a second pass
+  return on_device(
+      "layout change", x,
+      [&]<typename T>() {
+        Tensor y = Tensor::empty(y_shape, x.dtype(), x.device());
+        kernels::cpu::batched_transpose<T>(batches, rows, cols, x.data<T>(), y.data<T>());
+        return y.to(dtype);  // the CPU computes in the input's dtype; a conversion, when asked, is a second pass
+      },
+      [&] {
+        Tensor y = Tensor::empty(y_shape, dtype, x.device());
+        kernels::cuda::batched_transpose(batches, rows, cols, x.dtype(), x.raw_data(), dtype, y.raw_data(), stream_of(x));
+        return y;
+      });
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 // (engine/ops/optim_devices.h: the CPU reference or the CUDA multi-tensor kernels).
 #include "engine/optim_ops.h"
 
+#include "engine/dispatch.h"
 #include "engine/ops/optim_devices.h"
-#include "kernels/backend.h"
 
 namespace cg::ops {
 namespace {
@@ -59,10 +59,9 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
                   const AdamWOptions& h) {
   const std::vector<UpdateSlot> slots{{param, grad, exp_avg, exp_avg_sq}};
   const OptimProblem p = problem_of("adamw_update", slots);
-  if constexpr (kernels::kCudaBuild) {
-    if (p.device.is_cuda()) return detail::cuda::adamw(slots, h, {step, Tensor()}, {});
-  }
-  detail::cpu::adamw(slots, h, {step, Tensor()}, {});
+  detail::on_device(
+      "adamw_update", p.device, [&] { detail::cpu::adamw(slots, h, {step, Tensor()}, {}); },
+      [&] { detail::cuda::adamw(slots, h, {step, Tensor()}, {}); });
 }
 
 void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdOptions& h, bool first_step, const Tensor& found_inf,
@@ -70,10 +69,9 @@ void sgd_update_multi(const std::vector<UpdateSlot>& slots, const SgdOptions& h,
   if (slots.empty()) return;
   const OptimProblem p = problem_of("sgd_update", slots);
   const detail::UpdateScalars scalars = scalars_of("sgd_update", p, found_inf, device_lr);
-  if constexpr (kernels::kCudaBuild) {
-    if (p.device.is_cuda()) return detail::cuda::sgd(slots, h, first_step, scalars);
-  }
-  detail::cpu::sgd(slots, h, first_step, scalars);
+  detail::on_device(
+      "sgd_update", p.device, [&] { detail::cpu::sgd(slots, h, first_step, scalars); },
+      [&] { detail::cuda::sgd(slots, h, first_step, scalars); });
 }
 
 void adamw_update_multi(const std::vector<UpdateSlot>& slots, const AdamWOptions& h, const Tensor& device_step,
@@ -83,10 +81,9 @@ void adamw_update_multi(const std::vector<UpdateSlot>& slots, const AdamWOptions
   check_scalar("adamw_update", "the step", device_step, p.device, DType::i64);
   CG_CHECK(device_step.defined(), "adamw_update: the step counter is undefined");
   const detail::UpdateScalars scalars = scalars_of("adamw_update", p, found_inf, device_lr);
-  if constexpr (kernels::kCudaBuild) {
-    if (p.device.is_cuda()) return detail::cuda::adamw(slots, h, {0, device_step}, scalars);
-  }
-  detail::cpu::adamw(slots, h, {0, device_step}, scalars);
+  detail::on_device(
+      "adamw_update", p.device, [&] { detail::cpu::adamw(slots, h, {0, device_step}, scalars); },
+      [&] { detail::cuda::adamw(slots, h, {0, device_step}, scalars); });
 }
 
 void advance_step(Tensor& device_step, const Tensor& found_inf) {
@@ -94,10 +91,9 @@ void advance_step(Tensor& device_step, const Tensor& found_inf) {
   const Device device = device_step.device();
   check_scalar("advance_step", "the step", device_step, device, DType::i64);
   check_scalar("advance_step", "found_inf", found_inf, device, DType::f32);
-  if constexpr (kernels::kCudaBuild) {
-    if (device.is_cuda()) return detail::cuda::advance_step(device_step, found_inf);
-  }
-  detail::cpu::advance_step(device_step, found_inf);
+  detail::on_device(
+      "advance_step", device, [&] { detail::cpu::advance_step(device_step, found_inf); },
+      [&] { detail::cuda::advance_step(device_step, found_inf); });
 }
 
 bool unscale_and_check(Tensor& grad, float inv_scale) {
@@ -115,10 +111,9 @@ void unscale_and_check_multi(const std::vector<Tensor>& grads, const Tensor& inv
   check_scalar("unscale", "inv_scale", inv_scale, p.device, DType::f32);
   check_scalar("unscale", "found_inf", found_inf, p.device, DType::f32);
   CG_CHECK(found_inf.defined() && inv_scale.defined(), "unscale: inv_scale and found_inf are needed");
-  if constexpr (kernels::kCudaBuild) {
-    if (p.device.is_cuda()) return detail::cuda::unscale(grads, inv_scale, found_inf);
-  }
-  detail::cpu::unscale(grads, inv_scale, found_inf);
+  detail::on_device(
+      "unscale", p.device, [&] { detail::cpu::unscale(grads, inv_scale, found_inf); },
+      [&] { detail::cuda::unscale(grads, inv_scale, found_inf); });
 }
 
 void update_loss_scale(Tensor& scale, Tensor& inv_scale, Tensor& growth_tracker, const Tensor& found_inf,
@@ -132,10 +127,9 @@ void update_loss_scale(Tensor& scale, Tensor& inv_scale, Tensor& growth_tracker,
   check_scalar("update_loss_scale", "found_inf", found_inf, p.device, DType::f32);
   detail::LossScaleState state{scale, inv_scale, growth_tracker};
   const detail::LossScaleRule rule{growth_factor, backoff_factor, growth_interval};
-  if constexpr (kernels::kCudaBuild) {
-    if (p.device.is_cuda()) return detail::cuda::update_scale(state, found_inf, rule);
-  }
-  detail::cpu::update_scale(state, found_inf, rule);
+  detail::on_device(
+      "update_loss_scale", p.device, [&] { detail::cpu::update_scale(state, found_inf, rule); },
+      [&] { detail::cuda::update_scale(state, found_inf, rule); });
 }
 
 }  // namespace cg::ops

@@ -1,9 +1,9 @@
 // The optimizer updates and loss scaling of engine/optim_ops.h on each device, which
-// engine/ops/optim.cpp switches between: the CPU reference (optim_cpu.cpp: one kernel call per
+// engine/ops/optim.cpp picks between by on_device: the CPU reference (optim_cpu.cpp: one kernel call per
 // tensor; the device scalars read on the host) and the CUDA multi-tensor kernels (optim_cuda.cpp:
 // one launch per list, the scalars read on the device). Float32 only; optim.cpp checks the tensors.
 // optim_cuda.cpp is compiled only with a CUDA backend (its name says so: see CMakeLists.txt), and
-// optim.cpp calls it only inside `if constexpr (kernels::kCudaBuild)`.
+// optim.cpp calls it only through on_device (engine/dispatch.h), whose GPU call such a build discards.
 #pragma once
 #include <vector>
 

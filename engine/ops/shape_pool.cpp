@@ -23,33 +23,32 @@ struct PoolShape {
 
 void pool_forward(const PoolShape& p, const Tensor& x, Tensor& y) {
   const bool nhwc = p.layout == Layout::nhwc;
-  if constexpr (detail::kCudaBuild) {
-    if (detail::on_gpu("global_avg_pool", x)) {
-      const auto stream = detail::stream_of(x);
-      if (nhwc) return cu::global_avg_pool_nhwc_forward(p.n, p.hw, p.c, x.dtype(), x.raw_data(), y.raw_data(), stream);
-      return cu::global_avg_pool_forward(p.n * p.c, p.hw, x.dtype(), x.raw_data(), y.raw_data(), stream);
-    }
-  }
-  detail::dispatch_floating("global_avg_pool", x, [&]<typename T>() {
-    if (nhwc) cpu::global_avg_pool_nhwc_forward<T>(p.n, p.hw, p.c, x.data<T>(), y.data<T>());
-    else cpu::global_avg_pool_forward<T>(p.n * p.c, p.hw, x.data<T>(), y.data<T>());
-  });
+  detail::on_device(
+      "global_avg_pool", x,
+      [&]<typename T>() {
+        if (nhwc) cpu::global_avg_pool_nhwc_forward<T>(p.n, p.hw, p.c, x.data<T>(), y.data<T>());
+        else cpu::global_avg_pool_forward<T>(p.n * p.c, p.hw, x.data<T>(), y.data<T>());
+      },
+      [&] {
+        const auto stream = detail::stream_of(x);
+        if (nhwc) cu::global_avg_pool_nhwc_forward(p.n, p.hw, p.c, x.dtype(), x.raw_data(), y.raw_data(), stream);
+        else cu::global_avg_pool_forward(p.n * p.c, p.hw, x.dtype(), x.raw_data(), y.raw_data(), stream);
+      });
 }
 
 void pool_backward(const PoolShape& p, const Tensor& dy, Tensor& dx) {
   const bool nhwc = p.layout == Layout::nhwc;
-  if constexpr (detail::kCudaBuild) {
-    if (detail::on_gpu("global_avg_pool backward", dy)) {
-      const auto stream = detail::stream_of(dy);
-      if (nhwc)
-        return cu::global_avg_pool_nhwc_backward(p.n, p.hw, p.c, dy.dtype(), dy.raw_data(), dx.raw_data(), stream);
-      return cu::global_avg_pool_backward(p.n * p.c, p.hw, dy.dtype(), dy.raw_data(), dx.raw_data(), stream);
-    }
-  }
-  detail::dispatch_floating("global_avg_pool backward", dy, [&]<typename T>() {
-    if (nhwc) cpu::global_avg_pool_nhwc_backward<T>(p.n, p.hw, p.c, dy.data<T>(), dx.data<T>());
-    else cpu::global_avg_pool_backward<T>(p.n * p.c, p.hw, dy.data<T>(), dx.data<T>());
-  });
+  detail::on_device(
+      "global_avg_pool backward", dy,
+      [&]<typename T>() {
+        if (nhwc) cpu::global_avg_pool_nhwc_backward<T>(p.n, p.hw, p.c, dy.data<T>(), dx.data<T>());
+        else cpu::global_avg_pool_backward<T>(p.n * p.c, p.hw, dy.data<T>(), dx.data<T>());
+      },
+      [&] {
+        const auto stream = detail::stream_of(dy);
+        if (nhwc) cu::global_avg_pool_nhwc_backward(p.n, p.hw, p.c, dy.dtype(), dy.raw_data(), dx.raw_data(), stream);
+        else cu::global_avg_pool_backward(p.n * p.c, p.hw, dy.dtype(), dy.raw_data(), dx.raw_data(), stream);
+      });
 }
 
 class GlobalAvgPoolBackward : public autograd::Node {
