@@ -57,12 +57,19 @@ std::map<ConvPhase, double> time_conv(const ConvLayer& c, int runs) {
   cg::normal_(w, gen, 0.0, 0.1);
   const auto impl = picked(c);
   const cg::impl::ConvProblem p = cpu_problem(c);
-  cg::impl::ConvSaved saved;
-  const cg::Tensor dy = impl->forward(p, x, w, cg::Tensor(), saved);
+  cg::impl::ConvForwardArgs first{.x = x, .w = w};
+  impl->forward(p, first);
+  const cg::Tensor dy = first.y;
+  const auto backward = [&](bool need_dx, bool need_w) {
+    cg::impl::ConvBackwardArgs a{.dy = dy, .saved = first.saved, .need_dx = need_dx, .need_w = need_w};
+    impl->backward(p, a);
+  };
   const auto med = median_ms(1, runs,
-                             {[&] { cg::impl::ConvSaved sv; impl->forward(p, x, w, cg::Tensor(), sv); },
-                              [&] { impl->backward(p, saved, dy, true, false, false); },
-                              [&] { impl->backward(p, saved, dy, false, true, false); }});
+                             {[&] {
+                                cg::impl::ConvForwardArgs a{.x = x, .w = w};
+                                impl->forward(p, a);
+                              },
+                              [&] { backward(true, false); }, [&] { backward(false, true); }});
   return {{ConvPhase::forward, med[0] * 1e3}, {ConvPhase::backward_data, med[1] * 1e3},
           {ConvPhase::backward_filter, med[2] * 1e3}};
 }

@@ -2,7 +2,12 @@
 // (convolution, batch norm, the fully connected layer), in the spirit of Caffe's layer registry.
 // Each implementation is an object behind the family's interface (engine/<family>/<family>.h),
 // registered when the family's registry is first built (the implementations of this build only),
-// with the device it runs on and the kernels.* value that selects it.
+// with the device it runs on and the kernels.* value that selects it. Every interface has the same
+// shape: `forward(const Problem&, <Family>ForwardArgs&)` and `backward(const Problem&,
+// <Family>BackwardArgs&)`, the args holding the call's tensors, inputs first, then the outputs the
+// implementation writes (allocated by the op where every implementation lays them out alike:
+// batch norm's and the linear layer's; by the implementation where each keeps its own: the
+// convolution's, whose saved weight may be a cast or transposed copy).
 // The family's rule (conv_selection, batch_norm_selection, ...) turns the problem at hand and its
 // KernelPolicy into a Selection: the selecting values, most preferred first. pick() then takes
 // the first registered implementation of those that supports the problem, or refuses the layer:

@@ -36,10 +36,10 @@ namespace {
 }
 }  // namespace
 
-void BatchNormImpl::local_moments(const BatchNormProblem& p, const BatchNormForward&, const Tensor&) const {
+void BatchNormImpl::local_moments(const BatchNormProblem& p, const BatchNormForwardArgs&, const Tensor&) const {
   no_cross_replica(p);
 }
-void BatchNormImpl::forward_with_moments(const BatchNormProblem& p, const BatchNormForward&, const Tensor&) const {
+void BatchNormImpl::forward_with_moments(const BatchNormProblem& p, const BatchNormForwardArgs&, const Tensor&) const {
   no_cross_replica(p);
 }
 void BatchNormImpl::local_grad_sums(const BatchNormProblem& p, const BatchNormBackwardArgs&, const Tensor&) const {

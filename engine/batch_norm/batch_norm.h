@@ -30,7 +30,7 @@ struct BatchNormProblem {
 
 // The forward's tensors. Per-channel ones are float32 on the GPU, x's dtype on the CPU.
 // Training writes save_mean/save_invstd and updates running_mean/running_var; eval reads them.
-struct BatchNormForward {
+struct BatchNormForwardArgs {
   Tensor x, residual, weight, bias, running_mean, running_var;
   double eps = 1e-5, momentum = 0.1;
   Tensor y{}, save_mean{}, save_invstd{};  // outputs, allocated by the op before the call
@@ -47,8 +47,8 @@ struct BatchNormBackwardArgs {
 
 class BatchNormImpl : public Supports<BatchNormProblem> {
  public:
-  virtual void forward(const BatchNormProblem& p, const BatchNormForward& a) const = 0;
-  virtual void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const = 0;
+  virtual void forward(const BatchNormProblem& p, BatchNormForwardArgs& a) const = 0;
+  virtual void backward(const BatchNormProblem& p, BatchNormBackwardArgs& a) const = 0;
 
   // SyncBatchNorm (p.cross_replica, training): each direction in two phases around the sum over
   // replicas (engine/cross_replica.h), float64 vectors on the layer's device, with the
@@ -59,8 +59,8 @@ class BatchNormImpl : public Supports<BatchNormProblem> {
   // sum g * xhat); backward_with_sums writes dx from the summed sums and moments[2C] (the
   // global count, as the forward's sum left it). An implementation without them refuses the
   // layer in refusal().
-  virtual void local_moments(const BatchNormProblem& p, const BatchNormForward& a, const Tensor& moments) const;
-  virtual void forward_with_moments(const BatchNormProblem& p, const BatchNormForward& a,
+  virtual void local_moments(const BatchNormProblem& p, const BatchNormForwardArgs& a, const Tensor& moments) const;
+  virtual void forward_with_moments(const BatchNormProblem& p, const BatchNormForwardArgs& a,
                                     const Tensor& moments) const;
   virtual void local_grad_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums) const;
   virtual void backward_with_sums(const BatchNormProblem& p, const BatchNormBackwardArgs& a, const Tensor& sums,

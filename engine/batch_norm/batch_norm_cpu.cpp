@@ -18,7 +18,7 @@ class CpuBatchNorm : public BatchNormImpl {
     return p.dtype == DType::f32 || p.dtype == DType::f64 ? nullptr : "runs float32 and float64 only";
   }
 
-  void forward(const BatchNormProblem& p, const BatchNormForward& a) const override {
+  void forward(const BatchNormProblem& p, BatchNormForwardArgs& a) const override {
     ops::detail::dispatch_floating("batch_norm", a.x, [&]<typename T>() {
       const T* r = data_or_null<T>(a.residual);
       if (p.training) {
@@ -34,7 +34,7 @@ class CpuBatchNorm : public BatchNormImpl {
     });
   }
 
-  void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const override {
+  void backward(const BatchNormProblem& p, BatchNormBackwardArgs& a) const override {
     ops::detail::dispatch_floating("batch_norm backward", a.dy, [&]<typename T>() {
       const T* relu_y = data_or_null<T>(a.relu_y);
       T* d_res = data_or_null<T>(a.d_residual);
@@ -50,13 +50,13 @@ class CpuBatchNorm : public BatchNormImpl {
     });
   }
 
-  void local_moments(const BatchNormProblem& p, const BatchNormForward& a, const Tensor& moments) const override {
+  void local_moments(const BatchNormProblem& p, const BatchNormForwardArgs& a, const Tensor& moments) const override {
     ops::detail::dispatch_floating("batch_norm (SyncBatchNorm statistics)", a.x, [&]<typename T>() {
       kernels::cpu::batch_norm_local_moments<T>(p.shape, a.x.data<T>(), moments.data<double>());
     });
   }
 
-  void forward_with_moments(const BatchNormProblem& p, const BatchNormForward& a,
+  void forward_with_moments(const BatchNormProblem& p, const BatchNormForwardArgs& a,
                             const Tensor& moments) const override {
     ops::detail::dispatch_floating("batch_norm (SyncBatchNorm)", a.x, [&]<typename T>() {
       kernels::cpu::batch_norm_forward_with_moments<T>(

@@ -26,7 +26,7 @@ class CudnnBatchNorm : public BatchNormImpl {
     return nullptr;
   }
 
-  void forward(const BatchNormProblem& p, const BatchNormForward& a) const override {
+  void forward(const BatchNormProblem& p, BatchNormForwardArgs& a) const override {
     const auto stream = ops::detail::stream_of(a.x);
     const float eps = float(a.eps);
     if (p.training) {
@@ -41,7 +41,7 @@ class CudnnBatchNorm : public BatchNormImpl {
     }
   }
 
-  void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const override {
+  void backward(const BatchNormProblem& p, BatchNormBackwardArgs& a) const override {
     CG_CHECK(p.training, "{}: kernels.batch_norm=cudnn has no eval-mode backward", p.layer);
     std::vector<Tensor> scratch;
     cu::batch_norm_cudnn_backward_train(p.shape, p.dtype, a.dy.raw_data(), a.x.raw_data(), f32(a.gamma), f32(a.mean),

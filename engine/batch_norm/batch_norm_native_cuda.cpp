@@ -20,7 +20,7 @@ class NativeBatchNorm : public BatchNormImpl {
     return ops::detail::gpu_dtype(p.dtype) ? nullptr : "does not support it";
   }
 
-  void forward(const BatchNormProblem& p, const BatchNormForward& a) const override {
+  void forward(const BatchNormProblem& p, BatchNormForwardArgs& a) const override {
     const auto stream = ops::detail::stream_of(a.x);
     std::vector<Tensor> scratch;  // kept until the kernels are enqueued (then reused in stream order)
     const auto ws = ops::detail::workspace(a.x.device(), scratch);
@@ -36,7 +36,7 @@ class NativeBatchNorm : public BatchNormImpl {
     }
   }
 
-  void backward(const BatchNormProblem& p, const BatchNormBackwardArgs& a) const override {
+  void backward(const BatchNormProblem& p, BatchNormBackwardArgs& a) const override {
     const auto stream = ops::detail::stream_of(a.dy);
     std::vector<Tensor> scratch;
     const auto ws = ops::detail::workspace(a.dy.device(), scratch);
@@ -52,13 +52,13 @@ class NativeBatchNorm : public BatchNormImpl {
   }
 
   // SyncBatchNorm: the same kernels cut around the sum (kernels/cuda/batch_norm.h).
-  void local_moments(const BatchNormProblem& p, const BatchNormForward& a, const Tensor& moments) const override {
+  void local_moments(const BatchNormProblem& p, const BatchNormForwardArgs& a, const Tensor& moments) const override {
     std::vector<Tensor> scratch;
     cu::batch_norm_local_moments(p.shape, p.dtype, a.x.raw_data(), moments.data<double>(),
                                 ops::detail::workspace(a.x.device(), scratch), ops::detail::stream_of(a.x));
   }
 
-  void forward_with_moments(const BatchNormProblem& p, const BatchNormForward& a,
+  void forward_with_moments(const BatchNormProblem& p, const BatchNormForwardArgs& a,
                             const Tensor& moments) const override {
     std::vector<Tensor> scratch;
     cu::batch_norm_forward_with_moments(p.shape, p.dtype, a.x.raw_data(), f32(a.weight), f32(a.bias), float(a.eps),

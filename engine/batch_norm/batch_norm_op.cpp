@@ -123,7 +123,7 @@ void check_inputs(const Tensor& x, const Tensor& residual, const Tensor& weight,
 // Runs the forward into a.y (and a.save_mean / a.save_invstd in training). SyncBatchNorm: the
 // local moments summed over replicas in between; returns them (undefined otherwise).
 Tensor run_forward(const impl::BatchNormImpl& implementation, const impl::BatchNormProblem& p,
-                   impl::BatchNormForward& a, const BatchNormOptions& options) {
+                   impl::BatchNormForwardArgs& a, const BatchNormOptions& options) {
   const Tensor& x = a.x;
   if (!p.cross_replica) {
     implementation.forward(p, a);
@@ -149,7 +149,7 @@ void count_batch(const Tensor& x, const Tensor& num_batches_tracked) {
 
 // Connects a.y to a backward node that keeps what the forward saved and the implementation that ran.
 void record_backward(std::shared_ptr<const impl::BatchNormImpl> implementation, const impl::BatchNormProblem& p,
-                     impl::BatchNormForward& a, const Tensor& moments, const BatchNormOptions& options) {
+                     impl::BatchNormForwardArgs& a, const Tensor& moments, const BatchNormOptions& options) {
   const Tensor &x = a.x, &residual = a.residual, &weight = a.weight, &bias = a.bias;
   // Eval: copies of the running statistics, so a later update cannot change this backward.
   Tensor mean = options.training ? a.save_mean : a.running_mean.clone();
@@ -175,7 +175,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& residual, const Tensor& we
   const impl::BatchNormProblem p = problem_of(x, residual, weight, bias, s, options);
   if (x.device().is_cuda()) detail::on_gpu("batch_norm", x);  // names the op on a dtype the GPU lacks
   auto implementation = impl::pick_batch_norm(p);
-  impl::BatchNormForward a{.x = x, .residual = residual, .weight = weight, .bias = bias, .running_mean = running_mean,
+  impl::BatchNormForwardArgs a{.x = x, .residual = residual, .weight = weight, .bias = bias, .running_mean = running_mean,
                            .running_var = running_var, .eps = options.eps, .momentum = options.momentum};
   a.y = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (options.training) {

@@ -37,20 +37,28 @@ struct ConvSaved {
   std::shared_ptr<const ConvImpl> inner = nullptr;
 };
 
-struct ConvGrads {
-  Tensor dx, dw, db;
+// One call's tensors, inputs first. The outputs are written by the implementation (each prepares
+// its weight its own way, and keeps that for the backward).
+struct ConvForwardArgs {
+  // y = conv(x, w) + b. x in p.layout and p.dtype; w the [c_out, c_in, kh, kw] parameter in its
+  // own floating dtype; b [c_out] in p.dtype or undefined.
+  Tensor x, w, b;
+  Tensor y{};         // out: p.layout, p.dtype
+  ConvSaved saved{};  // out: what the backward needs
+};
+struct ConvBackwardArgs {
+  Tensor dy;
+  ConvSaved saved;  // the forward's
+  bool need_dx = true, need_w = true, has_bias = false;
+  // out: dx (like x) when need_dx; dw ([c_out, c_in, kh, kw], saved.weight_dtype) and db (p.dtype,
+  // when has_bias) when need_w.
+  Tensor dx{}, dw{}, db{};
 };
 
 class ConvImpl : public Supports<ConvProblem> {
  public:
-  // y = conv(x, w) + b. x in p.layout and p.dtype; w the [c_out, c_in, kh, kw] parameter in its
-  // own floating dtype; b [c_out] in p.dtype or undefined.
-  virtual Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
-                         ConvSaved& saved) const = 0;
-  // dx (like x) when need_dx; dw ([c_out, c_in, kh, kw], saved.weight_dtype) and db (p.dtype,
-  // when has_bias) when need_w.
-  virtual ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx,
-                             bool need_w, bool has_bias) const = 0;
+  virtual void forward(const ConvProblem& p, ConvForwardArgs& a) const = 0;
+  virtual void backward(const ConvProblem& p, ConvBackwardArgs& a) const = 0;
 };
 
 using ConvRegistry = Registry<ConvImpl>;

@@ -37,22 +37,24 @@ class ChannelsLastConv : public ConvImpl {
     return "does not support it";
   }
 
-  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
-                 ConvSaved& saved) const override {
+  void forward(const ConvProblem& p, ConvForwardArgs& a) const override {
     const ConvProblem q = as_nchw(p);
     std::shared_ptr<const ConvImpl> inner = pick_conv(q);
-    const Tensor y = inner->forward(q, to_channels_first(x, x.dtype()), w, b, saved);
-    saved.inner = std::move(inner);  // the backward runs the same NCHW implementation
-    return to_channels_last(y, y.dtype());
+    ConvForwardArgs nchw{.x = to_channels_first(a.x, a.x.dtype()), .w = a.w, .b = a.b};
+    inner->forward(q, nchw);
+    a.y = to_channels_last(nchw.y, nchw.y.dtype());
+    a.saved = std::move(nchw.saved);
+    a.saved.inner = std::move(inner);  // the backward runs the same NCHW implementation
   }
 
-  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
-                     bool has_bias) const override {
-    CG_CHECK(saved.inner, "{}: channels-last backward without its forward", p.layer);
-    ConvGrads g = saved.inner->backward(as_nchw(p), saved, to_channels_first(dy, dy.dtype()), need_dx, need_w,
-                                        has_bias);
-    if (g.dx.defined()) g.dx = to_channels_last(g.dx, g.dx.dtype());
-    return g;
+  void backward(const ConvProblem& p, ConvBackwardArgs& a) const override {
+    CG_CHECK(a.saved.inner, "{}: channels-last backward without its forward", p.layer);
+    ConvBackwardArgs nchw{.dy = to_channels_first(a.dy, a.dy.dtype()), .saved = a.saved, .need_dx = a.need_dx,
+                          .need_w = a.need_w, .has_bias = a.has_bias};
+    a.saved.inner->backward(as_nchw(p), nchw);
+    a.dx = nchw.dx.defined() ? to_channels_last(nchw.dx, nchw.dx.dtype()) : Tensor();
+    a.dw = std::move(nchw.dw);
+    a.db = std::move(nchw.db);
   }
 };
 

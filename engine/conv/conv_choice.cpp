@@ -146,9 +146,10 @@ double median_pass_ms(const ConvImpl& impl, const ConvProblem& p) {
   const Shape y_shape = nhwc ? Shape{s.n, s.out_h(), s.out_w(), s.c_out} : Shape{s.n, s.c_out, s.out_h(), s.out_w()};
   const Tensor dy = Tensor::zeros(y_shape, p.dtype, p.device);
   const auto pass = [&] {
-    ConvSaved saved;
-    impl.forward(p, x, w, Tensor(), saved);
-    impl.backward(p, saved, dy, /*need_dx=*/true, /*need_w=*/true, /*has_bias=*/false);
+    ConvForwardArgs f{.x = x, .w = w};
+    impl.forward(p, f);
+    ConvBackwardArgs b{.dy = dy, .saved = std::move(f.saved)};
+    impl.backward(p, b);
   };
   const Stream stream = current_stream(p.device);
   pass();

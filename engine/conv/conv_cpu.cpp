@@ -16,28 +16,23 @@ class Im2colConv : public ConvImpl {
     return nullptr;
   }
 
-  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
-                 ConvSaved& saved) const override {
-    const kernels::Conv2dShape& s = p.shape;
-    Tensor y = new_conv_output(p, x, w);
-    ops::detail::dispatch_floating("conv2d", x, [&]<typename T>() {
-      kernels::cpu::conv2d_forward<T>(s, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr, y.data<T>());
+  void forward(const ConvProblem& p, ConvForwardArgs& a) const override {
+    a.y = new_conv_output(p, a.x, a.w);
+    ops::detail::dispatch_floating("conv2d", a.x, [&]<typename T>() {
+      kernels::cpu::conv2d_forward<T>(p.shape, a.x.data<T>(), a.w.data<T>(), data_or_null<T>(a.b), a.y.data<T>());
     });
-    saved = conv_saved(x, w);
-    return y;
+    a.saved = conv_saved(a.x, a.w);
   }
 
-  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
-                     bool has_bias) const override {
-    const Tensor &x = saved.x, &w = saved.w;
-    ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
+  void backward(const ConvProblem& p, ConvBackwardArgs& a) const override {
+    const Tensor &x = a.saved.x, &w = a.saved.w, &dy = a.dy;
+    new_conv_grads(p, a);
     ops::detail::dispatch_floating("conv2d backward", dy, [&]<typename T>() {
-      if (need_dx) kernels::cpu::conv2d_backward_data<T>(p.shape, dy.data<T>(), w.data<T>(), g.dx.data<T>());
-      if (need_w)
-        kernels::cpu::conv2d_backward_filter<T>(p.shape, x.data<T>(), dy.data<T>(), g.dw.data<T>(),
-                                                g.db.defined() ? g.db.data<T>() : nullptr);
+      if (a.need_dx) kernels::cpu::conv2d_backward_data<T>(p.shape, dy.data<T>(), w.data<T>(), a.dx.data<T>());
+      if (a.need_w)
+        kernels::cpu::conv2d_backward_filter<T>(p.shape, x.data<T>(), dy.data<T>(), a.dw.data<T>(),
+                                                data_or_null<T>(a.db));
     });
-    return g;
   }
 };
 

@@ -20,33 +20,28 @@ class DirectConv : public ConvImpl {
     return nullptr;
   }
 
-  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
-                 ConvSaved& saved) const override {
-    const kernels::Conv2dShape& s = p.shape;
-    Tensor y = new_conv_output(p, x, w);
-    kernels::cpu::direct_conv2d_forward(s, x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
-                                        y.data<float>());
-    saved = conv_saved(x, w);
-    return y;
+  void forward(const ConvProblem& p, ConvForwardArgs& a) const override {
+    a.y = new_conv_output(p, a.x, a.w);
+    kernels::cpu::direct_conv2d_forward(p.shape, a.x.data<float>(), a.w.data<float>(), data_or_null<float>(a.b),
+                                        a.y.data<float>());
+    a.saved = conv_saved(a.x, a.w);
   }
 
-  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
-                     bool has_bias) const override {
-    const Tensor &x = saved.x, &w = saved.w;
+  void backward(const ConvProblem& p, ConvBackwardArgs& a) const override {
+    const Tensor &x = a.saved.x, &w = a.saved.w, &dy = a.dy;
     const kernels::Conv2dShape& s = p.shape;
     const DirectPhases own =
         p.policy.cpu_conv == ops::CpuConvAlgorithm::automatic ? direct_phases_auto(s) : DirectPhases{};
-    ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
-    float* db = g.db.defined() ? g.db.data<float>() : nullptr;
-    if (need_dx && own.data)
-      kernels::cpu::direct_conv2d_backward_data(s, dy.data<float>(), w.data<float>(), g.dx.data<float>());
-    else if (need_dx)
-      kernels::cpu::conv2d_backward_data<float>(s, dy.data<float>(), w.data<float>(), g.dx.data<float>());
-    if (need_w && own.filter)
-      kernels::cpu::direct_conv2d_backward_filter(s, x.data<float>(), dy.data<float>(), g.dw.data<float>(), db);
-    else if (need_w)
-      kernels::cpu::conv2d_backward_filter<float>(s, x.data<float>(), dy.data<float>(), g.dw.data<float>(), db);
-    return g;
+    new_conv_grads(p, a);
+    float* db = data_or_null<float>(a.db);
+    if (a.need_dx && own.data)
+      kernels::cpu::direct_conv2d_backward_data(s, dy.data<float>(), w.data<float>(), a.dx.data<float>());
+    else if (a.need_dx)
+      kernels::cpu::conv2d_backward_data<float>(s, dy.data<float>(), w.data<float>(), a.dx.data<float>());
+    if (a.need_w && own.filter)
+      kernels::cpu::direct_conv2d_backward_filter(s, x.data<float>(), dy.data<float>(), a.dw.data<float>(), db);
+    else if (a.need_w)
+      kernels::cpu::conv2d_backward_filter<float>(s, x.data<float>(), dy.data<float>(), a.dw.data<float>(), db);
   }
 };
 

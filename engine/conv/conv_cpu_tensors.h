@@ -22,18 +22,21 @@ inline Tensor new_conv_output(const ConvProblem& p, const Tensor& x, const Tenso
 // On the CPU the compute dtype is the parameter's, so the saved weight needs no cast back.
 inline ConvSaved conv_saved(const Tensor& x, const Tensor& w) { return {x.detach(), w.detach(), w.dtype()}; }
 
-// dx, dw and db as asked for, uninitialized; db only with dw (the bias gradient comes out of the
-// backward-filter pass).
-inline ConvGrads new_conv_grads(const ConvProblem& p, const ConvSaved& saved, bool need_dx, bool need_w,
-                                bool has_bias) {
-  const Tensor &x = saved.x, &w = saved.w;
-  ConvGrads g;
-  if (need_dx) g.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (need_w) {
-    g.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
-    if (has_bias) g.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
+// a.dx, a.dw and a.db as asked for, uninitialized; db only with dw (the bias gradient comes out of
+// the backward-filter pass).
+inline void new_conv_grads(const ConvProblem& p, ConvBackwardArgs& a) {
+  const Tensor &x = a.saved.x, &w = a.saved.w;
+  if (a.need_dx) a.dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (a.need_w) {
+    a.dw = Tensor::empty(w.shape(), w.dtype(), w.device());
+    if (a.has_bias) a.db = Tensor::empty({p.shape.c_out}, w.dtype(), w.device());
   }
-  return g;
+}
+
+// t's data, or null when t is undefined (an absent bias or bias gradient).
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
 }
 
 }  // namespace cg::impl

@@ -35,26 +35,21 @@ class WinogradConv : public ConvImpl {
     return nullptr;
   }
 
-  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
-                 ConvSaved& saved) const override {
-    const kernels::Conv2dShape& s = p.shape;
-    Tensor y = new_conv_output(p, x, w);
-    kernels::cpu::winograd_conv2d_forward(s, x.data<float>(), w.data<float>(),
-                                          b.defined() ? b.data<float>() : nullptr, y.data<float>());
-    saved = conv_saved(x, w);
-    return y;
+  void forward(const ConvProblem& p, ConvForwardArgs& a) const override {
+    a.y = new_conv_output(p, a.x, a.w);
+    kernels::cpu::winograd_conv2d_forward(p.shape, a.x.data<float>(), a.w.data<float>(), data_or_null<float>(a.b),
+                                          a.y.data<float>());
+    a.saved = conv_saved(a.x, a.w);
   }
 
-  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
-                     bool has_bias) const override {
-    const Tensor &x = saved.x, &w = saved.w;
-    ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
-    if (need_dx)
-      kernels::cpu::winograd_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), g.dx.data<float>());
-    if (need_w)
-      kernels::cpu::winograd_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), g.dw.data<float>(),
-                                                    g.db.defined() ? g.db.data<float>() : nullptr);
-    return g;
+  void backward(const ConvProblem& p, ConvBackwardArgs& a) const override {
+    const Tensor &x = a.saved.x, &w = a.saved.w, &dy = a.dy;
+    new_conv_grads(p, a);
+    if (a.need_dx)
+      kernels::cpu::winograd_conv2d_backward_data(p.shape, dy.data<float>(), w.data<float>(), a.dx.data<float>());
+    if (a.need_w)
+      kernels::cpu::winograd_conv2d_backward_filter(p.shape, x.data<float>(), dy.data<float>(), a.dw.data<float>(),
+                                                    data_or_null<float>(a.db));
   }
 };
 

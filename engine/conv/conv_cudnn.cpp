@@ -26,42 +26,37 @@ class CudnnConv : public ConvImpl {
     return nullptr;
   }
 
-  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w_param, const Tensor& b,
-                 ConvSaved& saved) const override {
+  void forward(const ConvProblem& p, ConvForwardArgs& a) const override {
     const kernels::Conv2dShape& s = p.shape;
     const bool nhwc = p.layout == ops::Layout::nhwc;
-    const Tensor w = nhwc ? ops::detail::to_channels_last(w_param, p.dtype)
-                          : (w_param.dtype() == p.dtype ? w_param : w_param.to(p.dtype));
-    Tensor y = nhwc ? Tensor::empty({s.n, s.out_h(), s.out_w(), s.c_out}, p.dtype, x.device())
-                    : Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, p.dtype, x.device());
+    const Tensor w = nhwc ? ops::detail::to_channels_last(a.w, p.dtype) : (a.w.dtype() == p.dtype ? a.w : a.w.to(p.dtype));
+    a.y = nhwc ? Tensor::empty({s.n, s.out_h(), s.out_w(), s.c_out}, p.dtype, a.x.device())
+               : Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, p.dtype, a.x.device());
     std::vector<Tensor> scratch;
-    cu::conv2d_cudnn_forward(s, p.dtype, x.raw_data(), w.raw_data(), b.defined() ? b.raw_data() : nullptr,
-                             y.raw_data(), ops::detail::workspace(x.device(), scratch), ops::detail::stream_of(x),
-                             p.layout, search_of(p));
-    saved = {x.detach(), w.detach(), w_param.dtype()};
-    return y;
+    cu::conv2d_cudnn_forward(s, p.dtype, a.x.raw_data(), w.raw_data(), ops::detail::raw_or_null(a.b), a.y.raw_data(),
+                             ops::detail::workspace(a.x.device(), scratch), ops::detail::stream_of(a.x), p.layout,
+                             search_of(p));
+    a.saved = {a.x.detach(), w.detach(), a.w.dtype()};
   }
 
-  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
-                     bool has_bias) const override {
-    const auto stream = ops::detail::stream_of(dy);
+  void backward(const ConvProblem& p, ConvBackwardArgs& a) const override {
+    const ConvSaved& saved = a.saved;
+    const auto stream = ops::detail::stream_of(a.dy);
     std::vector<Tensor> scratch;
-    const auto ws = ops::detail::workspace(dy.device(), scratch);
-    ConvGrads g;
-    if (need_dx) {
-      g.dx = Tensor::empty(saved.x.shape(), p.dtype, dy.device());
-      cu::conv2d_cudnn_backward_data(p.shape, p.dtype, dy.raw_data(), saved.w.raw_data(), g.dx.raw_data(), ws, stream,
-                                     p.layout, search_of(p));
+    const auto ws = ops::detail::workspace(a.dy.device(), scratch);
+    if (a.need_dx) {
+      a.dx = Tensor::empty(saved.x.shape(), p.dtype, a.dy.device());
+      cu::conv2d_cudnn_backward_data(p.shape, p.dtype, a.dy.raw_data(), saved.w.raw_data(), a.dx.raw_data(), ws,
+                                     stream, p.layout, search_of(p));
     }
-    if (need_w) {
-      Tensor dw = Tensor::empty(saved.w.shape(), p.dtype, dy.device());
-      if (has_bias) g.db = Tensor::empty({p.shape.c_out}, p.dtype, dy.device());
-      cu::conv2d_cudnn_backward_filter(p.shape, p.dtype, saved.x.raw_data(), dy.raw_data(), dw.raw_data(),
-                                       g.db.defined() ? g.db.raw_data() : nullptr, ws, stream, p.layout, search_of(p));
-      if (p.layout == ops::Layout::nhwc) g.dw = ops::detail::to_channels_first(dw, saved.weight_dtype);
-      else g.dw = saved.weight_dtype == p.dtype ? dw : dw.to(saved.weight_dtype);
+    if (a.need_w) {
+      Tensor dw = Tensor::empty(saved.w.shape(), p.dtype, a.dy.device());
+      if (a.has_bias) a.db = Tensor::empty({p.shape.c_out}, p.dtype, a.dy.device());
+      cu::conv2d_cudnn_backward_filter(p.shape, p.dtype, saved.x.raw_data(), a.dy.raw_data(), dw.raw_data(),
+                                       ops::detail::raw_or_null_m(a.db), ws, stream, p.layout, search_of(p));
+      if (p.layout == ops::Layout::nhwc) a.dw = ops::detail::to_channels_first(dw, saved.weight_dtype);
+      else a.dw = saved.weight_dtype == p.dtype ? dw : dw.to(saved.weight_dtype);
     }
-    return g;
   }
 };
 

@@ -18,35 +18,31 @@ class NativeConv : public ConvImpl {
     return nullptr;
   }
 
-  Tensor forward(const ConvProblem& p, const Tensor& x, const Tensor& w_param, const Tensor& b,
-                 ConvSaved& saved) const override {
+  void forward(const ConvProblem& p, ConvForwardArgs& a) const override {
     const kernels::Conv2dShape& s = p.shape;
-    const Tensor w = w_param.dtype() == p.dtype ? w_param : w_param.to(p.dtype);
-    Tensor y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, p.dtype, x.device());
-    cu::conv2d_native_forward(s, p.dtype, x.raw_data(), w.raw_data(), b.defined() ? b.raw_data() : nullptr,
-                              y.raw_data(), ops::detail::stream_of(x));
-    saved = {x.detach(), w.detach(), w_param.dtype()};
-    return y;
+    const Tensor w = a.w.dtype() == p.dtype ? a.w : a.w.to(p.dtype);
+    a.y = Tensor::empty({s.n, s.c_out, s.out_h(), s.out_w()}, p.dtype, a.x.device());
+    cu::conv2d_native_forward(s, p.dtype, a.x.raw_data(), w.raw_data(), ops::detail::raw_or_null(a.b), a.y.raw_data(),
+                              ops::detail::stream_of(a.x));
+    a.saved = {a.x.detach(), w.detach(), a.w.dtype()};
   }
 
-  ConvGrads backward(const ConvProblem& p, const ConvSaved& saved, const Tensor& dy, bool need_dx, bool need_w,
-                     bool has_bias) const override {
-    const auto stream = ops::detail::stream_of(dy);
+  void backward(const ConvProblem& p, ConvBackwardArgs& a) const override {
+    const ConvSaved& saved = a.saved;
+    const auto stream = ops::detail::stream_of(a.dy);
     std::vector<Tensor> scratch;  // the filter gradient's partial sums, from the caching allocator
-    const auto ws = ops::detail::workspace(dy.device(), scratch);
-    ConvGrads g;
-    if (need_dx) {
-      g.dx = Tensor::empty(saved.x.shape(), p.dtype, dy.device());
-      cu::conv2d_native_backward_data(p.shape, p.dtype, dy.raw_data(), saved.w.raw_data(), g.dx.raw_data(), stream);
+    const auto ws = ops::detail::workspace(a.dy.device(), scratch);
+    if (a.need_dx) {
+      a.dx = Tensor::empty(saved.x.shape(), p.dtype, a.dy.device());
+      cu::conv2d_native_backward_data(p.shape, p.dtype, a.dy.raw_data(), saved.w.raw_data(), a.dx.raw_data(), stream);
     }
-    if (need_w) {
-      g.dw = Tensor::empty(saved.w.shape(), p.dtype, dy.device());
-      if (has_bias) g.db = Tensor::empty({p.shape.c_out}, p.dtype, dy.device());
-      cu::conv2d_native_backward_filter(p.shape, p.dtype, saved.x.raw_data(), dy.raw_data(), g.dw.raw_data(),
-                                        g.db.defined() ? g.db.raw_data() : nullptr, ws, stream);
-      if (saved.weight_dtype != p.dtype) g.dw = g.dw.to(saved.weight_dtype);  // the forward's cast, undone
+    if (a.need_w) {
+      a.dw = Tensor::empty(saved.w.shape(), p.dtype, a.dy.device());
+      if (a.has_bias) a.db = Tensor::empty({p.shape.c_out}, p.dtype, a.dy.device());
+      cu::conv2d_native_backward_filter(p.shape, p.dtype, saved.x.raw_data(), a.dy.raw_data(), a.dw.raw_data(),
+                                        ops::detail::raw_or_null_m(a.db), ws, stream);
+      if (saved.weight_dtype != p.dtype) a.dw = a.dw.to(saved.weight_dtype);  // the forward's cast, undone
     }
-    return g;
   }
 };
 

@@ -20,9 +20,10 @@ class Conv2dBackward : public autograd::Node {
   void release_saved() override { saved_.x = {}; saved_.w = {}; }
 
   std::vector<Tensor> apply(const Tensor& dy) override {
-    const bool need_w = needs_grad(1) || needs_grad(2);
-    impl::ConvGrads g = impl_->backward(problem_, saved_, dy, needs_grad(0), need_w, has_bias_);
-    return {g.dx, g.dw, g.db};
+    impl::ConvBackwardArgs a{.dy = dy, .saved = saved_, .need_dx = needs_grad(0),
+                             .need_w = needs_grad(1) || needs_grad(2), .has_bias = has_bias_};
+    impl_->backward(problem_, a);
+    return {a.dx, a.dw, a.db};
   }
 
  private:
@@ -70,10 +71,11 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight, const Tensor& bias_in, C
            "conv2d: input {} too small for kernel {}x{} stride {} padding {}", x.str(), s.kh, s.kw, s.stride, s.pad);
   if (bias.defined()) CG_CHECK(bias.numel() == s.c_out, "conv2d: bias {} for {} outputs", bias.str(), s.c_out);
   auto implementation = impl::pick_conv(p);
-  impl::ConvSaved saved;
-  Tensor y = implementation->forward(p, x, weight, bias, saved);
+  impl::ConvForwardArgs a{.x = x, .w = weight, .b = bias};
+  implementation->forward(p, a);
+  Tensor& y = a.y;
   if (autograd::any_requires_grad({&x, &weight, &bias})) {
-    auto node = std::make_shared<Conv2dBackward>(std::move(implementation), p, std::move(saved), bias.defined());
+    auto node = std::make_shared<Conv2dBackward>(std::move(implementation), p, std::move(a.saved), bias.defined());
     autograd::connect(y, node, {&x, &weight, &bias});
   }
   return y;

@@ -18,16 +18,15 @@ class CpuLinear : public LinearImpl {
   const char* refusal(const LinearProblem& p) const override {
     return p.dtype == DType::f32 || p.dtype == DType::f64 ? nullptr : "runs float32 and float64 only";
   }
-  void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const override {
-    ops::detail::dispatch_floating("linear", x, [&]<typename T>() {
-      kernels::cpu::linear_forward<T>(p.m, p.k, p.n, x.data<T>(), w.data<T>(), data_or_null<T>(b), y.data<T>());
+  void forward(const LinearProblem& p, LinearForwardArgs& a) const override {
+    ops::detail::dispatch_floating("linear", a.x, [&]<typename T>() {
+      kernels::cpu::linear_forward<T>(p.m, p.k, p.n, a.x.data<T>(), a.w.data<T>(), data_or_null<T>(a.b), a.y.data<T>());
     });
   }
-  void backward(const LinearProblem& p, const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
-                Tensor& db) const override {
-    ops::detail::dispatch_floating("linear backward", dy, [&]<typename T>() {
-      kernels::cpu::linear_backward<T>(p.m, p.k, p.n, dy.data<T>(), x.data<T>(), w.data<T>(), data_or_null<T>(dx),
-                                       dw.data<T>(), data_or_null<T>(db));
+  void backward(const LinearProblem& p, LinearBackwardArgs& a) const override {
+    ops::detail::dispatch_floating("linear backward", a.dy, [&]<typename T>() {
+      kernels::cpu::linear_backward<T>(p.m, p.k, p.n, a.dy.data<T>(), a.x.data<T>(), a.w.data<T>(),
+                                       data_or_null<T>(a.dx), a.dw.data<T>(), data_or_null<T>(a.db));
     });
   }
 };

@@ -16,13 +16,20 @@ struct LinearProblem {
   DType dtype;
 };
 
+// One call's tensors, inputs first; the op allocates the outputs before the call.
+struct LinearForwardArgs {
+  Tensor x, w, b;  // b may be undefined
+  Tensor y{};      // out
+};
+struct LinearBackwardArgs {
+  Tensor dy, x, w;
+  Tensor dx{}, dw{}, db{};  // out; dx and db undefined when not wanted (or no bias)
+};
+
 class LinearImpl : public Supports<LinearProblem> {
  public:
-  // b may be undefined.
-  virtual void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const = 0;
-  // dx and db may be undefined (not wanted, or no bias).
-  virtual void backward(const LinearProblem& p, const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx,
-                        Tensor& dw, Tensor& db) const = 0;
+  virtual void forward(const LinearProblem& p, LinearForwardArgs& a) const = 0;
+  virtual void backward(const LinearProblem& p, LinearBackwardArgs& a) const = 0;
 };
 
 using LinearRegistry = Registry<LinearImpl>;

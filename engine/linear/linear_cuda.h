@@ -17,16 +17,17 @@ class CudaLinear : public LinearImpl {
   const char* refusal(const LinearProblem& p) const override {
     return ops::detail::gpu_dtype(p.dtype) ? nullptr : "runs float32, float16 and bfloat16 only";
   }
-  void forward(const LinearProblem& p, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) const override {
+  void forward(const LinearProblem& p, LinearForwardArgs& a) const override {
+    using namespace ops::detail;
     std::vector<Tensor> scratch;  // cuBLAS's workspace, from the caching allocator (or a graph's pool)
-    Forward(p.m, p.k, p.n, p.dtype, x.raw_data(), w.raw_data(), ops::detail::raw_or_null(b), y.raw_data(), ops::detail::stream_of(x),
-            ops::detail::workspace(x.device(), scratch));
+    Forward(p.m, p.k, p.n, p.dtype, a.x.raw_data(), a.w.raw_data(), raw_or_null(a.b), a.y.raw_data(), stream_of(a.x),
+            workspace(a.x.device(), scratch));
   }
-  void backward(const LinearProblem& p, const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
-                Tensor& db) const override {
+  void backward(const LinearProblem& p, LinearBackwardArgs& a) const override {
+    using namespace ops::detail;
     std::vector<Tensor> scratch;
-    Backward(p.m, p.k, p.n, p.dtype, dy.raw_data(), x.raw_data(), w.raw_data(), ops::detail::raw_or_null_m(dx), dw.raw_data(),
-             ops::detail::raw_or_null_m(db), ops::detail::stream_of(dy), ops::detail::workspace(dy.device(), scratch));
+    Backward(p.m, p.k, p.n, p.dtype, a.dy.raw_data(), a.x.raw_data(), a.w.raw_data(), raw_or_null_m(a.dx),
+             a.dw.raw_data(), raw_or_null_m(a.db), stream_of(a.dy), workspace(a.dy.device(), scratch));
   }
 };
 

@@ -17,12 +17,12 @@ class LinearBackward : public autograd::Node {
   std::string name() const override { return "LinearBackward"; }
   void release_saved() override { x_ = w_ = {}; }
   std::vector<Tensor> apply(const Tensor& dy) override {
-    std::vector<Tensor> grads(3);
-    if (needs_grad(0)) grads[0] = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
-    grads[1] = Tensor::empty(w_.shape(), w_.dtype(), w_.device());
-    if (has_bias_) grads[2] = Tensor::empty({p_.n}, w_.dtype(), w_.device());
-    impl_->backward(p_, dy, x_, w_, grads[0], grads[1], grads[2]);
-    return grads;
+    impl::LinearBackwardArgs a{.dy = dy, .x = x_, .w = w_};
+    if (needs_grad(0)) a.dx = Tensor::empty(x_.shape(), x_.dtype(), x_.device());
+    a.dw = Tensor::empty(w_.shape(), w_.dtype(), w_.device());
+    if (has_bias_) a.db = Tensor::empty({p_.n}, w_.dtype(), w_.device());
+    impl_->backward(p_, a);
+    return {a.dx, a.dw, a.db};
   }
 
  private:
@@ -49,8 +49,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   auto implementation = impl::linear_registry().pick(p, impl::linear_selection(p), [&] {
     return fmt::format("linear layer with input {} and weight {}", x.str(), weight.str());
   });
-  Tensor y = Tensor::empty({m, n}, x.dtype(), x.device());
-  implementation->forward(p, x, weight, bias, y);
+  impl::LinearForwardArgs a{.x = x, .w = weight, .b = bias, .y = Tensor::empty({m, n}, x.dtype(), x.device())};
+  implementation->forward(p, a);
+  Tensor& y = a.y;
   if (autograd::any_requires_grad({&x, &weight, &bias})) {
     auto node = std::make_shared<LinearBackward>(std::move(implementation), p, x.detach(), weight.detach(),
                                                  bias.defined());

@@ -30,7 +30,7 @@ struct BnImages {
 // The forward as ops::batch_norm runs it: one call, or (SyncBatchNorm) the local moments, then the
 // forward with them (one replica: the summed moments are the local ones), which it returns.
 inline Tensor bn_forward(const impl::BatchNormImpl& im, const impl::BatchNormProblem& p,
-                         const impl::BatchNormForward& f) {
+                         impl::BatchNormForwardArgs& f) {
   if (!p.cross_replica) {
     im.forward(p, f);
     return Tensor();
@@ -43,7 +43,7 @@ inline Tensor bn_forward(const impl::BatchNormImpl& im, const impl::BatchNormPro
 
 // The backward likewise: one call, or the local gradient sums, then dx from them.
 inline void bn_backward(const impl::BatchNormImpl& im, const impl::BatchNormProblem& p,
-                        const impl::BatchNormBackwardArgs& b, const Tensor& moments) {
+                        impl::BatchNormBackwardArgs& b, const Tensor& moments) {
   if (!p.cross_replica) return im.backward(p, b);
   const Tensor sums = Tensor::empty({2 * p.shape.c}, DType::f64, p.device);
   im.local_grad_sums(p, b, sums);
@@ -59,7 +59,7 @@ inline BatchNormResults run_batch_norm(const BatchNormParam& p, const BatchNormV
   const BnImages images{r, p.layout, p.dtype, device};
   const auto channel = [&](const std::vector<double>& values) { return tensor_of(values, {r.c}, channel_dtype, device); };
   const impl::BatchNormProblem problem = batch_norm_problem(r, p.dtype, p.layout, device, p.implementation.policy);
-  impl::BatchNormForward f{.x = images.to_tensor(v.x), .residual = r.residual ? images.to_tensor(v.residual) : Tensor(),
+  impl::BatchNormForwardArgs f{.x = images.to_tensor(v.x), .residual = r.residual ? images.to_tensor(v.residual) : Tensor(),
                            .weight = channel(v.gamma), .bias = channel(v.beta), .running_mean = channel(v.running_mean),
                            .running_var = channel(v.running_var), .eps = kBnEps, .momentum = kBnMomentum};
   f.y = Tensor::empty(f.x.shape(), p.dtype, device);

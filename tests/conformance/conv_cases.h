@@ -108,12 +108,15 @@ inline ConvResults conv_reference(const ConvRow& r, const ConvValues& v) {
 // The backward asked for one side only (a first layer's input needs no gradient, a frozen
 // layer's weight none): that side as the full backward gave it, the other not computed.
 inline void expect_one_sided_backwards_agree(const Param<impl::ConvImpl, ConvRow>& p, const impl::ConvProblem& problem,
-                                             const impl::ConvSaved& saved, const Tensor& dy,
-                                             const impl::ConvGrads& full) {
+                                             const impl::ConvBackwardArgs& full) {
   const impl::ConvImpl& im = *p.implementation.impl;
   const Tolerance tol = budget_for(p.dtype, p.implementation.device);
-  const impl::ConvGrads only_dx = im.backward(problem, saved, dy, true, false, p.c.bias);
-  const impl::ConvGrads only_w = im.backward(problem, saved, dy, false, true, p.c.bias);
+  impl::ConvBackwardArgs only_dx{.dy = full.dy, .saved = full.saved, .need_dx = true, .need_w = false,
+                                 .has_bias = p.c.bias};
+  impl::ConvBackwardArgs only_w{.dy = full.dy, .saved = full.saved, .need_dx = false, .need_w = true,
+                                .has_bias = p.c.bias};
+  im.backward(problem, only_dx);
+  im.backward(problem, only_w);
   EXPECT_FALSE(only_dx.dw.defined() || only_dx.db.defined()) << "need_w=false computed dw or db";
   EXPECT_FALSE(only_w.dx.defined()) << "need_dx=false computed dx";
   if (!only_dx.dx.defined() || !only_w.dw.defined()) {
@@ -143,13 +146,15 @@ inline ConvResults run_conv(const Param<impl::ConvImpl, ConvRow>& p, const ConvV
   const Tensor x = image(v.x, s.c_in, s.h, s.w), dy = image(v.dy, s.c_out, s.out_h(), s.out_w());
   const Tensor w = tensor_of(v.w, {s.c_out, s.c_in, s.kh, s.kw}, w_dtype, device);
   const Tensor b = p.c.bias ? tensor_of(v.b, {s.c_out}, p.dtype, device) : Tensor();
-  impl::ConvSaved saved;
-  const Tensor y = p.implementation.impl->forward(problem, x, w, b, saved);
-  const impl::ConvGrads g = p.implementation.impl->backward(problem, saved, dy, true, true, p.c.bias);
+  impl::ConvForwardArgs f{.x = x, .w = w, .b = b};
+  p.implementation.impl->forward(problem, f);
+  impl::ConvBackwardArgs g{.dy = dy, .saved = f.saved, .need_dx = true, .need_w = true, .has_bias = p.c.bias};
+  p.implementation.impl->backward(problem, g);
+  const Tensor& y = f.y;
   EXPECT_EQ(y.dtype(), p.dtype) << "y keeps the compute dtype";
   EXPECT_EQ(g.dw.dtype(), w_dtype) << "dw leaves in the parameter's dtype";
   EXPECT_EQ(g.dx.shape(), x.shape()) << "dx is laid out like x";
-  expect_one_sided_backwards_agree(p, problem, saved, dy, g);
+  expect_one_sided_backwards_agree(p, problem, g);
   return {from_image(y, s.c_out, s.out_h() * s.out_w()), from_image(g.dx, s.c_in, s.h * s.w), values_of(g.dw),
           p.c.bias ? values_of(g.db) : std::vector<double>()};
 }

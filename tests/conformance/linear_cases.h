@@ -78,12 +78,14 @@ inline LinearResults run_linear(const LinearParam& p, const LinearValues& v) {
   const impl::LinearProblem problem = linear_problem(r, p.dtype, Layout::nchw, device, p.implementation.policy);
   const Tensor x = tensor_of(v.x, {r.m, r.k}, p.dtype, device), w = tensor_of(v.w, {r.n, r.k}, p.dtype, device);
   const Tensor b = r.bias ? tensor_of(v.b, {r.n}, p.dtype, device) : Tensor();
-  Tensor y = Tensor::empty({r.m, r.n}, p.dtype, device);
-  Tensor dx = Tensor::empty(x.shape(), p.dtype, device), dw = Tensor::empty(w.shape(), p.dtype, device);
-  Tensor db = r.bias ? Tensor::empty({r.n}, p.dtype, device) : Tensor();
-  p.implementation.impl->forward(problem, x, w, b, y);
-  p.implementation.impl->backward(problem, tensor_of(v.dy, {r.m, r.n}, p.dtype, device), x, w, dx, dw, db);
-  return {values_of(y), values_of(dx), values_of(dw), r.bias ? values_of(db) : std::vector<double>()};
+  impl::LinearForwardArgs f{.x = x, .w = w, .b = b, .y = Tensor::empty({r.m, r.n}, p.dtype, device)};
+  impl::LinearBackwardArgs g{.dy = tensor_of(v.dy, {r.m, r.n}, p.dtype, device), .x = x, .w = w,
+                             .dx = Tensor::empty(x.shape(), p.dtype, device),
+                             .dw = Tensor::empty(w.shape(), p.dtype, device),
+                             .db = r.bias ? Tensor::empty({r.n}, p.dtype, device) : Tensor()};
+  p.implementation.impl->forward(problem, f);
+  p.implementation.impl->backward(problem, g);
+  return {values_of(f.y), values_of(g.dx), values_of(g.dw), r.bias ? values_of(g.db) : std::vector<double>()};
 }
 
 inline void expect_linear_conforms(const LinearParam& p) {

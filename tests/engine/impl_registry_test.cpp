@@ -23,21 +23,18 @@ class FakeConv : public impl::ConvImpl {
   const char* refusal(const impl::ConvProblem& p) const override {
     return p.dtype == DType::f64 ? nullptr : "only float64";
   }
-  Tensor forward(const impl::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor&,
-                 impl::ConvSaved& saved) const override {
+  void forward(const impl::ConvProblem& p, impl::ConvForwardArgs& a) const override {
     ++fake_forwards;
-    saved = {x.detach(), w.detach(), w.dtype()};
+    a.saved = {a.x.detach(), a.w.detach(), a.w.dtype()};
     const auto& s = p.shape;
-    return Tensor::full({s.n, s.c_out, s.out_h(), s.out_w()}, 2.0, x.dtype());
+    a.y = Tensor::full({s.n, s.c_out, s.out_h(), s.out_w()}, 2.0, a.x.dtype());
   }
-  impl::ConvGrads backward(const impl::ConvProblem& p, const impl::ConvSaved& saved, const Tensor&, bool need_dx,
-                           bool need_w, bool has_bias) const override {
+  void backward(const impl::ConvProblem& p, impl::ConvBackwardArgs& a) const override {
     ++fake_backwards;
-    impl::ConvGrads g;
-    if (need_dx) g.dx = Tensor::full(saved.x.shape(), 7.0, saved.x.dtype());
-    if (need_w) g.dw = Tensor::full(saved.w.shape(), 3.0, saved.weight_dtype);
-    if (need_w && has_bias) g.db = Tensor::full({p.shape.c_out}, 3.0, saved.x.dtype());
-    return g;
+    const impl::ConvSaved& saved = a.saved;
+    if (a.need_dx) a.dx = Tensor::full(saved.x.shape(), 7.0, saved.x.dtype());
+    if (a.need_w) a.dw = Tensor::full(saved.w.shape(), 3.0, saved.weight_dtype);
+    if (a.need_w && a.has_bias) a.db = Tensor::full({p.shape.c_out}, 3.0, saved.x.dtype());
   }
 };
 

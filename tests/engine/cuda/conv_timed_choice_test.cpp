@@ -37,22 +37,29 @@ class FakeCudnn : public impl::ConvImpl {
   mutable std::atomic<int> forwards{0};
 
   const char* refusal(const impl::ConvProblem&) const override { return nullptr; }
-  Tensor forward(const impl::ConvProblem& p, const Tensor& x, const Tensor& w, const Tensor& b,
-                 impl::ConvSaved& saved) const override {
+  void forward(const impl::ConvProblem& p, impl::ConvForwardArgs& a) const override {
     ++forwards;
     const impl::ConvProblem q = nchw(p);
-    Tensor y = Tensor::empty({p.shape.n, p.shape.c_out, p.shape.out_h(), p.shape.out_w()}, p.dtype, p.device);
+    a.y = Tensor::empty({p.shape.n, p.shape.c_out, p.shape.out_h(), p.shape.out_w()}, p.dtype, p.device);
     const Tensor x_nchw = Tensor::empty({p.shape.n, p.shape.c_in, p.shape.h, p.shape.w}, p.dtype, p.device);
-    for (int i = 0; i < repeat_; ++i) y = native_->forward(q, x_nchw, w, b, saved);
-    saved.x = x;
-    return y;
+    for (int i = 0; i < repeat_; ++i) {
+      impl::ConvForwardArgs inner{.x = x_nchw, .w = a.w, .b = a.b};
+      native_->forward(q, inner);
+      a.y = inner.y;
+      a.saved = inner.saved;
+    }
+    a.saved.x = a.x;
   }
-  impl::ConvGrads backward(const impl::ConvProblem& p, const impl::ConvSaved& saved, const Tensor& dy, bool need_dx,
-                           bool need_w, bool has_bias) const override {
-    impl::ConvGrads g;
+  void backward(const impl::ConvProblem& p, impl::ConvBackwardArgs& a) const override {
     const Tensor dy_nchw = Tensor::empty({p.shape.n, p.shape.c_out, p.shape.out_h(), p.shape.out_w()}, p.dtype, p.device);
-    for (int i = 0; i < repeat_; ++i) g = native_->backward(nchw(p), saved, dy_nchw, need_dx, need_w, has_bias);
-    return g;
+    for (int i = 0; i < repeat_; ++i) {
+      impl::ConvBackwardArgs inner{.dy = dy_nchw, .saved = a.saved, .need_dx = a.need_dx, .need_w = a.need_w,
+                                   .has_bias = a.has_bias};
+      native_->backward(nchw(p), inner);
+      a.dx = inner.dx;
+      a.dw = inner.dw;
+      a.db = inner.db;
+    }
   }
 
  private:
@@ -78,9 +85,10 @@ std::string picked_in_new_thread(const impl::ConvProblem& p) {
     second = impl::conv_registry().name_of(picked.get());
     const kernels::Conv2dShape& s = p.shape;
     const bool nhwc = p.layout == ops::Layout::nhwc;
-    impl::ConvSaved saved;
-    picked->forward(p, Tensor::zeros(nhwc ? Shape{s.n, s.h, s.w, s.c_in} : Shape{s.n, s.c_in, s.h, s.w}, p.dtype, p.device),
-                    Tensor::zeros({s.c_out, s.c_in, s.kh, s.kw}, DType::f32, p.device), Tensor(), saved);
+    impl::ConvForwardArgs a{
+        .x = Tensor::zeros(nhwc ? Shape{s.n, s.h, s.w, s.c_in} : Shape{s.n, s.c_in, s.h, s.w}, p.dtype, p.device),
+        .w = Tensor::zeros({s.c_out, s.c_in, s.kh, s.kw}, DType::f32, p.device)};
+    picked->forward(p, a);
   }).join();
   EXPECT_EQ(first, second) << "the choice changed between two calls of one thread";
   return first;
