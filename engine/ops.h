@@ -64,6 +64,7 @@ Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor
                            BatchNormOptions options);
 
 Tensor relu(const Tensor& x);
+Tensor silu(const Tensor& x);  // x * sigmoid(x), PyTorch's SiLU
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor add_relu(const Tensor& a, const Tensor& b);  // relu(a + b), one pass
 Tensor scale(const Tensor& x, double alpha);        // alpha * x

@@ -1,4 +1,4 @@
-// relu, add, add_relu and scale, with their backward nodes, and gradient accumulation: the CPU
+// relu, silu, add, add_relu and scale, with their backward nodes, and gradient accumulation: the CPU
 // reference (kernels/cpu/elementwise.h, float32 and float64) or the CUDA kernels
 // (kernels/cuda/elementwise.h, f32, f16 and bf16, on the current stream), by the tensor's device.
 #include "engine/autograd/node.h"
@@ -50,6 +50,36 @@ void scale_into(const Tensor& x, double alpha, Tensor& y) {
       [&] { cu::scale(n, x.dtype(), float(alpha), x.raw_data(), y.raw_data(), stream_of(x)); });
 }
 
+void silu_into(const Tensor& x, Tensor& y) {
+  const int64_t n = x.numel();
+  on_device(
+      "silu", x, [&]<typename T>() { cpu::silu_forward<T>(n, x.data<T>(), y.data<T>()); },
+      [&] { cu::silu_forward(n, x.dtype(), x.raw_data(), y.raw_data(), stream_of(x)); });
+}
+
+void silu_backward_into(const Tensor& dy, const Tensor& x, Tensor& dx) {
+  const int64_t n = dy.numel();
+  on_device(
+      "silu backward", dy, [&]<typename T>() { cpu::silu_backward<T>(n, dy.data<T>(), x.data<T>(), dx.data<T>()); },
+      [&] { cu::silu_backward(n, dy.dtype(), dy.raw_data(), x.raw_data(), dx.raw_data(), stream_of(dy)); });
+}
+
+// silu's gradient needs the input (the output alone does not give sigmoid(x) back).
+class SiluBackward : public autograd::Node {
+ public:
+  explicit SiluBackward(Tensor x) : x_(std::move(x)) {}
+  std::string name() const override { return "SiluBackward"; }
+  void release_saved() override { x_ = {}; }
+  std::vector<Tensor> apply(const Tensor& dy) override {
+    Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+    silu_backward_into(dy, x_, dx);
+    return {dx};
+  }
+
+ private:
+  Tensor x_;
+};
+
 // relu and add_relu share a backward: the gradient passes where the output is positive, to every
 // input (one for relu, two for add_relu).
 class ReluBackward : public autograd::Node {
@@ -95,6 +125,13 @@ Tensor relu(const Tensor& x) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   relu_into(x, y);
   if (autograd::any_requires_grad({&x})) autograd::connect(y, std::make_shared<ReluBackward>(y.detach(), 1), {&x});
+  return y;
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  silu_into(x, y);
+  if (autograd::any_requires_grad({&x})) autograd::connect(y, std::make_shared<SiluBackward>(x.detach()), {&x});
   return y;
 }
 

@@ -3,6 +3,8 @@
 // the stores), which kept GCC from vectorizing and made relu_backward 4x slower.
 #include "kernels/cpu/elementwise.h"
 
+#include <cmath>
+
 #include "kernels/cpu/parallel.h"
 
 namespace cg::kernels::cpu {
@@ -63,6 +65,23 @@ void fill(int64_t n, T value, T* y) {
   parallel_for(n, kElementwiseGrain, [=](int64_t b, int64_t e) { std::fill(y + b, y + e, value); });
 }
 
+template <typename T>
+void silu_forward(int64_t n, const T* x, T* y) {
+  parallel_for(n, kElementwiseGrain, [=](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = x[i] / (T(1) + std::exp(-x[i]));
+  });
+}
+
+template <typename T>
+void silu_backward(int64_t n, const T* dy, const T* x, T* dx) {
+  parallel_for(n, kElementwiseGrain, [=](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const T s = T(1) / (T(1) + std::exp(-x[i]));
+      dx[i] = dy[i] * s * (T(1) + x[i] * (T(1) - s));
+    }
+  });
+}
+
 #define CG_INSTANTIATE(T)                                          \
   template void relu_forward<T>(int64_t, const T*, T*);            \
   template void relu_backward<T>(int64_t, const T*, const T*, T*); \
@@ -70,7 +89,9 @@ void fill(int64_t n, T value, T* y) {
   template void add_relu<T>(int64_t, const T*, const T*, T*);      \
   template void accumulate<T>(int64_t, const T*, T*);              \
   template void scale<T>(int64_t, T, const T*, T*);                \
-  template void fill<T>(int64_t, T, T*);
+  template void fill<T>(int64_t, T, T*);                            \
+  template void silu_forward<T>(int64_t, const T*, T*);            \
+  template void silu_backward<T>(int64_t, const T*, const T*, T*);
 CG_INSTANTIATE(float)
 CG_INSTANTIATE(double)
 #undef CG_INSTANTIATE

@@ -12,10 +12,11 @@
 namespace cg::kernels::cuda {
 namespace {
 
-enum class Op { relu, relu_backward, add, add_relu, accumulate, scale };
+enum class Op { relu, relu_backward, add, add_relu, accumulate, scale, silu, silu_backward };
 
 // Which operands an op reads besides a.
-template <Op op> constexpr bool kReadsB = op == Op::relu_backward || op == Op::add || op == Op::add_relu;
+template <Op op>
+constexpr bool kReadsB = op == Op::relu_backward || op == Op::add || op == Op::add_relu || op == Op::silu_backward;
 template <Op op> constexpr bool kReadsY = op == Op::accumulate;
 
 // One element: a, b and the old y as fp32 (b and y only where the op reads them).
@@ -26,7 +27,11 @@ __device__ __forceinline__ float apply(float a, float b, float y_old, float alph
   else if constexpr (op == Op::add) return a + b;
   else if constexpr (op == Op::add_relu) return fmaxf(a + b, 0.f);
   else if constexpr (op == Op::accumulate) return y_old + a;
-  else return alpha * a;
+  else if constexpr (op == Op::silu) return a / (1.f + expf(-a));
+  else if constexpr (op == Op::silu_backward) {  // a = dy, b = x
+    const float s = 1.f / (1.f + expf(-b));
+    return a * s * (1.f + b * (1.f - s));
+  } else return alpha * a;
 }
 
 template <Op op, typename T>
@@ -130,6 +135,12 @@ void accumulate(int64_t n, DType dtype, const void* x, void* y, Stream s) {
 }
 void scale(int64_t n, DType dtype, float alpha, const void* x, void* y, Stream s) {
   map<Op::scale>("scale", n, dtype, x, nullptr, y, alpha, s);
+}
+void silu_forward(int64_t n, DType dtype, const void* x, void* y, Stream s) {
+  map<Op::silu>("silu_forward", n, dtype, x, nullptr, y, 0.f, s);
+}
+void silu_backward(int64_t n, DType dtype, const void* dy, const void* x, void* dx, Stream s) {
+  map<Op::silu_backward>("silu_backward", n, dtype, dy, x, dx, 0.f, s);
 }
 
 }  // namespace cg::kernels::cuda

@@ -16,6 +16,8 @@ void add_relu(int64_t n, DType dtype, const void* a, const void* b, void* y, Str
 void accumulate(int64_t n, DType dtype, const void* x, void* y, Stream stream);  // y += x
 void scale(int64_t n, DType dtype, float alpha, const void* x, void* y, Stream stream);
 void fill(int64_t n, DType dtype, double value, void* y, Stream stream);  // any dtype, integers too
+void silu_forward(int64_t n, DType dtype, const void* x, void* y, Stream stream);
+void silu_backward(int64_t n, DType dtype, const void* dy, const void* x, void* dx, Stream stream);
 
 // dst[i] = convert(src[i]) between any two of f32, f16, bf16, f64, i64, i32, u8, rounding to
 // nearest even like kernels/cpu/cast.h.

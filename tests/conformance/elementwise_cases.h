@@ -1,12 +1,13 @@
-// The elementwise family's conformance (relu and its backward, add, add_relu, scale, gradient
+// The elementwise family's conformance (relu and silu with their backwards, add, add_relu, scale, gradient
 // accumulation): its table of element counts, the float64 reference of each op and the check of
 // one device on one row in one dtype. The elementwise ops are a device switch, so each device is
-// the implementation: the suite runs the public ops (ops::relu, add, add_relu, scale,
-// accumulate_) on that device's tensors, relu's backward through autograd seeded with a gradient.
+// the implementation: the suite runs the public ops (ops::relu, silu, add, add_relu, scale,
+// accumulate_) on that device's tensors, relu's and silu's backwards through autograd seeded with a gradient.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,7 @@ constexpr double kScale = -0.375;
 
 // Each op's result on the same two inputs a, b (and b as relu's output gradient).
 struct ElementwiseResults {
-  std::vector<double> relu, relu_backward, add, add_relu, scale, accumulate;
+  std::vector<double> relu, relu_backward, silu, silu_backward, add, add_relu, scale, accumulate;
 };
 
 inline ElementwiseResults elementwise_reference(const std::vector<double>& a, const std::vector<double>& b) {
@@ -38,6 +39,9 @@ inline ElementwiseResults elementwise_reference(const std::vector<double>& a, co
   for (size_t i = 0; i < a.size(); ++i) {
     out.relu.push_back(std::max(a[i], 0.0));
     out.relu_backward.push_back(a[i] > 0 ? b[i] : 0.0);
+    const double s = 1.0 / (1.0 + std::exp(-a[i]));  // sigmoid(a)
+    out.silu.push_back(a[i] * s);
+    out.silu_backward.push_back(b[i] * (s + a[i] * s * (1.0 - s)));  // d/da of a * s(a), times b
     out.add.push_back(a[i] + b[i]);
     out.add_relu.push_back(std::max(a[i] + b[i], 0.0));
     out.scale.push_back(kScale * a[i]);
@@ -57,6 +61,12 @@ inline ElementwiseResults run_elementwise(const ElementwiseParam& p, const std::
   relu_y.backward(bt);
   out.relu = values_of(relu_y);
   out.relu_backward = values_of(x.grad());
+  Tensor xs = at.clone();
+  xs.set_requires_grad(true);
+  const Tensor silu_y = ops::silu(xs);
+  silu_y.backward(bt);
+  out.silu = values_of(silu_y);
+  out.silu_backward = values_of(xs.grad());
   out.add = values_of(ops::add(at, bt));
   out.add_relu = values_of(ops::add_relu(at, bt));
   out.scale = values_of(ops::scale(at, kScale));
@@ -72,6 +82,8 @@ inline void expect_elementwise_conforms(const ElementwiseParam& p) {
   const Tolerance tol = budget_for(p.dtype, p.implementation.device);
   EXPECT_TRUE(matches_reference(got.relu, ref.relu, tol)) << "relu";
   EXPECT_TRUE(matches_reference(got.relu_backward, ref.relu_backward, tol)) << "relu backward";
+  EXPECT_TRUE(matches_reference(got.silu, ref.silu, tol)) << "silu";
+  EXPECT_TRUE(matches_reference(got.silu_backward, ref.silu_backward, tol)) << "silu backward";
   EXPECT_TRUE(matches_reference(got.add, ref.add, tol)) << "add";
   EXPECT_TRUE(matches_reference(got.add_relu, ref.add_relu, tol)) << "add_relu";
   EXPECT_TRUE(matches_reference(got.scale, ref.scale, tol)) << "scale";
