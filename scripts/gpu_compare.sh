@@ -53,11 +53,12 @@ throughput() {
   local bench="$BUILD/apps/cudagrad-bench" raw="$OUT/throughput.jsonl"
   [ -x "$bench" ] || echo "warning: $bench is missing (build it: scripts/build.sh); PyTorch only" >&2
   : > "$raw"
-  # cudnn: bench_gpu.yaml as it is (channels-last); +nchw: the same in NCHW, to measure what
-  # channels-last brings; +graph: the step replayed as a CUDA graph.
+  # cudnn: bench_gpu.yaml as it is (channels-last), eager; +nchw: the same in NCHW, to measure what
+  # channels-last brings; +graph: the step replayed as a CUDA graph (what train.cuda_graph=auto,
+  # the default, does).
   for variant in cudnn native cudnn+nchw cudnn+graph; do
     [ -x "$bench" ] || break
-    local conv=${variant%%+*} graph="" layout=""
+    local conv=${variant%%+*} graph=train.cuda_graph=false layout=""
     [ "$variant" = cudnn+graph ] && graph=--cuda-graph
     # The implicit-GEMM convolution reads NCHW only.
     [ "$conv" = native ] || [ "$variant" = cudnn+nchw ] && layout=model.channels_last=false

@@ -25,7 +25,7 @@ TrainingParts::TrainingParts(const TrainConfig& c, DistContext& dist, const std:
       on_compute_(compute_),
       gen_(uint64_t(c.train.seed)),
       model_(model_options(c), gen_) {
-  if (c.train.cuda_graph && !device_.is_cuda())
+  if (c.train.cuda_graph == CudaGraphMode::on && !device_.is_cuda())
     throw UsageError("train.cuda_graph=true needs a GPU, and train.device=auto found none; set it false");
   int64_t n_params = 0;
   for (auto& [name, t] : model_.named_parameters()) n_params += t.numel();

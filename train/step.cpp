@@ -9,6 +9,19 @@
 
 namespace cg::train {
 
+GraphDecision decide_cuda_graph(const TrainConfig& c, bool on_gpu, std::string_view comm) {
+  if (c.train.cuda_graph == CudaGraphMode::off || !on_gpu) return {};  // a CPU run needs no word on graphs
+  // A transport chosen at run time: dist.backend=auto over ranks that share a GPU stages through Gloo.
+  std::string why_not = cuda_graph_refusal(c);
+  if (why_not.empty() && comm.find("gloo") != std::string_view::npos)
+    why_not = fmt::format("DDP runs over {} (host code; chosen because ranks share a GPU)", comm);
+  if (c.train.cuda_graph == CudaGraphMode::automatic) return {why_not.empty(), why_not};
+  // true: the config's checks refused what they could see; only the run-time transport is left.
+  if (!why_not.empty()) throw UsageError(fmt::format("train.cuda_graph=true cannot capture the step: {}; set it "
+                                                     "auto or false", why_not));
+  return {true, ""};
+}
+
 TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
                      dist::DistributedDataParallel* ddp, const Stream& compute)
     : model_(model), optimizer_(optimizer), ddp_(ddp), params_(model.named_parameters()),
@@ -16,10 +29,11 @@ TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& opt
   if (context_.autocast.enabled && context_.autocast.dtype == DType::f16)
     scaler_ = std::make_unique<nn::GradScaler>(nn::GradScalerOptions{}, compute.device());
   if (ddp_ && scaler_) dist::agree_on_overflow(*scaler_, ddp_->comm());  // every rank skips an overflow together
-  if (!c.train.cuda_graph) return;
-  if (ddp_ && ddp_->comm().name().find("gloo") != std::string::npos)
-    throw UsageError(fmt::format("train.cuda_graph=true cannot capture DDP over {} (host code; chosen because ranks "
-                                 "share a GPU); set it false", ddp_->comm().name()));
+  const GraphDecision graph = decide_cuda_graph(c, compute.device().is_cuda(), ddp_ ? ddp_->comm().name() : "");
+  if (!graph.capture) {
+    if (!graph.why_not.empty()) log::info("train: the step runs eagerly (train.cuda_graph=auto: {})", graph.why_not);
+    return;
+  }
   // What the graph captures and, before that, runs eagerly: a whole step (grad_accum_steps is 1).
   auto whole_step = [this](const data::DeviceBatch& batch, double lr) { return run_phases(batch, true, lr); };
   graph_ = std::make_unique<StepGraph>(whole_step, optimizer_, ddp_ ? &ddp_->comm() : nullptr, compute);

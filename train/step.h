@@ -9,6 +9,8 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "data/device_feeder.h"
 #include "dist/ddp.h"
@@ -41,6 +43,15 @@ struct ForwardOptions {
   // otherwise the forward runs under DDP's no_sync().
   bool sync = true;
 };
+
+// Whether TrainStep captures its step as a CUDA graph, and, where train.cuda_graph=auto does not,
+// why not (empty when there is nothing to say: false, or the CPU). `comm`: DDP's transport ("" without
+// DDP). Throws UsageError for train.cuda_graph=true with a transport a graph cannot hold.
+struct GraphDecision {
+  bool capture = false;
+  std::string why_not;
+};
+GraphDecision decide_cuda_graph(const TrainConfig& c, bool on_gpu, std::string_view comm);
 
 class TrainStep {
  public:

@@ -197,7 +197,9 @@ std::vector<Field> train_fields() {
       CG_FIELD(train.threads, between(0, 1024), "CPU compute threads (0 = all cores)"),
       CG_FIELD(train.eval_batch_size, between(1, kMaxBatch), "batch size for evaluation"),
       CG_FIELD(train.target_accuracy, between(0, 1), "stop once test accuracy reaches it (0 = off); logs the time"),
-      CG_FIELD(train.cuda_graph, any(), "GPU: capture the whole training step once as a CUDA graph and replay it"),
+      CG_FIELD(train.cuda_graph, any(),
+               "GPU: capture the whole training step once as a CUDA graph and replay it; auto does wherever the "
+               "run allows (not with gloo, accumulation, profiling or ZeRO-1; says why at start), true insists"),
   };
 }
 
@@ -295,22 +297,11 @@ const config::Schema& schema() {
   return s;
 }
 
-// What a captured step cannot contain: host work, which runs once at capture and never again.
+// train.cuda_graph=true where the step cannot be captured.
 void check_cuda_graph(const TrainConfig& c, const config::Values& v) {
-  if (!c.train.cuda_graph) return;
-  auto reject = [&](const std::string& why) { config::reject(v, "train.cuda_graph", why); };
-  if (c.train.device == DeviceName::cpu)
-    reject("CUDA graphs need a GPU; with train.device=cpu set train.cuda_graph=false");
-  if (c.dist.backend == dist::BackendRequest::gloo)
-    reject("cannot capture dist.backend=gloo (its all-reduce is host code); use nccl, modeled or auto");
-  if (c.train.grad_accum_steps > 1)
-    reject(fmt::format("captures one micro-batch per optimizer step; train.grad_accum_steps={} needs it false",
-                       c.train.grad_accum_steps));
-  if (c.profile.enabled)
-    reject("a replayed step has no host-side phases to time; set profile.enabled=false to profile eagerly");
-  if (c.optim.zero_sharding)
-    reject("optim.zero_sharding=true switches collectives after the first step (the shards are fixed then); "
-           "set one of them false");
+  if (c.train.cuda_graph != CudaGraphMode::on) return;
+  if (const std::string why = cuda_graph_refusal(c); !why.empty())
+    config::reject(v, "train.cuda_graph", why + "; set train.cuda_graph to auto (captures where it can) or false");
 }
 
 // What the gradient transport the config names cannot do. dist.backend=gloo with CUDA tensors is
@@ -435,6 +426,19 @@ TrainConfig load_train_config(const std::string& yaml_path, const std::vector<st
   else if (log::is_main_process())  // once per job, not once per rank
     for (const std::string& n : notes) log::warn("{}", n);
   return c;
+}
+
+std::string cuda_graph_refusal(const TrainConfig& c) {
+  if (c.train.device == DeviceName::cpu) return "CUDA graphs need a GPU, and train.device=cpu";
+  if (c.dist.backend == dist::BackendRequest::gloo)
+    return "dist.backend=gloo's all-reduce is host code, which a graph cannot capture";
+  if (c.train.grad_accum_steps > 1)
+    return fmt::format("a graph captures one micro-batch per optimizer step, and train.grad_accum_steps={}",
+                       c.train.grad_accum_steps);
+  if (c.profile.enabled) return "a replayed step has no host-side phases to profile, and profile.enabled=true";
+  if (c.optim.zero_sharding)
+    return "optim.zero_sharding=true switches collectives after the first step (the shards are fixed then)";
+  return "";
 }
 
 std::string to_yaml(const TrainConfig& c) {

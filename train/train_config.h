@@ -24,6 +24,9 @@ enum class OptimizerName { sgd, adamw };
 enum class DeviceName { auto_select, cpu, cuda };  // "auto": CUDA when available
 enum class AmpDtype { fp16, bf16 };
 enum class ModeledLink { nvlink, infiniband };
+// train.cuda_graph: "auto" captures the step wherever the run allows it (cuda_graph_refusal says
+// when it does not), "true" insists (a config that cannot is refused), "false" runs it eagerly.
+enum class CudaGraphMode { automatic, on, off };
 
 inline EnumNames<OptimizerName> enum_names(OptimizerName) {
   return {{OptimizerName::sgd, "sgd"}, {OptimizerName::adamw, "adamw"}};
@@ -32,6 +35,9 @@ inline EnumNames<DeviceName> enum_names(DeviceName) {
   return {{DeviceName::auto_select, "auto"}, {DeviceName::cpu, "cpu"}, {DeviceName::cuda, "cuda"}};
 }
 inline EnumNames<AmpDtype> enum_names(AmpDtype) { return {{AmpDtype::fp16, "fp16"}, {AmpDtype::bf16, "bf16"}}; }
+inline EnumNames<CudaGraphMode> enum_names(CudaGraphMode) {
+  return {{CudaGraphMode::automatic, "auto"}, {CudaGraphMode::on, "true"}, {CudaGraphMode::off, "false"}};
+}
 inline EnumNames<ModeledLink> enum_names(ModeledLink) {
   return {{ModeledLink::nvlink, "nvlink"}, {ModeledLink::infiniband, "infiniband"}};
 }
@@ -85,7 +91,7 @@ struct TrainConfig {
     int64_t threads = 0;  // CPU compute threads; 0 = all cores
     int64_t eval_batch_size = 256;
     double target_accuracy = 0;  // stop once an evaluation reaches it; 0 = train every epoch
-    bool cuda_graph = false;     // GPU: capture the whole step once as a CUDA graph, then replay it
+    CudaGraphMode cuda_graph = CudaGraphMode::automatic;  // GPU: capture the step once as a CUDA graph, replay it
     bool operator==(const Train&) const = default;
   } train;
   struct Amp {
@@ -132,6 +138,11 @@ TrainConfig load_train_config(const std::string& yaml_path, const std::vector<st
                               std::vector<std::string>* warnings = nullptr);
 // The resolved config as YAML, every key; load_train_config() of it gives an equal config.
 std::string to_yaml(const TrainConfig& config);
+// Why the config's step cannot be captured as one CUDA graph, naming the key that prevents it
+// ("" when nothing does): a graph replays device work only, so host work in the step (Gloo's
+// all-reduce, a profiler's phases) or work that changes between steps (accumulation's
+// micro-batches, ZeRO-1 after its first step) cannot be in one. The CPU has no graphs at all.
+std::string cuda_graph_refusal(const TrainConfig& c);
 // Every key with its type, allowed values, default and meaning.
 std::string train_config_help();
 // The same as Markdown tables, one per group: docs/config.md's generated part.

@@ -156,7 +156,7 @@ void report(const TrainConfig& c, const Options& o, DistContext& dist, TrainingP
                    {"comm", ddp ? ddp->comm().name() : "none"}, {"comm_modeled_total_ms", comm_total_ms},
                    {"comm_bytes_per_step", bytes_per_step},
                    {"grad_compression", enum_name(c.dist.grad_compression)},
-                   {"cuda_graph", c.train.cuda_graph}};
+                   {"cuda_graph", parts.step().graph() != nullptr}};
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -167,11 +167,17 @@ int run(const Options& o) {
   // captured, naming the key, before any device is touched.
   std::vector<std::string> overrides = o.overrides;
   if (o.cuda_graph) overrides.push_back("train.cuda_graph=true");
-  const TrainConfig c = load_train_config(o.config_path, overrides);
-  // train.cuda_graph=true in the config graphs the step as the flag does, and needs the same warm-up.
-  if (c.train.cuda_graph && o.warmup <= StepGraph::kEagerSteps)
+  TrainConfig c = load_train_config(o.config_path, overrides);
+  // train.cuda_graph=true in the config graphs the step as the flag does, and needs the same warm-up;
+  // auto (the default) captures only where the warm-up leaves room for it, so no timed step holds the capture.
+  if (c.train.cuda_graph == CudaGraphMode::on && o.warmup <= StepGraph::kEagerSteps)
     throw UsageError(fmt::format("train.cuda_graph=true (or --cuda-graph) needs --warmup {} or more",
                                  StepGraph::kEagerSteps + 1));
+  if (c.train.cuda_graph == CudaGraphMode::automatic && o.warmup <= StepGraph::kEagerSteps) {
+    log::info("cudagrad-bench: the step runs eagerly (train.cuda_graph=auto needs --warmup {} or more to capture)",
+              StepGraph::kEagerSteps + 1);
+    c.train.cuda_graph = CudaGraphMode::off;
+  }
   // Accepted (configs are shared with the trainer) but not read: say so rather than look like
   // a measurement of that data.
   if (!c.data.path.empty())

@@ -1,12 +1,14 @@
-// train.cuda_graph: off by default, on with the settings a captured step can hold, and refused,
-// naming train.cuda_graph and the conflicting key, with the ones it cannot (the CPU, Gloo, gradient
-// accumulation, profiling); without a GPU, cudagrad-train refuses it before any work (exit 2).
+// train.cuda_graph: auto by default (captured on a GPU wherever the run allows, eager otherwise,
+// saying why), true with the settings a captured step can hold and refused, naming train.cuda_graph
+// and the conflicting key, with the ones it cannot (the CPU, Gloo, gradient accumulation, profiling,
+// ZeRO-1); without a GPU, cudagrad-train refuses true before any work (exit 2).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "train/step.h"
 #include "train/train_config.h"
 #include "support/messages.h"
 #include "support/need_gpu.h"
@@ -25,30 +27,59 @@ std::string error_of(const std::vector<std::string>& overrides) {
   return "";
 }
 
-TEST(CudaGraphConfig, OffByDefaultAndOnWithCapturableSettings) {
-  EXPECT_FALSE(load_train_config("", {}).train.cuda_graph);
+TEST(CudaGraphConfig, AutoByDefaultAndTrueWithCapturableSettings) {
+  EXPECT_EQ(load_train_config("", {}).train.cuda_graph, CudaGraphMode::automatic);
+  EXPECT_EQ(load_train_config("", {"train.cuda_graph=false"}).train.cuda_graph, CudaGraphMode::off);
   for (const char* backend : {"auto", "nccl", "modeled"}) {
     const TrainConfig c = load_train_config(
         "", {"train.cuda_graph=true", "train.device=cuda", std::string("dist.backend=") + backend, "amp.enabled=true"});
-    EXPECT_TRUE(c.train.cuda_graph) << backend;
+    EXPECT_EQ(c.train.cuda_graph, CudaGraphMode::on) << backend;
   }
   EXPECT_NE(to_yaml(load_train_config("", {"train.cuda_graph=true"})).find("cuda_graph: true"), std::string::npos);
+  EXPECT_NE(to_yaml(load_train_config("", {})).find("cuda_graph: auto"), std::string::npos);
 }
 
-TEST(CudaGraphConfig, RefusesWhatCannotBeCapturedNamingBothKeys) {
-  struct Case {
-    std::string conflicting, other_key, reason;
-  };
-  for (const Case& k : {Case{"train.device=cpu", "train.device", "need a GPU"},
-                        Case{"dist.backend=gloo", "dist.backend", "host code"},
-                        Case{"train.grad_accum_steps=4", "train.grad_accum_steps", "one micro-batch"},
-                        Case{"profile.enabled=true", "profile.enabled", "profile"},
-                        Case{"optim.zero_sharding=true", "optim.zero_sharding", "after the first step"}}) {
-    SCOPED_TRACE(k.conflicting);
-    test::expect_mentions(error_of({"train.cuda_graph=true", k.conflicting}),
-                          {"train.cuda_graph", k.other_key, k.reason});
-    EXPECT_EQ(error_of({"train.cuda_graph=false", k.conflicting}), "");
+struct Conflict {
+  std::string setting, key, reason;
+};
+const std::vector<Conflict> kConflicts = {{"train.device=cpu", "train.device", "need a GPU"},
+                                          {"dist.backend=gloo", "dist.backend", "host code"},
+                                          {"train.grad_accum_steps=4", "train.grad_accum_steps", "one micro-batch"},
+                                          {"profile.enabled=true", "profile.enabled", "profile"},
+                                          {"optim.zero_sharding=true", "optim.zero_sharding", "after the first step"}};
+
+TEST(CudaGraphConfig, TrueRefusesWhatCannotBeCapturedNamingBothKeys) {
+  for (const Conflict& k : kConflicts) {
+    SCOPED_TRACE(k.setting);
+    test::expect_mentions(error_of({"train.cuda_graph=true", k.setting}), {"train.cuda_graph", k.key, k.reason});
+    EXPECT_EQ(error_of({"train.cuda_graph=false", k.setting}), "");
+    EXPECT_EQ(error_of({"train.cuda_graph=auto", k.setting}), "") << "auto runs such a step eagerly";
   }
+}
+
+TEST(CudaGraphConfig, AutoCapturesOnAGpuUnlessTheRunHoldsHostWork) {
+  const GraphDecision plain = decide_cuda_graph(load_train_config("", {}), /*on_gpu=*/true, "nccl");
+  EXPECT_TRUE(plain.capture);
+  EXPECT_EQ(plain.why_not, "");
+  for (const Conflict& k : kConflicts) {
+    if (k.key == "train.device") continue;  // a CPU run is the case below
+    SCOPED_TRACE(k.setting);
+    const GraphDecision d = decide_cuda_graph(load_train_config("", {k.setting}), true, "nccl");
+    EXPECT_FALSE(d.capture);
+    test::expect_mentions(d.why_not, {k.key, k.reason});
+  }
+  // dist.backend=auto chose Gloo at run time (ranks sharing a GPU): only the transport's name says so.
+  const GraphDecision staged = decide_cuda_graph(load_train_config("", {}), true, "gloo (staged through host memory)");
+  EXPECT_FALSE(staged.capture);
+  test::expect_mentions(staged.why_not, {"gloo", "share a GPU"});
+  EXPECT_FALSE(decide_cuda_graph(load_train_config("", {}), /*on_gpu=*/false, "").capture);
+  EXPECT_EQ(decide_cuda_graph(load_train_config("", {}), false, "").why_not, "") << "a CPU run says nothing of graphs";
+  EXPECT_FALSE(decide_cuda_graph(load_train_config("", {"train.cuda_graph=false"}), true, "nccl").capture);
+  // true insists: a transport found at run time that a graph cannot hold is an error, not a fallback.
+  EXPECT_THROW(decide_cuda_graph(load_train_config("", {"train.cuda_graph=true", "train.device=cuda"}), true, "gloo"),
+               UsageError);
+  EXPECT_TRUE(decide_cuda_graph(load_train_config("", {"train.cuda_graph=true", "train.device=cuda"}), true, "nccl")
+                  .capture);
 }
 
 TEST(CudaGraphConfig, TrainerRefusesItWithoutAGpuBeforeAnyWork) {

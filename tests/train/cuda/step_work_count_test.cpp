@@ -89,7 +89,7 @@ class StepWorkCount : public ::testing::Test {
 };
 
 TEST_F(StepWorkCount, AnEagerStepWaitsForTheDeviceNowhere) {
-  const StepWork w = last_step_work({}, 4);
+  const StepWork w = last_step_work({"train.cuda_graph=false"}, 4);
   print("eager step", w);
   EXPECT_GT(w.kernels, 0u);
   EXPECT_EQ(w.host_waits, 0u) << "the step blocks the host on the device";
@@ -99,7 +99,7 @@ TEST_F(StepWorkCount, AnEagerStepWaitsForTheDeviceNowhere) {
 // direction (a reduction whose last block finishes it, then the elementwise pass): 24 a step,
 // 36 when each reduction had its own finalize kernel.
 TEST_F(StepWorkCount, BatchNormLaunchesTwoKernelsADirection) {
-  const StepWork w = last_step_work({}, 4);
+  const StepWork w = last_step_work({"train.cuda_graph=false"}, 4);
   uint64_t batch_norm = 0;
   for (const auto& [name, count] : w.by_name)
     if (name.rfind("batch_norm", 0) == 0) batch_norm += count;
