@@ -55,18 +55,17 @@ inline ElementwiseResults run_elementwise(const ElementwiseParam& p, const std::
   const Device device = device_of(p.implementation.device);
   const Tensor at = tensor_of(a, {p.c.n}, p.dtype, device), bt = tensor_of(b, {p.c.n}, p.dtype, device);
   ElementwiseResults out;
-  Tensor x = at.clone();
-  x.set_requires_grad(true);
-  const Tensor relu_y = ops::relu(x);
-  relu_y.backward(bt);
-  out.relu = values_of(relu_y);
-  out.relu_backward = values_of(x.grad());
-  Tensor xs = at.clone();
-  xs.set_requires_grad(true);
-  const Tensor silu_y = ops::silu(xs);
-  silu_y.backward(bt);
-  out.silu = values_of(silu_y);
-  out.silu_backward = values_of(xs.grad());
+  // op(a) and its input's gradient for the upstream gradient b, through autograd.
+  const auto with_gradient = [&](Tensor (*op)(const Tensor&), std::vector<double>& y, std::vector<double>& dx) {
+    Tensor x = at.clone();
+    x.set_requires_grad(true);
+    const Tensor out_y = op(x);
+    out_y.backward(bt);
+    y = values_of(out_y);
+    dx = values_of(x.grad());
+  };
+  with_gradient(ops::relu, out.relu, out.relu_backward);
+  with_gradient(ops::silu, out.silu, out.silu_backward);
   out.add = values_of(ops::add(at, bt));
   out.add_relu = values_of(ops::add_relu(at, bt));
   out.scale = values_of(ops::scale(at, kScale));

@@ -7,8 +7,9 @@
 // eager. A replay with lr 0 leaves the weights as they were; what is
 // allocated outside the capture never comes from its pool; neither the capture nor steady replays
 // reach cudaMalloc.
-// cudagrad-train with train.cuda_graph=true logs the same losses as without, resumes from its
-// checkpoint, and captures the modeled communication backend with fp16. Skips without a GPU.
+// cudagrad-train with train.cuda_graph=auto (the default) captures its step and logs the same
+// losses as with false, resumes from its checkpoint, and captures the modeled communication
+// backend with fp16. Skips without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -38,14 +39,14 @@ namespace {
 using test::expect_same_losses;
 
 // A small MiniResNet with its optimizer and step: the training parts of `extra` over the base
-// settings (its compute stream made current). The base settings come first, so that `extra`
-// (applied after them) may override any.
+// settings (its compute stream made current), eager unless `extra` says train.cuda_graph=true.
+// The base settings come first, so that `extra` (applied after them) may override any.
 struct Trainee {
   explicit Trainee(const std::vector<std::string>& extra) : c(config(extra)), dist(c.dist.timeout_s), parts(c, dist) {}
   static TrainConfig config(const std::vector<std::string>& extra) {
     std::vector<std::string> overrides = {"train.device=cuda",  "model.widths=[8,16]",      "model.blocks=[1,1]",
                                           "model.in_channels=3", "kernels.conv=native",       "kernels.batch_norm=native",
-                                          "optim.weight_decay=0.0005"};
+                                          "optim.weight_decay=0.0005", "train.cuda_graph=false"};
     overrides.insert(overrides.end(), extra.begin(), extra.end());
     return load_train_config("", overrides);
   }
@@ -260,9 +261,11 @@ const std::string kProgram =
 TEST(GraphedTraining, SameLossesAsEagerAndItsCheckpointResumes) {
   NEED_GPU();
   const auto eager = test::make_temp_dir("graphed_train_eager"), graphed = test::make_temp_dir("graphed_train_on");
-  ProgramRun r = run_train(kProgram + " output.dir=" + eager.string());
+  ProgramRun r = run_train(kProgram + " train.cuda_graph=false output.dir=" + eager.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_train(kProgram + " train.cuda_graph=true output.dir=" + graphed.string());
+  EXPECT_EQ(r.output.find("captured as a CUDA graph"), std::string::npos) << r.output;
+  // train.cuda_graph=auto, the default, captures this run's step.
+  r = run_train(kProgram + " output.dir=" + graphed.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("captured as a CUDA graph"), std::string::npos) << r.output;
   const auto a = metrics_records(eager, "train"), b = metrics_records(graphed, "train");
