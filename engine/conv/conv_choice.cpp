@@ -39,7 +39,7 @@
 #include "engine/runtime.h"
 #include "engine/stream.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu_conv/conv_direct.h"
 
 namespace cg::impl {
 

@@ -1,9 +1,9 @@
-// The CPU reference convolution (kernels/cpu/conv2d.h), im2col + GEMM: NCHW, float32 and float64;
-// kernels.cpu_conv=im2col, and what the other CPU algorithms leave.
+// The CPU im2col + GEMM convolution (kernels/cpu_conv/im2col.h): NCHW, float32 and float64;
+// kernels.cpu_conv=im2col, and what the other CPU algorithms leave (float64 included).
 #include "engine/conv/conv.h"
 #include "engine/conv/conv_cpu_tensors.h"
 #include "engine/dispatch.h"
-#include "kernels/cpu/conv2d.h"
+#include "kernels/cpu_conv/im2col.h"
 
 namespace cg::impl {
 namespace {
@@ -21,7 +21,8 @@ class Im2colConv : public ConvImpl {
     const kernels::Conv2dShape& s = p.shape;
     Tensor y = new_conv_output(p, x, w);
     ops::detail::dispatch_floating("conv2d", x, [&]<typename T>() {
-      kernels::cpu::conv2d_forward<T>(s, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr, y.data<T>());
+      kernels::cpu::im2col_conv2d_forward<T>(s, x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr,
+                                             y.data<T>());
     });
     saved = conv_saved(x, w);
     return y;
@@ -32,10 +33,10 @@ class Im2colConv : public ConvImpl {
     const Tensor &x = saved.x, &w = saved.w;
     ConvGrads g = new_conv_grads(p, saved, need_dx, need_w, has_bias);
     ops::detail::dispatch_floating("conv2d backward", dy, [&]<typename T>() {
-      if (need_dx) kernels::cpu::conv2d_backward_data<T>(p.shape, dy.data<T>(), w.data<T>(), g.dx.data<T>());
+      if (need_dx) kernels::cpu::im2col_conv2d_backward_data<T>(p.shape, dy.data<T>(), w.data<T>(), g.dx.data<T>());
       if (need_w)
-        kernels::cpu::conv2d_backward_filter<T>(p.shape, x.data<T>(), dy.data<T>(), g.dw.data<T>(),
-                                                g.db.defined() ? g.db.data<T>() : nullptr);
+        kernels::cpu::im2col_conv2d_backward_filter<T>(p.shape, x.data<T>(), dy.data<T>(), g.dw.data<T>(),
+                                                       g.db.defined() ? g.db.data<T>() : nullptr);
     });
     return g;
   }
@@ -43,6 +44,6 @@ class Im2colConv : public ConvImpl {
 
 }  // namespace
 
-ConvEntry conv_im2col_entry() { return {"cpu reference", DeviceType::cpu, ImplKey::im2col, std::make_shared<Im2colConv>()}; }
+ConvEntry conv_im2col_entry() { return {"cpu im2col", DeviceType::cpu, ImplKey::im2col, std::make_shared<Im2colConv>()}; }
 
 }  // namespace cg::impl

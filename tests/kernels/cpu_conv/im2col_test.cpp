@@ -1,5 +1,6 @@
-// The im2col+GEMM convolution against the definition (direct loops), forward and both backward
-// passes, over MiniResNet's layer shapes and odd ones; plus thread-count determinism.
+// The im2col + GEMM convolution (kernels/cpu_conv/im2col.h) against the plain reference
+// (kernels/cpu/conv2d.h), forward and both backward passes, float32 and float64, over MiniResNet's
+// layer shapes and odd ones; plus thread-count determinism.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -7,6 +8,7 @@
 #include <random>
 
 #include "kernels/cpu/conv2d.h"
+#include "kernels/cpu_conv/im2col.h"
 #include "support/random_data.h"
 #include "support/tolerance.h"
 
@@ -15,41 +17,24 @@ namespace {
 
 using test::random_vector;
 
-// Direct convolution: y[n,o,p,q] = b[o] + sum_{c,i,j} x[n,c,p*s-pad+i,q*s-pad+j] * w[o,c,i,j].
-// Computes all three results from the definition, summing in double, so each kernel has an
-// independent reference.
+// The plain reference (kernels/cpu/conv2d.h) in double on the same values: all four results, an
+// independent check of each im2col kernel.
 template <typename T>
 void reference(const Conv2dShape& s, const std::vector<T>& x, const std::vector<T>& w, const T* b,
                const std::vector<T>& dy, std::vector<T>& y, std::vector<T>& dx, std::vector<T>& dw,
                std::vector<T>& db) {
-  const int64_t oh = s.out_h(), ow = s.out_w();
-  std::vector<double> sy(size_t(s.n * s.c_out * oh * ow)), sdx(x.size()), sdw(w.size()), sdb(size_t(s.c_out));
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t o = 0; o < s.c_out; ++o)
-      for (int64_t p = 0; p < oh; ++p)
-        for (int64_t q = 0; q < ow; ++q) {
-          const size_t yi = size_t(((n * s.c_out + o) * oh + p) * ow + q);
-          const double g = double(dy[yi]);
-          double acc = b ? double(b[o]) : 0.0;
-          sdb[size_t(o)] += g;
-          for (int64_t c = 0; c < s.c_in; ++c)
-            for (int64_t i = 0; i < s.kh; ++i)
-              for (int64_t j = 0; j < s.kw; ++j) {
-                const int64_t iy = p * s.stride - s.pad + i, ix = q * s.stride - s.pad + j;
-                if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-                const size_t xi = size_t(((n * s.c_in + c) * s.h + iy) * s.w + ix);
-                const size_t wi = size_t(((o * s.c_in + c) * s.kh + i) * s.kw + j);
-                acc += double(x[xi]) * double(w[wi]);
-                sdx[xi] += g * double(w[wi]);
-                sdw[wi] += g * double(x[xi]);
-              }
-          sy[yi] = acc;
-        }
+  auto to_double = [](const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); };
+  const std::vector<double> xd = to_double(x), wd = to_double(w), dyd = to_double(dy);
+  const std::vector<double> bd = b ? std::vector<double>(b, b + s.c_out) : std::vector<double>();
+  std::vector<double> ry(dy.size()), rdx(x.size()), rdw(w.size()), rdb(size_t(s.c_out));
+  conv2d_forward<double>(s, xd.data(), wd.data(), b ? bd.data() : nullptr, ry.data());
+  conv2d_backward_data<double>(s, dyd.data(), wd.data(), rdx.data());
+  conv2d_backward_filter<double>(s, xd.data(), dyd.data(), rdw.data(), rdb.data());
   auto to_t = [](const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); };
-  y = to_t(sy);
-  dx = to_t(sdx);
-  dw = to_t(sdw);
-  db = to_t(sdb);
+  y = to_t(ry);
+  dx = to_t(rdx);
+  dw = to_t(rdw);
+  db = to_t(rdb);
 }
 
 struct Case {
@@ -102,28 +87,28 @@ void check_case(const Case& c) {
   const test::Tolerance sum_tol{tol.atol * 10, tol.rtol * 10};  // long sums: more rounding
 
   auto y = test::poisoned<T>(yn);
-  conv2d_forward<T>(s, x.data(), w.data(), c.bias ? b.data() : nullptr, y.data());
+  im2col_conv2d_forward<T>(s, x.data(), w.data(), c.bias ? b.data() : nullptr, y.data());
   EXPECT_TRUE(test::all_close(y, ry, sum_tol)) << c.name << " forward";
   auto dx = test::poisoned<T>(xn);
-  conv2d_backward_data<T>(s, dy.data(), w.data(), dx.data());
+  im2col_conv2d_backward_data<T>(s, dy.data(), w.data(), dx.data());
   EXPECT_TRUE(test::all_close(dx, rdx, sum_tol)) << c.name << " backward data";
   auto dw = test::poisoned<T>(wn), db = test::poisoned<T>(size_t(s.c_out));
-  conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data(), c.bias ? db.data() : nullptr);
+  im2col_conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data(), c.bias ? db.data() : nullptr);
   EXPECT_TRUE(test::all_close(dw, rdw, sum_tol)) << c.name << " backward filter";
   if (c.bias) {
     EXPECT_TRUE(test::all_close(db, rdb, sum_tol)) << c.name << " bias gradient";
   }
 }
 
-TEST(Conv2dKernel, MatchesDirectConvolutionFloat) {
+TEST(Im2colConv, MatchesTheReferenceFloat) {
   for (const Case& c : kCases) check_case<float>(c);
 }
-TEST(Conv2dKernel, MatchesDirectConvolutionDouble) {
+TEST(Im2colConv, MatchesTheReferenceDouble) {
   for (const Case& c : kCases) check_case<double>(c);
 }
 
 // Results must not depend on the thread count (resume is bit-exact only then).
-TEST(Conv2dKernel, BitIdenticalForOneAndTwoThreads) {
+TEST(Im2colConv, BitIdenticalForOneAndTwoThreads) {
   const Conv2dShape s{32, 16, 14, 14, 32, 3, 3, 1, 1};
   const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
   const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w());
@@ -131,9 +116,9 @@ TEST(Conv2dKernel, BitIdenticalForOneAndTwoThreads) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> y(yn), dx(xn), dw(wn);
-    conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data());
-    conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
-    conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);
+    im2col_conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data());
+    im2col_conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
+    im2col_conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);
     y.insert(y.end(), dx.begin(), dx.end());
     y.insert(y.end(), dw.begin(), dw.end());
     return y;
