@@ -19,7 +19,7 @@ inline EnumNames<GpuImpl> enum_names(GpuImpl) {
 }
 
 // Which algorithm the CPU convolution uses (kernels.cpu_conv). im2col: im2col + GEMM for every
-// layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3 stride-1 layers
+// layer (kernels/cpu_conv/im2col.h). winograd: Winograd F(4x4, 3x3) for float32 3x3 stride-1 layers
 // with at least 32 input and output channels, or with channels in groups of 16 on planes up to
 // 32x32 (4x fewer multiplications; not bit-identical to im2col, error bounded in
 // tests/kernels/cpu_conv/winograd_test.cpp), im2col for the rest. direct: the direct convolution

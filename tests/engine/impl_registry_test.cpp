@@ -213,7 +213,7 @@ TEST(ImplRegistry, CudnnBatchNormRefusesAnEvalBackwardInsteadOfRunningAnother) {
 }
 
 // entries() lists each implementation of this build once (what conformance tests enumerate),
-// the CPU's four convolutions among them; the tests' fake is not one of them.
+// the CPU's five convolutions among them; the tests' fake is not one of them.
 TEST(ImplRegistry, EntriesListEveryImplementationOnce) {
   auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, impl::ImplKey::im2col, std::make_shared<FakeConv>()});
   std::set<std::string> names;
@@ -221,7 +221,7 @@ TEST(ImplRegistry, EntriesListEveryImplementationOnce) {
     EXPECT_TRUE(names.insert(e.name).second) << e.name << " twice";
     EXPECT_TRUE(e.impl) << e.name;
   }
-  for (const char* cpu : {"cpu im2col", "cpu winograd", "cpu direct", "cpu channels-last"})
+  for (const char* cpu : {"cpu reference", "cpu im2col", "cpu winograd", "cpu direct", "cpu channels-last"})
     EXPECT_EQ(names.count(cpu), 1u) << cpu;
   // The GPU's only where the build has them.
 #ifdef CUDAGRAD_WITH_CUDA
