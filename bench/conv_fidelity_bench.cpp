@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "engine/conv/conv.h"
-#include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/conv_direct.h"
-#include "kernels/cpu/winograd.h"
+#include "kernels/cpu_conv/im2col.h"
+#include "kernels/cpu_conv/conv_direct.h"
+#include "kernels/cpu_conv/winograd.h"
 #include "util/check.h"
 #include "util/safetensors.h"
 
@@ -76,8 +76,8 @@ struct Algorithm {
 
 const std::vector<Algorithm>& algorithms() {
   static const std::vector<Algorithm> all = {
-      {"im2col", [](const Conv2dShape&) { return true; }, k::conv2d_forward<float>, k::conv2d_backward_data<float>,
-       k::conv2d_backward_filter<float>},
+      {"im2col", [](const Conv2dShape&) { return true; }, k::im2col_conv2d_forward<float>,
+       k::im2col_conv2d_backward_data<float>, k::im2col_conv2d_backward_filter<float>},
       {"direct", k::direct_conv_supports, k::direct_conv2d_forward, k::direct_conv2d_backward_data,
        k::direct_conv2d_backward_filter},
       {"winograd", k::winograd_supports, k::winograd_conv2d_forward, k::winograd_conv2d_backward_data,

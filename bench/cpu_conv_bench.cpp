@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/conv_direct.h"
-#include "kernels/cpu/winograd.h"
+#include "kernels/cpu_conv/im2col.h"
+#include "kernels/cpu_conv/conv_direct.h"
+#include "kernels/cpu_conv/winograd.h"
 
 namespace {
 
@@ -116,17 +116,17 @@ int main(int argc, char** argv) {
       if (!has[a]) continue;
       algos.push_back(a);
       fwd.push_back([&, a] {
-        if (a == 0) k::conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data());
+        if (a == 0) k::im2col_conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data());
         if (a == 1) k::winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
         if (a == 2) k::direct_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
       });
       data.push_back([&, a] {
-        if (a == 0) k::conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
+        if (a == 0) k::im2col_conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
         if (a == 1) k::winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
         if (a == 2) k::direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
       });
       filter.push_back([&, a] {
-        if (a == 0) k::conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);
+        if (a == 0) k::im2col_conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);
         if (a == 1) k::winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr);
         if (a == 2) k::direct_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr);
       });

@@ -1,4 +1,4 @@
-// Times the packed GEMM (kernels/cpu/gemm.h) on the shapes MiniResNet's CPU convolutions give it
+// Times the packed GEMM (kernels/cpu_conv/gemm.h) on the shapes MiniResNet's CPU convolutions give it
 // at batch 64 (logged from one training step of each network: Winograd's 36 per-element GEMMs,
 // im2col's forward, backward-data and backward-filter), with their operand layouts, on one thread:
 // GFLOP/s of each call and its share of the core's FMA peak (measured), then the FLOP-weighted
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu_conv/gemm.h"
 
 namespace {
 

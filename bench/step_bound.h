@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/winograd_transforms.h"
+#include "kernels/cpu_conv/winograd_transforms.h"
 #include "kernels/types.h"
 
 namespace cg::bench::bound {
@@ -72,7 +72,7 @@ inline double direct_conv_flops(const Conv2dShape& s) {
   return 2.0 * double(s.n * s.c_out * s.c_in * s.kh * s.kw * s.out_h() * s.out_w());
 }
 
-// What kernels/cpu/winograd.cpp's F(4x4, 3x3) does, counted from its 1-D passes (a multiply, an
+// What kernels/cpu_conv/winograd.cpp's F(4x4, 3x3) does, counted from its 1-D passes (a multiply, an
 // add: 1 each). Per pass: B^T (input, 6 -> 6) 28, A (output gradient, 4 -> 6) 11, A^T (output,
 // 6 -> 4) 13, G (filter, 3 -> 6) 17, G^T (filter gradient, 6 -> 3) 17. Not counted: the
 // zero-padded columns of a GEMM's last panel, and backward-filter's sum over its slots (at most

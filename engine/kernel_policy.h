@@ -19,11 +19,11 @@ inline EnumNames<GpuImpl> enum_names(GpuImpl) {
 }
 
 // Which algorithm the CPU convolution uses (kernels.cpu_conv). im2col: im2col + GEMM for every
-// layer, the bit-exact reference. winograd: Winograd F(4x4, 3x3) for float32 3x3 stride-1 layers
+// layer (kernels/cpu_conv/im2col.h). winograd: Winograd F(4x4, 3x3) for float32 3x3 stride-1 layers
 // with at least 32 input and output channels, or with channels in groups of 16 on planes up to
 // 32x32 (4x fewer multiplications; not bit-identical to im2col, error bounded in
-// tests/kernels/winograd_test.cpp), im2col for the rest. direct: the direct convolution
-// (kernels/cpu/conv_direct.h) for every float32 3x3 padding-1 and 1x1 layer of stride 1 or 2 (not
+// tests/kernels/cpu_conv/winograd_test.cpp), im2col for the rest. direct: the direct convolution
+// (kernels/cpu_conv/conv_direct.h) for every float32 3x3 padding-1 and 1x1 layer of stride 1 or 2 (not
 // bit-identical to im2col either), im2col for the rest. automatic: per layer and phase, the fastest
 // of those as exact as PyTorch float32 (direct and im2col; Winograd's forward and backward-data
 // errors are 4-8x PyTorch's, bench/results/conv_fidelity_*.md), impl::cpu_conv_auto in

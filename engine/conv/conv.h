@@ -1,7 +1,8 @@
 // The convolution family: the interface every conv2d implementation offers, its registry and its
-// rule (conv_selection, engine/conv/conv_choice.cpp). Built in: on the CPU the im2col reference,
-// Winograd and the direct convolution (NCHW; kernels.cpu_conv, or per layer shape under auto) and
-// the channels-last convolution (the NCHW one between two layout changes); on the GPU the
+// rule (conv_selection, engine/conv/conv_choice.cpp). Built in: on the CPU the plain reference
+// (chosen by no configuration: the conformance suites run it), im2col, Winograd and the direct
+// convolution (NCHW; kernels.cpu_conv, or per layer shape under auto) and the channels-last
+// convolution (the NCHW one between two layout changes); on the GPU the
 // hand-written implicit GEMM (NCHW, and channels-last between layout changes) and cuDNN (NCHW and
 // channels-last), chosen by kernels.conv. ops::conv2d picks one per call and its backward node
 // keeps it.
@@ -88,6 +89,7 @@ bool native_measured_faster(double cudnn_ms, double native_ms);
 std::shared_ptr<const ConvImpl> pick_conv(const ConvProblem& p);
 
 // One line each in conv_registry(): the built-in implementations' entries.
+ConvEntry conv_reference_entry();
 ConvEntry conv_im2col_entry();
 ConvEntry conv_winograd_entry();
 ConvEntry conv_direct_entry();

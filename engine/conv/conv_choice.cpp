@@ -4,7 +4,8 @@
 // that supports the layer.
 //   CPU, channels-last: the channels-last convolution (which picks the NCHW one inside).
 //   CPU, NCHW: kernels.cpu_conv's algorithm (auto: cpu_conv_auto's, per layer shape), then the
-//     im2col reference for what that algorithm does not run.
+//     im2col convolution for what that algorithm does not run. The plain reference is registered
+//     for the conformance suites and selected by no rule: it is far too slow to train with.
 //   GPU: kernels.conv=cudnn or native by name (refused where it cannot run the layer); auto: per
 //     layer, whichever of the two measured faster (the timed choice, below) under
 //     kernels.cudnn_algo_search=timed, cuDNN first under heuristic.
@@ -39,7 +40,7 @@
 #include "engine/runtime.h"
 #include "engine/stream.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu_conv/conv_direct.h"
 
 namespace cg::impl {
 
@@ -48,7 +49,7 @@ namespace cg::impl {
 ConvRegistry& conv_registry() {
   static ConvRegistry* registry = [] {
     std::vector<ConvEntry> entries{conv_im2col_entry(), conv_winograd_entry(), conv_direct_entry(),
-                                   conv_cpu_channels_last_entry()};
+                                   conv_cpu_channels_last_entry(), conv_reference_entry()};
     if constexpr (kernels::kCudaBuild) {
       entries.push_back(conv_native_channels_last_entry());
       entries.push_back(conv_native_entry());

@@ -1,11 +1,11 @@
-// The CPU direct convolution (kernels/cpu/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
+// The CPU direct convolution (kernels/cpu_conv/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
 // layers of stride 1 or 2. kernels.cpu_conv=direct runs it on every layer it supports; auto on
 // every 3x3 layer (cpu_conv_auto, conv_choice.cpp), handing a backward phase to im2col where
 // im2col measured faster for the shape (direct_phases_auto).
 #include "engine/conv/conv.h"
 #include "engine/conv/conv_cpu_tensors.h"
-#include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu_conv/conv_direct.h"
+#include "kernels/cpu_conv/im2col.h"
 
 namespace cg::impl {
 namespace {
@@ -37,11 +37,11 @@ class DirectConv : public ConvImpl {
     if (a.need_dx && own.data)
       kernels::cpu::direct_conv2d_backward_data(s, dy.data<float>(), w.data<float>(), a.dx.data<float>());
     else if (a.need_dx)
-      kernels::cpu::conv2d_backward_data<float>(s, dy.data<float>(), w.data<float>(), a.dx.data<float>());
+      kernels::cpu::im2col_conv2d_backward_data<float>(s, dy.data<float>(), w.data<float>(), a.dx.data<float>());
     if (a.need_w && own.filter)
       kernels::cpu::direct_conv2d_backward_filter(s, x.data<float>(), dy.data<float>(), a.dw.data<float>(), db);
     else if (a.need_w)
-      kernels::cpu::conv2d_backward_filter<float>(s, x.data<float>(), dy.data<float>(), a.dw.data<float>(), db);
+      kernels::cpu::im2col_conv2d_backward_filter<float>(s, x.data<float>(), dy.data<float>(), a.dw.data<float>(), db);
   }
 };
 

@@ -1,5 +1,5 @@
-// What every CPU NCHW convolution does around its kernels, whichever algorithm it runs (the
-// im2col reference, Winograd, direct): the output it writes, what forward keeps for backward, and
+// What every CPU NCHW convolution does around its kernels, whichever algorithm it runs (the plain
+// reference, im2col, Winograd, direct): the output it writes, what forward keeps for backward, and
 // the gradients backward writes. Each implementation then differs only in the kernels it calls.
 #pragma once
 #include "engine/conv/conv.h"

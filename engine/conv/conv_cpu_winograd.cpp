@@ -1,10 +1,10 @@
-// The CPU Winograd convolution (kernels/cpu/winograd.h): NCHW float32 3x3 stride-1 layers with
+// The CPU Winograd convolution (kernels/cpu_conv/winograd.h): NCHW float32 3x3 stride-1 layers with
 // at least 32 channels in and out, or channels in groups of 16 on planes up to 32x32. Selected by
 // kernels.cpu_conv=winograd only: auto leaves it out, its error being 4-8x PyTorch float32's
 // (conv_choice.cpp).
 #include "engine/conv/conv.h"
 #include "engine/conv/conv_cpu_tensors.h"
-#include "kernels/cpu/winograd.h"
+#include "kernels/cpu_conv/winograd.h"
 
 namespace cg::impl {
 namespace {

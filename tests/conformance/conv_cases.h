@@ -1,5 +1,5 @@
-// The convolution family's conformance: its table of layer shapes, the float64 reference (plain
-// loops: forward and the analytic gradients), and the check of one implementation on one row in
+// The convolution family's conformance: its table of layer shapes, the float64 reference (the
+// plain CPU convolution, kernels/cpu/conv2d.h), and the check of one implementation on one row in
 // one dtype and layout against it.
 #pragma once
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 
 #include "conformance/conformance.h"
 #include "engine/conv/conv.h"
+#include "kernels/cpu/conv2d.h"
 
 namespace cg::test {
 
@@ -59,49 +60,23 @@ inline ConvValues conv_values(const ConvRow& r, DType dtype) {
   return v;
 }
 
-// Calls f(x index, w index, y index) for every product of the convolution whose input tap falls
-// inside the image (padding contributes nothing).
-template <typename F>
-void for_each_tap(const kernels::Conv2dShape& s, const F& f) {
-  const int64_t oh = s.out_h(), ow = s.out_w();
-  for (int64_t n = 0; n < s.n; ++n)
-    for (int64_t co = 0; co < s.c_out; ++co)
-      for (int64_t oy = 0; oy < oh; ++oy)
-        for (int64_t ox = 0; ox < ow; ++ox)
-          for (int64_t ci = 0; ci < s.c_in; ++ci)
-            for (int64_t ky = 0; ky < s.kh; ++ky)
-              for (int64_t kx = 0; kx < s.kw; ++kx) {
-                const int64_t iy = oy * s.stride - s.pad + ky, ix = ox * s.stride - s.pad + kx;
-                if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-                f(((n * s.c_in + ci) * s.h + iy) * s.w + ix, ((co * s.c_in + ci) * s.kh + ky) * s.kw + kx,
-                  ((n * s.c_out + co) * oh + oy) * ow + ox);
-              }
-}
-
+// The float64 reference: the plain CPU convolution (kernels/cpu/conv2d.h), the one every
+// convolution is checked against; ConvReference checks its gradients against its forward.
 inline std::vector<double> conv_reference_forward(const kernels::Conv2dShape& s, const std::vector<double>& x,
                                                   const std::vector<double>& w, const std::vector<double>& b) {
-  std::vector<double> y(size_t(conv_out_numel(s)), 0.0);
-  const int64_t plane = s.out_h() * s.out_w();
-  if (!b.empty())
-    for (size_t i = 0; i < y.size(); ++i) y[i] = b[(int64_t(i) / plane) % s.c_out];
-  for_each_tap(s, [&](int64_t xi, int64_t wi, int64_t yi) { y[size_t(yi)] += x[size_t(xi)] * w[size_t(wi)]; });
+  std::vector<double> y(size_t(conv_out_numel(s)));
+  kernels::cpu::conv2d_forward<double>(s, x.data(), w.data(), b.empty() ? nullptr : b.data(), y.data());
   return y;
 }
 
-// The analytic gradients: dx and dw as sums over the same taps, db the sum of dy per channel.
+// Forward, dx, dw, and db (with a bias).
 inline ConvResults conv_reference(const ConvRow& r, const ConvValues& v) {
   const kernels::Conv2dShape& s = r.s;
-  ConvResults out{conv_reference_forward(s, v.x, v.w, v.b), std::vector<double>(v.x.size(), 0.0),
-                  std::vector<double>(v.w.size(), 0.0), {}};
-  for_each_tap(s, [&](int64_t xi, int64_t wi, int64_t yi) {
-    out.dx[size_t(xi)] += v.dy[size_t(yi)] * v.w[size_t(wi)];
-    out.dw[size_t(wi)] += v.dy[size_t(yi)] * v.x[size_t(xi)];
-  });
-  if (r.bias) {
-    out.db.assign(size_t(s.c_out), 0.0);
-    const int64_t plane = s.out_h() * s.out_w();
-    for (size_t i = 0; i < v.dy.size(); ++i) out.db[size_t((int64_t(i) / plane) % s.c_out)] += v.dy[i];
-  }
+  ConvResults out{conv_reference_forward(s, v.x, v.w, v.b), std::vector<double>(v.x.size()),
+                  std::vector<double>(v.w.size()), std::vector<double>(r.bias ? size_t(s.c_out) : 0)};
+  kernels::cpu::conv2d_backward_data<double>(s, v.dy.data(), v.w.data(), out.dx.data());
+  kernels::cpu::conv2d_backward_filter<double>(s, v.x.data(), v.dy.data(), out.dw.data(),
+                                               r.bias ? out.db.data() : nullptr);
   return out;
 }
 

@@ -45,7 +45,8 @@ inline ops::KernelPolicy gpu_policy(const std::string& family, impl::ImplKey sel
   return policy;
 }
 
-// The kernels.cpu_conv value of a CPU convolution entry, by its selecting value.
+// The kernels.cpu_conv value of a CPU convolution entry, by its selecting value (the plain
+// reference, which no value selects and which reads no policy, gets im2col's).
 inline ops::CpuConvAlgorithm cpu_conv_of(impl::ImplKey selected_by) {
   if (selected_by == impl::ImplKey::winograd) return ops::CpuConvAlgorithm::winograd;
   if (selected_by == impl::ImplKey::direct) return ops::CpuConvAlgorithm::direct;

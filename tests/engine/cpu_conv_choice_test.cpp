@@ -3,7 +3,7 @@
 // auto never does (not as exact as PyTorch float32, issue 41) and runs the direct convolution on
 // every 3x3 layer (its forward, each backward phase from the faster of direct and im2col); direct
 // runs on every 3x3 and 1x1 layer of stride 1 or 2; im2col runs everywhere else, and everywhere
-// under im2col (the bit-exact reference).
+// under im2col (im2col + GEMM).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -185,7 +185,7 @@ TEST(CpuConvChoice, AutoRuleTakesTheMeasuredFastestPerShape) {
   EXPECT_EQ(impl::cpu_conv_auto(layer(32, 64, 14, 3, 2), DType::f32), A::direct);    // stride 2: direct's forward
   EXPECT_EQ(impl::cpu_conv_auto(layer(128, 256, 14, 3, 2), DType::f32), A::direct);  // (backward: by phase)
   EXPECT_EQ(impl::cpu_conv_auto(layer(8, 24, 10, 3, 1), DType::f32), A::direct);     // few channels, no group of 16
-  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 32, 14, 3, 1), DType::f64), A::im2col);    // float64: the reference only
+  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 32, 14, 3, 1), DType::f64), A::im2col);    // float64: im2col only
 }
 
 }  // namespace

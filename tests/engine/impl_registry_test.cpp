@@ -109,7 +109,7 @@ TEST(ImplRegistry, ChannelsLastCpuTensorsGetTheChannelsLastConvolutionAroundTheN
   p.layout = ops::Layout::nchw;  // a 2-channel 3x3 float32 layer: auto's direct convolution
   EXPECT_EQ(picked(p), "cpu direct");
   p.dtype = DType::f64;
-  EXPECT_EQ(picked(p), "cpu reference");
+  EXPECT_EQ(picked(p), "cpu im2col");
   p.dtype = DType::f32;
 
   // Inside, it runs the NCHW convolution the registry holds (here a fake), forward and backward.
@@ -210,7 +210,7 @@ TEST(ImplRegistry, CudnnBatchNormRefusesAnEvalBackwardInsteadOfRunningAnother) {
 }
 
 // entries() lists each implementation of this build once (what conformance tests enumerate),
-// the CPU's four convolutions among them; the tests' fake is not one of them.
+// the CPU's five convolutions among them; the tests' fake is not one of them.
 TEST(ImplRegistry, EntriesListEveryImplementationOnce) {
   auto handle = impl::conv_registry().put_first({"fake", DeviceType::cpu, impl::ImplKey::im2col, std::make_shared<FakeConv>()});
   std::set<std::string> names;
@@ -218,7 +218,7 @@ TEST(ImplRegistry, EntriesListEveryImplementationOnce) {
     EXPECT_TRUE(names.insert(e.name).second) << e.name << " twice";
     EXPECT_TRUE(e.impl) << e.name;
   }
-  for (const char* cpu : {"cpu reference", "cpu winograd", "cpu direct", "cpu channels-last"})
+  for (const char* cpu : {"cpu reference", "cpu im2col", "cpu winograd", "cpu direct", "cpu channels-last"})
     EXPECT_EQ(names.count(cpu), 1u) << cpu;
   // The GPU's only where the build has them.
 #ifdef CUDAGRAD_WITH_CUDA

@@ -19,7 +19,7 @@ namespace {
 
 // Widths [8,32] on 8x8 images take every CPU convolution of kernels.cpu_conv=auto: direct (every
 // 3x3, stride 1 and 2) and im2col (the 1x1 downsample). Winograd, which auto no longer runs, has
-// its own thread-count test (tests/kernels/winograd_test.cpp).
+// its own thread-count test (tests/kernels/cpu_conv/winograd_test.cpp).
 std::vector<std::string> tiny_run(const std::string& optimizer, int64_t threads, const std::string& out) {
   return {"data.dataset=synthetic", "data.synthetic_size=128", "data.image_size=8", "data.batch_size=16",
           "data.num_workers=2", "data.augment=true", "data.shuffle=true", "model.in_channels=3",

@@ -1,7 +1,7 @@
 // The hand-written implicit-GEMM convolution (kernels/cuda/conv_native_*.cu) against the CPU
 // reference (kernels/cpu/conv2d.h): each direction and dtype over every MiniResNet layer shape
 // (Fashion-MNIST 28x28 and CIFAR 32x32, small batch) and odd ones that cross tile edges and take
-// the generic paths; inputs rounded to the dtype first, the reference computed in float from the
+// the generic paths; inputs rounded to the dtype first, the reference computed (summed in double) from the
 // rounded values, outputs poisoned (NaN). Budget: the dtype's tolerance with atol scaled by
 // sqrt(K), K the number of products summed per output (for_sum). Plus run-to-run determinism.
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// The output-gradient transform of F(4x4, 3x3) backward-filter (kernels/cpu/winograd_transforms.h):
+// The output-gradient transform of F(4x4, 3x3) backward-filter (kernels/cpu_conv/winograd_transforms.h):
 // Z = A g A^T of every 4x4 tile, the adjoint of the output transform,
 //   A = [1 0 0 0; 1 1 1 1; 1 -1 1 -1; 1 2 4 8; 1 -2 4 -8; 0 0 0 1]
 // one plane at a time (vectorized across the tiles of a tile row) or 16 planes at a time (one
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/winograd_transforms.h"
+#include "kernels/cpu_conv/winograd_transforms.h"
 
 namespace cg::kernels::cpu::winograd {
 namespace {

@@ -1,4 +1,4 @@
-// Winograd F(4x4, 3x3) convolution (kernels/cpu/winograd.h). Images go in chunks of about
+// Winograd F(4x4, 3x3) convolution (kernels/cpu_conv/winograd.h). Images go in chunks of about
 // kChunkTiles tiles, and each chunk is one thread's from start to end: transform its input
 // planes, 36 GEMMs (one per transform element), transform the products back. Chunks are cut by
 // shape only and each GEMM sums in gemm.h's fixed order, so the result does not depend on the
@@ -9,7 +9,7 @@
 // are added in slot order, and the sum is transformed back once. For the widest layers it
 // transforms the whole batch first and takes each element's sum in one GEMM instead
 // (filter_by_element).
-#include "kernels/cpu/winograd.h"
+#include "kernels/cpu_conv/winograd.h"
 
 #if defined(__AVX512VL__)
 #include <immintrin.h>
@@ -19,9 +19,9 @@
 #include <cstdint>
 
 #include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/winograd_transforms.h"
-#include "kernels/cpu/scratch.h"
+#include "kernels/cpu_conv/gemm.h"
+#include "kernels/cpu_conv/winograd_transforms.h"
+#include "kernels/cpu_conv/scratch.h"
 #include "util/check.h"
 
 namespace cg::kernels::cpu {

@@ -1,12 +1,12 @@
-// The output transform of F(4x4, 3x3) (kernels/cpu/winograd_transforms.h): y = A^T m A + bias,
+// The output transform of F(4x4, 3x3) (kernels/cpu_conv/winograd_transforms.h): y = A^T m A + bias,
 //   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 -1 4 -4 0; 0 1 -1 8 -8 1]
 // for 16 lanes at once (16 tiles of one channel, or one tile of 16 channels), and a 16 x 16
 // register transpose to turn the 16 output vectors (one per pixel of the 4x4 tile) into 16 lanes'
 // tiles (one per vector). The first form,
 // one plane at a time vectorized across a tile row, ran scalar on small planes (a 14x14 plane has
 // tile rows of 4 tiles) and took 40% of a 32-channel 14x14 forward.
-#include "kernels/cpu/vec_transpose.h"
-#include "kernels/cpu/winograd_transforms.h"
+#include "kernels/cpu_conv/vec_transpose.h"
+#include "kernels/cpu_conv/winograd_transforms.h"
 
 namespace cg::kernels::cpu::winograd {
 namespace {

@@ -1,9 +1,9 @@
-// The input half of the F(4x4, 3x3) transforms (kernels/cpu/winograd_transforms.h): V = B^T d B
+// The input half of the F(4x4, 3x3) transforms (kernels/cpu_conv/winograd_transforms.h): V = B^T d B
 //   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
 // one plane at a time (vectorized across the tiles of a tile row) or 16 planes at a time (one
 // vector lane per plane). Compiled with -ffp-contract=off (CMakeLists.txt), so that both forms
 // round every multiply and add alike and give the same bits.
-#include "kernels/cpu/winograd_transforms.h"
+#include "kernels/cpu_conv/winograd_transforms.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/vec_transpose.h"
+#include "kernels/cpu_conv/vec_transpose.h"
 
 namespace cg::kernels::cpu::winograd {
 namespace {

@@ -1,4 +1,4 @@
-// Stride-2 backward-data of the direct convolution (kernels/cpu/conv_direct.h), over the forward
+// Stride-2 backward-data of the direct convolution (kernels/cpu_conv/conv_direct.h), over the forward
 // tiles of conv_direct.cpp.
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/conv_direct_planes.h"
-#include "kernels/cpu/float_rows.h"
+#include "kernels/cpu_conv/conv_direct_planes.h"
+#include "kernels/cpu_conv/float_rows.h"
 
 namespace cg::kernels::cpu::direct {
 namespace {

@@ -1,4 +1,4 @@
-// The F(4x4, 3x3) transforms behind kernels/cpu/winograd.cpp (Lavin & Gray's matrices), one image
+// The F(4x4, 3x3) transforms behind kernels/cpu_conv/winograd.cpp (Lavin & Gray's matrices), one image
 // plane at a time. Transformed tiles are stored "element-major": element e (0..35, row-major in
 // the 6x6 tile) of tile t goes to out[e * e_stride + t], so that each element's values over all
 // tiles and channels form one GEMM operand. Tiles are numbered t = ty * tw + tx over the plane;

@@ -3,7 +3,7 @@
 // in vector registers while it walks k. Blocking (KC, MC) is fixed, so every element of C is the
 // same sequence of fused multiply-adds whatever the caller's threading. Where packing would cost
 // as much as the product (an operand used once), it is read in place instead: same sums.
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu_conv/gemm.h"
 
 #include <algorithm>
 #include <cstring>
@@ -14,8 +14,8 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels/cpu/vec_transpose.h"
-#include "kernels/cpu/scratch.h"
+#include "kernels/cpu_conv/vec_transpose.h"
+#include "kernels/cpu_conv/scratch.h"
 
 namespace cg::kernels::cpu {
 namespace {

@@ -1,4 +1,4 @@
-// A single-threaded matrix product for the CPU kernels (convolution and linear layers), written for
+// A single-threaded matrix product for the fast CPU convolutions (im2col, Winograd), written for
 // AVX-512 register tiles but portable C++ (GCC/Clang vector extensions). Rule: the summation order
 // of every output element depends only on the matrix sizes, never on threads or alignment, so
 // callers that split work in fixed chunks stay bit-for-bit deterministic.
@@ -40,7 +40,7 @@ void pack_lhs(int64_t m, int64_t k, MatrixView<T> a, T* dst);
 // Where pack_lhs puts A's element (row, depth), and how many rows of one depth sit side by side
 // there (gemm.cpp's MR): rows r0 .. r0 + packed_lhs_rows - 1 (r0 a multiple of it) of depth d are
 // contiguous, and those of depth d + 1 follow them when d is even. So a producer can write the
-// packed form directly (kernels/cpu/winograd.cpp writes its filters 8 rows x 2 depths a vector).
+// packed form directly (kernels/cpu_conv/winograd.cpp writes its filters 8 rows x 2 depths a vector).
 template <typename T>
 int packed_lhs_rows();
 template <typename T>

@@ -7,7 +7,7 @@
 // padding 1 a row is one column longer than the image (a row's right border is the next row's
 // left border), and the last tile of an image is only as many vectors wide as it needs: 4% more
 // positions than outputs at 28x28, 14% at 14x14.
-#include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu_conv/conv_direct.h"
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -16,9 +16,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/conv_direct_planes.h"
-#include "kernels/cpu/float_rows.h"
-#include "kernels/cpu/scratch.h"
+#include "kernels/cpu_conv/conv_direct_planes.h"
+#include "kernels/cpu_conv/float_rows.h"
+#include "kernels/cpu_conv/scratch.h"
 
 namespace cg::kernels::cpu {
 namespace direct {

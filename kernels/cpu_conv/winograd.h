@@ -1,14 +1,14 @@
 // Winograd F(4x4, 3x3) convolution for 3x3 stride-1 layers on the CPU (NCHW, float32): each
 // 6x6 input tile and each filter are transformed, the 36 transform elements become 36 independent
-// GEMMs (channels x tiles) over the packed GEMM of kernels/cpu/gemm.h, and the products are
+// GEMMs (channels x tiles) over the packed GEMM of kernels/cpu_conv/gemm.h, and the products are
 // transformed back into 4x4 output tiles: 4x fewer multiplications than im2col + GEMM.
-// NOT bit-identical to the direct convolution (or to conv2d.h's im2col): the transforms round
+// NOT bit-identical to the direct convolution (or to im2col.h): the transforms round
 // differently, with errors a few times float32's im2col error (bounded in
-// tests/kernels/winograd_test.cpp). Deterministic: the work is cut by shape only (chunks of
+// tests/kernels/cpu_conv/winograd_test.cpp). Deterministic: the work is cut by shape only (chunks of
 // images, each on one thread), never by thread count, and sums run in a fixed order, so 1 and 16
 // threads give bit-identical results.
-// Same contracts as conv2d.h: forward and backward-data write (=) their outputs; backward-filter
-// writes (=) dw and db.
+// Same contracts as the reference (kernels/cpu/conv2d.h): forward and backward-data write (=)
+// their outputs; backward-filter writes (=) dw and db.
 #pragma once
 #include "kernels/types.h"
 

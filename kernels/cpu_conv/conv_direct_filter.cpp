@@ -1,7 +1,7 @@
-// Backward-filter of the direct convolution (kernels/cpu/conv_direct.h): the filter gradient
+// Backward-filter of the direct convolution (kernels/cpu_conv/conv_direct.h): the filter gradient
 // summed lane by lane in vector accumulators over groups of images, reading the same zero-bordered
 // planes as the forward tiles (conv_direct_planes.h).
-#include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu_conv/conv_direct.h"
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -12,8 +12,8 @@
 #include <array>
 
 #include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/conv_direct_planes.h"
-#include "kernels/cpu/scratch.h"
+#include "kernels/cpu_conv/conv_direct_planes.h"
+#include "kernels/cpu_conv/scratch.h"
 
 namespace cg::kernels::cpu {
 namespace {

@@ -3,7 +3,7 @@
 // transform (B^T) is in winograd_input_transform.cpp, the output transform (A^T) in
 // winograd_output_transform.cpp, the output gradient's (A) in winograd_grad_transform.cpp.
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
-#include "kernels/cpu/winograd_transforms.h"
+#include "kernels/cpu_conv/winograd_transforms.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu_conv/gemm.h"
 #include "support/random_data.h"
 #include "support/tolerance.h"
 

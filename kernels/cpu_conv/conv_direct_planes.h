@@ -1,4 +1,4 @@
-// The direct convolution's shared pieces (kernels/cpu/conv_direct.h), for its three files:
+// The direct convolution's shared pieces (kernels/cpu_conv/conv_direct.h), for its three files:
 // conv_direct.cpp (the planes, the forward tiles, forward and stride-1 backward-data),
 // conv_direct_strided_data.cpp (stride-2 backward-data) and conv_direct_filter.cpp
 // (backward-filter). Not an interface of its own: nothing outside them includes it.

@@ -1,5 +1,5 @@
-// The direct 3x3 convolution (kernels/cpu/conv_direct.h) against the float64 im2col kernels
-// (themselves checked against the definition by conv2d_test): forward, backward-data and
+// The direct 3x3 convolution (kernels/cpu_conv/conv_direct.h) against the plain reference in
+// float64 (kernels/cpu/conv2d.h), as the GPU kernels are checked: forward, backward-data and
 // backward-filter over the narrow and full MiniResNet's 3x3 layers (stride 1 and 2), its 1x1
 // downsamples and odd sizes, plus thread-count determinism. Not bit-identical to im2col (the sums run in another order), so the
 // error is bounded relative to the size of the sums, as winograd_test.cpp does: |got - ref| <=
@@ -16,7 +16,8 @@
 #include <cstring>
 
 #include "kernels/cpu/conv2d.h"
-#include "kernels/cpu/conv_direct.h"
+#include "kernels/cpu_conv/im2col.h"
+#include "kernels/cpu_conv/conv_direct.h"
 #include "support/conv_kernels.h"
 #include "support/random_data.h"
 
@@ -92,7 +93,7 @@ TEST(DirectConv, Supports3x3Pad1And1x1Pad0OfStrideOneOrTwo) {
   EXPECT_FALSE(direct_conv_supports({1, 1, 8, 8, 1, 3, 1, 1, 1}));
 }
 
-TEST(DirectConv, MatchesIm2colWithinTolerance) {
+TEST(DirectConv, MatchesTheReferenceWithinTolerance) {
   for (const Case& c : kCases) {
     const Conv2dShape& s = c.s;
     ASSERT_TRUE(direct_conv_supports(s)) << c.name;
@@ -124,16 +125,16 @@ TEST(DirectConv, MatchesIm2colWithinTolerance) {
     EXPECT_LE(edx, kDirectTolerance) << c.name << " backward data";
     EXPECT_LE(edw, kDirectTolerance) << c.name << " backward filter";
     if (c.bias) {
-      // The bias gradient is the plain sum of dy, exactly as the im2col kernel computes it.
-      std::vector<float> im2col_dw(wn), im2col_db(bn);
-      conv2d_backward_filter<float>(s, x.data(), dy.data(), im2col_dw.data(), im2col_db.data());
-      EXPECT_EQ(0, std::memcmp(db.data(), im2col_db.data(), bn * sizeof(float))) << c.name << " bias gradient";
+      // The bias gradient is the reference's plain sum of dy, to the bit (as every CPU algorithm's is).
+      std::vector<float> reference_db(bn);
+      conv2d_bias_gradient<float>(s, dy.data(), reference_db.data());
+      EXPECT_EQ(0, std::memcmp(db.data(), reference_db.data(), bn * sizeof(float))) << c.name << " bias gradient";
     }
     // For the record: float32 im2col's errors on the same scales.
     std::vector<float> iy(yn), idx(xn), idw(wn);
-    conv2d_forward<float>(s, x.data(), w.data(), bias, iy.data());
-    conv2d_backward_data<float>(s, dy.data(), w.data(), idx.data());
-    conv2d_backward_filter<float>(s, x.data(), dy.data(), idw.data(), nullptr);
+    im2col_conv2d_forward<float>(s, x.data(), w.data(), bias, iy.data());
+    im2col_conv2d_backward_data<float>(s, dy.data(), w.data(), idx.data());
+    im2col_conv2d_backward_filter<float>(s, x.data(), dy.data(), idw.data(), nullptr);
     fprintf(stderr,
             "%-26s error / scale, direct (im2col): forward %.2e (%.2e), backward-data %.2e (%.2e), "
             "backward-filter %.2e (%.2e)\n",

@@ -6,12 +6,12 @@
 // under output position q = y * row + x for each tap is plane[q + offset of the tap], so a
 // register tile of 8 output channels x 48 consecutive positions walks (input channel, tap) the
 // way a GEMM walks its depth, reading the planes in place.
-// NOT bit-identical to conv2d.h's im2col (the sums run in another order); error bounded in
-// tests/kernels/conv_direct_test.cpp. Deterministic: images (forward, backward-data) or fixed
+// NOT bit-identical to im2col.h (the sums run in another order); error bounded in
+// tests/kernels/cpu_conv/conv_direct_test.cpp. Deterministic: images (forward, backward-data) or fixed
 // slots of images (backward-filter, partial sums added in slot order) are the only units of
 // parallel work, so 1 and 16 threads give bit-identical results.
-// Same contracts as conv2d.h: forward and backward-data write (=) their outputs; backward-filter
-// writes (=) dw and db.
+// Same contracts as the reference (kernels/cpu/conv2d.h): forward and backward-data write (=)
+// their outputs; backward-filter writes (=) dw and db.
 #pragma once
 #include "kernels/types.h"
 
