@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/conv/conv.h"
+#include "kernels/cpu_conv/auto_rule.h"
 #include "kernels/cpu_conv/im2col.h"
 #include "kernels/cpu_conv/conv_direct.h"
 #include "kernels/cpu_conv/winograd.h"
@@ -100,7 +101,7 @@ std::string auto_choice(const Conv2dShape& s, int p) {
   switch (cg::impl::cpu_conv_auto(s, cg::DType::f32)) {
     case CpuConvAlgorithm::winograd: return "winograd";
     case CpuConvAlgorithm::direct: {
-      const cg::impl::DirectPhases d = cg::impl::direct_phases_auto(s);
+      const cg::kernels::cpu::DirectPhases d = cg::kernels::cpu::direct_phases_auto(s);
       return (p == 1 && !d.data) || (p == 2 && !d.filter) ? "im2col" : "direct";
     }
     default: return "im2col";

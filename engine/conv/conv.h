@@ -72,12 +72,6 @@ Selection conv_selection(const ConvProblem& p);
 // kernels.cpu_conv=auto's algorithm for an NCHW layer of this shape and dtype: whichever measured
 // fastest there (never automatic).
 ops::CpuConvAlgorithm cpu_conv_auto(const kernels::Conv2dShape& s, DType dtype);
-// Under kernels.cpu_conv=auto the direct convolution may hand a backward phase to im2col, where
-// that phase measured faster for the shape (conv_choice.cpp); by name it runs all three itself.
-struct DirectPhases {
-  bool data = true, filter = true;  // direct's own backward-data / backward-filter
-};
-DirectPhases direct_phases_auto(const kernels::Conv2dShape& s);
 // kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (conv_choice.cpp): cuDNN and
 // the native kernels each run p's forward and both backward passes, timed, the first time the
 // process meets p's shape; the native kernels come first only when native_measured_faster.

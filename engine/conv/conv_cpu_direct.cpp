@@ -1,9 +1,10 @@
 // The CPU direct convolution (kernels/cpu_conv/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
 // layers of stride 1 or 2. kernels.cpu_conv=direct runs it on every layer it supports; auto on
 // every 3x3 layer (cpu_conv_auto, conv_choice.cpp), handing a backward phase to im2col where
-// im2col measured faster for the shape (direct_phases_auto).
+// im2col measured faster for the shape (direct_phases_auto, kernels/cpu_conv/auto_rule.h).
 #include "engine/conv/conv.h"
 #include "engine/conv/conv_cpu_tensors.h"
+#include "kernels/cpu_conv/auto_rule.h"
 #include "kernels/cpu_conv/conv_direct.h"
 #include "kernels/cpu_conv/im2col.h"
 
@@ -30,8 +31,9 @@ class DirectConv : public ConvImpl {
   void backward(const ConvProblem& p, ConvBackwardArgs& a) const override {
     const Tensor &x = a.saved.x, &w = a.saved.w, &dy = a.dy;
     const kernels::Conv2dShape& s = p.shape;
-    const DirectPhases own =
-        p.policy.cpu_conv == ops::CpuConvAlgorithm::automatic ? direct_phases_auto(s) : DirectPhases{};
+    const kernels::cpu::DirectPhases own = p.policy.cpu_conv == ops::CpuConvAlgorithm::automatic
+                                               ? kernels::cpu::direct_phases_auto(s)
+                                               : kernels::cpu::DirectPhases{};
     new_conv_grads(p, a);
     float* db = data_or_null<float>(a.db);
     if (a.need_dx && own.data)
