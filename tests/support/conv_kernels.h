@@ -1,10 +1,12 @@
 // The three kernels of one CPU convolution algorithm (forward, backward-data, backward-filter),
 // and the determinism check every algorithm's kernel test runs on them: results must not depend
-// on the thread count (resume is bit-exact only then).
+// on the thread count (resume is bit-exact only then); and the helpers of their error checks.
 #pragma once
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -12,6 +14,31 @@
 #include "support/random_data.h"
 
 namespace cg::test {
+
+// What the algorithms' error checks share: a result compared with the plain reference's float64
+// one, relative to a scale (the same convolution of |x|, |w|, |dy|, its largest element).
+inline std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+inline std::vector<double> absolute(const std::vector<double>& v) {
+  std::vector<double> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i) a[i] = std::abs(v[i]);
+  return a;
+}
+inline double max_of(const std::vector<double>& v) {
+  double m = 0;
+  for (double e : v) m = std::max(m, e);
+  return m;
+}
+// max |got - ref| / scale; a NaN (an output left unwritten) counts as infinite.
+inline double relative_error(const std::vector<float>& got, const std::vector<double>& ref, double scale) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(double(got[i]) - ref[i]);
+    worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+  }
+  return worst / scale;
+}
+// Outputs poisoned with NaN, so that an element a kernel does not write shows.
+inline std::vector<float> nan_filled(size_t n) { return std::vector<float>(n, NAN); }
 
 struct ConvKernels {
   void (*forward)(const kernels::Conv2dShape&, const float* x, const float* w, const float* bias, float* y);

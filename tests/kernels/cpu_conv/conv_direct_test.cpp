@@ -57,29 +57,11 @@ const Case kCases[] = {
     {"pointwise", {2, 6, 5, 5, 7, 1, 1, 1, 0}, false},
 };
 
-std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-std::vector<double> absolute(const std::vector<double>& v) {
-  std::vector<double> a(v.size());
-  for (size_t i = 0; i < v.size(); ++i) a[i] = std::abs(v[i]);
-  return a;
-}
-double max_of(const std::vector<double>& v) {
-  double m = 0;
-  for (double e : v) m = std::max(m, e);
-  return m;
-}
-
-// max |got - ref| / scale.
-double relative_error(const std::vector<float>& got, const std::vector<double>& ref, double scale) {
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(double(got[i]) - ref[i]);
-    worst = std::isnan(err) ? INFINITY : std::max(worst, err);
-  }
-  return worst / scale;
-}
-
-std::vector<float> nan_filled(size_t n) { return std::vector<float>(n, NAN); }
+using test::absolute;
+using test::max_of;
+using test::nan_filled;
+using test::relative_error;
+using test::to_double;
 
 TEST(DirectConv, Supports3x3Pad1And1x1Pad0OfStrideOneOrTwo) {
   EXPECT_TRUE(direct_conv_supports({1, 1, 8, 8, 1, 3, 3, 1, 1}));
