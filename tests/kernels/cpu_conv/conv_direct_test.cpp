@@ -76,52 +76,21 @@ TEST(DirectConv, Supports3x3Pad1And1x1Pad0OfStrideOneOrTwo) {
 }
 
 TEST(DirectConv, MatchesTheReferenceWithinTolerance) {
+  const test::ConvKernels direct{direct_conv2d_forward, direct_conv2d_backward_data, direct_conv2d_backward_filter};
+  const test::ConvKernels im2col{im2col_conv2d_forward<float>, im2col_conv2d_backward_data<float>,
+                                 im2col_conv2d_backward_filter<float>};
   for (const Case& c : kCases) {
-    const Conv2dShape& s = c.s;
-    ASSERT_TRUE(direct_conv_supports(s)) << c.name;
-    const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
-    const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w()), bn = size_t(s.c_out);
-    const auto x = random_vector<float>(xn, 11), w = random_vector<float>(wn, 12);
-    const auto b = random_vector<float>(bn, 13), dy = random_vector<float>(yn, 14);
-    const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
-    const float* bias = c.bias ? b.data() : nullptr;
-
-    // References, and the scales: the same convolutions of |x|, |w|, |dy|.
-    std::vector<double> ry(yn), rdx(xn), rdw(wn), rdb(bn), sy(yn), sdx(xn), sdw(wn);
-    conv2d_forward<double>(s, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, ry.data());
-    conv2d_backward_data<double>(s, dyd.data(), wd.data(), rdx.data());
-    conv2d_backward_filter<double>(s, xd.data(), dyd.data(), rdw.data(), rdb.data());
-    const auto ax = absolute(xd), aw = absolute(wd), ady = absolute(dyd);
-    conv2d_forward<double>(s, ax.data(), aw.data(), nullptr, sy.data());
-    conv2d_backward_data<double>(s, ady.data(), aw.data(), sdx.data());
-    conv2d_backward_filter<double>(s, ax.data(), ady.data(), sdw.data(), nullptr);
-
-    // Outputs poisoned with NaN: every element must be written.
-    auto y = nan_filled(yn), dx = nan_filled(xn), dw = nan_filled(wn), db = nan_filled(bn);
-    direct_conv2d_forward(s, x.data(), w.data(), bias, y.data());
-    direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
-    direct_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), c.bias ? db.data() : nullptr);
-    const double ey = relative_error(y, ry, max_of(sy) + (c.bias ? max_of(absolute(bd)) : 0.0));
-    const double edx = relative_error(dx, rdx, max_of(sdx)), edw = relative_error(dw, rdw, max_of(sdw));
-    EXPECT_LE(ey, kDirectTolerance) << c.name << " forward";
-    EXPECT_LE(edx, kDirectTolerance) << c.name << " backward data";
-    EXPECT_LE(edw, kDirectTolerance) << c.name << " backward filter";
-    if (c.bias) {
-      // The bias gradient is the reference's plain sum of dy, to the bit (as every CPU algorithm's is).
-      std::vector<float> reference_db(bn);
-      conv2d_bias_gradient<float>(s, dy.data(), reference_db.data());
-      EXPECT_EQ(0, std::memcmp(db.data(), reference_db.data(), bn * sizeof(float))) << c.name << " bias gradient";
-    }
+    ASSERT_TRUE(direct_conv_supports(c.s)) << c.name;
+    const test::ConvErrors e = test::errors_against_reference(direct, c.s, c.bias, c.name);
+    EXPECT_LE(e.forward, kDirectTolerance) << c.name << " forward";
+    EXPECT_LE(e.backward_data, kDirectTolerance) << c.name << " backward data";
+    EXPECT_LE(e.backward_filter, kDirectTolerance) << c.name << " backward filter";
     // For the record: float32 im2col's errors on the same scales.
-    std::vector<float> iy(yn), idx(xn), idw(wn);
-    im2col_conv2d_forward<float>(s, x.data(), w.data(), bias, iy.data());
-    im2col_conv2d_backward_data<float>(s, dy.data(), w.data(), idx.data());
-    im2col_conv2d_backward_filter<float>(s, x.data(), dy.data(), idw.data(), nullptr);
+    const test::ConvErrors i = test::errors_against_reference(im2col, c.s, c.bias, c.name);
     fprintf(stderr,
             "%-26s error / scale, direct (im2col): forward %.2e (%.2e), backward-data %.2e (%.2e), "
             "backward-filter %.2e (%.2e)\n",
-            c.name, ey, relative_error(iy, ry, max_of(sy) + (c.bias ? max_of(absolute(bd)) : 0.0)), edx,
-            relative_error(idx, rdx, max_of(sdx)), edw, relative_error(idw, rdw, max_of(sdw)));
+            c.name, e.forward, i.forward, e.backward_data, i.backward_data, e.backward_filter, i.backward_filter);
   }
 }
 

@@ -75,47 +75,20 @@ TEST(WinogradConv, SupportsOnly3x3StrideOne) {
 }
 
 TEST(WinogradConv, MatchesTheReferenceWithinTolerance) {
+  const test::ConvKernels winograd{winograd_conv2d_forward, winograd_conv2d_backward_data,
+                                   winograd_conv2d_backward_filter};
+  const test::ConvKernels im2col{im2col_conv2d_forward<float>, im2col_conv2d_backward_data<float>,
+                                 im2col_conv2d_backward_filter<float>};
   for (const Case& c : kCases) {
-    const Conv2dShape& s = c.s;
-    ASSERT_TRUE(winograd_supports(s)) << c.name;
-    const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * 9);
-    const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w()), bn = size_t(s.c_out);
-    const auto x = random_vector<float>(xn, 11), w = random_vector<float>(wn, 12);
-    const auto b = random_vector<float>(bn, 13), dy = random_vector<float>(yn, 14);
-    const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
-    const float* bias = c.bias ? b.data() : nullptr;
-
-    // References, and the scales: the same convolutions of |x|, |w|, |dy|.
-    std::vector<double> ry(yn), rdx(xn), rdw(wn), rdb(bn), sy(yn), sdx(xn), sdw(wn);
-    conv2d_forward<double>(s, xd.data(), wd.data(), c.bias ? bd.data() : nullptr, ry.data());
-    conv2d_backward_data<double>(s, dyd.data(), wd.data(), rdx.data());
-    conv2d_backward_filter<double>(s, xd.data(), dyd.data(), rdw.data(), rdb.data());
-    const auto ax = absolute(xd), aw = absolute(wd), ady = absolute(dyd);
-    conv2d_forward<double>(s, ax.data(), aw.data(), nullptr, sy.data());
-    conv2d_backward_data<double>(s, ady.data(), aw.data(), sdx.data());
-    conv2d_backward_filter<double>(s, ax.data(), ady.data(), sdw.data(), nullptr);
-
-    auto y = nan_filled(yn), dx = nan_filled(xn), dw = nan_filled(wn), db = nan_filled(bn);
-    winograd_conv2d_forward(s, x.data(), w.data(), bias, y.data());
-    winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
-    winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), c.bias ? db.data() : nullptr);
-    const double ey = relative_error(y, ry, max_of(sy) + (c.bias ? max_of(absolute(bd)) : 0.0));
-    const double edx = relative_error(dx, rdx, max_of(sdx)), edw = relative_error(dw, rdw, max_of(sdw));
-    EXPECT_LE(ey, kWinogradTolerance) << c.name << " forward";
-    EXPECT_LE(edx, kWinogradTolerance) << c.name << " backward data";
-    EXPECT_LE(edw, kWinogradTolerance) << c.name << " backward filter";
-    if (c.bias) {
-      // The bias gradient is the reference's plain sum of dy, to the bit (as every CPU algorithm's is).
-      std::vector<float> reference_db(bn);
-      conv2d_bias_gradient<float>(s, dy.data(), reference_db.data());
-      EXPECT_EQ(0, std::memcmp(db.data(), reference_db.data(), bn * sizeof(float))) << c.name << " bias gradient";
-    }
+    ASSERT_TRUE(winograd_supports(c.s)) << c.name;
+    const test::ConvErrors e = test::errors_against_reference(winograd, c.s, c.bias, c.name);
+    EXPECT_LE(e.forward, kWinogradTolerance) << c.name << " forward";
+    EXPECT_LE(e.backward_data, kWinogradTolerance) << c.name << " backward data";
+    EXPECT_LE(e.backward_filter, kWinogradTolerance) << c.name << " backward filter";
     // For the record: float32 im2col's forward error on the same scale.
-    std::vector<float> im2col_y(yn);
-    im2col_conv2d_forward<float>(s, x.data(), w.data(), bias, im2col_y.data());
-    const double e_im2col = relative_error(im2col_y, ry, max_of(sy) + (c.bias ? max_of(absolute(bd)) : 0.0));
+    const double e_im2col = test::errors_against_reference(im2col, c.s, c.bias, c.name).forward;
     fprintf(stderr, "%-16s error / scale: forward %.2e (im2col %.2e), backward-data %.2e, backward-filter %.2e\n",
-            c.name, ey, e_im2col, edx, edw);
+            c.name, e.forward, e_im2col, e.backward_data, e.backward_filter);
   }
 }
 
