@@ -16,11 +16,16 @@ namespace cg::ops::detail {
 
 using kernels::kCudaBuild;
 
+// Refuses a tensor that is not on the CPU, naming the op (a CUDA tensor in a build without CUDA).
+inline void require_cpu(const char* op, const Tensor& t) {
+  CG_CHECK(t.device().is_cpu(), "{}: {} has no implementation on {} in this build", op, t.str(),
+           t.device().str());
+}
+
 // Runs f.operator()<T>() for T the CPU tensor t's dtype, float or double.
 template <typename F>
 decltype(auto) dispatch_floating(const char* op, const Tensor& t, F&& f) {
-  CG_CHECK(t.device().is_cpu(), "{}: {} has no implementation on {} in this build", op, t.str(),
-           t.device().str());
+  require_cpu(op, t);
   switch (t.dtype()) {
     case DType::f32: return f.template operator()<float>();
     case DType::f64: return f.template operator()<double>();
@@ -55,8 +60,7 @@ decltype(auto) on_device(const char* op, const Tensor& t, Cpu&& cpu, Gpu&& gpu) 
   if constexpr (TypedCpuKernel<Cpu>) {
     return dispatch_floating(op, t, cpu);
   } else {
-    CG_CHECK(t.device().is_cpu(), "{}: {} has no implementation on {} in this build", op, t.str(),
-             t.device().str());
+    require_cpu(op, t);
     return cpu();
   }
 }
