@@ -18,11 +18,16 @@ class BucketedAllReduce : public Reducer {
   void zero_grad() override { buckets_.zero(); }
   void start_parameter_gather() override {}  // every rank updated every parameter
   void wait_for_parameters() override {}
+  void attach(nn::Optimizer& optimizer) override { optimizer_ = &optimizer; }
+  nn::NamedTensors full_optimizer_state() override;
+  Resident resident_bytes() const override;
+  std::string describe() const override;
   const GradientBuckets& buckets() const override { return buckets_; }
 
  private:
   GradientComm& comm_;
   GradientBuckets buckets_;
+  nn::Optimizer* optimizer_ = nullptr;
 };
 
 }  // namespace cg::dist

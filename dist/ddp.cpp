@@ -1,6 +1,7 @@
 #include "dist/ddp.h"
 
 #include "dist/bucketed_all_reduce.h"
+#include "dist/sharded_buckets.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/device_copy.h"
 #include "util/check.h"
@@ -38,6 +39,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
     : model_(model), comm_(std::move(comm)), options_(options) {
   nn::NamedTensors params = model.named_parameters();
   CG_CHECK(!params.empty(), "DDP: the model has no parameters");
+  if (const std::string why = sharding_refusal(options_.sharding); !why.empty()) throw UsageError(why);
   device_ = params.front().second.device();
   if (options_.grad_compression != GradCompression::none)
     compressed_ = make_compressed_comm(*comm_, options_.grad_compression);
@@ -51,13 +53,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
   buckets.bucket_cap_mb = options_.bucket_cap_mb;
   buckets.first_bucket_mb = options_.first_bucket_mb;
   buckets.wire = wire_dtype(options_.grad_compression);
-  if (options_.zero_sharding) {
-    auto sharded = std::make_unique<ShardedBuckets>(params, *comm_, bucket_comm, buckets);
-    sharded_ = sharded.get();
-    reducer_ = std::move(sharded);
-  } else {
+  if (shards_optimizer(options_.sharding))
+    reducer_ = std::make_unique<ShardedBuckets>(params, *comm_, bucket_comm, buckets, options_.sharding);
+  else
     reducer_ = std::make_unique<BucketedAllReduce>(params, bucket_comm, buckets);
-  }
   for (size_t i = 0; i < params.size(); ++i)
     params[i].second.register_grad_ready_hook([this, i](Tensor&) { reducer_->gradient_ready(i); });
 }

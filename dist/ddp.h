@@ -5,10 +5,11 @@
 // hands its final gradient to the reducer (dist/reducer.h), which owns the flat gradient buffer
 // and its buckets and communicates each bucket while backward goes on. Before each forward the
 // buffers (BatchNorm statistics) come from rank 0 in one coalesced broadcast. The training loop
-// waits for the gradients, zeroes them and (ZeRO-1) gathers the parameters through reducer().
-// Which reducer: DdpOptions::zero_sharding picks ShardedBuckets (dist/sharded_buckets.h), else
-// BucketedAllReduce; with dist.grad_compression the reducer's buckets travel through the 16-bit
-// decorator (dist/grad_compression.h). SyncBatchNorm is attached by whoever builds the model's
+// waits for the gradients, zeroes them and (sharded) gathers the parameters through reducer().
+// Which reducer: DdpOptions::sharding (dist/sharding.h) picks ShardedBuckets
+// (dist/sharded_buckets.h) for optimizer and shard_grad_op, BucketedAllReduce for no_shard; with
+// dist.grad_compression the reducer's buckets travel through the 16-bit decorator
+// (dist/grad_compression.h). SyncBatchNorm is attached by whoever builds the model's
 // data parallelism (dist/sync_batch_norm.h), over comm().
 #pragma once
 #include <memory>
@@ -17,7 +18,7 @@
 #include "dist/gradient_comm.h"
 #include "dist/process_group.h"
 #include "dist/reducer.h"
-#include "dist/sharded_buckets.h"
+#include "dist/sharding.h"
 #include "nn/module.h"
 
 namespace cg::dist {
@@ -26,7 +27,7 @@ struct DdpOptions {
   double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in train/train_config.cpp
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
   bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
-  bool zero_sharding = false;     // ZeRO-1, see optim.zero_sharding and dist/sharded_buckets.h
+  Sharding sharding = Sharding::no_shard;  // dist.sharding (dist/sharding.h)
   // dist.grad_compression: buckets all-reduced in 16 bits as PyTorch's fp16/bf16 compress hooks
   // (dist/grad_compression.h); the scaler's found_inf is never compressed.
   GradCompression grad_compression = GradCompression::none;
@@ -70,11 +71,10 @@ class DistributedDataParallel {
   // before comparing replicas.
   void sync_buffers();
 
-  // Where the gradients go: wait_for_gradients, zero_grad, the parameters' gather (reducer.h).
+  // Where the gradients go: wait_for_gradients, zero_grad, the parameters' gather, the optimizer
+  // attached and its state gathered whole (reducer.h).
   Reducer& reducer() { return *reducer_; }
-  // The ZeRO-1 reducer (attach the optimizer, its state gathered whole), or null without
-  // zero_sharding.
-  ShardedBuckets* sharded() { return sharded_; }
+  Sharding sharding() const { return options_.sharding; }
   // The transport, uncompressed (SyncBatchNorm, the scaler's overflow agreement, CUDA graphs).
   GradientComm& comm() { return *comm_; }
 
@@ -86,7 +86,6 @@ class DistributedDataParallel {
   Device device_;
   bool no_sync_ = false;  // a NoSync guard is alive
   std::unique_ptr<Reducer> reducer_;
-  ShardedBuckets* sharded_ = nullptr;  // reducer_, when it is the ZeRO-1 one
 };
 
 // Overwrites every tensor of `tensors` (all on `device`) with rank 0's values in one collective:

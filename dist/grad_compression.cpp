@@ -57,8 +57,8 @@ class CompressedComm : public GradientComm, public ShardCollectives {
                       }};
     std::shared_ptr<Work> work = sum_->reduce_scatter_sum(wire, compute, what, std::move(stages));
     if (!work)
-      throw UsageError(fmt::format("optim.zero_sharding=true with dist.grad_compression: the {} transport has no "
-                                   "16-bit reduce-scatter; use gloo on the CPU, nccl on GPUs of their own, or the "
+      throw UsageError(fmt::format("dist.sharding (optimizer or shard_grad_op) with dist.grad_compression: the {} "
+                                   "transport has no 16-bit reduce-scatter; use gloo on the CPU, nccl on GPUs of their own, or the "
                                    "modeled backend",
                                    name()));
     return work;

@@ -74,11 +74,22 @@ void GradientBuckets::lay_out(const std::vector<size_t>& order) {
     }
   }
   flat_ = flat;
+  flat_numel_ = offset;
+  offsets_ = offsets;
+  point_gradients_at_flat();
+}
+
+void GradientBuckets::point_gradients_at_flat() {
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
-    p.set_grad(flat_.view_at(offsets[i], p.shape()));
+    p.set_grad(flat_.view_at(offsets_[i], p.shape()));
   }
-  offsets_ = offsets;
+}
+
+void GradientBuckets::release() {
+  CG_CHECK(!in_backward_, "DDP: the gradient buffer released inside a backward");
+  for (auto& [name, p] : params_) p.impl().grad.reset();
+  flat_ = Tensor();
 }
 
 void GradientBuckets::check_gradients_are_views() const {
@@ -94,6 +105,10 @@ void GradientBuckets::check_gradients_are_views() const {
 }
 
 bool GradientBuckets::prepare(bool sync) {
+  if (!flat_.defined()) {  // released after the last synced step (shard_grad_op)
+    flat_ = Tensor::zeros({flat_numel_}, DType::f32, device_);
+    point_gradients_at_flat();
+  }
   check_gradients_are_views();  // the collectives read the flat buffer (checked before a new layout hides it)
   bool laid_out = false;
   if (!rebuilt_ && ready_order_.size() == params_.size()) {
@@ -143,6 +158,11 @@ std::vector<std::shared_ptr<Work>> GradientBuckets::works() const {
   std::vector<std::shared_ptr<Work>> out;
   for (const auto& b : buckets_) out.push_back(b.work);
   return out;
+}
+
+std::string GradientBuckets::wire_label() const {
+  if (options_.wire == DType::f32) return "float32";
+  return options_.wire == DType::f16 ? "fp16 compressed" : "bf16 compressed";
 }
 
 std::vector<size_t> GradientBuckets::bytes_per_bucket() const {

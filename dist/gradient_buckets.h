@@ -65,17 +65,27 @@ class GradientBuckets {
   bool finish_backward();
   // Zeroes the buffer. The optimizer's or the module's zero_grad would free the views the
   // reducer communicates, so the next forward refuses to run after them.
-  void zero() { flat_.zero_(); }
+  void zero() {
+    if (flat_.defined()) flat_.zero_();
+  }
+  // dist.sharding=shard_grad_op, once this rank's shards are copied out: frees the flat buffer,
+  // every gradient becoming undefined, until the next prepare() allocates it again (zeroed) and
+  // makes the gradients its views again. Before the next forward, so the forward's activations
+  // never share memory with whole gradients.
+  void release();
 
   size_t size() const { return buckets_.size(); }
   Bucket& operator[](size_t b) { return buckets_[b]; }
   const Bucket& operator[](size_t b) const { return buckets_[b]; }
   const nn::NamedTensors& params() const { return params_; }
   Device device() const { return device_; }
-  // The flat buffer, and each parameter's offset in it (floats, in params() order). Elements no
-  // parameter covers are alignment padding, always zero.
+  // The flat buffer (undefined while released), and each parameter's offset in it (floats, in
+  // params() order). Elements no parameter covers are alignment padding, always zero.
   const Tensor& flat() const { return flat_; }
   const std::vector<int64_t>& offsets() const { return offsets_; }
+  DType wire() const { return options_.wire; }  // what a bucket's elements travel as
+  // For logs: "float32", or "fp16 compressed" / "bf16 compressed" (dist.grad_compression).
+  std::string wire_label() const;
   // Elements in each bucket, in order (for the modeled communication time of a step).
   std::vector<int64_t> sizes() const;
   // The collectives of the last synced backward, bucket by bucket (for timelines and tests).
@@ -88,12 +98,14 @@ class GradientBuckets {
 
  private:
   void lay_out(const std::vector<size_t>& order);
+  void point_gradients_at_flat();
   void check_gradients_are_views() const;
 
   nn::NamedTensors params_;
   BucketOptions options_;
   Device device_;
   Tensor flat_;
+  int64_t flat_numel_ = 0;            // flat_'s length, kept while it is released
   std::vector<int64_t> offsets_;      // param index -> offset in flat_
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;     // param index -> bucket index

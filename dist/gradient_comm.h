@@ -64,7 +64,7 @@ class GradientComm {
   // captured collectives would use a freed one, and the fault would hide the watchdog's message.
   virtual void check_health() const {}
 
-  // ZeRO-1's collectives (optim.zero_sharding), null where the transport has none.
+  // The sharded strategies' collectives (dist.sharding), null where the transport has none.
   virtual ShardCollectives* shards() { return nullptr; }
   // The 16-bit sums dist.grad_compression travels in, null where the transport has none; then
   // why_no_wire16() says why, for the refusal.
@@ -72,7 +72,7 @@ class GradientComm {
   virtual std::string why_no_wire16() const { return name() + " has no 16-bit all-reduce"; }
 };
 
-// ZeRO-1 (optim.zero_sharding). A bucket of `count` floats is cut into one contiguous shard per
+// Sharded data parallelism (dist.sharding). A bucket of `count` floats is cut into one contiguous shard per
 // rank: shard_bounds(count) returns size() + 1 bounds, rank r's shard is [bounds[r],
 // bounds[r + 1]). The last bound may exceed count: the bucket must then be that long (padding
 // the transport needs, zero and owned by no parameter). Ordered as all_reduce_average.

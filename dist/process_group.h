@@ -88,7 +88,7 @@ class ProcessGroup {
 
   int64_t all_reduces_issued() const { return all_reduces_; }
 
-  // ---- ZeRO-1 (optim.zero_sharding): a bucket of `count` floats is cut into size() contiguous
+  // ---- sharded data parallelism (dist.sharding): a bucket of `count` floats is cut into size() contiguous
   // shards exactly as Gloo's ring all-reduce cuts it (ring_shard_bounds), and the two halves of
   // that ring run separately. So a shard's reduce-scatter adds the ranks' values in the same
   // order as all_reduce_async does, and sharded training stays bit-identical to unsharded.

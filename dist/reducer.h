@@ -2,16 +2,23 @@
 // each forward and tells it, through the autograd grad-ready hooks, which gradient is final; the
 // reducer owns the gradients' flat buffer and its buckets (dist/gradient_buckets.h) and
 // communicates each bucket the moment it is complete, while backward goes on. The training loop
-// then waits for the gradients, steps the optimizer and zeroes them through it. Two of them:
-//   BucketedAllReduce  each bucket all-reduced (averaged) over the ranks (bucketed_all_reduce.h);
-//   ShardedBuckets     ZeRO-1: each bucket reduce-scattered, the optimizer stepping this rank's
-//                      shards, the parameters all-gathered after the step (sharded_buckets.h).
+// then waits for the gradients, steps the optimizer and zeroes them through it. Which one is the
+// sharding strategy (dist.sharding, dist/sharding.h); nothing above DDP asks which:
+//   BucketedAllReduce  no_shard: each bucket all-reduced (averaged) over the ranks
+//                      (bucketed_all_reduce.h);
+//   ShardedBuckets     optimizer (ZeRO-1) and shard_grad_op (ZeRO-2): each bucket reduce-scattered,
+//                      the optimizer stepping this rank's shards, the parameters all-gathered
+//                      after the step; shard_grad_op also frees the whole gradients between steps
+//                      (sharded_buckets.h).
 // dist.grad_compression is not a reducer of its own: the reducer's transport is wrapped in the
 // 16-bit decorator (dist/grad_compression.h).
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "dist/gradient_buckets.h"
+#include "nn/optimizer.h"
 
 namespace cg::dist {
 
@@ -42,6 +49,22 @@ class Reducer {
   // Waits for those (the next forward does it too): before evaluating, checkpointing or
   // comparing the weights.
   virtual void wait_for_parameters() = 0;
+
+  // ---- the builder's and the checkpoint's
+  // The optimizer that steps the model's parameters, before the first forward. A sharding
+  // reducer hands it the slices this rank updates (nn::Optimizer::shard); the all-reduce leaves
+  // it whole.
+  virtual void attach(nn::Optimizer& optimizer) = 0;
+  // Every rank takes part: the attached optimizer's whole state, in the unsharded names, shapes
+  // and order (a checkpoint's).
+  virtual nn::NamedTensors full_optimizer_state() = 0;
+  // What this rank holds now, in bytes (the memory a strategy saves: logs, benchmarks, tests).
+  struct Resident {
+    int64_t parameters = 0, gradients = 0, optimizer_state = 0;
+  };
+  virtual Resident resident_bytes() const = 0;
+  // What one synced step communicates, for the start-up log.
+  virtual std::string describe() const = 0;
 
   // The flat buffer and its buckets (sizes, bytes, the last collectives: logs, benchmarks, tests).
   virtual const GradientBuckets& buckets() const = 0;

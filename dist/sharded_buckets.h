@@ -1,4 +1,5 @@
-// ZeRO-1 as a reducer (dist/reducer.h; PyTorch's ZeroRedundancyOptimizer inside the reducer):
+// ZeRO-1 and ZeRO-2 as a reducer (dist.sharding=optimizer and shard_grad_op, dist/sharding.h;
+// PyTorch's ZeroRedundancyOptimizer inside the reducer, FSDP's SHARD_GRAD_OP without units):
 // the parameters too live in one flat buffer laid out as the gradients' (each parameter a view
 // into it), every bucket is cut into one shard per rank (ShardCollectives::shard_bounds; on Gloo
 // the blocks of its ring all-reduce, so sums come out bit-identical to unsharded DDP), and a rank
@@ -10,6 +11,12 @@
 // 16-bit decorator, whose reduce-scatter is the first half of its all-reduce, so sharded
 // compressed training is bit-identical to unsharded compressed DDP; parameters and optimizer
 // state always travel in float32 over the plain transport.
+// shard_grad_op adds one thing: once a synced backward's reduce-scatters are done, this rank's
+// shards are copied into a buffer of their own (1/W of the gradients) and the whole gradient
+// buffer is freed until the next forward's backward needs it (GradientBuckets::release); the
+// optimizer steps with the copies. Same sums, same updates: bit-identical to ZeRO-1. Under
+// gradient accumulation the whole gradients live from the first micro-batch to the synced one,
+// as FSDP's no_sync() keeps them.
 #pragma once
 #include <map>
 #include <memory>
@@ -18,6 +25,7 @@
 
 #include "dist/gradient_comm.h"
 #include "dist/reducer.h"
+#include "dist/sharding.h"
 #include "nn/optimizer.h"
 
 namespace cg::dist {
@@ -25,30 +33,30 @@ namespace cg::dist {
 class ShardedBuckets : public Reducer {
  public:
   // `transport` (float32: parameters, optimizer state) and `bucket_comm` (the gradients: the
-  // transport, or the 16-bit decorator over it) must outlive this object. Fails naming the
-  // transport when it has no shard collectives.
+  // transport, or the 16-bit decorator over it) must outlive this object. `strategy`: optimizer
+  // or shard_grad_op. Fails naming the transport when it has no shard collectives.
   ShardedBuckets(const nn::NamedTensors& params, GradientComm& transport, GradientComm& bucket_comm,
-                 BucketOptions options);
+                 BucketOptions options, Sharding strategy);
   ~ShardedBuckets() override;  // waits for all-gathers still writing into the parameters
   ShardedBuckets(const ShardedBuckets&) = delete;
   ShardedBuckets& operator=(const ShardedBuckets&) = delete;
 
-  // The optimizer whose state is cut to this rank's shards (it must step the model's parameters;
-  // attach before the first forward).
-  void attach(nn::Optimizer& optimizer);
-
   void prepare_for_backward(bool sync) override;
   void gradient_ready(size_t param) override;
   void wait_for_gradients() override;
-  void zero_grad() override { buckets_.zero(); }
+  void zero_grad() override;
   void start_parameter_gather() override;
   void wait_for_parameters() override;
+  // The optimizer whose state is cut to this rank's shards (it must step the model's parameters;
+  // attach before the first forward).
+  void attach(nn::Optimizer& optimizer) override;
+  // Element-wise state is assumed held for every parameter (true under DDP, where each step
+  // reaches all of them).
+  nn::NamedTensors full_optimizer_state() override;
+  Resident resident_bytes() const override;
+  std::string describe() const override;
   const GradientBuckets& buckets() const override { return buckets_; }
 
-  // Every rank: the attached optimizer's whole state, gathered from the ranks' shards in the
-  // unsharded names, shapes and order (a checkpoint's). Element-wise state is assumed held for
-  // every parameter (true under DDP, where each step reaches all of them).
-  nn::NamedTensors gather_optimizer_state();
   // Parameter elements whose optimizer state this rank holds once sharding is active (its shards
   // of the buckets as laid out now), and the model's total.
   int64_t owned_elements() const;
@@ -61,14 +69,25 @@ class ShardedBuckets : public Reducer {
   size_t gather_bytes_per_step() const;
 
  private:
-  void lay_out_parameters();
+  // A run of this rank's elements inside one parameter: [flat_begin, flat_begin + count) of the
+  // flat buffers, at shard_offset in the gradient shards (shard_grad_op).
+  struct OwnedSpan {
+    size_t param;
+    int64_t flat_begin, count, shard_offset;
+  };
+  std::vector<OwnedSpan> owned_spans() const;  // bucket by bucket, in the current layout
   std::map<std::string, nn::Optimizer::Range> owned_ranges() const;
+  void lay_out_parameters();
+  void start_sharding();  // from the second layout on
+  void keep_gradient_shards();  // shard_grad_op, after a synced backward
 
   GradientComm& transport_;
   GradientComm& bucket_comm_;
   ShardCollectives& shards_;
   GradientBuckets buckets_;
+  const bool shard_gradients_;         // shard_grad_op
   Tensor flat_params_;                 // every parameter is a view into it
+  Tensor gradient_shards_;             // shard_grad_op: this rank's shard of every bucket, end to end
   nn::Optimizer* optimizer_ = nullptr;
   bool sharding_active_ = false;       // from the second layout on
   std::vector<std::shared_ptr<Work>> gathers_;

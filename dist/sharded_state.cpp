@@ -1,4 +1,4 @@
-// ZeRO-1's optimizer state gathered back whole (ShardedBuckets::gather_optimizer_state), for
+// The sharded optimizer state gathered back whole (ShardedBuckets::full_optimizer_state), for
 // checkpoints in the unsharded format: each kind of state goes through a flat buffer laid out as
 // the parameters, each rank writing its shards and the all-gather filling in the rest.
 #include <map>
@@ -82,8 +82,8 @@ nn::NamedTensors unsharded_state(const nn::NamedTensors& params, const std::vect
 
 }  // namespace
 
-nn::NamedTensors ShardedBuckets::gather_optimizer_state() {
-  CG_CHECK(optimizer_, "DDP: gather_optimizer_state needs the optimizer attached (zero_sharding)");
+nn::NamedTensors ShardedBuckets::full_optimizer_state() {
+  CG_CHECK(optimizer_, "DDP: attach the optimizer before asking for its state");
   autograd::NoGradGuard no_grad;
   if (!sharding_active_) return optimizer_->state_tensors();  // whole and equal on every rank
   wait_for_parameters();
@@ -100,7 +100,7 @@ nn::NamedTensors ShardedBuckets::gather_optimizer_state() {
   std::map<std::string, Tensor> gathered;  // kind -> flat
   for (size_t k = 0; k < kinds.size(); ++k) {
     if (flags[2 * k] == 0.f) continue;
-    Tensor flat = Tensor::zeros({buckets_.flat().numel()}, DType::f32, device);
+    Tensor flat = Tensor::zeros({flat_params_.numel()}, DType::f32, device);
     write_owned_shards(flat, buckets_.params(), buckets_.offsets(), owned, mine[kinds[k]], device);
     std::vector<std::shared_ptr<Work>> works;
     for (size_t b = 0; b < buckets_.size(); ++b) {

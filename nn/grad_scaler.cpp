@@ -23,11 +23,9 @@ void GradScaler::backward(const Tensor& loss) const {
   loss.backward(scale_.view(loss.shape()));
 }
 
-void GradScaler::unscale(const NamedTensors& params) {
+void GradScaler::unscale(const NamedTensors& named_grads) {
   std::vector<Tensor> grads;
-  for (const auto& [name, p] : params) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
+  for (const auto& [name, g] : named_grads) {
     CG_CHECK(g.device() == device_ && g.dtype() == DType::f32, "GradScaler: gradient of '{}' is {}, expected float32 on {}",
              name, g.str(), device_.str());
     grads.push_back(g);  // unscaled in place
@@ -36,18 +34,18 @@ void GradScaler::unscale(const NamedTensors& params) {
   ops::unscale_and_check_multi(grads, inv_scale_, found_inf_);
 }
 
-bool GradScaler::step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& given) {
+bool GradScaler::step(Optimizer& optimizer, double lr, const AgreeOnOverflow& given) {
   autograd::NoGradGuard no_grad;
   const AgreeOnOverflow& agree = given ? given : agree_;
   if (device_.is_cuda()) {
-    unscale(params);
+    unscale(optimizer.gradients());
     if (agree) agree(found_inf_);
     optimizer.step(lr, found_inf_);
     ops::update_loss_scale(scale_, inv_scale_, growth_tracker_, found_inf_, float(options_.growth_factor),
                            float(options_.backoff_factor), options_.growth_interval);
     return true;
   }
-  unscale(params);
+  unscale(optimizer.gradients());
   if (agree) agree(found_inf_);
   const bool found = found_inf_.item() != 0;
   if (!found) optimizer.step(lr);

@@ -37,11 +37,13 @@ class GradScaler {
 
   // backward() of loss * scale, the multiplication applied to the seed gradient (on the device).
   void backward(const Tensor& loss) const;
-  // Unscale, agree, step the optimizer unless there was an overflow, update the scale. Returns
+  // Unscale the gradients the optimizer is about to use (Optimizer::gradients(): this rank's
+  // shards under sharded data parallelism), agree, step the optimizer unless there was an
+  // overflow, update the scale. Returns
   // whether the step was taken on the CPU; on a GPU it returns true without knowing (see
   // last_step_skipped()).
   // `agree`, when given, replaces the agreement installed with set_overflow_agreement for this step.
-  bool step(Optimizer& optimizer, const NamedTensors& params, double lr, const AgreeOnOverflow& agree = {});
+  bool step(Optimizer& optimizer, double lr, const AgreeOnOverflow& agree = {});
   // How every later step agrees with the other ranks (dist::agree_on_overflow installs it).
   void set_overflow_agreement(AgreeOnOverflow agree) { agree_ = std::move(agree); }
   // The scale rule alone, for a decision made elsewhere (tests, the CPU path).
@@ -50,7 +52,7 @@ class GradScaler {
   void load(double scale, int64_t growth_tracker);
 
  private:
-  void unscale(const NamedTensors& params);  // sets found_inf_
+  void unscale(const NamedTensors& grads);  // sets found_inf_
 
   GradScalerOptions options_;
   Device device_;

@@ -46,20 +46,13 @@ Hyper hyper_at(Hyper h, double lr) {
 void Optimizer::step(double lr, const Tensor& found_inf) {
   autograd::NoGradGuard no_grad;
   std::vector<Entry> entries;
-  std::vector<Tensor> shard_views;  // sharded: the owned elements of each parameter
-  shard_views.reserve(params_.size());
-  for (auto& [name, param] : params_) {
-    Tensor grad = param.grad();
-    if (!grad.defined()) continue;
-    if (!sharded_) {
-      entries.push_back({&name, &param, grad, &per_param_[name]});
-      continue;
+  if (sharded_) {
+    for (Slice& s : slices_) entries.push_back({&s.name, &s.param, s.grad, &per_param_[s.name]});
+  } else {
+    for (auto& [name, param] : params_) {
+      Tensor grad = param.grad();
+      if (grad.defined()) entries.push_back({&name, &param, grad, &per_param_[name]});
     }
-    auto owned = ranges_.find(name);
-    if (owned == ranges_.end()) continue;
-    const Range r = owned->second;  // inside the parameter: shard() checked it, and sizes never change
-    shard_views.push_back(param.view_at(r.begin, {r.count}));
-    entries.push_back({&name, &shard_views.back(), grad.view_at(r.begin, {r.count}), &per_param_[name]});
   }
   if (!entries.empty()) {
     const Device device = entries.front().param->device();
@@ -129,19 +122,35 @@ void Optimizer::load_state_tensors(const std::map<std::string, Tensor>& state, i
   if (sharded_) cut_state_to_shard();
 }
 
-void Optimizer::shard(std::map<std::string, Range> ranges) {
-  for (const auto& [name, r] : ranges) {
-    // Named copy: clang before 16 cannot capture a structured binding in a lambda.
-    const std::string& wanted = name;
-    auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == wanted; });
-    CG_CHECK(it != params_.end(), "optimizer: shard names '{}', which is not one of its parameters", name);
+void Optimizer::shard(std::vector<Slice> slices) {
+  std::map<std::string, Range> ranges;
+  for (const Slice& s : slices) {
+    auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& p) { return p.first == s.name; });
+    CG_CHECK(it != params_.end(), "optimizer: a shard names '{}', which is not one of its parameters", s.name);
+    const Range r = s.range;
     CG_CHECK(r.begin >= 0 && r.count > 0 && r.begin + r.count <= it->second.numel(),
-             "optimizer: shard [{}, {}) of '{}' ({}) is out of range", r.begin, r.begin + r.count, name,
+             "optimizer: shard [{}, {}) of '{}' ({}) is out of range", r.begin, r.begin + r.count, s.name,
              it->second.str());
+    CG_CHECK(s.param.shape() == Shape{r.count} && s.grad.shape() == Shape{r.count},
+             "optimizer: shard [{}, {}) of '{}' comes as {} with gradient {}; two 1-D views of {} elements expected",
+             r.begin, r.begin + r.count, s.name, s.param.str(), s.grad.str(), r.count);
+    CG_CHECK(ranges.emplace(s.name, r).second, "optimizer: two shards of '{}'", s.name);
   }
   ranges_ = std::move(ranges);
+  slices_ = std::move(slices);
   sharded_ = true;
   cut_state_to_shard();
+}
+
+NamedTensors Optimizer::gradients() const {
+  NamedTensors out;
+  if (sharded_) {
+    for (const Slice& s : slices_) out.emplace_back(s.name, s.grad);
+    return out;
+  }
+  for (const auto& [name, param] : params_)
+    if (param.grad().defined()) out.emplace_back(name, param.grad());
+  return out;
 }
 
 void Optimizer::cut_state_to_shard() {

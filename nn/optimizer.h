@@ -50,20 +50,31 @@ class Optimizer {
   // "sgd" | "adamw": what checkpoints record as the optimizer that wrote them.
   virtual const char* name() const = 0;
 
-  // ZeRO-1 (data parallelism with optim.zero_sharding). From now on step() updates, of each
-  // parameter named in `ranges`, only the elements [begin, begin + count) of the flattened
-  // parameter, and keeps that parameter's element-wise state for those elements only (1-D,
-  // `count` long); parameters not named are left alone and hold no state. State already held for
-  // whole parameters (a loaded checkpoint, earlier steps) is cut down to the ranges, and so is
-  // state loaded later. Each element's update is the unsharded arithmetic (the kernels are
-  // element-wise), so a sharded step changes the elements it owns bit-identically.
-  // state_tensors() then returns the shards; a checkpoint needs them gathered first (dist/ddp.h).
+  // Sharded data parallelism (dist.sharding, dist/sharding.h): from now on step() updates only
+  // `slices`, each the elements [range.begin, range.begin + range.count) of the flattened parameter
+  // `name`, given as 1-D views of that parameter (`param`) and of the gradient to step it with
+  // (`grad`: under SHARD_GRAD_OP not the parameter's own .grad, which is freed between steps), and
+  // keeps that parameter's element-wise state for those elements only (1-D, `count` long);
+  // parameters without a slice are left alone and hold no state. State already held for whole
+  // parameters (a loaded checkpoint, earlier steps) is cut down to the slices, and so is state
+  // loaded later. Each element's update is the unsharded arithmetic (the kernels are
+  // element-wise), so a sharded step changes the elements it owns bit-identically. Called again,
+  // the new slices replace the old. state_tensors() then returns the shards; a checkpoint needs
+  // them gathered first (dist/reducer.h, full_optimizer_state).
   struct Range {
     int64_t begin = 0, count = 0;
   };
-  void shard(std::map<std::string, Range> ranges);
+  struct Slice {
+    std::string name;
+    Range range;
+    Tensor param, grad;
+  };
+  void shard(std::vector<Slice> slices);
   bool sharded() const { return sharded_; }
   const std::map<std::string, Range>& shard_ranges() const { return ranges_; }
+  // The gradients step() would use now, named by parameter: every defined .grad, or (sharded)
+  // the slices' (what a GradScaler unscales and checks).
+  NamedTensors gradients() const;
   // The per-parameter state this optimizer keeps ("momentum_buffer"; AdamW: "exp_avg", ...).
   std::vector<std::string> state_kinds() const { return state_names(); }
   // Bytes of state held now (every state tensor, GPU step counters aside).
@@ -94,6 +105,7 @@ class Optimizer {
   NamedTensors params_;
   bool sharded_ = false;
   std::map<std::string, Range> ranges_;  // when sharded_: the owned elements of each parameter
+  std::vector<Slice> slices_;            // when sharded_: what step() updates
   // per_param_[param name][state name]
   std::map<std::string, std::map<std::string, Tensor>> per_param_;
   int64_t steps_ = 0;

@@ -59,21 +59,12 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   if (!comm) return nullptr;
   dist::DdpOptions options;
   options.bucket_cap_mb = c.dist.bucket_cap_mb;
-  options.zero_sharding = c.optim.zero_sharding;
+  options.sharding = c.dist.sharding;
   options.grad_compression = c.dist.grad_compression;
   auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
+  log::info("DDP (dist.sharding={}) over {}: {}", enum_name(options.sharding), ddp->comm().name(),
+            ddp->reducer().describe());
   const dist::GradientBuckets& buckets = ddp->reducer().buckets();
-  const std::string wire = c.dist.grad_compression == dist::GradCompression::none
-                               ? std::string("float32")
-                               : fmt::format("{} compressed", enum_name(c.dist.grad_compression));
-  if (options.zero_sharding)  // from the second step on; the first is all-reduced
-    log::info("DDP: {} gradient buckets over {}, {} bytes reduce-scattered per step ({}), {} bytes of parameters "
-              "all-gathered (float32)",
-              buckets.size(), ddp->comm().name(), buckets.bytes_per_step(), wire,
-              ddp->sharded()->gather_bytes_per_step());
-  else
-    log::info("DDP: {} gradient buckets over {}, {} bytes all-reduced per step ({})", buckets.size(),
-              ddp->comm().name(), buckets.bytes_per_step(), wire);
   if (const double modeled = dist::modeled_ms_per_step(buckets, ddp->comm()); modeled > 0)
     log::info("DDP: the ring model's time for one step's collectives: {:.4f} ms", modeled);
   return ddp;

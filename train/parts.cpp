@@ -42,7 +42,9 @@ TrainingParts::TrainingParts(const TrainConfig& c, DistContext& dist, const std:
   // capture the loaded tensors' addresses.
   ddp_ = make_ddp(c_, dist, model_, device_);
   sync_batch_norm_ = make_sync_batch_norm(c_, dist, model_, ddp_.get());
-  if (c_.optim.zero_sharding) shard_optimizer();
+  if (ddp_) ddp_->reducer().attach(*optimizer_);  // sharded: cut to this rank's slices
+  else if (c_.dist.sharding != dist::Sharding::no_shard)
+    log::info("dist.sharding={}: one process, nothing to shard", enum_name(c_.dist.sharding));
   step_ = std::make_unique<TrainStep>(c_, model_, *optimizer_, ddp_.get(), compute_);
   if (step_->scaler() && resumed_ && resumed_->loss_scale > 0)
     step_->scaler()->load(resumed_->loss_scale, resumed_->loss_scale_growth_tracker);
@@ -57,23 +59,6 @@ void TrainingParts::load_checkpoint(const std::string& from, DistContext& dist) 
   if (!resumed_->rng_state.empty()) gen_.set_state(resumed_->rng_state);
   log::info("resumed from {}: epoch {}, batch {}, step {}", from, resumed_->epoch + 1, resumed_->batch_in_epoch,
             resumed_->step);
-}
-
-// ZeRO-1: DDP cuts the optimizer's state to this rank's shards after the first step; the figures
-// logged here are those of the buckets as laid out now (the rebuild after the first step moves a
-// few elements between ranks).
-void TrainingParts::shard_optimizer() {
-  if (!ddp_) {
-    log::info("optim.zero_sharding: one process, nothing to shard");
-    return;
-  }
-  ddp_->sharded()->attach(*optimizer_);
-  const bool sgd = c_.optim.name == OptimizerName::sgd;
-  const int64_t bytes_per_element = sgd ? (c_.optim.momentum > 0 ? 4 : 0) : 8;  // momentum; AdamW's two moments
-  const int64_t mine = ddp_->sharded()->owned_elements() * bytes_per_element;
-  const int64_t all = ddp_->sharded()->total_elements() * bytes_per_element;
-  log::info("ZeRO-1: optimizer state {} bytes on this rank ({:.2f} MiB; unsharded {} bytes, {:.2f} MiB: {:.3f} of it)",
-            mine, double(mine) / (1 << 20), all, double(all) / (1 << 20), all > 0 ? double(mine) / double(all) : 0.0);
 }
 
 }  // namespace cg::train

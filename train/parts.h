@@ -2,7 +2,7 @@
 // cudagrad-train, cudagrad-bench and the step's tests: the device and its compute stream (current
 // on this thread while the parts live), the model, its optimizer, the checkpoint resumed from (its
 // weights and optimizer state loaded, the generator's state restored), the data-parallel wrapper
-// (DDP, with ZeRO-1 or SyncBatchNorm as configured) and the step (train/step.h: eager, or replayed
+// (DDP, sharded and with SyncBatchNorm as configured) and the step (train/step.h: eager, or replayed
 // as a CUDA graph with train.cuda_graph). Which checkpoint to resume from is decided before any of
 // it (train/resume_point.h), so the checkpoint loads before DDP broadcasts rank 0's weights and
 // before the step's graph takes the tensors' addresses, and nothing is ever half-built: every part
@@ -49,7 +49,6 @@ class TrainingParts {
 
  private:
   void load_checkpoint(const std::string& from, DistContext& dist);
-  void shard_optimizer();  // optim.zero_sharding
 
   TrainConfig c_;
   Device device_;

@@ -24,7 +24,7 @@ GraphDecision decide_cuda_graph(const TrainConfig& c, bool on_gpu, std::string_v
 
 TrainStep::TrainStep(const TrainConfig& c, nn::Module& model, nn::Optimizer& optimizer,
                      dist::DistributedDataParallel* ddp, const Stream& compute)
-    : model_(model), optimizer_(optimizer), ddp_(ddp), params_(model.named_parameters()),
+    : model_(model), optimizer_(optimizer), ddp_(ddp),
       context_(execution_context(c)), accum_(c.train.grad_accum_steps) {
   if (context_.autocast.enabled && context_.autocast.dtype == DType::f16)
     scaler_ = std::make_unique<nn::GradScaler>(nn::GradScalerOptions{}, compute.device());
@@ -106,12 +106,12 @@ void TrainStep::optimizer_step(double lr) {
     trace::Span span("optimizer", "compute");
     CG_NVTX_RANGE("optimizer");
     if (scaler_) {
-      scaler_->step(optimizer_, params_, lr);  // agreed over the ranks (dist::agree_on_overflow)
+      scaler_->step(optimizer_, lr);  // agreed over the ranks (dist::agree_on_overflow)
     } else {
       optimizer_.step(lr);
     }
   }
-  if (ddp_) ddp_->reducer().start_parameter_gather();  // ZeRO-1: the shards each rank updated, to all
+  if (ddp_) ddp_->reducer().start_parameter_gather();  // sharded: the shards each rank updated, to all
   if (ddp_) ddp_->reducer().zero_grad();  // gradients stay views of DDP's flat buffer
   else optimizer_.zero_grad();
 }

@@ -87,7 +87,6 @@ class TrainStep {
   nn::Module& model_;
   nn::Optimizer& optimizer_;
   dist::DistributedDataParallel* ddp_;
-  nn::NamedTensors params_;
   ops::ExecutionContext context_;  // the forward's (train/builders.h)
   int64_t accum_;
   int64_t micro_ = 0;  // micro-batches of the current accumulation group so far

@@ -172,9 +172,7 @@ std::vector<Field> optim_fields() {
       CG_FIELD(optim.beta1, below_one(), "AdamW beta1, in [0, 1)"),
       CG_FIELD(optim.beta2, below_one(), "AdamW beta2, in [0, 1)"),
       CG_FIELD(optim.eps, at_least(0), "AdamW epsilon"),
-      CG_FIELD(optim.zero_sharding, any(),
-               "ZeRO-1 over the data-parallel ranks: gradients reduce-scattered, each rank keeps optimizer state "
-               "for and updates 1/world of the parameters, which are then all-gathered"),
+      CG_FIELD(optim.zero_sharding, any(), "the older name of dist.sharding=optimizer (ZeRO-1); true sets that"),
   };
 }
 
@@ -199,7 +197,8 @@ std::vector<Field> train_fields() {
       CG_FIELD(train.target_accuracy, between(0, 1), "stop once test accuracy reaches it (0 = off); logs the time"),
       CG_FIELD(train.cuda_graph, any(),
                "GPU: capture the whole training step once as a CUDA graph and replay it; auto does wherever the "
-               "run allows (not with gloo, accumulation, profiling or ZeRO-1; says why at start), true insists"),
+               "run allows (not with gloo, accumulation, profiling or a sharded dist.sharding; says why at start), "
+               "true insists"),
   };
 }
 
@@ -256,6 +255,11 @@ std::vector<Field> dist_fields() {
                "divided by the world size before the cast (the stock hook casts first, so fp16 overflows sooner): none, "
                "fp16 (half the bytes; 11-bit precision, averaged shares to 65504) or bf16 (half the bytes; 8-bit "
                "precision)"),
+      CG_FIELD(dist.sharding, any(),
+               "what each data-parallel rank keeps, as PyTorch FSDP's ShardingStrategy: no_shard (DDP: everything, "
+               "gradients all-reduced), optimizer (ZeRO-1: optimizer state 1/world; gradients reduce-scattered, "
+               "parameters all-gathered after the step), shard_grad_op (ZeRO-2: gradients too are 1/world between "
+               "steps); full_shard and hybrid_shard are refused: not built yet"),
   };
 }
 
@@ -297,11 +301,42 @@ const config::Schema& schema() {
   return s;
 }
 
+// Which key set the sharding strategy: the one an error about it names.
+const char* sharding_key(const config::Values& v) {
+  return v.origin("optim.zero_sharding") != "default" && v.boolean("optim.zero_sharding") ? "optim.zero_sharding"
+                                                                                           : "dist.sharding";
+}
+
 // train.cuda_graph=true where the step cannot be captured.
 void check_cuda_graph(const TrainConfig& c, const config::Values& v) {
   if (c.train.cuda_graph != CudaGraphMode::on) return;
-  if (const std::string why = cuda_graph_refusal(c); !why.empty())
-    config::reject(v, "train.cuda_graph", why + "; set train.cuda_graph to auto (captures where it can) or false");
+  std::string why = cuda_graph_refusal(c);
+  if (why.empty()) return;
+  if (why.find("dist.sharding") != std::string::npos && std::string(sharding_key(v)) == "optim.zero_sharding")
+    why += " (optim.zero_sharding=true is its older name)";
+  config::reject(v, "train.cuda_graph", why + "; set train.cuda_graph to auto (captures where it can) or false");
+}
+
+// optim.zero_sharding=true is the older spelling of dist.sharding=optimizer: read into it, so that
+// the resolved config (--print-config, config.yaml, the ranks' comparison) carries the new key
+// only. Returns the note saying so. Also refuses the strategies not built yet.
+std::vector<std::string> resolve_sharding_alias(TrainConfig& c, const config::Values& v) {
+  std::vector<std::string> notes;
+  if (c.optim.zero_sharding) {
+    c.optim.zero_sharding = false;
+    if (v.origin("dist.sharding") != "default" && c.dist.sharding != dist::Sharding::optimizer)
+      config::reject(v, "optim.zero_sharding",
+                     fmt::format("true is the older name of dist.sharding=optimizer, and dist.sharding={} ({}) asks "
+                                 "for another strategy; keep dist.sharding only",
+                                 enum_name(c.dist.sharding), v.origin("dist.sharding")));
+    c.dist.sharding = dist::Sharding::optimizer;
+    notes.push_back(fmt::format("config key 'optim.zero_sharding' ({}) is the older name of dist.sharding=optimizer "
+                                "(ZeRO-1), which it sets; write dist.sharding=optimizer",
+                                v.origin("optim.zero_sharding")));
+  }
+  if (const std::string why = dist::sharding_refusal(c.dist.sharding); !why.empty())
+    config::reject(v, "dist.sharding", why);
+  return notes;
 }
 
 // What the gradient transport the config names cannot do. dist.backend=gloo with CUDA tensors is
@@ -313,9 +348,9 @@ void check_transport(const TrainConfig& c, const config::Values& v) {
   const std::string staged = fmt::format("dist.backend=gloo with train.device=cuda ({}, {}) stages gradients through "
                                          "host memory, which has no ",
                                          v.origin("dist.backend"), v.origin("train.device"));
-  if (c.optim.zero_sharding)
-    config::reject(v, "optim.zero_sharding",
-                   staged + "reduce-scatter and all-gather; use dist.backend=nccl (or auto) or set it false");
+  if (dist::shards_optimizer(c.dist.sharding))
+    config::reject(v, sharding_key(v),
+                   staged + "reduce-scatter and all-gather; use dist.backend=nccl (or auto) or dist.sharding=no_shard");
   if (c.dist.grad_compression != dist::GradCompression::none)
     config::reject(v, "dist.grad_compression",
                    staged + "16-bit all-reduce; use dist.backend=nccl (or auto) or set it to none");
@@ -420,8 +455,9 @@ TrainConfig load_train_config(const std::string& yaml_path, const std::vector<st
   // Resolved here, so that every reader (and --print-config, and the saved config.yaml) sees the
   // number the model is built with.
   if (c.model.in_channels == 0) c.model.in_channels = data::native_channels(c.data.dataset);
+  std::vector<std::string> notes = resolve_sharding_alias(c, v);
   check_consistency(c, v);
-  const std::vector<std::string> notes = unused_variant_keys(c, v);
+  for (std::string& n : unused_variant_keys(c, v)) notes.push_back(std::move(n));
   if (warnings) *warnings = notes;
   else if (log::is_main_process())  // once per job, not once per rank
     for (const std::string& n : notes) log::warn("{}", n);
@@ -436,8 +472,9 @@ std::string cuda_graph_refusal(const TrainConfig& c) {
     return fmt::format("a graph captures one micro-batch per optimizer step, and train.grad_accum_steps={}",
                        c.train.grad_accum_steps);
   if (c.profile.enabled) return "a replayed step has no host-side phases to profile, and profile.enabled=true";
-  if (c.optim.zero_sharding)
-    return "optim.zero_sharding=true switches collectives after the first step (the shards are fixed then)";
+  if (dist::shards_optimizer(c.dist.sharding))
+    return fmt::format("dist.sharding={} switches collectives after the first step (the shards are fixed then)",
+                       enum_name(c.dist.sharding));
   return "";
 }
 

@@ -10,6 +10,7 @@
 #include "data/dataset_factory.h"
 #include "dist/backend_choice.h"
 #include "dist/grad_compression.h"
+#include "dist/sharding.h"
 #include "engine/ops.h"
 #include "engine/runtime.h"
 #include "nn/lr_schedule.h"
@@ -72,7 +73,7 @@ struct TrainConfig {
     bool nesterov = false;
     double weight_decay = 1e-4;  // L2 for SGD, decoupled for AdamW (as PyTorch)
     double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW only
-    bool zero_sharding = false;  // ZeRO-1: optimizer state and update sharded over the DDP ranks
+    bool zero_sharding = false;  // the older name of dist.sharding=optimizer; read into it, then false
     bool operator==(const Optim&) const = default;
   } optim;
   struct Sched {
@@ -115,6 +116,7 @@ struct TrainConfig {
     int64_t modeled_world_size = 8;  // dist.backend=modeled: the ring being modeled
     ModeledLink modeled_link = ModeledLink::nvlink;
     dist::GradCompression grad_compression = dist::GradCompression::none;  // 16-bit gradient all-reduce
+    dist::Sharding sharding = dist::Sharding::no_shard;  // what each rank keeps (dist/sharding.h)
     bool operator==(const Dist&) const = default;
   } dist;
   struct Output {

@@ -213,7 +213,7 @@ void Trainer::log_memory() {
 
 // epoch_done: after a whole epoch (else training stopped mid-epoch, which the epoch number says).
 void Trainer::evaluate(bool epoch_done) {
-  if (ddp_) ddp_->reducer().wait_for_parameters();  // ZeRO-1's all-gathers
+  if (ddp_) ddp_->reducer().wait_for_parameters();  // a sharded step's all-gathers
   const EvalResult ev = train::evaluate(model_, data_.test_set(), c_, dist_, device_);
   result_.test_accuracy = ev.accuracy;
   result_.test_loss = ev.loss;
@@ -244,12 +244,11 @@ void Trainer::checkpoint(const std::string& name) {
     pos_.loss_scale_growth_tracker = scaler->growth_tracker();
   }
   const std::string path = (ckpt_dir_ / name).string();
-  // ZeRO-1: every rank takes part in gathering the optimizer's state whole (today's format).
+  // Every rank takes part in gathering the optimizer's state whole when it is sharded.
   if (ddp_) ddp_->reducer().wait_for_parameters();
-  const bool sharded = ddp_ && ddp_->sharded();
-  const nn::NamedTensors gathered = sharded ? ddp_->sharded()->gather_optimizer_state() : nn::NamedTensors{};
+  const nn::NamedTensors whole = ddp_ ? ddp_->reducer().full_optimizer_state() : optimizer_.state_tensors();
   if (log::is_main_process()) {
-    nn::save_checkpoint(path, model_, optimizer_, pos_, sharded ? &gathered : nullptr);
+    nn::save_checkpoint(path, model_, optimizer_, pos_, &whole);
     log::info("checkpoint: {}", path);
   }
   dist_.barrier();  // no rank runs ahead (or reads it) before it is complete
@@ -260,8 +259,9 @@ void Trainer::checkpoint(const std::string& name) {
 // last checkpoint is written, and the timeline when profiling.
 TrainResult Trainer::finish() {
   if (ddp_) {
-    if (ddp_->sharded())  // what the shards hold, against the start-up figure
-      log::info("ZeRO-1: optimizer state held at the end: {} bytes on this rank", optimizer_.state_bytes());
+    const dist::Reducer::Resident held = ddp_->reducer().resident_bytes();
+    log::info("dist.sharding={}: this rank holds {} bytes of parameters, {} of gradients, {} of optimizer state",
+              enum_name(ddp_->sharding()), held.parameters, held.gradients, held.optimizer_state);
     ddp_->reducer().wait_for_parameters();
     ddp_->sync_buffers();
     dist_.check_replicas_equal(state_fingerprint(model_));

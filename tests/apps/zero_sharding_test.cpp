@@ -1,11 +1,13 @@
-// optim.zero_sharding (ZeRO-1) with real processes, through cudagrad-launch and mpirun: 2 and 3
-// ranks end with weights and optimizer state bit-identical to unsharded DDP (SGD with momentum;
-// AdamW with weight decay, the cosine schedule and gradient accumulation); rank 0 reports about
-// 1/world of the optimizer state; the timeline names the reduce-scatters and all-gathers; and
-// checkpoints interchange: written sharded on 2 ranks, resumed sharded on 2 (as if never
-// interrupted) and 3 ranks, each matching its unsharded counterpart, and unsharded on 1 process;
-// every resumed run shows in metrics.jsonl that it resumed at step 5 (a run ignoring its
-// checkpoint would match its counterpart just as well).
+// dist.sharding=optimizer (ZeRO-1; also by its older name optim.zero_sharding=true) and
+// shard_grad_op (ZeRO-2) with real processes, through cudagrad-launch and mpirun: 2 and 3 ranks
+// end with weights and optimizer state bit-identical to unsharded DDP (SGD with momentum; AdamW
+// with weight decay, the cosine schedule and gradient accumulation); rank 0 reports holding about
+// 1/world of the optimizer state at the end, and under shard_grad_op about 1/world of the
+// gradients, against the unsharded run's report; the timeline names the reduce-scatters and
+// all-gathers; and checkpoints interchange: written sharded on 2 ranks, resumed sharded on 2 (as
+// if never interrupted) and 3 ranks (either strategy), each matching its unsharded counterpart,
+// and unsharded on 1 process; every resumed run shows in metrics.jsonl that it resumed at step 5
+// (a run ignoring its checkpoint would match its counterpart just as well).
 // With dist.grad_compression (fp16, bf16) the same holds against unsharded compressed DDP, the
 // start-up log giving the 16-bit bytes reduce-scattered and the float32 bytes all-gathered.
 #include <gtest/gtest.h>
@@ -83,15 +85,28 @@ void expect_resumed_at_step_5(const fs::path& dir, const std::string& name, cons
   EXPECT_GT(r[0].first_train_step, 5) << name;
 }
 
-// The share of the optimizer state rank 0 reported holding at start-up.
-double reported_share(const std::string& log) {
+// What rank 0 reported holding at the end (bytes), and that share of the unsharded run's.
+struct Held {
+  double parameters = 0, gradients = 0, state = 0;
+};
+Held held(const std::string& log) {
   std::smatch m;
-  const std::regex line(R"(ZeRO-1: optimizer state (\d+) bytes on this rank .*unsharded (\d+) bytes)");
+  const std::regex line(
+      R"(dist.sharding=\w+: this rank holds (\d+) bytes of parameters, (\d+) of gradients, (\d+) of optimizer state)");
   if (!std::regex_search(log, m, line)) {
-    ADD_FAILURE() << "no ZeRO-1 optimizer state line in\n" << log;
-    return 0;
+    ADD_FAILURE() << "no line of what the rank holds in\n" << log;
+    return {};
   }
-  return std::stod(m[1]) / std::stod(m[2]);
+  return {std::stod(m[1]), std::stod(m[2]), std::stod(m[3])};
+}
+// `sharded` holds about 1/ranks of `plain`'s optimizer state, and (shard_grad_op) of its gradients.
+void expect_shares(const std::string& sharded, const std::string& plain, int ranks, bool gradients_sharded) {
+  const Held s = held(sharded), p = held(plain);
+  EXPECT_NEAR(s.state / p.state, 1.0 / ranks, 0.05) << s.state << " of " << p.state << " bytes of state";
+  // The shards cover the alignment padding between parameters too: a looser bound.
+  EXPECT_NEAR(s.gradients / p.gradients, gradients_sharded ? 1.0 / ranks : 1.0, 0.1)
+      << s.gradients << " of " << p.gradients << " bytes of gradients";
+  EXPECT_GE(s.parameters, p.parameters) << "parameters are not sharded by these strategies";
 }
 
 const std::string kAdamW = "optim.name=adamw optim.lr=0.003 optim.weight_decay=0.05 sched.name=cosine";
@@ -99,11 +114,11 @@ const std::string kAdamW = "optim.name=adamw optim.lr=0.003 optim.weight_decay=0
 TEST(ZeroSharding, TwoRanksSgdMomentumBitIdenticalToUnshardedAndTimelineNamesTheCollectives) {
   const auto dir = test::make_temp_dir("zero_sgd");
   const std::string sgd = "optim.name=sgd optim.momentum=0.9 optim.nesterov=true optim.weight_decay=1e-3";
-  const std::string log = run(dir, "sharded", 2, sgd + " optim.zero_sharding=true profile.enabled=true");
-  run(dir, "plain", 2, sgd);
+  const std::string log = run(dir, "sharded", 2, sgd + " dist.sharding=optimizer profile.enabled=true");
+  const std::string plain = run(dir, "plain", 2, sgd);
   expect_same_tensors(last(dir, "sharded"), last(dir, "plain"));
   EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
-  EXPECT_NEAR(reported_share(log), 0.5, 0.05);
+  expect_shares(log, plain, 2, false);
   int reduce_scatters = 0, all_gathers = 0;
   const auto trace = nlohmann::json::parse(test::read_text(dir / "sharded" / "trace_rank0.json"))["traceEvents"];
   for (const auto& e : trace) {
@@ -116,12 +131,16 @@ TEST(ZeroSharding, TwoRanksSgdMomentumBitIdenticalToUnshardedAndTimelineNamesThe
   EXPECT_GT(all_gathers, 0) << "no all_gather on the timeline";
 }
 
-TEST(ZeroSharding, ThreeRanksAdamWWithAccumulationBitIdenticalToUnsharded) {
+TEST(ZeroSharding, ThreeRanksAdamWWithAccumulationBitIdenticalToUnshardedEitherStrategy) {
   const auto dir = test::make_temp_dir("zero_adamw");
-  const std::string log = run(dir, "sharded", 3, kAdamW + " train.grad_accum_steps=2 optim.zero_sharding=true");
-  run(dir, "plain", 3, kAdamW + " train.grad_accum_steps=2");
-  expect_same_tensors(last(dir, "sharded"), last(dir, "plain"));
-  EXPECT_NEAR(reported_share(log), 1.0 / 3, 0.05);
+  const std::string accumulate = kAdamW + " train.grad_accum_steps=2";
+  const std::string plain = run(dir, "plain", 3, accumulate);
+  for (const char* strategy : {"optimizer", "shard_grad_op"}) {
+    SCOPED_TRACE(strategy);
+    const std::string log = run(dir, strategy, 3, accumulate + " dist.sharding=" + strategy);
+    expect_same_tensors(last(dir, strategy), last(dir, "plain"));
+    expect_shares(log, plain, 3, std::string(strategy) == "shard_grad_op");
+  }
 }
 
 TEST(ZeroSharding, MpirunTwoRanksAdamWBitIdenticalToUnsharded) {
@@ -134,8 +153,9 @@ TEST(ZeroSharding, MpirunTwoRanksAdamWBitIdenticalToUnsharded) {
 }
 
 // A sharded 2-rank run stopped at step 5 writes the same checkpoint as an unsharded one; resumed
-// sharded on 2 ranks it ends as the uninterrupted sharded run; resumed on 3 ranks sharded it ends
-// as the unsharded checkpoint resumed on 3 ranks unsharded; on 1 process unsharded, the same.
+// sharded on 2 ranks it ends as the uninterrupted sharded run; resumed on 3 ranks sharded (ZeRO-1
+// or ZeRO-2) it ends as the unsharded checkpoint resumed on 3 ranks unsharded; on 1 process
+// unsharded, the same. The 2-rank runs use the older key, optim.zero_sharding=true.
 TEST(ZeroSharding, CheckpointsInterchangeAcrossShardingAndWorldSizes) {
   const auto dir = test::make_temp_dir("zero_resume");
   const std::string zero = kAdamW + " optim.zero_sharding=true";
@@ -154,6 +174,9 @@ TEST(ZeroSharding, CheckpointsInterchangeAcrossShardingAndWorldSizes) {
   expect_same_tensors(last(dir, "resumed3_sharded"), last(dir, "resumed3_plain"));
   expect_resumed_at_step_5(dir, "resumed3_sharded", last(dir, "part_sharded"));
   expect_resumed_at_step_5(dir, "resumed3_plain", last(dir, "part_plain"));
+  run(dir, "resumed3_grad_op", 3, kAdamW + " dist.sharding=shard_grad_op" + from_sharded);
+  expect_same_tensors(last(dir, "resumed3_grad_op"), last(dir, "resumed3_plain"));
+  expect_resumed_at_step_5(dir, "resumed3_grad_op", last(dir, "part_sharded"));
   // One process, unsharded, from the sharded checkpoint. No counterpart resumed from part_plain:
   // its tensors are part_sharded's, byte for byte (checked above), so that run would be this one
   // again; what is left to show is that the sharded checkpoint loads whole and the run resumes.
@@ -202,11 +225,11 @@ TEST_P(ZeroCompressed, BitIdenticalToUnshardedCompressedDdpWithThe16BitBytesLogg
   const std::string optimizer = k.adamw ? kAdamW + " train.grad_accum_steps=2" : kSgdMomentum;
   const std::string compressed = optimizer + " dist.grad_compression=" + k.compression;
   const std::string log =
-      run(dir, "sharded", k.ranks, compressed + " optim.zero_sharding=true profile.enabled=true", k.via);
+      run(dir, "sharded", k.ranks, compressed + " dist.sharding=optimizer profile.enabled=true", k.via);
   const std::string plain_log = run(dir, "plain", k.ranks, compressed, k.via);
   expect_same_tensors(last(dir, "sharded"), last(dir, "plain"));
   EXPECT_NE(log.find("all " + std::to_string(k.ranks) + " replicas hold identical weights"), std::string::npos) << log;
-  EXPECT_NEAR(reported_share(log), 1.0 / k.ranks, 0.05);
+  expect_shares(log, plain_log, k.ranks, false);
   if (k.via == Via::mpirun) {
     EXPECT_NE(log.find("Open MPI"), std::string::npos) << log;
   }
@@ -275,13 +298,13 @@ TEST(ZeroSharding, RanksDisagreeingOnShardingAreRefused) {
                            train_args(dir / "out", "dist.timeout_s=10 " + extra),
                        dir / ("rank" + std::to_string(r) + ".log"));
   };
-  const pid_t r0 = rank(0, "optim.zero_sharding=true"), r1 = rank(1, "optim.zero_sharding=false");
+  const pid_t r0 = rank(0, "optim.zero_sharding=true"), r1 = rank(1, "dist.sharding=no_shard");
   const int rc1 = test::wait_for(r1, std::chrono::seconds(60)), rc0 = test::wait_for(r0, std::chrono::seconds(60));
   const std::string log1 = test::read_text(dir / "rank1.log");
   EXPECT_EQ(rc1, 2) << log1;
   EXPECT_NE(rc0, 0) << test::read_text(dir / "rank0.log");
   EXPECT_NE(rc0, -1) << "rank 0 hung";
-  EXPECT_NE(log1.find("key 'optim.zero_sharding' differs"), std::string::npos) << log1;
+  EXPECT_NE(log1.find("key 'dist.sharding' differs"), std::string::npos) << log1;
 }
 
 }  // namespace

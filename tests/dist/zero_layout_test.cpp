@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "dist/ddp.h"
+#include "dist/sharded_buckets.h"
 #include "engine/ops.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
@@ -33,10 +34,12 @@ std::vector<int64_t> padding_elements(const std::vector<int64_t>& offsets, const
   return out;
 }
 
+ShardedBuckets& sharded_of(DistributedDataParallel& ddp) { return dynamic_cast<ShardedBuckets&>(ddp.reducer()); }
+
 // Checks the layout rules for the current buckets; returns the padding's element indices.
 std::vector<int64_t> expect_aligned_layout(DistributedDataParallel& ddp, const nn::NamedTensors& params) {
   const std::vector<int64_t>& offsets = ddp.reducer().buckets().offsets();
-  const Tensor& flat = ddp.sharded()->flat_parameters();
+  const Tensor& flat = sharded_of(ddp).flat_parameters();
   EXPECT_EQ(offsets.size(), params.size());
   std::vector<int64_t> numel;
   for (const auto& [name, p] : params) numel.push_back(p.numel());
@@ -70,10 +73,10 @@ TEST(ZeroLayout, EveryParameterStartsAlignedAndThePaddingStaysZero) {
     DdpOptions o;
     o.bucket_cap_mb = 0.004;  // several buckets, parameters cut across shards
     o.first_bucket_mb = 0.001;
-    o.zero_sharding = true;
+    o.sharding = Sharding::optimizer;
     DistributedDataParallel ddp(model, group, o);
     nn::AdamW opt(model.named_parameters(), AdamWOptions{2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f});
-    ddp.sharded()->attach(opt);
+    ddp.reducer().attach(opt);
     const nn::NamedTensors params = model.named_parameters();
     // Packed end to end, some parameter of this model would start unaligned: the check has teeth.
     int64_t packed = 0, unaligned_when_packed = 0;
@@ -92,7 +95,7 @@ TEST(ZeroLayout, EveryParameterStartsAlignedAndThePaddingStaysZero) {
       ddp.reducer().start_parameter_gather();
       ddp.reducer().wait_for_parameters();
       ASSERT_FALSE(padding.empty()) << "a layout of this model without padding: nothing tested";
-      const float* weights = ddp.sharded()->flat_parameters().data<float>();
+      const float* weights = sharded_of(ddp).flat_parameters().data<float>();
       const float* grads = ddp.reducer().buckets().flat().data<float>();
       for (int64_t e : padding) {
         ASSERT_EQ(weights[e], 0.f) << "rank " << rank << ", step " << step << ": padding element " << e;
@@ -101,8 +104,8 @@ TEST(ZeroLayout, EveryParameterStartsAlignedAndThePaddingStaysZero) {
       ddp.reducer().zero_grad();
     }
     for (const auto& [name, p] : params) total[size_t(rank)] += p.numel();
-    EXPECT_EQ(ddp.sharded()->total_elements(), total[size_t(rank)]);
-    owned[size_t(rank)] = ddp.sharded()->owned_elements();
+    EXPECT_EQ(sharded_of(ddp).total_elements(), total[size_t(rank)]);
+    owned[size_t(rank)] = sharded_of(ddp).owned_elements();
   });
   // The padding is nobody's: the ranks' shards add up to the model's parameters, no more.
   EXPECT_EQ(owned[0] + owned[1] + owned[2], total[0]);

@@ -1,10 +1,12 @@
-// ZeRO-1 on real Gloo collectives, ranks as threads: the reduce-scatter's shards are bit-for-bit
-// the all-reduce's (so its blocks and order of additions are Gloo's ring's), the all-gather puts
-// every shard everywhere, and DDP with zero_sharding trains SGD (momentum, Nesterov, weight decay)
-// and AdamW (weight decay, a changing learning rate), gradient accumulation included, to weights
-// and gathered optimizer state bit-identical to unsharded DDP, holding about 1/world of the state;
-// with dist.grad_compression (fp16, bf16) the 16-bit reduce-scatter's shards are the 16-bit
-// all-reduce's bit for bit, and sharded compressed training equals unsharded compressed DDP.
+// ZeRO-1 and ZeRO-2 (dist.sharding=optimizer, shard_grad_op) on real Gloo collectives, ranks as
+// threads: the reduce-scatter's shards are bit-for-bit the all-reduce's (so its blocks and order
+// of additions are Gloo's ring's), the all-gather puts every shard everywhere, and DDP with either
+// strategy trains SGD (momentum, Nesterov, weight decay) and AdamW (weight decay, a changing
+// learning rate), gradient accumulation included, at 2, 3 and 4 ranks, to weights and gathered
+// optimizer state bit-identical to unsharded DDP, holding about 1/world of the state, and under
+// shard_grad_op about 1/world of the gradients between steps; with dist.grad_compression (fp16,
+// bf16) the 16-bit reduce-scatter's shards are the 16-bit all-reduce's bit for bit, and sharded
+// compressed training equals unsharded compressed DDP.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,6 +16,7 @@
 
 #include "dist/ddp.h"
 #include "dist/overflow_agreement.h"
+#include "dist/sharded_buckets.h"
 #include "engine/ops.h"
 #include "nn/grad_scaler.h"
 #include "nn/miniresnet.h"
@@ -87,7 +90,7 @@ TEST_P(ZeroWorld, AllGatherPutsEveryShardEverywhere) {
   });
 }
 
-// ---- DDP with zero_sharding against unsharded DDP
+// ---- DDP sharded (optimizer, shard_grad_op) against unsharded DDP
 
 constexpr int64_t kPerRank = 4;
 enum class Opt { sgd, adamw };
@@ -96,7 +99,10 @@ struct RunResult {
   std::vector<uint8_t> weights;  // the state dict's bytes
   nn::NamedTensors optimizer;    // unsharded: its state; sharded: gathered
   int64_t state_bytes = 0, owned = 0, total = 0;
+  Reducer::Resident resident;    // after the last step
 };
+
+ShardedBuckets& sharded_of(DistributedDataParallel& ddp) { return dynamic_cast<ShardedBuckets&>(ddp.reducer()); }
 
 std::vector<uint8_t> state_bytes(const nn::Module& m) {
   std::vector<uint8_t> out;
@@ -114,8 +120,9 @@ std::unique_ptr<nn::Optimizer> make(Opt which, const nn::Module& model) {
 
 // `steps` optimizer steps of `accum` micro-batches each, the learning rate changing every step.
 // With `compression`, gradients go over the wire in 16 bits (dist.grad_compression).
-std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int accum,
+std::vector<RunResult> train(int world, Opt which, Sharding sharding, int steps, int accum,
                              GradCompression compression = GradCompression::none) {
+  const bool sharded = sharding != Sharding::no_shard;
   std::vector<RunResult> out(static_cast<size_t>(world));
   test::run_rank_threads(world, [&](int rank, ProcessGroup& group) {
     Generator gen{static_cast<uint64_t>(rank)};
@@ -123,11 +130,11 @@ std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int 
     DdpOptions o;
     o.bucket_cap_mb = 0.004;  // several buckets, parameters cut across shards
     o.first_bucket_mb = 0.001;
-    o.zero_sharding = sharded;
+    o.sharding = sharding;
     o.grad_compression = compression;
     DistributedDataParallel ddp(model, group, o);
     auto opt = make(which, model);
-    if (sharded) ddp.sharded()->attach(*opt);
+    ddp.reducer().attach(*opt);
     for (int step = 0; step < steps; ++step) {
       for (int micro = 0; micro < accum; ++micro) {
         const int64_t first = ((step * accum + micro) * world + rank) * kPerRank % 48;
@@ -145,17 +152,18 @@ std::vector<RunResult> train(int world, Opt which, bool sharded, int steps, int 
     }
     ddp.reducer().wait_for_parameters();
     if (sharded) {  // the last step all-gathered every bucket
-      EXPECT_EQ(ddp.sharded()->last_all_gathers().size(), ddp.reducer().buckets().size());
-      for (const auto& w : ddp.sharded()->last_all_gathers()) EXPECT_TRUE(w && w->done());
+      EXPECT_EQ(sharded_of(ddp).last_all_gathers().size(), ddp.reducer().buckets().size());
+      for (const auto& w : sharded_of(ddp).last_all_gathers()) EXPECT_TRUE(w && w->done());
     }
     ddp.sync_buffers();
     RunResult& r = out[size_t(rank)];
     r.weights = state_bytes(model);
-    r.optimizer = sharded ? ddp.sharded()->gather_optimizer_state() : opt->state_tensors();
+    r.optimizer = ddp.reducer().full_optimizer_state();
     r.state_bytes = opt->state_bytes();
+    r.resident = ddp.reducer().resident_bytes();
     if (sharded) {
-      r.owned = ddp.sharded()->owned_elements();
-      r.total = ddp.sharded()->total_elements();
+      r.owned = sharded_of(ddp).owned_elements();
+      r.total = sharded_of(ddp).total_elements();
     }
   });
   return out;
@@ -172,16 +180,27 @@ void expect_same_state(const nn::NamedTensors& a, const nn::NamedTensors& b, con
 }
 
 void expect_sharded_equals_unsharded(int world, Opt which, int accum,
-                                     GradCompression compression = GradCompression::none) {
-  const auto plain = train(world, which, false, 5, accum, compression);
-  const auto zero = train(world, which, true, 5, accum, compression);
+                                     GradCompression compression = GradCompression::none,
+                                     Sharding strategy = Sharding::optimizer) {
+  const auto plain = train(world, which, Sharding::no_shard, 5, accum, compression);
+  const auto zero = train(world, which, strategy, 5, accum, compression);
   for (int r = 0; r < world; ++r) {
-    EXPECT_TRUE(zero[size_t(r)].weights == plain[size_t(r)].weights) << "rank " << r << ": weights differ";
-    expect_same_state(zero[size_t(r)].optimizer, plain[size_t(r)].optimizer, "rank " + std::to_string(r));
+    const RunResult &z = zero[size_t(r)], &p = plain[size_t(r)];
+    EXPECT_TRUE(z.weights == p.weights) << "rank " << r << ": weights differ";
+    expect_same_state(z.optimizer, p.optimizer, "rank " + std::to_string(r));
     // Each rank holds about 1/world of the state (shards of every bucket), the ranks all of it.
-    const double share = double(zero[size_t(r)].state_bytes) / double(plain[size_t(r)].state_bytes);
-    EXPECT_NEAR(share, 1.0 / world, 0.1) << "rank " << r << " holds " << zero[size_t(r)].state_bytes << " of "
-                                         << plain[size_t(r)].state_bytes << " bytes";
+    const double share = double(z.state_bytes) / double(p.state_bytes);
+    EXPECT_NEAR(share, 1.0 / world, 0.1) << "rank " << r << " holds " << z.state_bytes << " of " << p.state_bytes
+                                         << " bytes";
+    EXPECT_EQ(z.resident.optimizer_state, z.state_bytes);
+    // shard_grad_op: between steps, about 1/world of the gradients too; ZeRO-1 keeps them whole.
+    const double grads = double(z.resident.gradients) / double(p.resident.gradients);
+    if (strategy == Sharding::shard_grad_op)
+      EXPECT_NEAR(grads, 1.0 / world, 0.1) << "rank " << r << " holds " << z.resident.gradients << " of "
+                                           << p.resident.gradients << " gradient bytes";
+    else
+      EXPECT_GE(grads, 1.0) << "rank " << r;
+    EXPECT_GE(z.resident.parameters, p.resident.parameters) << "rank " << r << ": parameters are not sharded";
   }
   int64_t owned = 0;
   for (const auto& r : zero) owned += r.owned;
@@ -193,8 +212,14 @@ TEST_P(ZeroWorld, AdamWIsBitIdenticalToUnsharded) { expect_sharded_equals_unshar
 TEST_P(ZeroWorld, GradientAccumulationIsBitIdenticalToUnsharded) {
   expect_sharded_equals_unsharded(GetParam(), Opt::adamw, 2);
 }
+TEST_P(ZeroWorld, ShardGradOpSgdIsBitIdenticalToUnshardedHoldingAShardOfTheGradients) {
+  expect_sharded_equals_unsharded(GetParam(), Opt::sgd, 1, GradCompression::none, Sharding::shard_grad_op);
+}
+TEST_P(ZeroWorld, ShardGradOpAdamWWithAccumulationIsBitIdenticalToUnsharded) {
+  expect_sharded_equals_unsharded(GetParam(), Opt::adamw, 2, GradCompression::none, Sharding::shard_grad_op);
+}
 
-INSTANTIATE_TEST_SUITE_P(Ranks, ZeroWorld, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(Ranks, ZeroWorld, ::testing::Values(2, 3, 4));
 
 // ---- ZeRO-1 with dist.grad_compression: the reduce-scatter is the first half of the 16-bit
 // all-reduce, so a rank's shard holds the bits the compressed all-reduce gives there.
@@ -241,13 +266,14 @@ std::vector<uint8_t> weights_of(const std::vector<RunResult>& runs) { return run
 TEST_P(ZeroCompressed, SgdNesterovMomentumIsBitIdenticalToUnshardedCompressedDdp) {
   const auto [world, compression] = GetParam();
   expect_sharded_equals_unsharded(world, Opt::sgd, 1, compression);
-  EXPECT_NE(weights_of(train(world, Opt::sgd, true, 5, 1, compression)),
-            weights_of(train(world, Opt::sgd, true, 5, 1)))
+  EXPECT_NE(weights_of(train(world, Opt::sgd, Sharding::optimizer, 5, 1, compression)),
+            weights_of(train(world, Opt::sgd, Sharding::optimizer, 5, 1)))
       << "compressed and float32 sharded training gave the same weights";
 }
 TEST_P(ZeroCompressed, AdamWWithAccumulationIsBitIdenticalToUnshardedCompressedDdp) {
   const auto [world, compression] = GetParam();
   expect_sharded_equals_unsharded(world, Opt::adamw, 2, compression);
+  expect_sharded_equals_unsharded(world, Opt::adamw, 2, compression, Sharding::shard_grad_op);
 }
 
 INSTANTIATE_TEST_SUITE_P(Wire, ZeroCompressed,
@@ -290,11 +316,11 @@ TEST(Zero, ATransportWithoutA16BitReduceScatterRefusesNamingItself) {
   Generator gen(0);
   nn::MiniResNet model(test::tiny_resnet(), gen);
   DdpOptions o;
-  o.zero_sharding = true;
+  o.sharding = Sharding::optimizer;
   o.grad_compression = GradCompression::bf16;
   DistributedDataParallel ddp(model, std::make_unique<NoCompressedReduceScatter>(), o);
   nn::SGD sgd(model.named_parameters(), {0.1f, 0.f, 0.f, 0.f, false});
-  ddp.sharded()->attach(sgd);
+  ddp.reducer().attach(sgd);
   try {
     for (int step = 0; step < 2; ++step) {  // the first step all-reduces; the second reduce-scatters
       ops::cross_entropy(ddp(test::union_images(0, 2)), test::union_labels(0, 2)).backward();
@@ -312,32 +338,32 @@ TEST(Zero, ATransportWithoutA16BitReduceScatterRefusesNamingItself) {
 // Mixed precision under sharding: an overflow in one rank's shard only (after the reduce-scatter,
 // no other rank holds those sums) still makes every rank skip the step, through the scaler's
 // agreement; the all-gather that follows leaves every replica as it was.
-TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
+class ZeroStrategy : public ::testing::TestWithParam<Sharding> {};
+
+TEST_P(ZeroStrategy, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
   std::vector<int> stepped(3, -1);
   std::vector<std::string> moved(3);
   test::run_rank_threads(3, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
     nn::MiniResNet model(test::tiny_resnet(), gen);
     DdpOptions o;
-    o.zero_sharding = true;
+    o.sharding = GetParam();
     DistributedDataParallel ddp(model, group, o);
     nn::SGD sgd(model.named_parameters(), {0.1f, 0.9f, 0.f, 0.f, false});
-    ddp.sharded()->attach(sgd);
+    ddp.reducer().attach(sgd);
     nn::GradScaler scaler;
     agree_on_overflow(scaler, ddp.comm());
     for (int step = 0; step < 2; ++step) {  // the first step is unsharded; the second is sharded
       scaler.backward(
           ops::cross_entropy(ddp(test::union_images(rank * kPerRank, kPerRank)), test::union_labels(0, kPerRank)));
       ddp.reducer().wait_for_gradients();
-      if (step == 1 && rank == 2) {  // one element of rank 2's own shard
-        const auto& owned = sgd.shard_ranges();
-        ASSERT_FALSE(owned.empty());
-        for (auto& [name, p] : model.named_parameters())
-          if (name == owned.begin()->first)
-            p.grad().view_at(owned.begin()->second.begin, {1}).fill_(std::numeric_limits<double>::infinity());
+      if (step == 1 && rank == 2) {  // one element of rank 2's own shard, as the optimizer will read it
+        const nn::NamedTensors owned = sgd.gradients();
+        ASSERT_TRUE(sgd.sharded() && !owned.empty());
+        owned.front().second.view_at(0, {1}).fill_(std::numeric_limits<double>::infinity());
       }
       const std::vector<uint8_t> before = state_bytes(model);
-      const bool took = scaler.step(sgd, model.named_parameters(), 0.1);
+      const bool took = scaler.step(sgd, 0.1);
       ddp.reducer().start_parameter_gather();
       ddp.reducer().zero_grad();
       ddp.reducer().wait_for_parameters();
@@ -352,6 +378,9 @@ TEST(Zero, AnOverflowInOneRanksShardSkipsTheStepOnEveryRank) {
     EXPECT_EQ(moved[size_t(r)], "") << "rank " << r;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Strategies, ZeroStrategy, ::testing::Values(Sharding::optimizer, Sharding::shard_grad_op),
+                         [](const auto& info) { return std::string(enum_name(info.param)); });
 
 // A transport without reduce-scatter and all-gather (as Gloo staged through host memory) refuses
 // sharding when DDP is built, naming itself.
@@ -373,17 +402,41 @@ TEST(Zero, ATransportWithoutShardCollectivesRefusesNamingItself) {
   Generator gen(0);
   nn::MiniResNet model(test::tiny_resnet(), gen);
   DdpOptions o;
-  o.zero_sharding = true;
-  try {
-    DistributedDataParallel ddp(model, std::make_unique<AllReduceOnly>(), o);
-    FAIL() << "sharding accepted over a transport without reduce-scatter";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("optim.zero_sharding=true: the all-reduce-only test transport"),
-              std::string::npos)
-        << e.what();
+  for (Sharding s : {Sharding::optimizer, Sharding::shard_grad_op}) {
+    o.sharding = s;
+    try {
+      DistributedDataParallel ddp(model, std::make_unique<AllReduceOnly>(), o);
+      FAIL() << "sharding accepted over a transport without reduce-scatter";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("dist.sharding={}: the all-reduce-only test transport",
+                                                       enum_name(s))),
+                std::string::npos)
+          << e.what();
+    }
   }
-  o.zero_sharding = false;  // unsharded it is fine
+  o.sharding = Sharding::no_shard;  // unsharded it is fine
   DistributedDataParallel plain(model, std::make_unique<AllReduceOnly>(), o);
+}
+
+// full_shard and hybrid_shard are not built: DDP refuses them by name rather than running
+// something else.
+TEST(Zero, StrategiesNotBuiltAreRefusedWhenDdpIsBuilt) {
+  test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(test::tiny_resnet(), gen);
+    for (Sharding s : {Sharding::full_shard, Sharding::hybrid_shard}) {
+      DdpOptions o;
+      o.sharding = s;
+      try {
+        DistributedDataParallel ddp(model, group, o);
+        ADD_FAILURE() << enum_name(s) << " accepted";
+      } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find(fmt::format("dist.sharding={}", enum_name(s))), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("not built yet"), std::string::npos) << e.what();
+      }
+    }
+  });
 }
 
 TEST(Zero, AForwardWithoutAnAttachedOptimizerIsRefused) {
@@ -391,7 +444,7 @@ TEST(Zero, AForwardWithoutAnAttachedOptimizerIsRefused) {
     Generator gen(0);
     nn::MiniResNet model(test::tiny_resnet(), gen);
     DdpOptions o;
-    o.zero_sharding = true;
+    o.sharding = Sharding::shard_grad_op;
     DistributedDataParallel ddp(model, group, o);
     try {
       ddp(test::union_images(0, 2));

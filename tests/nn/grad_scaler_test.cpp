@@ -27,7 +27,7 @@ TEST(GradScaler, UnscalesThenSteps) {
   Fixture f;
   GradScaler s({8.0, 2.0, 0.5, 3});
   f.set_grad(8.f, -16.f);  // scaled gradients of 1 and -2
-  EXPECT_TRUE(s.step(f.sgd, f.params, 1.0));
+  EXPECT_TRUE(s.step(f.sgd, 1.0));
   EXPECT_EQ(f.p.to_vector<float>(), (std::vector<float>{0.f, 4.f}));
   EXPECT_EQ(s.growth_tracker(), 1);
 }
@@ -37,7 +37,7 @@ TEST(GradScaler, OverflowSkipsTheStepAndBacksOff) {
   GradScaler s({8.0, 2.0, 0.5, 3});
   for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
     f.set_grad(bad, 1.f);
-    EXPECT_FALSE(s.step(f.sgd, f.params, 1.0));
+    EXPECT_FALSE(s.step(f.sgd, 1.0));
     EXPECT_EQ(f.p.to_vector<float>(), (std::vector<float>{1.f, 2.f}));  // untouched
   }
   EXPECT_EQ(s.scale(), 2.0);  // 8 -> 4 -> 2
@@ -49,11 +49,11 @@ TEST(GradScaler, GrowsAfterTheIntervalOfCleanSteps) {
   GradScaler s({8.0, 2.0, 0.5, 3});
   for (int i = 0; i < 2; ++i) {
     f.set_grad(0.f, 0.f);
-    s.step(f.sgd, f.params, 1.0);
+    s.step(f.sgd, 1.0);
   }
   EXPECT_EQ(s.scale(), 8.0);
   f.set_grad(0.f, 0.f);
-  s.step(f.sgd, f.params, 1.0);
+  s.step(f.sgd, 1.0);
   EXPECT_EQ(s.scale(), 16.0);
   EXPECT_EQ(s.growth_tracker(), 0);
   // An overflow in the middle of a clean run resets the count.
@@ -69,7 +69,7 @@ TEST(GradScaler, RanksAgreeOnOverflow) {
   Fixture f;
   GradScaler s({8.0, 2.0, 0.5, 3});
   f.set_grad(8.f, 8.f);  // finite here, but another rank overflowed
-  EXPECT_FALSE(s.step(f.sgd, f.params, 1.0, [](Tensor& found_inf) { found_inf.fill_(1.0); }));
+  EXPECT_FALSE(s.step(f.sgd, 1.0, [](Tensor& found_inf) { found_inf.fill_(1.0); }));
   EXPECT_EQ(f.p.to_vector<float>(), (std::vector<float>{1.f, 2.f}));
   EXPECT_EQ(s.scale(), 4.0);
 }

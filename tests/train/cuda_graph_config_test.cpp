@@ -46,7 +46,7 @@ const std::vector<Conflict> kConflicts = {{"train.device=cpu", "train.device", "
                                           {"dist.backend=gloo", "dist.backend", "host code"},
                                           {"train.grad_accum_steps=4", "train.grad_accum_steps", "one micro-batch"},
                                           {"profile.enabled=true", "profile.enabled", "profile"},
-                                          {"optim.zero_sharding=true", "optim.zero_sharding", "after the first step"}};
+                                          {"dist.sharding=optimizer", "dist.sharding", "after the first step"}};
 
 TEST(CudaGraphConfig, TrueRefusesWhatCannotBeCapturedNamingBothKeys) {
   for (const Conflict& k : kConflicts) {

@@ -116,6 +116,7 @@ TEST(TrainConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_DOUBLE_EQ(c.optim.beta2, 0.999);
   EXPECT_DOUBLE_EQ(c.optim.eps, 1e-8);
   EXPECT_FALSE(c.optim.zero_sharding);
+  EXPECT_EQ(c.dist.sharding, dist::Sharding::no_shard);
   EXPECT_DOUBLE_EQ(c.sched.min_lr, 0.0);
   EXPECT_EQ(c.train.max_steps, 0);
   EXPECT_EQ(c.train.threads, 0);
@@ -309,7 +310,7 @@ TEST(TrainConfig, HelpListsEveryKey) {
       "sched.min_lr", "train.epochs", "train.max_steps", "train.grad_accum_steps", "train.seed",
       "train.log_interval", "train.device", "train.threads", "train.eval_batch_size", "train.target_accuracy",
       "train.cuda_graph",
-      "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "kernels.cudnn_deterministic", "kernels.cpu_conv", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "dist.backend", "dist.bucket_cap_mb",
+      "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "kernels.cudnn_deterministic", "kernels.cpu_conv", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "dist.backend", "dist.bucket_cap_mb", "dist.sharding",
       "dist.timeout_s", "dist.modeled_world_size", "dist.modeled_link", "dist.grad_compression", "output.dir", "profile.enabled"};
   for (const auto& k : keys) EXPECT_NE(h.find("  " + k + " "), std::string::npos) << k << "\n" << h;
   EXPECT_EQ(size_t(std::count(h.begin(), h.end(), '\n')), keys.size()) << "a key the list above misses:\n" << h;

@@ -138,7 +138,7 @@ TEST(GpuTrain, ModeledBackendRunsOneProcessAsEightRanks) {
   // The figure logged is the ring model over the buckets the log names: the model is affine in the
   // bytes, so N buckets of B bytes in all take ring(B) plus N - 1 times ring(0), the latency.
   std::smatch buckets, modeled;
-  ASSERT_TRUE(std::regex_search(r.output, buckets, std::regex(R"(DDP: (\d+) gradient buckets over .*, (\d+) bytes all-reduced)")))
+  ASSERT_TRUE(std::regex_search(r.output, buckets, std::regex(R"(DDP \(dist.sharding=no_shard\) over .*: (\d+) gradient buckets, (\d+) bytes all-reduced)")))
       << r.output;
   ASSERT_TRUE(std::regex_search(r.output, modeled, std::regex(R"(one step's collectives: ([0-9.]+) ms)"))) << r.output;
   const int64_t n = std::stoll(buckets[1]);

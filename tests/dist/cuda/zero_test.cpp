@@ -1,7 +1,7 @@
-// ZeRO-1 (DdpOptions::zero_sharding) with CUDA tensors: one rank over real NCCL (its
-// ncclReduceScatter / ncclAllGather on the communication stream, buckets padded to equal shards)
-// and over the modeled backend trains SGD with momentum and AdamW to weights bit-identical to
-// unsharded DDP, also with fp16/bf16 gradient compression (the 16-bit reduce-scatter) against
+// ZeRO-1 and ZeRO-2 (DdpOptions::sharding optimizer, shard_grad_op) with CUDA tensors: one rank
+// over real NCCL (its ncclReduceScatter / ncclAllGather on the communication stream, buckets
+// padded to equal shards) and over the modeled backend trains SGD with momentum and AdamW to
+// weights bit-identical to unsharded DDP, also with fp16/bf16 gradient compression (the 16-bit reduce-scatter) against
 // unsharded compressed DDP; Gloo staged through host memory refuses sharding, naming itself.
 // Skips without a GPU.
 #include <gtest/gtest.h>
@@ -29,7 +29,7 @@ std::unique_ptr<nn::Optimizer> make(bool adamw, const nn::Module& m) {
 
 // The weights' bytes after 4 steps with `comm` (made fresh per run), gradients compressed to
 // 16 bits with `compression`.
-std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>& comm, bool adamw, bool sharded,
+std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>& comm, bool adamw, Sharding sharding,
                            GradCompression compression = GradCompression::none) {
   Generator gen(21);
   nn::MiniResNet m(test::tiny_resnet(), gen);
@@ -37,11 +37,11 @@ std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>&
   DdpOptions o;
   o.bucket_cap_mb = 0.002;
   o.first_bucket_mb = 0.001;
-  o.zero_sharding = sharded;
+  o.sharding = sharding;
   o.grad_compression = compression;
   DistributedDataParallel ddp(m, comm(), o);
   auto opt = make(adamw, m);
-  if (sharded) ddp.sharded()->attach(*opt);
+  ddp.reducer().attach(*opt);
   for (int step = 0; step < 4; ++step) {
     ops::cross_entropy(ddp(test::union_images(step * 4, 4).to(kGpu)), test::union_labels(step * 4, 4).to(kGpu))
         .backward();
@@ -74,14 +74,15 @@ TEST(CudaZero, SingleRankNcclShardedEqualsUnshardedSgdAndAdamW) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
   for (bool adamw : {false, true})
-    EXPECT_TRUE(train(single_rank_nccl, adamw, true) == train(single_rank_nccl, adamw, false))
-        << (adamw ? "AdamW" : "SGD") << ": sharded weights differ from unsharded";
+    for (Sharding s : {Sharding::optimizer, Sharding::shard_grad_op})
+      EXPECT_TRUE(train(single_rank_nccl, adamw, s) == train(single_rank_nccl, adamw, Sharding::no_shard))
+          << (adamw ? "AdamW" : "SGD") << ", " << enum_name(s) << ": sharded weights differ from unsharded";
 }
 
 TEST(CudaZero, ModeledBackendShardedEqualsUnsharded) {
   NEED_GPU();
   auto modeled = [] { return make_modeled_comm(8, nvlink_link(), kGpu); };
-  EXPECT_TRUE(train(modeled, true, true) == train(modeled, true, false));
+  EXPECT_TRUE(train(modeled, true, Sharding::shard_grad_op) == train(modeled, true, Sharding::no_shard));
 }
 
 // ZeRO-1 with dist.grad_compression: the divide and cast, ncclReduceScatter in ncclHalf /
@@ -93,16 +94,19 @@ TEST(CudaZero, SingleRankNcclShardedCompressedEqualsUnshardedCompressed) {
   for (GradCompression c : {GradCompression::fp16, GradCompression::bf16})
     for (bool adamw : {false, true}) {
       SCOPED_TRACE(std::string(enum_name(c)) + (adamw ? " AdamW" : " SGD"));
-      const std::vector<uint8_t> sharded = train(single_rank_nccl, adamw, true, c);
-      EXPECT_TRUE(sharded == train(single_rank_nccl, adamw, false, c)) << "sharded weights differ from unsharded";
-      EXPECT_FALSE(sharded == train(single_rank_nccl, adamw, true)) << "the same weights as float32 gradients give";
+      const std::vector<uint8_t> sharded = train(single_rank_nccl, adamw, Sharding::optimizer, c);
+      EXPECT_TRUE(sharded == train(single_rank_nccl, adamw, Sharding::no_shard, c))
+          << "sharded weights differ from unsharded";
+      EXPECT_FALSE(sharded == train(single_rank_nccl, adamw, Sharding::optimizer))
+          << "the same weights as float32 gradients give";
     }
 }
 
 TEST(CudaZero, ModeledBackendShardedCompressedEqualsUnshardedCompressed) {
   NEED_GPU();
   auto modeled = [] { return make_modeled_comm(8, nvlink_link(), kGpu); };
-  EXPECT_TRUE(train(modeled, true, true, GradCompression::bf16) == train(modeled, true, false, GradCompression::bf16));
+  EXPECT_TRUE(train(modeled, true, Sharding::optimizer, GradCompression::bf16) ==
+              train(modeled, true, Sharding::no_shard, GradCompression::bf16));
 }
 
 TEST(CudaZero, StagedGlooRefusesShardingNamingItself) {
@@ -117,10 +121,10 @@ TEST(CudaZero, StagedGlooRefusesShardingNamingItself) {
   nn::MiniResNet m(test::tiny_resnet(), gen);
   m.to(kGpu);
   DdpOptions o;
-  o.zero_sharding = true;
+  o.sharding = Sharding::shard_grad_op;
   try {
     DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), o);
-    ADD_FAILURE() << "staged Gloo accepted zero_sharding";
+    ADD_FAILURE() << "staged Gloo accepted dist.sharding=shard_grad_op";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("staged through pinned host memory"), std::string::npos) << e.what();
   }

@@ -103,18 +103,18 @@ TEST(GpuTraining, GradScalerSkipsAnOverflowOnTheDevice) {
   SGD sgd(params, {1.0f, 0.f, 0.f, 0.f, false});
   GradScaler scaler({8.0, 2.0, 0.5, 3}, kGpu);
   p.set_grad(Tensor::from_vector<float>({8.f, -16.f}, {2}).to(kGpu));
-  scaler.step(sgd, params, 1.0);
+  scaler.step(sgd, 1.0);
   EXPECT_FALSE(scaler.last_step_skipped());
   EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{0.f, 4.f}));  // unscaled by 8, then p -= g
   p.set_grad(Tensor::from_vector<float>({std::numeric_limits<float>::infinity(), 1.f}, {2}).to(kGpu));
-  scaler.step(sgd, params, 1.0);
+  scaler.step(sgd, 1.0);
   EXPECT_TRUE(scaler.last_step_skipped());
   EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{0.f, 4.f})) << "skipped on the device";
   EXPECT_EQ(scaler.scale(), 4.0);
   EXPECT_EQ(scaler.growth_tracker(), 0);
   for (int i = 0; i < 3; ++i) {
     p.set_grad(Tensor::zeros({2}).to(kGpu));
-    scaler.step(sgd, params, 1.0);
+    scaler.step(sgd, 1.0);
   }
   EXPECT_EQ(scaler.scale(), 8.0) << "grows after growth_interval clean steps";
 }
@@ -134,7 +134,7 @@ TEST(GpuTraining, SteadyStateStepsNeverReachCudaMalloc) {
       loss = ops::cross_entropy(model(x), y);
     }
     scaler.backward(loss);
-    scaler.step(opt, model.named_parameters(), 0.01);
+    scaler.step(opt, 0.01);
     opt.zero_grad();
   };
   step();
@@ -170,7 +170,7 @@ TEST(GpuTraining, MixedPrecisionFp16Learns) {
     if (step == 0) first = loss.item();
     last = loss.item();
     scaler.backward(loss);
-    scaler.step(opt, model.named_parameters(), h.lr);
+    scaler.step(opt, h.lr);
     opt.zero_grad();
   }
   EXPECT_LT(last, 0.5 * first) << "memorizing " << n << " images: the loss must fall";
