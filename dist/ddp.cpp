@@ -53,7 +53,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
   buckets.bucket_cap_mb = options_.bucket_cap_mb;
   buckets.first_bucket_mb = options_.first_bucket_mb;
   buckets.wire = wire_dtype(options_.grad_compression);
-  if (shards_optimizer(options_.sharding))
+  if (options_.sharding == Sharding::full_shard) {
+    const UnitPolicy none = [](const std::string&, nn::Module&) { return false; };
+    reducer_ = std::make_unique<FullShard>(model, *comm_, bucket_comm, options_.shard_units ? options_.shard_units : none);
+  } else if (shards_optimizer(options_.sharding))
     reducer_ = std::make_unique<ShardedBuckets>(params, *comm_, bucket_comm, buckets, options_.sharding);
   else
     reducer_ = std::make_unique<BucketedAllReduce>(params, bucket_comm, buckets);

@@ -7,7 +7,8 @@
 // buffers (BatchNorm statistics) come from rank 0 in one coalesced broadcast. The training loop
 // waits for the gradients, zeroes them and (sharded) gathers the parameters through reducer().
 // Which reducer: DdpOptions::sharding (dist/sharding.h) picks ShardedBuckets
-// (dist/sharded_buckets.h) for optimizer and shard_grad_op, BucketedAllReduce for no_shard; with
+// (dist/sharded_buckets.h) for optimizer and shard_grad_op, FullShard (dist/full_shard.h) for
+// full_shard, BucketedAllReduce for no_shard; with
 // dist.grad_compression the reducer's buckets travel through the 16-bit decorator
 // (dist/grad_compression.h). SyncBatchNorm is attached by whoever builds the model's
 // data parallelism (dist/sync_batch_norm.h), over comm().
@@ -18,6 +19,7 @@
 #include "dist/gradient_comm.h"
 #include "dist/process_group.h"
 #include "dist/reducer.h"
+#include "dist/full_shard.h"
 #include "dist/sharding.h"
 #include "nn/module.h"
 
@@ -28,6 +30,9 @@ struct DdpOptions {
   double first_bucket_mb = 1.0;  // small first bucket: its all-reduce starts as early as possible
   bool broadcast_buffers = true;  // BatchNorm statistics from rank 0 before each forward
   Sharding sharding = Sharding::no_shard;  // dist.sharding (dist/sharding.h)
+  // full_shard: which submodules are units of their own (MiniResNet: nn::is_residual_block);
+  // unset, the whole model is one unit.
+  UnitPolicy shard_units;
   // dist.grad_compression: buckets all-reduced in 16 bits as PyTorch's fp16/bf16 compress hooks
   // (dist/grad_compression.h); the scaler's found_inf is never compressed.
   GradCompression grad_compression = GradCompression::none;

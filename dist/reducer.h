@@ -58,6 +58,13 @@ class Reducer {
   // Every rank takes part: the attached optimizer's whole state, in the unsharded names, shapes
   // and order (a checkpoint's).
   virtual nn::NamedTensors full_optimizer_state() = 0;
+  // Every rank takes part: `model`'s state_dict with every parameter whole (full_shard: gathered
+  // unit by unit, copied on rank 0 only, undefined tensors elsewhere). Others: the live one.
+  virtual nn::NamedTensors full_model_state(const nn::Module& model) { return model.state_dict(); }
+  // What every rank must hold alike at the end (the replica check): the state_dict, or under
+  // full_shard, whose parameters are not replicated, the buffers.
+  virtual nn::NamedTensors replicated_state(const nn::Module& model) { return model.state_dict(); }
+  virtual const char* replicated_what() const { return "weights"; }  // what replicated_state() holds
   // What this rank holds now, in bytes (the memory a strategy saves: logs, benchmarks, tests).
   struct Resident {
     int64_t parameters = 0, gradients = 0, optimizer_state = 0;
@@ -66,7 +73,15 @@ class Reducer {
   // What one synced step communicates, for the start-up log.
   virtual std::string describe() const = 0;
 
+  // Gradient bytes one synced step sends (the payload, as GradientBuckets::bytes_per_step), and
+  // the modeled transport's time for the step's collectives (0 on a real one).
+  virtual size_t bytes_per_step() const { return buckets().bytes_per_step(); }
+  virtual double modeled_ms_per_step(const GradientComm& comm) const {
+    return dist::modeled_ms_per_step(buckets(), comm);
+  }
+
   // The flat buffer and its buckets (sizes, bytes, the last collectives: logs, benchmarks, tests).
+  // The bucketed reducers'; full_shard has units instead and throws.
   virtual const GradientBuckets& buckets() const = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dist/sharded_buckets.h"
+#include "dist/state_shards.h"
 #include "engine/autograd/grad_mode.h"
 #include "util/check.h"
 
@@ -19,7 +20,9 @@ std::pair<std::string, std::string> split_state_key(const std::string& key) {
   return {key.substr(0, dot), key.substr(dot + 1)};
 }
 
-using StateShards = std::map<std::string, std::map<std::string, Tensor>>;  // kind -> param -> shard
+}  // namespace
+
+namespace state {
 
 // The optimizer's state tensors by kind and parameter.
 StateShards shards_by_kind(const nn::Optimizer& optimizer) {
@@ -80,7 +83,9 @@ nn::NamedTensors unsharded_state(const nn::NamedTensors& params, const std::vect
   return out;
 }
 
-}  // namespace
+}  // namespace state
+
+using namespace state;
 
 nn::NamedTensors ShardedBuckets::full_optimizer_state() {
   CG_CHECK(optimizer_, "DDP: attach the optimizer before asking for its state");

@@ -6,11 +6,13 @@
 //   no_shard       all         all                      all              all-reduce (DDP)
 //   optimizer      all         all                      1/W  (ZeRO-1)    reduce-scatter + all-gather
 //   shard_grad_op  all         1/W                      1/W  (ZeRO-2)    reduce-scatter + all-gather
-//   full_shard     1/W         1/W                      1/W  (ZeRO-3)    not built yet
+//   full_shard     1/W         1/W                      1/W  (ZeRO-3)    per unit: all-gather before
+//                                                                         forward and backward,
+//                                                                         reduce-scatter after
 //   hybrid_shard   full_shard within a node, replicas across nodes       not built yet
 //
 // One component serves each: DDP (dist/ddp.h) picks its reducer (dist/reducer.h) from the
-// strategy, and everything above it (the optimizer, the step, the trainer) talks to that reducer
+// strategy (BucketedAllReduce, ShardedBuckets, FullShard), and everything above it (the optimizer, the step, the trainer) talks to that reducer
 // only: the optimizer receives the slices this rank updates, the checkpoint asks the reducer for
 // the optimizer's whole state. optim.zero_sharding=true is the older name of
 // dist.sharding=optimizer.
@@ -32,9 +34,8 @@ inline EnumNames<Sharding> enum_names(Sharding) {
 
 // Why this build cannot run `s` ("" when it can).
 inline std::string sharding_refusal(Sharding s) {
-  if (s == Sharding::full_shard || s == Sharding::hybrid_shard)
-    return std::string("dist.sharding=") + enum_name(s) +
-           " (parameters sharded at rest) is not built yet; no_shard, optimizer and shard_grad_op are";
+  if (s == Sharding::hybrid_shard)
+    return "dist.sharding=hybrid_shard is not built yet; no_shard, optimizer, shard_grad_op and full_shard are";
   return "";
 }
 

@@ -9,6 +9,7 @@
 // On the GPU, every op enqueues on current_stream() (engine/stream.h) and never waits for the
 // device.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "engine/cross_replica.h"
@@ -68,6 +69,10 @@ Tensor silu(const Tensor& x);  // x * sigmoid(x), PyTorch's SiLU
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor add_relu(const Tensor& a, const Tensor& b);  // relu(a + b), one pass
 Tensor scale(const Tensor& x, double alpha);        // alpha * x
+// x itself in the forward (the same memory); in the backward, `before_backward` runs as x's
+// gradient arrives, before the ops that made x see it (dist/full_shard.h gathers a unit's
+// parameters there). Without autograd, x unchanged and no hook.
+Tensor backward_hook(const Tensor& x, std::function<void()> before_backward);
 // dst += src in place, recording nothing (gradient accumulation).
 void accumulate_(Tensor& dst, const Tensor& src);
 

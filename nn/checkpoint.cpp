@@ -97,11 +97,16 @@ TrainingProgress read_progress(const safetensors::File& file, const std::string&
 
 void save_checkpoint(const std::string& path, const Module& model, const Optimizer& optimizer,
                      const TrainingProgress& p, const NamedTensors* optimizer_state) {
+  save_checkpoint(path, model.state_dict(), optimizer, p, optimizer_state);
+}
+
+void save_checkpoint(const std::string& path, const NamedTensors& model_state, const Optimizer& optimizer,
+                     const TrainingProgress& p, const NamedTensors* optimizer_state) {
   CG_CHECK(optimizer_state || !optimizer.sharded(),
-           "save_checkpoint: the optimizer holds only this rank's shard of its state (ZeRO-1); pass the state "
-           "gathered from all ranks");
+           "save_checkpoint: the optimizer holds only this rank's shard of its state (dist.sharding); pass the "
+           "state gathered from all ranks");
   safetensors::File file;
-  for (const auto& [name, t] : model.state_dict()) file.tensors.emplace_back(name, to_record(t));
+  for (const auto& [name, t] : model_state) file.tensors.emplace_back(name, to_record(t));
   for (const auto& [name, t] : optimizer_state ? *optimizer_state : optimizer.state_tensors())
     file.tensors.emplace_back(kOptimPrefix + name, to_record(t));
   file.metadata["cudagrad.kind"] = "training_checkpoint";

@@ -24,9 +24,13 @@ struct TrainingProgress {
   int64_t loss_scale_growth_tracker = 0;
 };
 
-// optimizer_state: the optimizer's whole state when it holds only a shard of it (ZeRO-1; gathered
-// by DistributedDataParallel::gather_optimizer_state), else null: its own state_tensors().
+// optimizer_state: the optimizer's whole state when it holds only a shard of it (dist.sharding;
+// gathered by dist::Reducer::full_optimizer_state), else null: its own state_tensors().
 void save_checkpoint(const std::string& path, const Module& model, const Optimizer& optimizer,
+                     const TrainingProgress& progress, const NamedTensors* optimizer_state = nullptr);
+// The same with the model's state given whole (dist.sharding=full_shard gathers it unit by unit:
+// dist::Reducer::full_model_state), in state_dict() order.
+void save_checkpoint(const std::string& path, const NamedTensors& model_state, const Optimizer& optimizer,
                      const TrainingProgress& progress, const NamedTensors* optimizer_state = nullptr);
 
 // Restores model (strict) and optimizer state; returns the saved progress.

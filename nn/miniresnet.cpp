@@ -58,7 +58,7 @@ void Sequential::append(std::shared_ptr<Module> m) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor out = x;
-  for (auto& layer : layers_) out = layer->forward(out);
+  for (auto& layer : layers_) out = (*layer)(out);  // through the hooks (dist/full_shard.h)
   return out;
 }
 
@@ -119,7 +119,7 @@ Tensor MiniResNet::forward(const Tensor& x) {
     stem = conv1_->forward(x);
   }
   Tensor out = bn1_->forward_relu(ops::to_layout(stem, ops::Layout::nchw, layout));
-  for (auto& stage : stages_) out = stage->forward(out);
+  for (auto& stage : stages_) out = (*stage)(out);
   return fc_->forward(ops::global_avg_pool(out));
 }
 

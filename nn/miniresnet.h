@@ -55,4 +55,8 @@ class MiniResNet : public Module {
   std::shared_ptr<Linear> fc_;
 };
 
+// A residual block: what dist.sharding=full_shard makes a unit of its own (FSDP's auto-wrap
+// policy for a ResNet). The stem and the head stay with the root.
+inline bool is_residual_block(const Module& m) { return dynamic_cast<const BasicBlock*>(&m) != nullptr; }
+
 }  // namespace cg::nn

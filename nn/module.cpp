@@ -25,6 +25,12 @@ void Module::collect(const std::string& prefix, Collect what, NamedTensors& out)
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", what, out);
 }
 
+Tensor Module::operator()(const Tensor& x) {
+  if (hooks_.before) hooks_.before();
+  Tensor y = forward(x);
+  return hooks_.after ? hooks_.after(y) : y;
+}
+
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
   collect("", {.parameters = true}, out);

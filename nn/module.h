@@ -20,7 +20,18 @@ class Module {
  public:
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x), between this module's forward hooks when it has them. Modules call their
+  // children through this, so a hook sees every call.
+  Tensor operator()(const Tensor& x);
+
+  // What runs around forward (PyTorch's forward pre-hook and forward hook): `before`, then
+  // forward, then `after`, which may replace the output (with ops::backward_hook of it, say).
+  // dist.sharding=full_shard gathers a unit's parameters before and frees them after.
+  struct ForwardHooks {
+    std::function<void()> before;
+    std::function<Tensor(const Tensor& y)> after;
+  };
+  void set_forward_hooks(ForwardHooks hooks) { hooks_ = std::move(hooks); }
 
   // Parameters of this module and its children, depth first in registration order.
   NamedTensors named_parameters() const;
@@ -67,6 +78,7 @@ class Module {
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  ForwardHooks hooks_;
 };
 
 }  // namespace cg::nn

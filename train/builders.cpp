@@ -1,5 +1,7 @@
 #include "train/builders.h"
 
+#include "nn/miniresnet.h"
+
 #include "util/log.h"
 
 namespace cg::train {
@@ -60,12 +62,12 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   dist::DdpOptions options;
   options.bucket_cap_mb = c.dist.bucket_cap_mb;
   options.sharding = c.dist.sharding;
+  options.shard_units = [](const std::string&, nn::Module& m) { return nn::is_residual_block(m); };
   options.grad_compression = c.dist.grad_compression;
   auto ddp = std::make_unique<dist::DistributedDataParallel>(model, std::move(comm), options);
   log::info("DDP (dist.sharding={}) over {}: {}", enum_name(options.sharding), ddp->comm().name(),
             ddp->reducer().describe());
-  const dist::GradientBuckets& buckets = ddp->reducer().buckets();
-  if (const double modeled = dist::modeled_ms_per_step(buckets, ddp->comm()); modeled > 0)
+  if (const double modeled = ddp->reducer().modeled_ms_per_step(ddp->comm()); modeled > 0)
     log::info("DDP: the ring model's time for one step's collectives: {:.4f} ms", modeled);
   return ddp;
 }

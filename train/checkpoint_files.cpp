@@ -40,9 +40,11 @@ uLong add_bytes(uLong crc, const Tensor& live) {
 }
 }  // namespace
 
-uint32_t state_fingerprint(const nn::Module& model) {
+uint32_t state_fingerprint(const nn::Module& model) { return state_fingerprint(model.state_dict()); }
+
+uint32_t state_fingerprint(const nn::NamedTensors& state) {
   uLong crc = crc32(0L, Z_NULL, 0);
-  for (const auto& [name, t] : model.state_dict()) crc = add_bytes(crc, t);
+  for (const auto& [name, t] : state) crc = add_bytes(crc, t);
   return uint32_t(crc);
 }
 

@@ -22,6 +22,7 @@ std::vector<std::filesystem::path> trainer_checkpoints(const std::filesystem::pa
 std::string latest_checkpoint(const std::filesystem::path& dir);
 // CRC-32 of every state-dict tensor's bytes: equal weights, equal fingerprints.
 uint32_t state_fingerprint(const nn::Module& model);
+uint32_t state_fingerprint(const nn::NamedTensors& state);
 // The same over the model's and then the optimizer's state: what replicas compare after a resume.
 uint32_t state_fingerprint(const nn::Module& model, const nn::Optimizer& optimizer);
 

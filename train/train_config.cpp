@@ -259,7 +259,8 @@ std::vector<Field> dist_fields() {
                "what each data-parallel rank keeps, as PyTorch FSDP's ShardingStrategy: no_shard (DDP: everything, "
                "gradients all-reduced), optimizer (ZeRO-1: optimizer state 1/world; gradients reduce-scattered, "
                "parameters all-gathered after the step), shard_grad_op (ZeRO-2: gradients too are 1/world between "
-               "steps); full_shard and hybrid_shard are refused: not built yet"),
+               "steps), full_shard (ZeRO-3: parameters too, gathered per residual block before its forward and "
+               "backward); hybrid_shard is refused: not built yet"),
   };
 }
 

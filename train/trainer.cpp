@@ -247,8 +247,9 @@ void Trainer::checkpoint(const std::string& name) {
   // Every rank takes part in gathering the optimizer's state whole when it is sharded.
   if (ddp_) ddp_->reducer().wait_for_parameters();
   const nn::NamedTensors whole = ddp_ ? ddp_->reducer().full_optimizer_state() : optimizer_.state_tensors();
+  const nn::NamedTensors weights = ddp_ ? ddp_->reducer().full_model_state(model_) : model_.state_dict();
   if (log::is_main_process()) {
-    nn::save_checkpoint(path, model_, optimizer_, pos_, &whole);
+    nn::save_checkpoint(path, weights, optimizer_, pos_, &whole);
     log::info("checkpoint: {}", path);
   }
   dist_.barrier();  // no rank runs ahead (or reads it) before it is complete
@@ -264,7 +265,8 @@ TrainResult Trainer::finish() {
               enum_name(ddp_->sharding()), held.parameters, held.gradients, held.optimizer_state);
     ddp_->reducer().wait_for_parameters();
     ddp_->sync_buffers();
-    dist_.check_replicas_equal(state_fingerprint(model_));
+    dist_.check_replicas_equal(state_fingerprint(ddp_->reducer().replicated_state(model_)),
+                               ddp_->reducer().replicated_what());
   }
   checkpoint("last.safetensors");
   result_.steps = pos_.step;

@@ -127,11 +127,11 @@ void report(const TrainConfig& c, const Options& o, DistContext& dist, TrainingP
   const Device device = parts.device();
   const int world = dist.world_size();
   dist::DistributedDataParallel* ddp = parts.ddp();
-  const size_t bytes_per_step = ddp ? ddp->reducer().buckets().bytes_per_step() : 0;
+  const size_t bytes_per_step = ddp ? ddp->reducer().bytes_per_step() : 0;
   const int64_t n = c.data.batch_size;
   const double step_ms = median(t.total), ips = double(n * world) / (step_ms / 1000.0);
   // With the modeled backend: what the all-reduces of one step would take if nothing overlapped.
-  const double comm_total_ms = ddp ? dist::modeled_ms_per_step(ddp->reducer().buckets(), ddp->comm()) : 0.0;
+  const double comm_total_ms = ddp ? ddp->reducer().modeled_ms_per_step(ddp->comm()) : 0.0;
   const std::string device_name = device.is_cuda() ? runtime::describe_device(device.index) : std::string("cpu");
   std::printf("| cudagrad | %s | batch %lld x %d rank(s) | amp %s |\n", device_name.c_str(), (long long)n, world,
               c.amp.enabled ? enum_name(c.amp.dtype) : "off");

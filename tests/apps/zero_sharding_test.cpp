@@ -13,7 +13,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -75,6 +77,32 @@ void expect_same_tensors(const fs::path& a_path, const fs::path& b_path) {
   EXPECT_GT(optimizer_tensors, 0) << "no optimizer state in " << a_path;
 }
 
+// Float32 tensors within `relative` of each other (relative L2 per tensor); the rest byte for byte:
+// runs whose sums are added in another order (full_shard's units against DDP's buckets, past 2
+// ranks).
+void expect_close_tensors(const fs::path& a_path, const fs::path& b_path, double relative) {
+  const safetensors::File a = safetensors::load(a_path.string()), b = safetensors::load(b_path.string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << a_path << " vs " << b_path;
+  for (const auto& [name, ra] : a.tensors) {
+    const safetensors::TensorRecord* rb = b.find(name);
+    ASSERT_NE(rb, nullptr) << name << " missing from " << b_path;
+    ASSERT_EQ(ra.bytes.size(), rb->bytes.size()) << name;
+    if (ra.dtype != "F32") {
+      EXPECT_TRUE(ra.bytes == rb->bytes) << name;
+      continue;
+    }
+    std::vector<float> x(ra.bytes.size() / 4), y(x.size());
+    std::memcpy(x.data(), ra.bytes.data(), ra.bytes.size());
+    std::memcpy(y.data(), rb->bytes.data(), rb->bytes.size());
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      norm += double(y[i]) * y[i];
+    }
+    EXPECT_LE(std::sqrt(diff), relative * std::sqrt(norm) + 1e-12) << name << " differs beyond rounding";
+  }
+}
+
 // dir/name's run resumed once, from `checkpoint` at step 5 (where the partial runs stopped), and
 // trained on from there.
 void expect_resumed_at_step_5(const fs::path& dir, const std::string& name, const fs::path& checkpoint) {
@@ -99,14 +127,22 @@ Held held(const std::string& log) {
   }
   return {std::stod(m[1]), std::stod(m[2]), std::stod(m[3])};
 }
-// `sharded` holds about 1/ranks of `plain`'s optimizer state, and (shard_grad_op) of its gradients.
-void expect_shares(const std::string& sharded, const std::string& plain, int ranks, bool gradients_sharded) {
+// `sharded` holds about 1/ranks of `plain`'s optimizer state, and (shard_grad_op, full_shard) of
+// its gradients, and (full_shard) of its parameters.
+enum class Shards { state, gradients, parameters };
+void expect_shares(const std::string& sharded, const std::string& plain, int ranks, Shards what) {
   const Held s = held(sharded), p = held(plain);
-  EXPECT_NEAR(s.state / p.state, 1.0 / ranks, 0.05) << s.state << " of " << p.state << " bytes of state";
+  // full_shard cuts units, not DDP's buckets, into shards: the ring's blocks of small units are
+  // uneven, a looser bound.
+  EXPECT_NEAR(s.state / p.state, 1.0 / ranks, what == Shards::parameters ? 0.1 : 0.05)
+      << s.state << " of " << p.state << " bytes of state";
   // The shards cover the alignment padding between parameters too: a looser bound.
-  EXPECT_NEAR(s.gradients / p.gradients, gradients_sharded ? 1.0 / ranks : 1.0, 0.1)
+  EXPECT_NEAR(s.gradients / p.gradients, what != Shards::state ? 1.0 / ranks : 1.0, 0.1)
       << s.gradients << " of " << p.gradients << " bytes of gradients";
-  EXPECT_GE(s.parameters, p.parameters) << "parameters are not sharded by these strategies";
+  if (what == Shards::parameters)  // against DDP's gradient buffer, padded as the units are
+    EXPECT_LE(s.parameters, 1.1 * p.gradients / ranks) << s.parameters << " bytes of parameters";
+  else
+    EXPECT_GE(s.parameters, p.parameters) << "parameters are not sharded by these strategies";
 }
 
 const std::string kAdamW = "optim.name=adamw optim.lr=0.003 optim.weight_decay=0.05 sched.name=cosine";
@@ -118,7 +154,7 @@ TEST(ZeroSharding, TwoRanksSgdMomentumBitIdenticalToUnshardedAndTimelineNamesThe
   const std::string plain = run(dir, "plain", 2, sgd);
   expect_same_tensors(last(dir, "sharded"), last(dir, "plain"));
   EXPECT_NE(log.find("all 2 replicas hold identical weights"), std::string::npos) << log;
-  expect_shares(log, plain, 2, false);
+  expect_shares(log, plain, 2, Shards::state);
   int reduce_scatters = 0, all_gathers = 0;
   const auto trace = nlohmann::json::parse(test::read_text(dir / "sharded" / "trace_rank0.json"))["traceEvents"];
   for (const auto& e : trace) {
@@ -139,8 +175,38 @@ TEST(ZeroSharding, ThreeRanksAdamWWithAccumulationBitIdenticalToUnshardedEitherS
     SCOPED_TRACE(strategy);
     const std::string log = run(dir, strategy, 3, accumulate + " dist.sharding=" + strategy);
     expect_same_tensors(last(dir, strategy), last(dir, "plain"));
-    expect_shares(log, plain, 3, std::string(strategy) == "shard_grad_op");
+    expect_shares(log, plain, 3, std::string(strategy) == "shard_grad_op" ? Shards::gradients : Shards::state);
   }
+}
+
+// full_shard: at 2 ranks every sum is a + b, so the units' reduce-scatters give DDP's sums bit for
+// bit; at 3 ranks, with accumulation, within float32 rounding of DDP. Rank 0 holds about a third
+// of the parameters, gradients and state.
+TEST(ZeroSharding, FullShardTwoRanksBitIdenticalThreeRanksWithAccumulationWithinRounding) {
+  const auto dir = test::make_temp_dir("zero_full");
+  const std::string sgd = "optim.name=sgd optim.momentum=0.9 optim.nesterov=true optim.weight_decay=1e-3";
+  run(dir, "full2", 2, sgd + " dist.sharding=full_shard profile.enabled=true");
+  run(dir, "plain2", 2, sgd);
+  expect_same_tensors(last(dir, "full2"), last(dir, "plain2"));
+  int all_gathers = 0, reduce_scatters = 0;
+  const auto trace = nlohmann::json::parse(test::read_text(dir / "full2" / "trace_rank0.json"))["traceEvents"];
+  for (const auto& e : trace) {
+    if (e.value("cat", "") != "communication") continue;
+    const std::string name = e["name"];
+    all_gathers += name.rfind("all_gather", 0) == 0;
+    reduce_scatters += name.rfind("reduce_scatter", 0) == 0;
+  }
+  // Three units (the root, two blocks) per step: 3 reduce-scatters, and 5 gathers: each block
+  // before its forward and again before its backward, the root (kept between the two) once; the
+  // evaluations and checkpoints gather more.
+  EXPECT_GT(reduce_scatters, 0);
+  EXPECT_GE(3 * all_gathers, 5 * reduce_scatters) << "a block is gathered for its forward and again for its backward";
+  const std::string accumulate = kAdamW + " train.grad_accum_steps=2";
+  const std::string log = run(dir, "full3", 3, accumulate + " dist.sharding=full_shard");
+  const std::string plain = run(dir, "plain3", 3, accumulate);
+  expect_close_tensors(last(dir, "full3"), last(dir, "plain3"), 1e-5);
+  expect_shares(log, plain, 3, Shards::parameters);
+  EXPECT_NE(log.find("all 3 replicas hold identical buffers"), std::string::npos) << log;
 }
 
 TEST(ZeroSharding, MpirunTwoRanksAdamWBitIdenticalToUnsharded) {
@@ -177,6 +243,12 @@ TEST(ZeroSharding, CheckpointsInterchangeAcrossShardingAndWorldSizes) {
   run(dir, "resumed3_grad_op", 3, kAdamW + " dist.sharding=shard_grad_op" + from_sharded);
   expect_same_tensors(last(dir, "resumed3_grad_op"), last(dir, "resumed3_plain"));
   expect_resumed_at_step_5(dir, "resumed3_grad_op", last(dir, "part_sharded"));
+  run(dir, "resumed3_full", 3, kAdamW + " dist.sharding=full_shard" + from_sharded);
+  expect_close_tensors(last(dir, "resumed3_full"), last(dir, "resumed3_plain"), 1e-5);
+  expect_resumed_at_step_5(dir, "resumed3_full", last(dir, "part_sharded"));
+  // full_shard writes the checkpoint DDP does (2 ranks: the same sums), and it resumes unsharded.
+  run(dir, "part_full", 2, kAdamW + " dist.sharding=full_shard train.max_steps=5");
+  expect_same_tensors(last(dir, "part_full"), last(dir, "part_plain"));
   // One process, unsharded, from the sharded checkpoint. No counterpart resumed from part_plain:
   // its tensors are part_sharded's, byte for byte (checked above), so that run would be this one
   // again; what is left to show is that the sharded checkpoint loads whole and the run resumes.
@@ -229,7 +301,7 @@ TEST_P(ZeroCompressed, BitIdenticalToUnshardedCompressedDdpWithThe16BitBytesLogg
   const std::string plain_log = run(dir, "plain", k.ranks, compressed, k.via);
   expect_same_tensors(last(dir, "sharded"), last(dir, "plain"));
   EXPECT_NE(log.find("all " + std::to_string(k.ranks) + " replicas hold identical weights"), std::string::npos) << log;
-  expect_shares(log, plain_log, k.ranks, false);
+  expect_shares(log, plain_log, k.ranks, Shards::state);
   if (k.via == Via::mpirun) {
     EXPECT_NE(log.find("Open MPI"), std::string::npos) << log;
   }

@@ -9,6 +9,7 @@
 // compressed training equals unsharded compressed DDP.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -16,6 +17,7 @@
 
 #include "dist/ddp.h"
 #include "dist/overflow_agreement.h"
+#include "dist/full_shard.h"
 #include "dist/sharded_buckets.h"
 #include "engine/ops.h"
 #include "nn/grad_scaler.h"
@@ -96,7 +98,8 @@ constexpr int64_t kPerRank = 4;
 enum class Opt { sgd, adamw };
 
 struct RunResult {
-  std::vector<uint8_t> weights;  // the state dict's bytes
+  std::vector<uint8_t> weights;  // the state dict's bytes (full_shard: rank 0's, the buffers' elsewhere)
+  nn::NamedTensors whole;        // the state dict, parameters whole (full_shard: on rank 0 only)
   nn::NamedTensors optimizer;    // unsharded: its state; sharded: gathered
   int64_t state_bytes = 0, owned = 0, total = 0;
   Reducer::Resident resident;    // after the last step
@@ -104,14 +107,18 @@ struct RunResult {
 
 ShardedBuckets& sharded_of(DistributedDataParallel& ddp) { return dynamic_cast<ShardedBuckets&>(ddp.reducer()); }
 
-std::vector<uint8_t> state_bytes(const nn::Module& m) {
+std::vector<uint8_t> state_bytes(const nn::NamedTensors& state) {
   std::vector<uint8_t> out;
-  for (auto& [name, t] : m.state_dict()) {
+  for (auto& [name, t] : state) {
+    if (!t.defined()) continue;
     const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
     out.insert(out.end(), p, p + t.nbytes());
   }
   return out;
 }
+std::vector<uint8_t> state_bytes(const nn::Module& m) { return state_bytes(m.state_dict()); }
+
+bool is_residual_block(const std::string&, nn::Module& m) { return nn::is_residual_block(m); }
 
 std::unique_ptr<nn::Optimizer> make(Opt which, const nn::Module& model) {
   if (which == Opt::sgd) return std::make_unique<nn::SGD>(model.named_parameters(), SgdOptions{0.05f, 0.9f, 1e-3f, 0.f, true});
@@ -131,6 +138,7 @@ std::vector<RunResult> train(int world, Opt which, Sharding sharding, int steps,
     o.bucket_cap_mb = 0.004;  // several buckets, parameters cut across shards
     o.first_bucket_mb = 0.001;
     o.sharding = sharding;
+    o.shard_units = is_residual_block;
     o.grad_compression = compression;
     DistributedDataParallel ddp(model, group, o);
     auto opt = make(which, model);
@@ -151,17 +159,18 @@ std::vector<RunResult> train(int world, Opt which, Sharding sharding, int steps,
       ddp.reducer().zero_grad();
     }
     ddp.reducer().wait_for_parameters();
-    if (sharded) {  // the last step all-gathered every bucket
+    if (sharded && sharding != Sharding::full_shard) {  // the last step all-gathered every bucket
       EXPECT_EQ(sharded_of(ddp).last_all_gathers().size(), ddp.reducer().buckets().size());
       for (const auto& w : sharded_of(ddp).last_all_gathers()) EXPECT_TRUE(w && w->done());
     }
     ddp.sync_buffers();
     RunResult& r = out[size_t(rank)];
-    r.weights = state_bytes(model);
+    r.whole = ddp.reducer().full_model_state(model);
+    r.weights = state_bytes(r.whole);
     r.optimizer = ddp.reducer().full_optimizer_state();
     r.state_bytes = opt->state_bytes();
     r.resident = ddp.reducer().resident_bytes();
-    if (sharded) {
+    if (sharded && sharding != Sharding::full_shard) {
       r.owned = sharded_of(ddp).owned_elements();
       r.total = sharded_of(ddp).total_elements();
     }
@@ -217,6 +226,110 @@ TEST_P(ZeroWorld, ShardGradOpSgdIsBitIdenticalToUnshardedHoldingAShardOfTheGradi
 }
 TEST_P(ZeroWorld, ShardGradOpAdamWWithAccumulationIsBitIdenticalToUnsharded) {
   expect_sharded_equals_unsharded(GetParam(), Opt::adamw, 2, GradCompression::none, Sharding::shard_grad_op);
+}
+
+// ---- FULL_SHARD (ZeRO-3) against DDP
+
+// The largest relative L2 distance of a floating tensor of `a` from its namesake in `b`.
+double largest_relative_distance(const nn::NamedTensors& a, const nn::NamedTensors& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].second.defined() || !is_floating(a[i].second.dtype())) continue;
+    const std::vector<double> x = a[i].second.to(DType::f64).to_vector<double>();
+    const std::vector<double> y = b[i].second.to(DType::f64).to_vector<double>();
+    double diff = 0, norm = 0;
+    for (size_t k = 0; k < x.size(); ++k) {
+      diff += (x[k] - y[k]) * (x[k] - y[k]);
+      norm += y[k] * y[k];
+    }
+    if (norm > 0) worst = std::max(worst, std::sqrt(diff / norm));
+  }
+  return worst;
+}
+
+void expect_full_shard_matches_ddp(int world, Opt which, int accum) {
+  const auto plain = train(world, which, Sharding::no_shard, 5, accum);
+  const auto full = train(world, which, Sharding::full_shard, 5, accum);
+  // Rank 0 holds the gathered copy. At 2 ranks a sum is a + b, the same bits in either order, so
+  // the units' reduce-scatters give DDP's buckets' sums exactly; at more ranks the order of the
+  // additions differs (units are not DDP's buckets): float32 rounding, far under PyTorch's own
+  // spread between two float32 runs.
+  if (world == 2) {
+    EXPECT_TRUE(full[0].weights == plain[0].weights) << "weights differ from DDP's";
+    expect_same_state(full[0].optimizer, plain[0].optimizer, "rank 0");
+  } else {
+    EXPECT_LT(largest_relative_distance(full[0].whole, plain[0].whole), 1e-5);
+    EXPECT_LT(largest_relative_distance(full[0].optimizer, plain[0].optimizer), 1e-4);
+  }
+  for (int r = 0; r < world; ++r) {
+    const RunResult &f = full[size_t(r)], &p = plain[size_t(r)];
+    // Between steps a rank holds 1/world of each: parameters against DDP's flat gradient buffer,
+    // which pads parameters to aligned offsets as the units' buffers do.
+    const double w = 1.0 / world;
+    EXPECT_LE(double(f.resident.parameters), 1.1 * w * double(p.resident.gradients)) << "rank " << r;
+    EXPECT_NEAR(double(f.resident.gradients) / double(p.resident.gradients), w, 0.1) << "rank " << r;
+    // A unit's shards are the ring's blocks, uneven for the tiny network's small units (0.14-0.36 of
+    // the state at 4 ranks): each rank holds at most 1.5/world, and together exactly all of it.
+    EXPECT_LE(double(f.state_bytes), 1.5 * w * double(p.state_bytes)) << "rank " << r;
+    if (r > 0)  // no whole copy of a parameter but on rank 0
+      for (const auto& [name, t] : f.whole)
+        if (name.find("running") == std::string::npos && name.find("num_batches") == std::string::npos)
+          EXPECT_FALSE(t.defined()) << "rank " << r << " holds a whole copy of " << name;
+  }
+  // Together all of it once, but for AdamW's step counter, which each rank holding part of a
+  // parameter keeps (4 bytes; bounded by one per state-dict entry and rank).
+  int64_t held = 0;
+  for (const auto& f : full) held += f.state_bytes;
+  EXPECT_GE(held, plain[0].state_bytes) << "the ranks' optimizer state does not cover DDP's";
+  EXPECT_LE(held, plain[0].state_bytes + (which == Opt::adamw ? 4 * int64_t(plain[0].whole.size()) * world : 0))
+      << "the ranks' optimizer state overlaps";
+}
+
+TEST_P(ZeroWorld, FullShardSgdNesterovMatchesDdp) { expect_full_shard_matches_ddp(GetParam(), Opt::sgd, 1); }
+TEST_P(ZeroWorld, FullShardAdamWWithAccumulationMatchesDdp) {
+  expect_full_shard_matches_ddp(GetParam(), Opt::adamw, 2);
+}
+
+// The prefetch, by the order things were issued in one step (no clock): in the forward, unit u's
+// all-gather is issued when unit u - 1 starts computing and before unit u starts; in the
+// backward, unit u's again when unit u + 1's backward starts and before its own. And the memory:
+// after the forward only the root unit is held whole (the blocks freed theirs), after the
+// backward none.
+TEST(FullShard, EachGatherIsIssuedWhileThePreviousUnitComputes) {
+  test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
+    Generator gen(0);
+    nn::MiniResNet model(test::tiny_resnet(), gen);
+    DdpOptions o;
+    o.sharding = Sharding::full_shard;
+    o.shard_units = is_residual_block;
+    DistributedDataParallel ddp(model, group, o);
+    nn::SGD sgd(model.named_parameters(), {0.1f, 0.9f, 0.f, 0.f, false});
+    ddp.reducer().attach(sgd);
+    auto& full = dynamic_cast<FullShard&>(ddp.reducer());
+    const size_t n = full.units().size();
+    ASSERT_GE(n, 3u) << "the tiny network should have a root and at least two blocks";
+    const int64_t at_rest = ddp.reducer().resident_bytes().parameters;
+    const Tensor loss = ops::cross_entropy(ddp(test::union_images(rank * 4, 4)), test::union_labels(rank * 4, 4));
+    EXPECT_EQ(ddp.reducer().resident_bytes().parameters, at_rest + full.units()[0].gathered_bytes)
+        << "after the forward, more than the root unit is held whole";
+    loss.backward();
+    ddp.reducer().wait_for_gradients();
+    EXPECT_EQ(ddp.reducer().resident_bytes().parameters, at_rest) << "a unit stayed gathered after the backward";
+    const std::vector<std::string>& ev = full.events();
+    auto at = [&](const std::string& e, size_t from = 0) {
+      auto it = std::find(ev.begin() + std::ptrdiff_t(from), ev.end(), e);
+      return it == ev.end() ? ev.size() : size_t(it - ev.begin());
+    };
+    const std::string order = fmt::format("{}", fmt::join(ev, " "));
+    for (size_t u = 1; u < n; ++u) {
+      const std::string g = fmt::format("g{}", u), f = fmt::format("f{}", u), prev = fmt::format("f{}", u - 1);
+      EXPECT_LT(at(prev), at(g)) << order;
+      EXPECT_LT(at(g), at(f)) << order;
+      const size_t backward_gather = at(g, at(f) + 1);  // the second gather of unit u
+      EXPECT_LT(backward_gather, at(fmt::format("b{}", u))) << order;
+      EXPECT_LT(at(fmt::format("b{}", u + 1 < n ? u + 1 : 0)), backward_gather) << order;
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ZeroWorld, ::testing::Values(2, 3, 4));
@@ -418,13 +531,12 @@ TEST(Zero, ATransportWithoutShardCollectivesRefusesNamingItself) {
   DistributedDataParallel plain(model, std::make_unique<AllReduceOnly>(), o);
 }
 
-// full_shard and hybrid_shard are not built: DDP refuses them by name rather than running
-// something else.
+// hybrid_shard is not built: DDP refuses it by name rather than running something else.
 TEST(Zero, StrategiesNotBuiltAreRefusedWhenDdpIsBuilt) {
   test::run_rank_threads(2, [&](int rank, ProcessGroup& group) {
     Generator gen(0);
     nn::MiniResNet model(test::tiny_resnet(), gen);
-    for (Sharding s : {Sharding::full_shard, Sharding::hybrid_shard}) {
+    for (Sharding s : {Sharding::hybrid_shard}) {
       DdpOptions o;
       o.sharding = s;
       try {

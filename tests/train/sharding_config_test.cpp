@@ -1,6 +1,6 @@
 // dist.sharding: no_shard by default, each built strategy accepted and written into the resolved
-// YAML (which the ranks compare at start-up, so they must agree on it), the ones not built refused
-// naming the key, a bad value refused naming the key, and its help. optim.zero_sharding=true is
+// YAML (which the ranks compare at start-up, so they must agree on it), the one not built
+// (hybrid_shard) refused naming the key, a bad value refused naming the key, and its help. optim.zero_sharding=true is
 // the older name of dist.sharding=optimizer: it sets that, says so, leaves only the new key in the
 // resolved YAML, and is refused beside another strategy. Sharding combines with
 // dist.grad_compression. And the data-parallel combinations the config alone shows cannot run
@@ -26,7 +26,7 @@ using dist::Sharding;
 
 TEST(ShardingConfig, NoShardByDefaultEachBuiltStrategyWhenAskedAndInTheResolvedYaml) {
   EXPECT_EQ(load_train_config("", {}).dist.sharding, Sharding::no_shard);
-  for (const char* s : {"no_shard", "optimizer", "shard_grad_op"}) {
+  for (const char* s : {"no_shard", "optimizer", "shard_grad_op", "full_shard"}) {
     const TrainConfig c = load_train_config("", {std::string("dist.sharding=") + s});
     EXPECT_STREQ(enum_name(c.dist.sharding), s);
     const std::string yaml = to_yaml(c);
@@ -58,7 +58,6 @@ TEST(ShardingConfig, BadValuesAndStrategiesNotBuiltNameTheKeyAndTheHelpExplainsT
   for (const auto& [setting, mentions] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"optim.zero_sharding=sometimes", {"'optim.zero_sharding'", "sometimes"}},
            {"dist.sharding=zero9", {"'dist.sharding'", "zero9", "shard_grad_op"}},
-           {"dist.sharding=full_shard", {"'dist.sharding'", "full_shard", "not built yet"}},
            {"dist.sharding=hybrid_shard", {"'dist.sharding'", "hybrid_shard", "not built yet"}}}) {
     SCOPED_TRACE(setting);
     try {
@@ -69,7 +68,7 @@ TEST(ShardingConfig, BadValuesAndStrategiesNotBuiltNameTheKeyAndTheHelpExplainsT
     }
   }
   test::expect_mentions(train_config_help(),
-                        {"optim.zero_sharding", "dist.sharding", "ZeRO-1", "ZeRO-2", "reduce-scattered"});
+                        {"optim.zero_sharding", "dist.sharding", "ZeRO-1", "ZeRO-2", "ZeRO-3", "reduce-scattered"});
 }
 
 std::string error_of(const std::vector<std::string>& overrides) {
@@ -83,7 +82,7 @@ std::string error_of(const std::vector<std::string>& overrides) {
 
 // PyTorch runs ZeroRedundancyOptimizer and FSDP under 16-bit gradient reduction; so do we.
 TEST(ShardingConfig, CombinesWithGradientCompression) {
-  for (const char* s : {"optimizer", "shard_grad_op"})
+  for (const char* s : {"optimizer", "shard_grad_op", "full_shard"})
     for (const char* c : {"fp16", "bf16"}) {
       const TrainConfig both =
           load_train_config("", {std::string("dist.sharding=") + s, std::string("dist.grad_compression=") + c});

@@ -1,0 +1,258 @@
+// FULL_SHARD (full_shard.h): the units, their gathers and reshards around forward and backward,
+// the gradients' reduce-scatter per unit. Rule: a unit's flat buffer is laid out as a bucket of
+// DDP's (each parameter at an aligned offset, the padding zero) and cut into shards by the
+// transport's shard_bounds, so a rank's shard of a unit is what its reduce-scatter leaves and what
+// its all-gather sends.
+#include "dist/full_shard.h"
+
+#include <algorithm>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops.h"
+#include "util/check.h"
+#include "util/nvtx.h"
+#include "util/trace.h"
+
+namespace cg::dist {
+
+
+namespace {
+
+ShardCollectives& shard_collectives(GradientComm& transport) {
+  ShardCollectives* shards = transport.shards();
+  if (!shards)
+    throw UsageError(fmt::format("dist.sharding=full_shard: the {} transport has no reduce-scatter and all-gather; "
+                                 "use gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
+                                 transport.name()));
+  return *shards;
+}
+
+int64_t align_up(int64_t offset) {
+  return (offset + kFlatAlignmentFloats - 1) / kFlatAlignmentFloats * kFlatAlignmentFloats;
+}
+
+}  // namespace
+
+FullShard::FullShard(nn::Module& model, GradientComm& transport, GradientComm& bucket_comm,
+                     const UnitPolicy& is_unit)
+    : model_(model),
+      transport_(transport),
+      bucket_comm_(bucket_comm),
+      shards_(shard_collectives(transport)),
+      params_(model.named_parameters()) {
+  CG_CHECK(!params_.empty(), "DDP: the model has no parameters");
+  device_ = params_.front().second.device();
+  build_units(is_unit);
+  install_hooks();
+}
+
+FullShard::~FullShard() {
+  model_.set_forward_hooks({});
+  model_.for_each_module([](const std::string&, nn::Module& m) { m.set_forward_hooks({}); });
+  for (auto& u : units_)
+    for (auto* w : {&u->gathering, &u->reducing}) {
+      if (!*w) continue;
+      try {  // the communication thread may still write into the unit's buffers
+        transport_.wait(**w, current_stream(device_));
+      } catch (const std::exception&) {  // reported by whoever waited first, or moot now
+      }
+    }
+}
+
+// Each parameter goes to the innermost unit whose name prefixes its own; the root takes the rest.
+void FullShard::build_units(const UnitPolicy& is_unit) {
+  autograd::NoGradGuard no_grad;
+  units_.push_back(std::make_unique<Unit>());
+  model_.for_each_module([&](const std::string& name, nn::Module& m) {
+    if (name.empty() || !is_unit(name, m) || m.named_parameters().empty()) return;
+    units_.push_back(std::make_unique<Unit>());
+    units_.back()->name = name;
+  });
+  unit_of_.assign(params_.size(), 0);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    size_t best = 0;
+    for (size_t u = 1; u < units_.size(); ++u) {
+      const std::string prefix = units_[u]->name + ".";
+      if (params_[i].first.rfind(prefix, 0) == 0 && prefix.size() > units_[best]->name.size() + 1) best = u;
+    }
+    unit_of_[i] = best;
+    units_[best]->params.push_back(i);
+  }
+  const int me = transport_.rank();
+  for (auto& u : units_) {
+    int64_t offset = 0;
+    for (size_t i : u->params) {
+      offset = align_up(offset);
+      u->offset.push_back(offset);
+      offset += params_[i].second.numel();
+    }
+    u->count = offset;
+    const std::vector<int64_t> bounds = shards_.shard_bounds(std::max<int64_t>(offset, 1));
+    u->padded = bounds.back();
+    u->lo = bounds[size_t(me)];
+    u->hi = bounds[size_t(me) + 1];
+    u->full = Tensor::zeros({u->padded}, DType::f32, device_);
+    for (size_t k = 0; k < u->params.size(); ++k) {
+      Tensor p = params_[u->params[k]].second;
+      CG_CHECK(p.dtype() == DType::f32, "dist.sharding=full_shard: parameter '{}' is {}, float32 expected",
+               params_[u->params[k]].first, p.str());
+      p.relocate_to(u->full.view_at(u->offset[k], p.shape()));
+    }
+    u->shard = u->full.view_at(u->lo, {u->hi - u->lo}).clone();
+    u->grad_shard = Tensor::zeros({u->hi - u->lo}, DType::f32, device_);
+    u->full.impl().storage->release();
+  }
+}
+
+void FullShard::install_hooks() {
+  // The root: gathered as the model's forward starts, kept until its backward is done (its head
+  // runs last forward and first backward), freed at once when no backward follows.
+  model_.set_forward_hooks({.before = [this] { before_forward(0); }, .after = [this](const Tensor& y) {
+                              return after_forward(0, y);
+                            }});
+  size_t u = 1;
+  model_.for_each_module([&](const std::string& name, nn::Module& m) {
+    if (u < units_.size() && name == units_[u]->name) {
+      m.set_forward_hooks({.before = [this, u] { before_forward(u); }, .after = [this, u](const Tensor& y) {
+                             return after_forward(u, y);
+                           }});
+      ++u;
+    }
+  });
+}
+
+// ---- gathers
+
+void FullShard::issue_gather(size_t u) {
+  Unit& unit = *units_[u];
+  if (unit.gathered || unit.gathering) return;
+  events_.push_back(fmt::format("g{}", u));
+  autograd::NoGradGuard no_grad;
+  unit.full.impl().storage->reacquire();
+  unit.full.view_at(unit.lo, {unit.hi - unit.lo}).copy_(unit.shard);
+  unit.gathering = shards_.all_gather_shards(unit.full, current_stream(device_),
+                                             fmt::format("parameters of unit '{}'", unit.name));
+}
+
+void FullShard::gather(size_t u) {
+  Unit& unit = *units_[u];
+  issue_gather(u);
+  if (unit.gathering) {
+    trace::Span span("wait for all-gather", "compute");
+    transport_.wait(*unit.gathering, current_stream(device_));
+    unit.gathering.reset();
+  }
+  unit.gathered = true;
+}
+
+void FullShard::reshard(size_t u) {
+  Unit& unit = *units_[u];
+  if (unit.gathering) gather(u);  // never free memory a collective still writes into
+  unit.full.impl().storage->release();
+  unit.gathered = false;
+}
+
+// ---- forward and backward hooks
+
+void FullShard::before_forward(size_t u) {
+  events_.push_back(fmt::format("f{}", u));
+  gather(u);
+  if (u + 1 < units_.size()) issue_gather(u + 1);  // prefetch: it travels while this unit computes
+}
+
+Tensor FullShard::after_forward(size_t u, const Tensor& y) {
+  const bool backward_follows = autograd::grad_enabled() && y.requires_grad();
+  if (!backward_follows) {
+    reshard(u);
+    return y;
+  }
+  if (u != 0) reshard(u);  // the root stays: its head is the first backward
+  return ops::backward_hook(y, [this, u] { before_backward(u); });
+}
+
+// Backward meets the units in reverse: the root first (still gathered), then the last unit.
+void FullShard::before_backward(size_t u) {
+  events_.push_back(fmt::format("b{}", u));
+  Unit& unit = *units_[u];
+  gather(u);
+  const size_t next = u == 0 ? units_.size() - 1 : u - 1;
+  if (next != 0 && next != u) issue_gather(next);
+  if (!unit.grad_full.defined()) {  // from the first backward after a synced one
+    unit.grad_full = Tensor::zeros({unit.padded}, DType::f32, device_);
+    for (size_t k = 0; k < unit.params.size(); ++k) {
+      Tensor& p = params_[unit.params[k]].second;
+      p.set_grad(unit.grad_full.view_at(unit.offset[k], p.shape()));
+    }
+  }
+}
+
+void FullShard::prepare_for_backward(bool sync) {
+  CG_CHECK(optimizer_, "DDP with dist.sharding=full_shard: attach(optimizer) before the first forward");
+  for (auto& u : units_) u->pending = u->params.size();
+  ready_.assign(params_.size(), 0);
+  sync_backward_ = sync;
+  in_backward_ = true;
+  events_.clear();
+}
+
+void FullShard::gradient_ready(size_t param) {
+  if (!in_backward_) return;
+  Unit& unit = *units_[unit_of_[param]];
+  CG_CHECK(!ready_[param], "DDP: parameter '{}' got its gradient twice in one backward", params_[param].first);
+  ready_[param] = 1;
+  if (--unit.pending == 0) unit_gradients_final(unit_of_[param]);
+}
+
+// Its gradients are final: reduce-scattered (synced backward), and its parameters freed.
+void FullShard::unit_gradients_final(size_t u) {
+  Unit& unit = *units_[u];
+  if (sync_backward_) {
+    CG_NVTX_RANGE("FSDP reduce-scatter issue");
+    unit.reducing = bucket_comm_.shards()->reduce_scatter_average(unit.grad_full, current_stream(device_),
+                                                                   fmt::format("gradients of unit '{}'", unit.name));
+    finish_reductions_but_last();
+    reducing_.push_back(u);
+  }
+  reshard(u);
+}
+
+// One reduction behind: the ones issued before the newest are waited for (they ran during this
+// unit's backward), their shards kept and their whole gradients freed.
+void FullShard::finish_reductions_but_last() {
+  while (!reducing_.empty()) {
+    finish_reduction(reducing_.front());
+    reducing_.erase(reducing_.begin());
+  }
+}
+
+void FullShard::finish_reduction(size_t u) {
+  Unit& unit = *units_[u];
+  transport_.wait(*unit.reducing, current_stream(device_));
+  unit.reducing.reset();
+  autograd::NoGradGuard no_grad;
+  unit.grad_shard.copy_(unit.grad_full.view_at(unit.lo, {unit.hi - unit.lo}));
+  unit.grad_full = Tensor();
+  for (size_t i : unit.params) params_[i].second.impl().grad.reset();
+}
+
+void FullShard::wait_for_gradients() {
+  in_backward_ = false;
+  if (!sync_backward_) return;
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!ready_[i]) missing.push_back(params_[i].first);
+  if (!missing.empty())
+    throw Error(fmt::format("DDP: no gradient reached {} (unused in the forward pass?); its unit was never "
+                            "reduce-scattered", fmt::join(missing, ", ")));
+  trace::Span span("wait for reduce-scatters", "compute");
+  finish_reductions_but_last();
+}
+
+void FullShard::zero_grad() {
+  for (auto& u : units_) {
+    u->grad_shard.zero_();
+    if (u->grad_full.defined()) u->grad_full.zero_();
+  }
+}
+
+}  // namespace cg::dist

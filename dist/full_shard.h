@@ -1,0 +1,121 @@
+// dist.sharding=full_shard as a reducer (ZeRO-3; PyTorch FSDP's FULL_SHARD, one flat parameter
+// per unit as FSDP1 kept it). The model is cut into units (is_unit picks the submodules that are
+// units of their own: MiniResNet's residual blocks; every other parameter, the stem's and the
+// head's, belongs to the root unit). Between steps a rank holds, of every unit, only its shard of
+// the parameters (1/W, ShardCollectives::shard_bounds of the unit's flat length), of the gradients
+// and (the attached optimizer's slices) of the optimizer state. In a step:
+//   forward   before a unit runs, its parameters are all-gathered into the unit's flat buffer
+//             (the next unit's gather is issued as this one starts: prefetch); after it, the
+//             buffer's memory goes back to the allocator (engine/storage.h, release) while the
+//             parameters and the backward's saved weights keep viewing it. The root unit stays
+//             gathered until its backward (its head runs last forward and first backward).
+//   backward  a hook on each unit's output (ops::backward_hook) gathers the unit again before its
+//             backward and prefetches the unit before it; once a unit's gradients are final they
+//             are reduce-scattered (averaged), the rank keeps its shard, the whole gradients and
+//             the gathered parameters are freed (the reduction one unit behind, so it overlaps the
+//             next unit's backward).
+//   step      the optimizer updates this rank's shards in place; nothing is gathered until the
+//             next forward needs it.
+// Under gradient accumulation (no_sync) the whole gradients of every unit accumulate until the
+// synced backward, as FSDP's no_sync() keeps them. Checkpoints: the parameters gathered unit by
+// unit, copied on rank 0 only; the optimizer state gathered whole (full_optimizer_state).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/gradient_comm.h"
+#include "dist/reducer.h"
+#include "nn/module.h"
+
+namespace cg::dist {
+
+// Which submodules (dotted name, module) are units of their own.
+using UnitPolicy = std::function<bool(const std::string& name, nn::Module& module)>;
+
+class FullShard : public Reducer {
+ public:
+  // `transport` carries parameters and optimizer state (float32), `bucket_comm` the gradients
+  // (the transport, or the 16-bit decorator over it); both outlive this object. Installs the
+  // model's forward hooks; the model's parameters move into the units' buffers (their identity
+  // stays) and hold no memory between steps. Fails naming the transport when it has no shard
+  // collectives.
+  FullShard(nn::Module& model, GradientComm& transport, GradientComm& bucket_comm, const UnitPolicy& is_unit);
+  ~FullShard() override;
+  FullShard(const FullShard&) = delete;
+  FullShard& operator=(const FullShard&) = delete;
+
+  void prepare_for_backward(bool sync) override;
+  void gradient_ready(size_t param) override;
+  void wait_for_gradients() override;
+  void zero_grad() override;
+  void start_parameter_gather() override {}  // gathered as the next forward needs them
+  void wait_for_parameters() override {}
+  void attach(nn::Optimizer& optimizer) override;
+  nn::NamedTensors full_optimizer_state() override;
+  nn::NamedTensors full_model_state(const nn::Module& model) override;
+  nn::NamedTensors replicated_state(const nn::Module& model) override;
+  const char* replicated_what() const override { return "buffers (the parameters are sharded, not replicated)"; }
+  Resident resident_bytes() const override;
+  std::string describe() const override;
+  size_t bytes_per_step() const override;
+  double modeled_ms_per_step(const GradientComm& comm) const override;
+  // Has none: units take their place. Throws.
+  const GradientBuckets& buckets() const override;
+
+  // The units in forward order (the root first), for tests and timelines.
+  struct UnitView {
+    std::string name;  // "" for the root
+    int64_t elements;  // parameter elements, whole
+    int64_t gathered_bytes;  // its flat buffer, padding included, while gathered
+  };
+  std::vector<UnitView> units() const;
+  // The order of the last step's gathers as issued ("g<unit>") and of the units' forward and
+  // backward starts ("f<unit>", "b<unit>"): tests check that a prefetch comes before the compute
+  // it hides behind.
+  const std::vector<std::string>& events() const { return events_; }
+
+ private:
+  struct Unit {
+    std::string name;             // "" for the root
+    std::vector<size_t> params;   // indices into params_
+    std::vector<int64_t> offset;  // of each, in the flat buffer (floats)
+    int64_t count = 0, padded = 0;
+    int64_t lo = 0, hi = 0;       // this rank's shard: [lo, hi) of the flat buffer
+    Tensor full;                  // [padded]: the parameters gathered; memory released between uses
+    Tensor shard;                 // [hi - lo]: this rank's parameters, what the optimizer updates
+    Tensor grad_full;             // [padded] while gradients accumulate; undefined otherwise
+    Tensor grad_shard;            // [hi - lo]: this rank's reduced gradients
+    std::shared_ptr<Work> gathering, reducing;
+    bool gathered = false;
+    size_t pending = 0;           // gradients not yet final in this backward
+  };
+  void build_units(const UnitPolicy& is_unit);
+  void install_hooks();
+  void issue_gather(size_t u);
+  void gather(size_t u);    // issued if not yet, then waited for
+  void reshard(size_t u);   // frees the gathered parameters
+  void before_forward(size_t u);
+  Tensor after_forward(size_t u, const Tensor& y);
+  void before_backward(size_t u);
+  void unit_gradients_final(size_t u);
+  void finish_reduction(size_t u);
+  void finish_reductions_but_last();
+
+  nn::Module& model_;
+  GradientComm& transport_;
+  GradientComm& bucket_comm_;
+  ShardCollectives& shards_;
+  nn::NamedTensors params_;  // named_parameters() order: the grad-ready hooks' indices
+  Device device_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  std::vector<size_t> unit_of_;         // param index -> unit
+  std::vector<size_t> reducing_;        // units whose reduce-scatter is in flight, oldest first
+  std::vector<char> ready_;             // per parameter, in the current backward
+  nn::Optimizer* optimizer_ = nullptr;
+  bool sync_backward_ = true, in_backward_ = false;
+  std::vector<std::string> events_;
+};
+
+}  // namespace cg::dist
