@@ -55,7 +55,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
   buckets.wire = wire_dtype(options_.grad_compression);
   if (options_.sharding == Sharding::full_shard) {
     const UnitPolicy none = [](const std::string&, nn::Module&) { return false; };
-    reducer_ = std::make_unique<FullShard>(model, *comm_, bucket_comm, options_.shard_units ? options_.shard_units : none);
+    const UnitPolicy& units = options_.shard_units ? options_.shard_units : none;
+    reducer_ = std::make_unique<FullShard>(model, *comm_, bucket_comm, units);
   } else if (shards_optimizer(options_.sharding))
     reducer_ = std::make_unique<ShardedBuckets>(params, *comm_, bucket_comm, buckets, options_.sharding);
   else
