@@ -55,7 +55,7 @@ inline DirectPhases direct_phases_auto(const Conv2dShape& s) {
 // - forward: faster from 128 channels (128 @14: 0.81-0.87 / 0.89-0.98; 256 @7: 0.74-0.81 /
 //   0.83-0.91); at 64 @28 a tie (0.87-0.94 / 0.89-1.14), at 16-64 channels on 7-28 planes slower
 //   with 2 threads (1.0-1.67), on the stems 2-4x slower.
-// - backward-data: where it is exact enough (32 @14), no faster (0.96-1.06 / 1.12-1.34): never.
+// - backward-data: where it is exact enough (32 @14), no faster (0.96-1.06 / 1.28-2.00): never.
 struct Winograd2Phases {
   bool forward = false, data = false, filter = false;
 };

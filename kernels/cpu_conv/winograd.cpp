@@ -46,7 +46,7 @@ constexpr OffsetLanes kLaneIndex = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
 void transform_filters_transposed(const Plan& p, const float* w, bool rotated, float* u) {
   const FilterSource source{rotated ? p.c_out : p.c_in, rotated};
   const int64_t stride = u_stride(p.c_out, p.c_in), blocks = (p.c_out + kLanes - 1) / kLanes;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.c_out * p.c_in > kSerialFilters)
   for (int64_t item = 0; item < p.c_in * blocks; ++item) {
     const int64_t d = item / blocks, r0 = item % blocks * kLanes;
     const OffsetLanes offsets = source.offsets(int32_t(r0) + kLaneIndex, OffsetLanes{} + int32_t(d), p.c_out, p.c_in);
@@ -85,7 +85,7 @@ const float* transform_filters_packed(const Plan& p, const float* w, bool rotate
     return source.offsets(int32_t(it / pairs * kPackedRows) + kLaneIndex % kPackedRows,
                           int32_t(it % pairs * 2) + kLaneIndex / kPackedRows, p.c_out, p.c_in);
   };
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p.c_out * p.c_in > kSerialFilters)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t r0 = item / pairs * kPackedRows, d0 = item % pairs * 2;
     const OffsetLanes offsets = lane_offsets(item);
@@ -194,7 +194,7 @@ void multiply_and_transform_out(const Plan& p, const float* v, const float* u, c
 // y = conv(x, filters u) + bias: u transposed (p.products_channels_inner), else packed
 // (pack_filters).
 void run(const Plan& p, const float* x, const float* u, const float* bias, float* y) {
-#pragma omp parallel for schedule(static) if (p.chunks > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (p.chunks > 1)
   for (int64_t ch = 0; ch < p.chunks; ++ch) {
     const int64_t first = p.chunk_first(ch), count = p.chunk_count(ch), cols = count * p.tiles;
     float* v = buffer(1, p.buffer_size(p.c_in));

@@ -28,7 +28,7 @@ constexpr int64_t kFilterSlotFloats = 4 << 20;  // 16 MB
 void filter_products_by_chunk(const Plan& p, const float* x, const float* dy, int64_t slots, int64_t slot_size,
                               float* du) {
   const int64_t us = u_stride(p.c_out, p.c_in);
-#pragma omp parallel for schedule(static) if (slots > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (slots > 1)
   for (int64_t slot = 0; slot < slots; ++slot) {
     const int64_t begin = slot * p.chunks / slots, end = (slot + 1) * p.chunks / slots;
     float* v = buffer(1, p.buffer_size(p.c_in));
@@ -93,7 +93,7 @@ bool filter_by_element(const Plan& p) {
 void sum_slots_and_transform_back(const Plan& p, const float* du, int64_t slots, int64_t slot_size, float* dw) {
   constexpr int64_t kBlock = 64;
   const int64_t items = p.c_out * p.c_in, us = u_stride(p.c_out, p.c_in);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (items > kSerialFilters)
   for (int64_t b = 0; b < items; b += kBlock) {
     const int64_t block = std::min(kBlock, items - b);
     // Slot by slot along the block (vector adds; with the slots innermost the loop ran scalar, 3% of

@@ -39,6 +39,16 @@ constexpr int64_t kChunkTiles = 48;
 // (gemm.cpp's NR, 48 floats, twice).
 constexpr int64_t kInPlaceChannels = 64;
 
+// The most filters (c_out x c_in) whose per-filter passes (the filter transform, backward-filter's
+// reduction and transform back) run on the calling thread alone: a few microseconds of work, less
+// than a parallel region costs, and on a loaded machine every region's end waits for a thread that
+// may have lost its core for a 4 ms time slice. The chunks of images and backward-filter's slots
+// are handed out dynamically for the same reason (the direct kernel's already were): which thread
+// runs a chunk or a slot changes no sum. Measured on the narrow network's 16-64-channel layers, 2
+// threads, another build running (cpu_conv_bench, 2026-11-29): F(2x2) took 16-19 ms a call
+// whatever the layer (the stem's one channel too), its work 2-6 ms.
+constexpr int64_t kSerialFilters = 64 * 64;
+
 // Distance between consecutive transform elements' matrices: rows x cols plus one cache line.
 // Without the extra line the matrices sit a power of two apart for most layer shapes, and the
 // transforms' 16 or 36 read or write streams fall into the same cache sets (measured: transforms
