@@ -8,9 +8,10 @@
 //   multiplications than im2col, and with the points 0, +-1 (transforms of 1s and 1/2s) about as
 //   exact as the direct convolution (bench/NOTES.md, issue 41, session 31).
 // Both NOT bit-identical to the direct convolution (or to im2col.h): the transforms round
-// differently (errors bounded in tests/kernels/cpu_conv/winograd_test.cpp). Deterministic: the work is cut by shape only (chunks of
-// images, each on one thread), never by thread count, and sums run in a fixed order, so 1 and 16
-// threads give bit-identical results.
+// differently (errors bounded in tests/kernels/cpu_conv/winograd_test.cpp and, against PyTorch's,
+// winograd2_test.cpp). Deterministic: the work is cut by shape only (chunks of images, each on one
+// thread), never by thread count, and sums run in a fixed order, so 1 and 16 threads give
+// bit-identical results.
 // Same contracts as the reference (kernels/cpu/conv2d.h): forward and backward-data write (=)
 // their outputs; backward-filter writes (=) dw and db.
 #pragma once
