@@ -1,7 +1,7 @@
 // How exact each CPU convolution algorithm is, beside PyTorch float32: for every convolution layer
 // shape of both Fashion-MNIST MiniResNets and each phase (forward y, backward-data dx,
 // backward-filter dw), the relative error ||got - ref||_2 / ||ref||_2 against float64 of im2col,
-// the direct convolution and Winograd (where each runs the shape), and of PyTorch float32 in two
+// the direct convolution and Winograd F(4x4) and F(2x2) (where each runs the shape), and of PyTorch float32 in two
 // summation orders (NCHW, channels-last). The inputs and the float64 reference come from
 // bench/pytorch/conv_fidelity.py (bench/conv_fidelity.sh runs both), so every column saw the same
 // numbers. Last column: the algorithm kernels.cpu_conv=auto runs for that phase, and its error as a
@@ -83,6 +83,8 @@ const std::vector<Algorithm>& algorithms() {
        k::direct_conv2d_backward_filter},
       {"winograd", k::winograd_supports, k::winograd_conv2d_forward, k::winograd_conv2d_backward_data,
        k::winograd_conv2d_backward_filter},
+      {"winograd2", k::winograd_supports, k::winograd2_conv2d_forward, k::winograd2_conv2d_backward_data,
+       k::winograd2_conv2d_backward_filter},
   };
   return all;
 }
@@ -98,14 +100,14 @@ std::vector<double> errors(const Algorithm& a, const Conv2dShape& s, const Input
 
 // The algorithm kernels.cpu_conv=auto runs for phase p (0 y, 1 dx, 2 dw) of this shape.
 std::string auto_choice(const Conv2dShape& s, int p) {
-  switch (cg::impl::cpu_conv_auto(s, cg::DType::f32)) {
-    case CpuConvAlgorithm::winograd: return "winograd";
-    case CpuConvAlgorithm::direct: {
-      const cg::kernels::cpu::DirectPhases d = cg::kernels::cpu::direct_phases_auto(s);
-      return (p == 1 && !d.data) || (p == 2 && !d.filter) ? "im2col" : "direct";
-    }
-    default: return "im2col";
+  if (cg::impl::cpu_conv_auto(s, cg::DType::f32) == CpuConvAlgorithm::im2col) return "im2col";
+  const k::ExactPhases by = k::exact_phases_auto(s);
+  switch (p == 0 ? by.forward : p == 1 ? by.data : by.filter) {
+    case k::ExactConv::direct: return "direct";
+    case k::ExactConv::winograd2: return "winograd2";
+    case k::ExactConv::im2col: break;
   }
+  return "im2col";
 }
 
 }  // namespace
@@ -116,8 +118,9 @@ int main(int argc, char** argv) try {
   const char* phase_names[] = {"y", "dx", "dw"};
   fmt::print("Relative L2 error against float64, batch {} (PyTorch {}). ratio: auto's error / PyTorch's larger.\n\n",
              meta(f, "batch"), meta(f, "torch"));
-  fmt::print("| layer | phase | im2col | direct | winograd | PyTorch NCHW | PyTorch channels-last | auto runs | ratio |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|\n");
+  fmt::print("| layer | phase | im2col | direct | winograd | winograd2 | PyTorch NCHW | PyTorch channels-last | auto runs "
+             "| ratio |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& layer : split(meta(f, "layers"), ';')) {
     const std::vector<std::string> d = split(meta(f, layer + ".shape"), ',');
     const auto v = [&](int i) { return std::stoll(d.at(size_t(i))); };

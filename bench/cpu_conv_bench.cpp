@@ -3,8 +3,9 @@
 // ms and GFLOP/s (the direct convolution's FLOPs), plus the total for one training step's
 // convolutions; and the core's FMA peak, measured. Times are the process's CPU time (so a loaded
 // machine still gives usable per-core figures; run it with OMP_NUM_THREADS=1 and taskset for a
-// single core), or with `wall` elapsed time: the figure to set beside PyTorch's on several threads. The 3x3 stride-1 layers run im2col, Winograd and the direct kernel, alternating run
-// by run, so they share the same machine state. bench/pytorch/conv_layers.py prints the im2col table's
+// single core), or with `wall` elapsed time: the figure to set beside PyTorch's on several threads. The 3x3 stride-1
+// layers run im2col, Winograd F(4x4) (wino), the direct kernel and Winograd F(2x2) (wino2), alternating run by run, so
+// they share the same machine state. bench/pytorch/conv_layers.py prints the im2col table's
 // counterpart for PyTorch. Usage: cpu_conv_bench [batch] [runs] [full|narrow] [cpu|wall] [filter]
 // (narrow: the 16/32/64-channel Fashion-MNIST network's layers instead of the full MiniResNet's;
 // filter: only the layers whose name contains it, e.g. "s2" or "layer3.0.conv1", for perf).
@@ -97,10 +98,11 @@ int main(int argc, char** argv) {
   fmt::print("FMA peak of one core (measured): {:.1f} GFLOP/s\n", fma_peak_gflops());
   fmt::print("{:38s} {:>5s} {:>8s} {:>6s} {:>12s} {:>6s} {:>14s} {:>6s}\n", "layer", "algo", "fwd ms", "GF/s",
              "bwd-data ms", "GF/s", "bwd-filter ms", "GF/s");
-  // Step totals: im2col everywhere; Winograd where it applies; direct where it applies; and
-  // the fastest of the three per layer and phase.
-  const char* kAlgos[] = {"i2c", "wino", "direct"};
-  double step_ms[4] = {0, 0, 0, 0}, step_gflop = 0;
+  // Step totals: im2col everywhere; each other algorithm where it applies (im2col elsewhere); and
+  // the fastest per layer and phase.
+  constexpr int kCount = 4;
+  const char* kAlgos[kCount] = {"i2c", "wino", "direct", "wino2"};
+  double step_ms[kCount + 1] = {}, step_gflop = 0;
   for (const Layer& l : layers) {
     if (std::string(l.name).find(filter) == std::string::npos) continue;
     const Conv2dShape s{batch, l.c_in, l.size, l.size, l.c_out, l.kernel, l.kernel, l.stride, l.pad};
@@ -109,26 +111,29 @@ int main(int argc, char** argv) {
     const auto x = random_vector(xn, 1), w = random_vector(wn, 2), dy = random_vector(yn, 3);
     std::vector<float> y(yn), dx(xn), dw(wn);
     const double gflop = 2.0 * double(yn) * double(s.c_in * s.kh * s.kw) / 1e9;
-    const bool has[3] = {true, k::winograd_supports(s), k::direct_conv_supports(s)};
+    const bool has[kCount] = {true, k::winograd_supports(s), k::direct_conv_supports(s), k::winograd_supports(s)};
     std::vector<std::function<void()>> fwd, data, filter;
     std::vector<int> algos;
-    for (int a = 0; a < 3; ++a) {
+    for (int a = 0; a < kCount; ++a) {
       if (!has[a]) continue;
       algos.push_back(a);
       fwd.push_back([&, a] {
         if (a == 0) k::im2col_conv2d_forward<float>(s, x.data(), w.data(), nullptr, y.data());
         if (a == 1) k::winograd_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
         if (a == 2) k::direct_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
+        if (a == 3) k::winograd2_conv2d_forward(s, x.data(), w.data(), nullptr, y.data());
       });
       data.push_back([&, a] {
         if (a == 0) k::im2col_conv2d_backward_data<float>(s, dy.data(), w.data(), dx.data());
         if (a == 1) k::winograd_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
         if (a == 2) k::direct_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+        if (a == 3) k::winograd2_conv2d_backward_data(s, dy.data(), w.data(), dx.data());
       });
       filter.push_back([&, a] {
         if (a == 0) k::im2col_conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data(), nullptr);
         if (a == 1) k::winograd_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr);
         if (a == 2) k::direct_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr);
+        if (a == 3) k::winograd2_conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), nullptr);
       });
     }
     const auto f = median_ms(warmup, runs, fwd), d = median_ms(warmup, runs, data), g = median_ms(warmup, runs, filter);
@@ -140,19 +145,20 @@ int main(int argc, char** argv) {
                  l.count);
       best_f = std::min(best_f, f[i]), best_d = std::min(best_d, d[i]), best_g = std::min(best_g, g[i]);
     }
-    for (int a = 0; a < 3; ++a) {
+    for (int a = 0; a < kCount; ++a) {
       size_t i = 0;  // the algorithm's column, or im2col's where it does not apply
       for (size_t j = 0; j < algos.size(); ++j)
         if (algos[j] == a) i = j;
       step_ms[a] += l.count * (f[i] + g[i] + (stem ? 0 : d[i]));
     }
-    step_ms[3] += l.count * (best_f + best_g + (stem ? 0 : best_d));
+    step_ms[kCount] += l.count * (best_f + best_g + (stem ? 0 : best_d));
     step_gflop += l.count * gflop * (stem ? 2 : 3);
   }
   fmt::print("one training step's convolutions, im2col: {:.1f} ms, {:.1f} GFLOP, {:.0f} GFLOP/s\n", step_ms[0],
              step_gflop, step_gflop / step_ms[0] * 1e3);
   fmt::print("  Winograd where it applies: {:.1f} ms ({:.2f}x)\n", step_ms[1], step_ms[0] / step_ms[1]);
   fmt::print("  direct where it applies:   {:.1f} ms ({:.2f}x)\n", step_ms[2], step_ms[0] / step_ms[2]);
-  fmt::print("  fastest per layer, phase:  {:.1f} ms ({:.2f}x)\n", step_ms[3], step_ms[0] / step_ms[3]);
+  fmt::print("  F(2x2) where it applies:   {:.1f} ms ({:.2f}x)\n", step_ms[3], step_ms[0] / step_ms[3]);
+  fmt::print("  fastest per layer, phase:  {:.1f} ms ({:.2f}x)\n", step_ms[kCount], step_ms[0] / step_ms[kCount]);
   return 0;
 }

@@ -80,6 +80,9 @@ inline double direct_conv_flops(const Conv2dShape& s) {
 namespace winograd_count {
 using namespace kernels::cpu::winograd;  // the kernel's own tile, element and lane constants
 constexpr double kInputPass = 28, kGradPass = 11, kOutputPass = 13, kFilterPass = 17;
+constexpr int kElements = Tile<4>::kElements;
+constexpr int64_t kLanesMaxTiles = kLanesMaxPixels / (Tile<4>::kTile * Tile<4>::kTile);
+inline int64_t tiles_along(int64_t n) { return kernels::cpu::winograd::tiles_along(n, Tile<4>::kTile); }
 
 // One plane's input transform. 16 planes at a time (input_transform_lanes: channels in groups of
 // 16, planes of at most kLanesMaxTiles tiles -- every MiniResNet layer Winograd runs): 6 vertical

@@ -22,18 +22,22 @@ inline EnumNames<GpuImpl> enum_names(GpuImpl) {
 // layer (kernels/cpu_conv/im2col.h). winograd: Winograd F(4x4, 3x3) for float32 3x3 stride-1 layers
 // with at least 32 input and output channels, or with channels in groups of 16 on planes up to
 // 32x32 (4x fewer multiplications; not bit-identical to im2col, error bounded in
-// tests/kernels/cpu_conv/winograd_test.cpp), im2col for the rest. direct: the direct convolution
+// tests/kernels/cpu_conv/winograd_test.cpp), im2col for the rest. winograd2: Winograd F(2x2, 3x3) for
+// every float32 3x3 stride-1 layer (2.25x fewer multiplications, about as exact as direct), im2col
+// for the rest. direct: the direct convolution
 // (kernels/cpu_conv/conv_direct.h) for every float32 3x3 padding-1 and 1x1 layer of stride 1 or 2 (not
 // bit-identical to im2col either), im2col for the rest. automatic: per layer and phase, the fastest
-// of those as exact as PyTorch float32 (direct and im2col; Winograd's forward and backward-data
-// errors are 4-8x PyTorch's, bench/results/conv_fidelity_*.md), impl::cpu_conv_auto in
-// engine/conv/conv_choice.cpp. All are deterministic across thread counts.
-enum class CpuConvAlgorithm { automatic, im2col, winograd, direct };
+// of those as exact as PyTorch float32 there (direct, im2col, and winograd2 where its error is
+// PyTorch's or less; winograd's forward and backward-data errors are 4-8x PyTorch's,
+// bench/results/conv_fidelity_*.md), kernels/cpu_conv/auto_rule.h. All are deterministic across
+// thread counts.
+enum class CpuConvAlgorithm { automatic, im2col, winograd, direct, winograd2 };
 inline EnumNames<CpuConvAlgorithm> enum_names(CpuConvAlgorithm) {
   return {{CpuConvAlgorithm::automatic, "auto"},
           {CpuConvAlgorithm::im2col, "im2col"},
           {CpuConvAlgorithm::winograd, "winograd"},
-          {CpuConvAlgorithm::direct, "direct"}};
+          {CpuConvAlgorithm::direct, "direct"},
+          {CpuConvAlgorithm::winograd2, "winograd2"}};
 }
 
 // How cuDNN picks a convolution algorithm for a new shape (kernels.cudnn_algo_search): by its
@@ -53,7 +57,7 @@ struct KernelPolicy {
   // like torch.backends.cudnn.deterministic = True). Off admits the backward algorithms that add
   // with atomics: on the H200, two trainings of one binary then ended on different weights.
   bool cudnn_deterministic = true;
-  CpuConvAlgorithm cpu_conv = CpuConvAlgorithm::automatic;  // auto: direct, Winograd or im2col by shape
+  CpuConvAlgorithm cpu_conv = CpuConvAlgorithm::automatic;  // auto: direct, Winograd F(2x2) or im2col by shape and phase
   bool operator==(const KernelPolicy&) const = default;
 };
 

@@ -55,7 +55,7 @@ class Supports {
 
 // The kernels.* values (and the CPU's fixed choices) an implementation is selected by: an enum, so
 // that a rule naming an implementation no entry answers to is a compile error, not a silent miss.
-enum class ImplKey { none, reference, im2col, winograd, direct, channels_last, cudnn, native, cublas };
+enum class ImplKey { none, reference, im2col, winograd, winograd2, direct, channels_last, cudnn, native, cublas };
 
 // The implementations that may run a problem, as the family's rule says: entries are matched by
 // their `selected_by`, in this order. `named`: the configuration named one implementation

@@ -223,11 +223,12 @@ std::vector<Field> kernels_fields() {
                "the atomics-based backward ones)"),
       CG_FIELD(kernels.cpu_conv, any(),
                "CPU convolution: winograd (F(4x4,3x3) for 3x3 stride-1 float32 layers of 32+ channels or of "
-               "channels in groups of 16), direct (float32 3x3 and 1x1 layers of stride 1 or 2 without im2col), "
-               "im2col (im2col + GEMM, every layer) or auto (per layer and phase, the fastest of direct and im2col); "
-               "direct and im2col are as exact as PyTorch float32 (error against float64 at most PyTorch's), winograd "
-               "is faster on wide layers but 4-8x PyTorch's error in forward and backward-data (bench/conv_fidelity.sh), "
-               "so auto never picks it"),
+               "channels in groups of 16), winograd2 (F(2x2,3x3) for every 3x3 stride-1 float32 layer), direct "
+               "(float32 3x3 and 1x1 layers of stride 1 or 2 without im2col), im2col (im2col + GEMM, every layer) "
+               "or auto (per layer and phase, the fastest of direct, im2col and winograd2 where winograd2 is as "
+               "exact); direct, im2col and auto are as exact as PyTorch float32 (error against float64 at most "
+               "PyTorch's), winograd is faster on wide layers but 4-8x PyTorch's error in forward and "
+               "backward-data (bench/conv_fidelity.sh), so auto never picks it"),
   };
 }
 

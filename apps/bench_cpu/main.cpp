@@ -44,16 +44,17 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--widths", o.widths, "stage widths, e.g. 64,128,256")->delimiter(',');
   app.add_option("--in-channels", o.in_channels, "image channels")->check(CLI::PositiveNumber);
   app.add_option("--image-size", o.image_size, "image side")->check(CLI::PositiveNumber);
-  app.add_option("--cpu-conv", o.cpu_conv, "CPU convolution, as kernels.cpu_conv: auto, im2col, winograd or direct")
-      ->check(CLI::IsMember({"auto", "im2col", "winograd", "direct"}));
+  app.add_option("--cpu-conv", o.cpu_conv, "CPU convolution, as kernels.cpu_conv: auto, im2col, winograd, winograd2 or direct")
+      ->check(CLI::IsMember({"auto", "im2col", "winograd", "winograd2", "direct"}));
 }
 
 cg::ops::CpuConvAlgorithm cpu_conv_of(const std::string& name) {
   using cg::ops::CpuConvAlgorithm;
-  return name == "im2col"     ? CpuConvAlgorithm::im2col
-         : name == "winograd" ? CpuConvAlgorithm::winograd
-         : name == "direct"   ? CpuConvAlgorithm::direct
-                              : CpuConvAlgorithm::automatic;
+  return name == "im2col"      ? CpuConvAlgorithm::im2col
+         : name == "winograd"  ? CpuConvAlgorithm::winograd
+         : name == "winograd2" ? CpuConvAlgorithm::winograd2
+         : name == "direct"    ? CpuConvAlgorithm::direct
+                               : CpuConvAlgorithm::automatic;
 }
 
 // What the timed steps measured.

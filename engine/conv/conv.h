@@ -72,6 +72,10 @@ Selection conv_selection(const ConvProblem& p);
 // kernels.cpu_conv=auto's algorithm for an NCHW layer of this shape and dtype: whichever measured
 // fastest there (never automatic).
 ops::CpuConvAlgorithm cpu_conv_auto(const kernels::Conv2dShape& s, DType dtype);
+// kernels.cpu_conv=auto's backward of an NCHW float32 layer whose forward ran the direct or the
+// F(2x2) Winograd convolution: each phase from the kernel kernels/cpu_conv/auto_rule.h names for it
+// (conv_cpu_auto.cpp).
+void cpu_auto_backward(const ConvProblem& p, ConvBackwardArgs& a);
 // kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (conv_choice.cpp): cuDNN and
 // the native kernels each run p's forward and both backward passes, timed, the first time the
 // process meets p's shape; the native kernels come first only when native_measured_faster.
@@ -86,6 +90,7 @@ std::shared_ptr<const ConvImpl> pick_conv(const ConvProblem& p);
 ConvEntry conv_reference_entry();
 ConvEntry conv_im2col_entry();
 ConvEntry conv_winograd_entry();
+ConvEntry conv_winograd2_entry();
 ConvEntry conv_direct_entry();
 ConvEntry conv_cpu_channels_last_entry();
 ConvEntry conv_native_channels_last_entry();

@@ -3,8 +3,9 @@
 // KernelPolicy into those that may run it, most preferred first, and pick_conv() takes the first
 // that supports the layer.
 //   CPU, channels-last: the channels-last convolution (which picks the NCHW one inside).
-//   CPU, NCHW: kernels.cpu_conv's algorithm (auto: cpu_conv_auto's, per layer shape), then the
-//     im2col convolution for what that algorithm does not run. The plain reference is registered
+//   CPU, NCHW: kernels.cpu_conv's algorithm (auto: cpu_conv_auto's, per layer shape: the forward's;
+//     the backward phases then as cpu_auto_backward says), then the im2col convolution for what
+//     that algorithm does not run. The plain reference is registered
 //     for the conformance suites and selected by no rule: it is far too slow to train with.
 //   GPU: kernels.conv=cudnn or native by name (refused where it cannot run the layer); auto: per
 //     layer, whichever of the two measured faster (the timed choice, below) under
@@ -48,7 +49,8 @@ namespace cg::impl {
 // cuDNN's only where cuDNN is linked: entries() lists what can run.
 ConvRegistry& conv_registry() {
   static ConvRegistry* registry = [] {
-    std::vector<ConvEntry> entries{conv_im2col_entry(), conv_winograd_entry(), conv_direct_entry(),
+    std::vector<ConvEntry> entries{conv_im2col_entry(),           conv_winograd_entry(),
+                                   conv_winograd2_entry(),        conv_direct_entry(),
                                    conv_cpu_channels_last_entry(), conv_reference_entry()};
     if constexpr (kernels::kCudaBuild) {
       entries.push_back(conv_native_channels_last_entry());
@@ -75,6 +77,7 @@ using ops::GpuImpl;
 ImplKey cpu_key(CpuConvAlgorithm algorithm) {
   switch (algorithm) {
     case CpuConvAlgorithm::winograd: return ImplKey::winograd;
+    case CpuConvAlgorithm::winograd2: return ImplKey::winograd2;
     case CpuConvAlgorithm::direct: return ImplKey::direct;
     default: return ImplKey::im2col;
   }
@@ -103,8 +106,12 @@ Selection gpu_selection(const ConvProblem& p) {
 // engine's to check.
 CpuConvAlgorithm cpu_conv_auto(const kernels::Conv2dShape& s, DType dtype) {
   if (dtype != DType::f32) return CpuConvAlgorithm::im2col;  // Winograd and direct run float32 only
-  return kernels::cpu::fastest_exact_conv(s) == kernels::cpu::ExactConv::direct ? CpuConvAlgorithm::direct
-                                                                                 : CpuConvAlgorithm::im2col;
+  switch (kernels::cpu::fastest_exact_conv(s)) {
+    case kernels::cpu::ExactConv::direct: return CpuConvAlgorithm::direct;
+    case kernels::cpu::ExactConv::winograd2: return CpuConvAlgorithm::winograd2;
+    case kernels::cpu::ExactConv::im2col: break;
+  }
+  return CpuConvAlgorithm::im2col;
 }
 
 Selection conv_selection(const ConvProblem& p) { return p.device.is_cpu() ? cpu_selection(p) : gpu_selection(p); }

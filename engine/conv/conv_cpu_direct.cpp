@@ -1,12 +1,11 @@
 // The CPU direct convolution (kernels/cpu_conv/conv_direct.h): NCHW float32 3x3 padding-1 and 1x1
 // layers of stride 1 or 2. kernels.cpu_conv=direct runs it on every layer it supports; auto on
-// every 3x3 layer (cpu_conv_auto, conv_choice.cpp), handing a backward phase to im2col where
-// im2col measured faster for the shape (direct_phases_auto, kernels/cpu_conv/auto_rule.h).
+// the 3x3 layers whose forward it is fastest for (cpu_conv_auto, conv_choice.cpp), each backward
+// phase then from the kernel auto names for it (cpu_auto_backward: direct, im2col or Winograd
+// F(2x2), kernels/cpu_conv/auto_rule.h).
 #include "engine/conv/conv.h"
 #include "engine/conv/conv_cpu_tensors.h"
-#include "kernels/cpu_conv/auto_rule.h"
 #include "kernels/cpu_conv/conv_direct.h"
-#include "kernels/cpu_conv/im2col.h"
 
 namespace cg::impl {
 namespace {
@@ -29,21 +28,14 @@ class DirectConv : public ConvImpl {
   }
 
   void backward(const ConvProblem& p, ConvBackwardArgs& a) const override {
+    if (p.policy.cpu_conv == ops::CpuConvAlgorithm::automatic) return cpu_auto_backward(p, a);
     const Tensor &x = a.saved.x, &w = a.saved.w, &dy = a.dy;
     const kernels::Conv2dShape& s = p.shape;
-    const kernels::cpu::DirectPhases own = p.policy.cpu_conv == ops::CpuConvAlgorithm::automatic
-                                               ? kernels::cpu::direct_phases_auto(s)
-                                               : kernels::cpu::DirectPhases{};
     new_conv_grads(p, a);
-    float* db = data_or_null<float>(a.db);
-    if (a.need_dx && own.data)
-      kernels::cpu::direct_conv2d_backward_data(s, dy.data<float>(), w.data<float>(), a.dx.data<float>());
-    else if (a.need_dx)
-      kernels::cpu::im2col_conv2d_backward_data<float>(s, dy.data<float>(), w.data<float>(), a.dx.data<float>());
-    if (a.need_w && own.filter)
-      kernels::cpu::direct_conv2d_backward_filter(s, x.data<float>(), dy.data<float>(), a.dw.data<float>(), db);
-    else if (a.need_w)
-      kernels::cpu::im2col_conv2d_backward_filter<float>(s, x.data<float>(), dy.data<float>(), a.dw.data<float>(), db);
+    if (a.need_dx) kernels::cpu::direct_conv2d_backward_data(s, dy.data<float>(), w.data<float>(), a.dx.data<float>());
+    if (a.need_w)
+      kernels::cpu::direct_conv2d_backward_filter(s, x.data<float>(), dy.data<float>(), a.dw.data<float>(),
+                                                  data_or_null<float>(a.db));
   }
 };
 

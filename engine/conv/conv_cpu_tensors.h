@@ -9,7 +9,8 @@ namespace cg::impl {
 
 // True for the 3x3 stride-1 float32 layers Winograd takes under kernels.cpu_conv=winograd: 32+
 // channels in and out, or channels in groups of 16 on planes its 16-plane transforms handle
-// (conv_cpu_winograd.cpp). auto never gives it a layer (conv_choice.cpp: not exact enough).
+// (conv_cpu_winograd.cpp). auto never gives it a layer (conv_choice.cpp: not exact enough); F(2x2)
+// (kernels.cpu_conv=winograd2) takes every 3x3 stride-1 layer.
 bool winograd_takes(const kernels::Conv2dShape& s);
 
 // y of x conv w, uninitialized (the kernels write every element), after checking x and w agree.

@@ -1,27 +1,27 @@
-// kernels.cpu_conv=auto's rule for a float32 NCHW layer: of the CPU convolutions as exact as
-// PyTorch float32 (each phase's error against float64 at most PyTorch's own,
-// bench/results/conv_fidelity_*.md), the one that measured fastest for the layer's shape, and
-// which of the direct convolution's backward phases beat im2col's. Winograd F(4x4, 3x3) is not a
-// candidate: its forward and backward-data errors are 3.7-8.5x PyTorch's on every layer it takes,
-// and a whole training run drifted 4-5x further from float64 than PyTorch's (issue 41;
+// kernels.cpu_conv=auto's rule for a float32 NCHW layer: per phase, of the CPU convolutions as
+// exact as PyTorch float32 there (each phase's error against float64 at most PyTorch's own,
+// bench/results/conv_fidelity_*.md), the one that measured fastest for the layer's shape: im2col,
+// the direct convolution, or Winograd F(2x2, 3x3) where its error allows. Winograd F(4x4, 3x3) is
+// not a candidate: its forward and backward-data errors are 3.7-8.5x PyTorch's on every layer it
+// takes, and a whole training run drifted 4-5x further from float64 than PyTorch's (issue 41;
 // tests/dist/pytorch_run_fidelity_test.cpp), so it runs by name only. The engine's rule
 // (engine/conv/conv_choice.cpp) adds what is not about shapes: the dtype and kernels.cpu_conv.
 #pragma once
 #include "kernels/cpu_conv/conv_direct.h"
+#include "kernels/cpu_conv/winograd.h"
 #include "kernels/types.h"
 
 namespace cg::kernels::cpu {
 
-enum class ExactConv { im2col, direct };
+enum class ExactConv { im2col, direct, winograd2 };
 
 // From per-layer A/B timings (cpu_conv_bench; bench/NOTES.md, "Figures once kept in code
 // comments", "Stride 2, phase by phase"): 3x3, stride 1 or 2: the direct forward beats im2col on
 // every layer measured (16 to 128 channels in), and so does its stride-1 backward-data; the
 // backward phases go to im2col where it wins (direct_phases_auto). 1x1: im2col, since the direct
-// 1x1 reads its input planes once per tap with nothing to reuse.
-inline ExactConv fastest_exact_conv(const Conv2dShape& s) {
-  return direct_conv_supports(s) && s.kh == 3 ? ExactConv::direct : ExactConv::im2col;
-}
+// 1x1 reads its input planes once per tap with nothing to reuse. Winograd F(2x2) then takes the
+// phases it is exact enough and faster for (winograd2_phases_auto).
+inline bool direct_takes_auto(const Conv2dShape& s) { return direct_conv_supports(s) && s.kh == 3; }
 
 // Which backward phases the direct convolution runs itself under auto (the others go to im2col);
 // by name (kernels.cpu_conv=direct) it runs all three.
@@ -40,5 +40,49 @@ inline DirectPhases direct_phases_auto(const Conv2dShape& s) {
   if (s.stride != 2) return {.data = true, .filter = s.c_in <= 64 && s.c_out <= 64};
   return {.data = s.c_in <= 64, .filter = s.c_in < 32};
 }
+
+// Winograd F(2x2, 3x3) under auto, phase by phase (3x3 stride-1 padding-1 layers only). Its error
+// (bench/results/conv_fidelity_2026-11-29_0430.md, relative L2 against float64, as a multiple of
+// PyTorch float32's): forward 0.74-0.97x on every layer but the 1-channel stems (1.9x),
+// backward-filter 0.16-0.45x on every layer; backward-data 0.69-0.91x on the narrow network's
+// layers (16-64 channels) but 1.2-1.7x on the full network's (64-256: its sums run through every
+// output channel in one chain, where the direct kernel's go in runs of 16). Its time against
+// auto's kernel without it (cpu_conv_bench, 2026-11-29, AMD EPYC 2 cores, AVX2; another build
+// running: ratios of runs alternating in one process, 3 rounds; 1 thread batch 64 CPU time, 2
+// threads batch 128-256 elapsed; bench/NOTES.md, "Issue 41 (session 31)"):
+// - backward-filter: 0.31-0.79x (1 thread) and 0.33-0.93x (2 threads) on every layer of 16+
+//   channels (narrow 16->16 @28: 0.62-0.79 / 0.87-0.93; 256->256 @7 against im2col: 0.66-0.71 /
+//   0.55-0.64); 4-7x slower on the stems.
+// - forward: faster from 128 channels (128 @14: 0.81-0.87 / 0.89-0.98; 256 @7: 0.74-0.81 /
+//   0.83-0.91); at 64 @28 a tie (0.87-0.94 / 0.89-1.14), at 16-64 channels on 7-28 planes slower
+//   with 2 threads (1.0-1.67), on the stems 2-4x slower.
+// - backward-data: where it is exact enough (32 @14), no faster (0.96-1.06 / 1.28-2.00): never.
+// The whole step with this rule, one thread: 0.76-0.80x the CPU time of the rule without F(2x2)
+// on both MiniResNets (cudagrad-bench-cpu, 4 rounds).
+struct Winograd2Phases {
+  bool forward = false, data = false, filter = false;
+};
+inline Winograd2Phases winograd2_phases_auto(const Conv2dShape& s) {
+  if (!winograd_supports(s) || s.pad != 1) return {};
+  return {.forward = s.c_in >= 128 && s.c_out >= 128, .data = false, .filter = s.c_in >= 16 && s.c_out >= 16};
+}
+
+// The kernel of each phase under auto: forward, backward-data, backward-filter.
+struct ExactPhases {
+  ExactConv forward, data, filter;
+};
+inline ExactPhases exact_phases_auto(const Conv2dShape& s) {
+  if (!direct_takes_auto(s)) return {ExactConv::im2col, ExactConv::im2col, ExactConv::im2col};
+  const DirectPhases d = direct_phases_auto(s);
+  const Winograd2Phases w = winograd2_phases_auto(s);
+  const auto pick = [](bool winograd2, bool direct) {
+    return winograd2 ? ExactConv::winograd2 : direct ? ExactConv::direct : ExactConv::im2col;
+  };
+  return {pick(w.forward, true), pick(w.data, d.data), pick(w.filter, d.filter)};
+}
+
+// The algorithm that runs the layer's forward under auto (and owns its backward phases, which it
+// runs as exact_phases_auto says).
+inline ExactConv fastest_exact_conv(const Conv2dShape& s) { return exact_phases_auto(s).forward; }
 
 }  // namespace cg::kernels::cpu

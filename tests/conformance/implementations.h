@@ -49,6 +49,7 @@ inline ops::KernelPolicy gpu_policy(const std::string& family, impl::ImplKey sel
 // reference, which no value selects and which reads no policy, gets im2col's).
 inline ops::CpuConvAlgorithm cpu_conv_of(impl::ImplKey selected_by) {
   if (selected_by == impl::ImplKey::winograd) return ops::CpuConvAlgorithm::winograd;
+  if (selected_by == impl::ImplKey::winograd2) return ops::CpuConvAlgorithm::winograd2;
   if (selected_by == impl::ImplKey::direct) return ops::CpuConvAlgorithm::direct;
   return ops::CpuConvAlgorithm::im2col;
 }
@@ -74,6 +75,7 @@ std::vector<Implementation<Interface>> implementations_of(const impl::Registry<I
     } else if (family == "conv" && e.selected_by == impl::ImplKey::channels_last) {
       for (auto [algorithm, label] : {std::pair{ops::CpuConvAlgorithm::im2col, "im2col"},
                                       {ops::CpuConvAlgorithm::winograd, "winograd"},
+                                      {ops::CpuConvAlgorithm::winograd2, "winograd2"},
                                       {ops::CpuConvAlgorithm::direct, "direct"}})
         out.push_back({e.name + " " + label, e.device, e.impl, detail::cpu_conv_policy(algorithm)});
     } else if (family == "conv") {

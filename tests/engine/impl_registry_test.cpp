@@ -218,7 +218,8 @@ TEST(ImplRegistry, EntriesListEveryImplementationOnce) {
     EXPECT_TRUE(names.insert(e.name).second) << e.name << " twice";
     EXPECT_TRUE(e.impl) << e.name;
   }
-  for (const char* cpu : {"cpu reference", "cpu im2col", "cpu winograd", "cpu direct", "cpu channels-last"})
+  for (const char* cpu : {"cpu reference", "cpu im2col", "cpu winograd", "cpu winograd2", "cpu direct",
+                          "cpu channels-last"})
     EXPECT_EQ(names.count(cpu), 1u) << cpu;
   // The GPU's only where the build has them.
 #ifdef CUDAGRAD_WITH_CUDA
