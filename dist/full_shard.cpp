@@ -19,6 +19,10 @@ namespace cg::dist {
 namespace {
 
 ShardCollectives& shard_collectives(GradientComm& transport) {
+  if (transport.modeled_ms(sizeof(float)) > 0)  // the modeled ring: one real rank standing for many
+    throw UsageError(fmt::format("dist.sharding=full_shard: the {} transport has one real rank, which cannot hold the "
+                                 "other ranks' parameter shards a gather needs; model optimizer or shard_grad_op",
+                                 transport.name()));
   ShardCollectives* shards = transport.shards();
   if (!shards)
     throw UsageError(fmt::format("dist.sharding=full_shard: the {} transport has no reduce-scatter and all-gather; "

@@ -338,6 +338,11 @@ std::vector<std::string> resolve_sharding_alias(TrainConfig& c, const config::Va
   }
   if (const std::string why = dist::sharding_refusal(c.dist.sharding); !why.empty())
     config::reject(v, "dist.sharding", why);
+  if (c.dist.sharding == dist::Sharding::full_shard && c.dist.backend == dist::BackendRequest::modeled)
+    config::reject(v, "dist.sharding",
+                   fmt::format("full_shard gathers the other ranks' parameter shards, and dist.backend=modeled ({}) "
+                               "has one real rank standing for many; use optimizer or shard_grad_op with it",
+                               v.origin("dist.backend")));
   return notes;
 }
 

@@ -199,10 +199,11 @@ void Trainer::log_window(double lr, bool to_log) {
 
 void Trainer::log_memory() {
   const Device device = device_;
-  if (!device.is_cuda()) return;
   const AllocatorStats m = allocator_for(device).stats();
-  log::info("{} memory: {:.1f} MiB in use, peak {:.1f} MiB, {} cudaMalloc calls so far", device.str(),
-            double(m.in_use_bytes) / (1 << 20), double(m.peak_in_use_bytes) / (1 << 20), m.backend_allocations);
+  log::info("{} memory: {:.1f} MiB in use, peak {:.1f} MiB, {} {} calls so far", device.str(),
+            double(m.in_use_bytes) / (1 << 20), double(m.peak_in_use_bytes) / (1 << 20), m.backend_allocations,
+            device.is_cuda() ? "cudaMalloc" : "aligned_alloc");
+  if (!device.is_cuda()) return;
   const StepGraph* graph = step_.graph();
   if (graph && graph->captured())
     log::info("CUDA graph of the step: {} replays, its pool reserves {:.1f} MiB, {} cudaMalloc calls during its "
@@ -256,13 +257,25 @@ void Trainer::checkpoint(const std::string& name) {
   result_.checkpoint = path;
 }
 
+// What this rank holds between steps: the figure each dist.sharding strategy changes.
+void Trainer::log_held_state() {
+  dist::Reducer::Resident held;
+  if (ddp_) {
+    held = ddp_->reducer().resident_bytes();
+  } else {  // one process: the optimizer frees the gradients after each step
+    for (const auto& [name, p] : model_.named_parameters()) held.parameters += int64_t(p.nbytes());
+    held.optimizer_state = optimizer_.state_bytes();
+  }
+  log::info("dist.sharding={}: this rank holds {} bytes of parameters, {} of gradients, {} of optimizer state",
+            ddp_ ? enum_name(ddp_->sharding()) : "no_shard (one process)", held.parameters, held.gradients,
+            held.optimizer_state);
+}
+
 // The replicas are compared (after bringing every rank's BatchNorm statistics to rank 0's), the
 // last checkpoint is written, and the timeline when profiling.
 TrainResult Trainer::finish() {
+  log_held_state();
   if (ddp_) {
-    const dist::Reducer::Resident held = ddp_->reducer().resident_bytes();
-    log::info("dist.sharding={}: this rank holds {} bytes of parameters, {} of gradients, {} of optimizer state",
-              enum_name(ddp_->sharding()), held.parameters, held.gradients, held.optimizer_state);
     ddp_->reducer().wait_for_parameters();
     ddp_->sync_buffers();
     dist_.check_replicas_equal(state_fingerprint(ddp_->reducer().replicated_state(model_)),

@@ -51,6 +51,7 @@ class Trainer {
   bool step(const data::DeviceBatch& batch, ProgressBar& bar);  // true: stop
   void log_window(double lr, bool to_log);
   void log_memory();
+  void log_held_state();
   void evaluate(bool epoch_done);
   void checkpoint(const std::string& name);
   TrainResult finish();

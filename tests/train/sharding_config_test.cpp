@@ -71,6 +71,19 @@ TEST(ShardingConfig, BadValuesAndStrategiesNotBuiltNameTheKeyAndTheHelpExplainsT
                         {"optim.zero_sharding", "dist.sharding", "ZeRO-1", "ZeRO-2", "ZeRO-3", "reduce-scattered"});
 }
 
+// The modeled ring has one real rank: it can time ZeRO-1 and ZeRO-2's collectives, but a gather of
+// the other ranks' parameter shards has nothing to gather.
+TEST(ShardingConfig, FullShardOverTheModeledRingIsRefused) {
+  try {
+    load_train_config("", {"dist.sharding=full_shard", "dist.backend=modeled"});
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    test::expect_mentions(e.what(), {"'dist.sharding'", "dist.backend=modeled", "one real rank"});
+  }
+  EXPECT_EQ(load_train_config("", {"dist.sharding=shard_grad_op", "dist.backend=modeled"}).dist.sharding,
+            Sharding::shard_grad_op);
+}
+
 std::string error_of(const std::vector<std::string>& overrides) {
   try {
     load_train_config("", overrides);

@@ -1,5 +1,5 @@
-// ZeRO-1 and ZeRO-2 (DdpOptions::sharding optimizer, shard_grad_op) with CUDA tensors: one rank
-// over real NCCL (its ncclReduceScatter / ncclAllGather on the communication stream, buckets
+// ZeRO-1, ZeRO-2 and ZeRO-3 (DdpOptions::sharding optimizer, shard_grad_op, full_shard: its
+// gathers into storage taken again on the GPU) with CUDA tensors: one rank over real NCCL (its ncclReduceScatter / ncclAllGather on the communication stream, buckets
 // padded to equal shards) and over the modeled backend trains SGD with momentum and AdamW to
 // weights bit-identical to unsharded DDP, also with fp16/bf16 gradient compression (the 16-bit reduce-scatter) against
 // unsharded compressed DDP; Gloo staged through host memory refuses sharding, naming itself.
@@ -38,6 +38,7 @@ std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>&
   o.bucket_cap_mb = 0.002;
   o.first_bucket_mb = 0.001;
   o.sharding = sharding;
+  o.shard_units = [](const std::string&, nn::Module& module) { return nn::is_residual_block(module); };
   o.grad_compression = compression;
   DistributedDataParallel ddp(m, comm(), o);
   auto opt = make(adamw, m);
@@ -52,7 +53,7 @@ std::vector<uint8_t> train(const std::function<std::unique_ptr<GradientComm>()>&
   }
   ddp.reducer().wait_for_parameters();
   std::vector<uint8_t> bytes;
-  for (auto& [name, t] : m.state_dict()) {
+  for (auto& [name, t] : ddp.reducer().full_model_state(m)) {  // full_shard: gathered unit by unit
     const Tensor h = t.to(Device::cpu());
     const uint8_t* p = static_cast<const uint8_t*>(h.raw_data());
     bytes.insert(bytes.end(), p, p + h.nbytes());
@@ -74,7 +75,7 @@ TEST(CudaZero, SingleRankNcclShardedEqualsUnshardedSgdAndAdamW) {
   NEED_GPU();
   NEED_CUDA_LIBRARY("NCCL");
   for (bool adamw : {false, true})
-    for (Sharding s : {Sharding::optimizer, Sharding::shard_grad_op})
+    for (Sharding s : {Sharding::optimizer, Sharding::shard_grad_op, Sharding::full_shard})
       EXPECT_TRUE(train(single_rank_nccl, adamw, s) == train(single_rank_nccl, adamw, Sharding::no_shard))
           << (adamw ? "AdamW" : "SGD") << ", " << enum_name(s) << ": sharded weights differ from unsharded";
 }
@@ -83,6 +84,12 @@ TEST(CudaZero, ModeledBackendShardedEqualsUnsharded) {
   NEED_GPU();
   auto modeled = [] { return make_modeled_comm(8, nvlink_link(), kGpu); };
   EXPECT_TRUE(train(modeled, true, Sharding::shard_grad_op) == train(modeled, true, Sharding::no_shard));
+  try {  // one real rank cannot gather the others' parameter shards
+    train(modeled, true, Sharding::full_shard);
+    ADD_FAILURE() << "full_shard ran over the modeled ring";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("one real rank"), std::string::npos) << e.what();
+  }
 }
 
 // ZeRO-1 with dist.grad_compression: the divide and cast, ncclReduceScatter in ncclHalf /
