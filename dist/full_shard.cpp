@@ -159,6 +159,7 @@ void FullShard::reshard(size_t u) {
 // ---- forward and backward hooks
 
 void FullShard::before_forward(size_t u) {
+  if (u == 0) events_.clear();  // a new forward: keep one step's (or evaluation batch's) events
   events_.push_back(fmt::format("f{}", u));
   gather(u);
   if (u + 1 < units_.size()) issue_gather(u + 1);  // prefetch: it travels while this unit computes
@@ -196,7 +197,6 @@ void FullShard::prepare_for_backward(bool sync) {
   ready_.assign(params_.size(), 0);
   sync_backward_ = sync;
   in_backward_ = true;
-  events_.clear();
 }
 
 void FullShard::gradient_ready(size_t param) {

@@ -71,9 +71,9 @@ class FullShard : public Reducer {
     int64_t gathered_bytes;  // its flat buffer, padding included, while gathered
   };
   std::vector<UnitView> units() const;
-  // The order of the last step's gathers as issued ("g<unit>") and of the units' forward and
-  // backward starts ("f<unit>", "b<unit>"): tests check that a prefetch comes before the compute
-  // it hides behind.
+  // Since the last forward began: the order of the gathers as issued ("g<unit>") and of the
+  // units' forward and backward starts ("f<unit>", "b<unit>"): tests check that a prefetch comes
+  // before the compute it hides behind.
   const std::vector<std::string>& events() const { return events_; }
 
  private:
