@@ -68,7 +68,7 @@ class HostGlooComm : public GradientComm, public ShardCollectives, public Wire16
 // CUDA tensors through Gloo: a worker thread waits for the gradients (an event), copies them to
 // pinned memory on its own stream, runs the Gloo all-reduce, copies back and records an event the
 // compute stream waits on. Only the worker thread ever waits for the device.
-class StagedGlooComm : public GradientComm {
+class StagedGlooComm : public GradientComm, public ShardCollectives {
  public:
   StagedGlooComm(ProcessGroup& g, Device d) : group_(g), device_(d), copy_(Stream::create(d)) {}
   ~StagedGlooComm() override {
@@ -82,35 +82,22 @@ class StagedGlooComm : public GradientComm {
   int size() const override { return group_.size(); }
 
   std::shared_ptr<Work> all_reduce_average(Tensor& tensor, const Stream& compute, const std::string& what) override {
-    auto work = std::make_shared<Work>();
-    Event ready = Event::create(device_);
-    ready.record(compute);
-    float* data = tensor.data<float>();
-    const int64_t count = tensor.numel();
-    const size_t bytes = size_t(count) * sizeof(float);
-    void* host = pinned_->get(data, bytes);
-    worker_->post([=, this] {
-      CG_NVTX_RANGE("Gloo all-reduce staged through host memory");
-      std::exception_ptr error;
-      work->started = std::chrono::steady_clock::now();
-      try {
-        runtime::set_device(device_);
-        ready.synchronize();
-        copy_to_host_async(host, data, bytes, copy_);
-        copy_.synchronize();
-        group_.all_reduce_async(static_cast<float*>(host), count, ReduceOp::average)->wait();
-        copy_bytes_async(data, host, bytes, copy_);
-        Event done = Event::create(device_);
-        done.record(copy_);
-        work->device_done = done;
-      } catch (const std::exception& e) {
-        error = std::make_exception_ptr(Error(fmt::format("rank {}: {} through host staging: {}", group_.rank(), what,
-                                                          e.what())));
-      }
-      work->finished = std::chrono::steady_clock::now();
-      work->finish(error);
+    return staged(tensor, compute, what, [this](float* host, int64_t count) {
+      group_.all_reduce_async(host, count, ReduceOp::average)->wait();
     });
-    return work;
+  }
+
+  // The ring's halves (dist.sharding) on the staged copy, as the host Gloo transport runs them.
+  ShardCollectives* shards() override { return this; }
+  std::vector<int64_t> shard_bounds(int64_t count) const override { return ring_shard_bounds(count, group_.size()); }
+  std::shared_ptr<Work> reduce_scatter_average(Tensor& tensor, const Stream& compute, const std::string& what) override {
+    return staged(tensor, compute, what, [this](float* host, int64_t count) {
+      group_.reduce_scatter_async(host, count, ReduceOp::average)->wait();
+    });
+  }
+  std::shared_ptr<Work> all_gather_shards(Tensor& tensor, const Stream& compute, const std::string& what) override {
+    return staged(tensor, compute, what,
+                  [this](float* host, int64_t count) { group_.all_gather_shards_async(host, count)->wait(); });
   }
 
   void wait(Work& work, const Stream& compute) override {
@@ -150,6 +137,41 @@ class StagedGlooComm : public GradientComm {
   }
 
  private:
+  // On the worker, once `compute` has reached this point: `tensor` copied to pinned host memory,
+  // `collective` run on it there, the result copied back on copy_; the work's device_done follows.
+  std::shared_ptr<Work> staged(Tensor& tensor, const Stream& compute, const std::string& what,
+                               std::function<void(float* host, int64_t count)> collective) {
+    auto work = std::make_shared<Work>();
+    Event ready = Event::create(device_);
+    ready.record(compute);
+    float* data = tensor.data<float>();
+    const int64_t count = tensor.numel();
+    const size_t bytes = size_t(count) * sizeof(float);
+    void* host = pinned_->get(data, bytes);
+    worker_->post([=, this, collective = std::move(collective)] {
+      CG_NVTX_RANGE("Gloo collective staged through host memory");
+      std::exception_ptr error;
+      work->started = std::chrono::steady_clock::now();
+      try {
+        runtime::set_device(device_);
+        ready.synchronize();
+        copy_to_host_async(host, data, bytes, copy_);
+        copy_.synchronize();
+        collective(static_cast<float*>(host), count);
+        copy_bytes_async(data, host, bytes, copy_);
+        Event done = Event::create(device_);
+        done.record(copy_);
+        work->device_done = done;
+      } catch (const std::exception& e) {
+        error = std::make_exception_ptr(Error(fmt::format("rank {}: {} through host staging: {}", group_.rank(), what,
+                                                          e.what())));
+      }
+      work->finished = std::chrono::steady_clock::now();
+      work->finish(error);
+    });
+    return work;
+  }
+
   // A replaced buffer may still be read by a copy back that an earlier job enqueued on copy_:
   // freed by a job of its own, after those, once copy_ is idle.
   void retire(void* buffer) {

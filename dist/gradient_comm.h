@@ -4,7 +4,7 @@
 // 16-bit sums of dist.grad_compression (Wire16Collectives) are families a transport may offer:
 //   HostGlooComm     CPU tensors, Gloo on the process group's communication thread (both);
 //   StagedGlooComm   CUDA tensors through pinned host memory and Gloo (several ranks may share
-//                    one GPU, which NCCL refuses; neither family);
+//                    one GPU, which NCCL refuses; the ring's halves, no 16-bit sums);
 //   NcclComm         CUDA tensors, NCCL on a high-priority communication stream, with a watchdog
 //                    (dist/comm_stream.h, dist/watchdog.h; both);
 //   ModeledComm      one real rank: the data stays (an average of identical replicas) while the

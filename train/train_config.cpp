@@ -347,20 +347,17 @@ std::vector<std::string> resolve_sharding_alias(TrainConfig& c, const config::Va
 }
 
 // What the gradient transport the config names cannot do. dist.backend=gloo with CUDA tensors is
-// always Gloo staged through pinned host memory, which has neither 16-bit collectives nor
-// reduce-scatter. (With dist.backend=auto, staging depends on the run, ranks sharing a GPU, so
-// DDP refuses it then, naming the same keys.)
+// always Gloo staged through pinned host memory, which has no 16-bit collectives. (With
+// dist.backend=auto, staging depends on the run, ranks sharing a GPU, so DDP refuses it then,
+// naming the same key.)
 void check_transport(const TrainConfig& c, const config::Values& v) {
   if (c.dist.backend != dist::BackendRequest::gloo || c.train.device != DeviceName::cuda) return;
-  const std::string staged = fmt::format("dist.backend=gloo with train.device=cuda ({}, {}) stages gradients through "
-                                         "host memory, which has no ",
-                                         v.origin("dist.backend"), v.origin("train.device"));
-  if (dist::shards_optimizer(c.dist.sharding))
-    config::reject(v, sharding_key(v),
-                   staged + "reduce-scatter and all-gather; use dist.backend=nccl (or auto) or dist.sharding=no_shard");
   if (c.dist.grad_compression != dist::GradCompression::none)
     config::reject(v, "dist.grad_compression",
-                   staged + "16-bit all-reduce; use dist.backend=nccl (or auto) or set it to none");
+                   fmt::format("dist.backend=gloo with train.device=cuda ({}, {}) stages gradients through host "
+                               "memory, which has no 16-bit all-reduce; use dist.backend=nccl (or auto) or set it to "
+                               "none",
+                               v.origin("dist.backend"), v.origin("train.device")));
 }
 
 // The model as a whole, counted from its shapes before anything is built: each key in bounds, the
