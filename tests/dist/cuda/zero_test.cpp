@@ -41,9 +41,11 @@ DdpOptions options(Sharding sharding, GradCompression compression = GradCompress
   return o;
 }
 
+// Undefined tensors (full_shard's parameters on ranks but 0) are left out.
 std::vector<uint8_t> bytes_of(const nn::NamedTensors& state) {
   std::vector<uint8_t> bytes;
   for (auto& [name, t] : state) {
+    if (!t.defined()) continue;
     const Tensor h = t.to(Device::cpu());
     const uint8_t* p = static_cast<const uint8_t*>(h.raw_data());
     bytes.insert(bytes.end(), p, p + h.nbytes());
