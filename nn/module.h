@@ -20,8 +20,9 @@ class Module {
  public:
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
-  // forward(x), between this module's forward hooks when it has them. Modules call their
-  // children through this, so a hook sees every call.
+  // forward(x), between this module's forward hooks when it has them. Sequential and MiniResNet
+  // call their blocks and stages through this, so a hook on one sees every call; a layer a module
+  // calls by name (conv1_->forward, bn1_->forward_relu) runs unhooked.
   Tensor operator()(const Tensor& x);
 
   // What runs around forward (PyTorch's forward pre-hook and forward hook): `before`, then
