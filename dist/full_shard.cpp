@@ -23,16 +23,7 @@ ShardCollectives& shard_collectives(GradientComm& transport) {
     throw UsageError(fmt::format("dist.sharding=full_shard: the {} transport has one real rank, which cannot hold the "
                                  "other ranks' parameter shards a gather needs; model optimizer or shard_grad_op",
                                  transport.name()));
-  ShardCollectives* shards = transport.shards();
-  if (!shards)
-    throw UsageError(fmt::format("dist.sharding=full_shard: the {} transport has no reduce-scatter and all-gather; "
-                                 "use gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
-                                 transport.name()));
-  return *shards;
-}
-
-int64_t align_up(int64_t offset) {
-  return (offset + kFlatAlignmentFloats - 1) / kFlatAlignmentFloats * kFlatAlignmentFloats;
+  return require_shard_collectives(transport, "dist.sharding=full_shard");
 }
 
 }  // namespace
@@ -86,7 +77,7 @@ void FullShard::build_units(const UnitPolicy& is_unit) {
   for (auto& u : units_) {
     int64_t offset = 0;
     for (size_t i : u->params) {
-      offset = align_up(offset);
+      offset = align_to_flat(offset);
       u->offset.push_back(offset);
       offset += params_[i].second.numel();
     }
@@ -214,23 +205,18 @@ void FullShard::unit_gradients_final(size_t u) {
     CG_NVTX_RANGE("FSDP reduce-scatter issue");
     unit.reducing = bucket_comm_.shards()->reduce_scatter_average(unit.grad_full, current_stream(device_),
                                                                    fmt::format("gradients of unit '{}'", unit.name));
-    finish_reductions_but_last();
-    reducing_.push_back(u);
+    finish_reduction();  // the previous unit's: it ran during this unit's backward
+    reducing_unit_ = u;
   }
   reshard(u);
 }
 
-// One reduction behind: the ones issued before the newest are waited for (they ran during this
-// unit's backward), their shards kept and their whole gradients freed.
-void FullShard::finish_reductions_but_last() {
-  while (!reducing_.empty()) {
-    finish_reduction(reducing_.front());
-    reducing_.erase(reducing_.begin());
-  }
-}
-
-void FullShard::finish_reduction(size_t u) {
-  Unit& unit = *units_[u];
+// One reduction behind: the one in flight is waited for, its shard kept and its whole gradients
+// freed.
+void FullShard::finish_reduction() {
+  if (!reducing_unit_) return;
+  Unit& unit = *units_[*reducing_unit_];
+  reducing_unit_.reset();
   transport_.wait(*unit.reducing, current_stream(device_));
   unit.reducing.reset();
   autograd::NoGradGuard no_grad;
@@ -242,14 +228,9 @@ void FullShard::finish_reduction(size_t u) {
 void FullShard::wait_for_gradients() {
   in_backward_ = false;
   if (!sync_backward_) return;
-  std::vector<std::string> missing;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (!ready_[i]) missing.push_back(params_[i].first);
-  if (!missing.empty())
-    throw Error(fmt::format("DDP: no gradient reached {} (unused in the forward pass?); its unit was never "
-                            "reduce-scattered", fmt::join(missing, ", ")));
+  check_every_gradient_arrived(params_, ready_, "unit was never reduce-scattered");
   trace::Span span("wait for reduce-scatters", "compute");
-  finish_reductions_but_last();
+  finish_reduction();
 }
 
 void FullShard::zero_grad() {

@@ -22,6 +22,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,8 +101,7 @@ class FullShard : public Reducer {
   Tensor after_forward(size_t u, const Tensor& y);
   void before_backward(size_t u);
   void unit_gradients_final(size_t u);
-  void finish_reduction(size_t u);
-  void finish_reductions_but_last();
+  void finish_reduction();  // the one in flight, if any
 
   nn::Module& model_;
   GradientComm& transport_;
@@ -111,7 +111,7 @@ class FullShard : public Reducer {
   Device device_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<size_t> unit_of_;         // param index -> unit
-  std::vector<size_t> reducing_;        // units whose reduce-scatter is in flight, oldest first
+  std::optional<size_t> reducing_unit_;  // the unit whose reduce-scatter is in flight
   std::vector<char> ready_;             // per parameter, in the current backward
   nn::Optimizer* optimizer_ = nullptr;
   bool sync_backward_ = true, in_backward_ = false;

@@ -12,12 +12,10 @@ namespace cg::dist {
 
 namespace {
 
-// A unit's parameters (their names and shapes) with their offsets, and this rank's part of each:
-// what the state gather needs of it.
+// A unit's parameters (their names and shapes) with their offsets: what the state gather needs.
 struct UnitLayout {
   nn::NamedTensors params;
   std::vector<int64_t> offsets;
-  std::map<std::string, nn::Optimizer::Range> owned;
 };
 
 }  // namespace

@@ -9,11 +9,6 @@
 namespace cg::dist {
 namespace {
 
-// The next offset (in floats) at which a parameter may start: see kFlatAlignmentBytes.
-int64_t align_up(int64_t offset) {
-  return (offset + kFlatAlignmentFloats - 1) / kFlatAlignmentFloats * kFlatAlignmentFloats;
-}
-
 std::vector<size_t> reverse_order(size_t n) {
   std::vector<size_t> r(n);
   std::iota(r.rbegin(), r.rend(), size_t(0));
@@ -49,15 +44,15 @@ void GradientBuckets::lay_out(const std::vector<size_t>& order) {
     offset = current.offset + current.padded;
     buckets_.push_back(current);
     current = Bucket{};
-    offset = align_up(offset);
+    offset = align_to_flat(offset);
     current.offset = offset;
     cap = floats_in(options_.bucket_cap_mb);
   };
   std::vector<int64_t> offsets(params_.size());
   for (size_t i : order) {
     const int64_t n = params_[i].second.numel();
-    if (!current.params.empty() && align_up(offset) - current.offset + n > cap) close();
-    offset = align_up(offset);
+    if (!current.params.empty() && align_to_flat(offset) - current.offset + n > cap) close();
+    offset = align_to_flat(offset);
     offsets[i] = offset;
     current.params.push_back(i);
     bucket_of_[i] = buckets_.size();
@@ -139,13 +134,18 @@ std::optional<size_t> GradientBuckets::ready(size_t param) {
 bool GradientBuckets::finish_backward() {
   in_backward_ = false;
   if (!sync_backward_) return false;
-  std::vector<std::string> missing;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (!ready_[i]) missing.push_back(params_[i].first);
-  if (!missing.empty())
-    throw Error(fmt::format("DDP: no gradient reached {} (unused in the forward pass?); its bucket was never "
-                            "all-reduced", fmt::join(missing, ", ")));
+  check_every_gradient_arrived(params_, ready_, "bucket was never all-reduced");
   return true;
+}
+
+void check_every_gradient_arrived(const nn::NamedTensors& params, const std::vector<char>& ready,
+                                  const std::string& what) {
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!ready[i]) missing.push_back(params[i].first);
+  if (!missing.empty())
+    throw Error(fmt::format("DDP: no gradient reached {} (unused in the forward pass?); its {}",
+                            fmt::join(missing, ", "), what));
 }
 
 std::vector<int64_t> GradientBuckets::sizes() const {

@@ -29,6 +29,10 @@ class GradientComm;
 // per parameter (about 0.1% of MiniResNet's buffer, a few KB on the wire).
 inline constexpr int64_t kFlatAlignmentBytes = 256;
 inline constexpr int64_t kFlatAlignmentFloats = kFlatAlignmentBytes / int64_t(sizeof(float));
+// The next offset (in floats) at which a parameter may start in a flat buffer.
+inline int64_t align_to_flat(int64_t offset) {
+  return (offset + kFlatAlignmentFloats - 1) / kFlatAlignmentFloats * kFlatAlignmentFloats;
+}
 
 struct BucketOptions {
   double bucket_cap_mb = 4.0;    // see dist.bucket_cap_mb in train/train_config.cpp
@@ -115,6 +119,11 @@ class GradientBuckets {
   bool sync_backward_ = true;         // the last forward's backward communicates
   bool in_backward_ = false;
 };
+
+// After a synced backward: fails naming every parameter whose `ready` flag is unset (unused in
+// the forward?), which left `what` (its bucket, its unit) uncommunicated on this rank.
+void check_every_gradient_arrived(const nn::NamedTensors& params, const std::vector<char>& ready,
+                                  const std::string& what);
 
 // The modeled transport's time for one step's bucket collectives (the ring model of each bucket,
 // summed); 0 for a real transport.

@@ -310,6 +310,15 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
 
 }  // namespace
 
+ShardCollectives& require_shard_collectives(GradientComm& transport, const std::string& who) {
+  ShardCollectives* shards = transport.shards();
+  if (!shards)
+    throw UsageError(fmt::format("{}: the {} transport has no reduce-scatter and all-gather; use gloo on the CPU, "
+                                 "nccl on GPUs of their own, or the modeled backend",
+                                 who, transport.name()));
+  return *shards;
+}
+
 std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group) { return std::make_unique<HostGlooComm>(group); }
 std::unique_ptr<GradientComm> make_staged_gloo_comm(ProcessGroup& group, Device device) {
   return std::make_unique<StagedGlooComm>(group, device);

@@ -72,6 +72,10 @@ class GradientComm {
   virtual std::string why_no_wire16() const { return name() + " has no 16-bit all-reduce"; }
 };
 
+// The transport's shard collectives, or a UsageError saying `who` (a strategy, as the config
+// names it) cannot run over it.
+ShardCollectives& require_shard_collectives(GradientComm& transport, const std::string& who);
+
 // Sharded data parallelism (dist.sharding). A bucket of `count` floats is cut into one contiguous shard per
 // rank: shard_bounds(count) returns size() + 1 bounds, rank r's shard is [bounds[r],
 // bounds[r + 1]). The last bound may exceed count: the bucket must then be that long (padding

@@ -15,15 +15,6 @@
 namespace cg::dist {
 namespace {
 
-ShardCollectives& shard_collectives(GradientComm& transport, Sharding strategy) {
-  ShardCollectives* shards = transport.shards();
-  if (!shards)
-    throw UsageError(fmt::format("dist.sharding={}: the {} transport has no reduce-scatter and all-gather; "
-                                 "use gloo on the CPU, nccl on GPUs of their own, or the modeled backend",
-                                 enum_name(strategy), transport.name()));
-  return *shards;
-}
-
 // Buckets padded as the transport's shards need.
 BucketOptions padded_for(BucketOptions options, ShardCollectives& shards) {
   options.pad = [&shards](int64_t count) { return shards.shard_bounds(count).back(); };
@@ -36,7 +27,7 @@ ShardedBuckets::ShardedBuckets(const nn::NamedTensors& params, GradientComm& tra
                                BucketOptions options, Sharding strategy)
     : transport_(transport),
       bucket_comm_(bucket_comm),
-      shards_(shard_collectives(transport, strategy)),
+      shards_(require_shard_collectives(transport, std::string("dist.sharding=") + enum_name(strategy))),
       buckets_(params, padded_for(std::move(options), shards_)),
       shard_gradients_(strategy == Sharding::shard_grad_op) {
   CG_CHECK(strategy == Sharding::optimizer || strategy == Sharding::shard_grad_op,
