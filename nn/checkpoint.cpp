@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
+#include "nn/sharded_checkpoint.h"
 #include "util/safetensors.h"
 
 namespace cg::nn {
@@ -29,11 +31,13 @@ Tensor from_record(const std::string& name, const safetensors::TensorRecord& r) 
   return t;
 }
 
+using Metadata = std::map<std::string, std::string>;
+
 // A counter from the metadata: a whole decimal number in [0, 2^62] (so that counting on from it
 // cannot overflow), nothing else.
-int64_t metadata_count(const safetensors::File& f, const std::string& path, const std::string& key) {
-  auto it = f.metadata.find(key);
-  if (it == f.metadata.end())
+int64_t metadata_count(const Metadata& m, const std::string& path, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end())
     throw Error(fmt::format("checkpoint {} lacks '{}': not a cudagrad training checkpoint", path, key));
   const std::string& text = it->second;
   size_t used = 0;
@@ -48,9 +52,9 @@ int64_t metadata_count(const safetensors::File& f, const std::string& path, cons
   return v;
 }
 
-std::string metadata_str(const safetensors::File& f, const std::string& key) {
-  auto it = f.metadata.find(key);
-  return it == f.metadata.end() ? std::string() : it->second;
+std::string metadata_str(const Metadata& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? std::string() : it->second;
 }
 
 // The whole state dict checked before any of it is copied in, so that a checkpoint that does not
@@ -73,7 +77,7 @@ void check_fits_model(const std::string& path, const Module& model, const std::m
     if (!known.count(name)) throw unfit(fmt::format("state dict has unexpected key '{}'", name));
 }
 
-TrainingProgress read_progress(const safetensors::File& file, const std::string& path) {
+TrainingProgress read_progress(const Metadata& file, const std::string& path) {
   TrainingProgress p;
   p.epoch = metadata_count(file, path, "cudagrad.epoch");
   p.batch_in_epoch = metadata_count(file, path, "cudagrad.batch_in_epoch");
@@ -100,6 +104,23 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
   save_checkpoint(path, model.state_dict(), optimizer, p, optimizer_state);
 }
 
+std::map<std::string, std::string> progress_metadata(const Optimizer& optimizer, const TrainingProgress& p) {
+  Metadata m;
+  m["cudagrad.kind"] = "training_checkpoint";
+  m["cudagrad.epoch"] = std::to_string(p.epoch);
+  m["cudagrad.batch_in_epoch"] = std::to_string(p.batch_in_epoch);
+  m["cudagrad.step"] = std::to_string(p.step);
+  m["cudagrad.optimizer"] = p.optimizer;
+  m["cudagrad.optimizer_steps"] = std::to_string(optimizer.steps_taken());
+  m["cudagrad.rng_state"] = p.rng_state;
+  m["cudagrad.config"] = p.config_yaml;
+  if (p.loss_scale > 0) {
+    m["cudagrad.loss_scale"] = fmt::format("{}", p.loss_scale);  // shortest exact form
+    m["cudagrad.loss_scale_growth_tracker"] = std::to_string(p.loss_scale_growth_tracker);
+  }
+  return m;
+}
+
 void save_checkpoint(const std::string& path, const NamedTensors& model_state, const Optimizer& optimizer,
                      const TrainingProgress& p, const NamedTensors* optimizer_state) {
   CG_CHECK(optimizer_state || !optimizer.sharded(),
@@ -109,53 +130,49 @@ void save_checkpoint(const std::string& path, const NamedTensors& model_state, c
   for (const auto& [name, t] : model_state) file.tensors.emplace_back(name, to_record(t));
   for (const auto& [name, t] : optimizer_state ? *optimizer_state : optimizer.state_tensors())
     file.tensors.emplace_back(kOptimPrefix + name, to_record(t));
-  file.metadata["cudagrad.kind"] = "training_checkpoint";
-  file.metadata["cudagrad.epoch"] = std::to_string(p.epoch);
-  file.metadata["cudagrad.batch_in_epoch"] = std::to_string(p.batch_in_epoch);
-  file.metadata["cudagrad.step"] = std::to_string(p.step);
-  file.metadata["cudagrad.optimizer"] = p.optimizer;
-  file.metadata["cudagrad.optimizer_steps"] = std::to_string(optimizer.steps_taken());
-  file.metadata["cudagrad.rng_state"] = p.rng_state;
-  file.metadata["cudagrad.config"] = p.config_yaml;
-  if (p.loss_scale > 0) {
-    file.metadata["cudagrad.loss_scale"] = fmt::format("{}", p.loss_scale);  // shortest exact form
-    file.metadata["cudagrad.loss_scale_growth_tracker"] = std::to_string(p.loss_scale_growth_tracker);
-  }
+  file.metadata = progress_metadata(optimizer, p);
   safetensors::save(path, file);
 }
 
-TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer) {
-  const safetensors::File file = safetensors::load(path);
-  if (metadata_str(file, "cudagrad.kind") != "training_checkpoint")
+TrainingProgress load_checkpoint_contents(const std::string& path, CheckpointContents c, Module& model,
+                                          Optimizer& optimizer) {
+  if (metadata_str(c.metadata, "cudagrad.kind") != "training_checkpoint")
     throw Error(fmt::format("{} is not a cudagrad training checkpoint (use model.init_from to start "
                             "from bare weights)", path));
-  // save() always writes the format tag, so its checksum was verified; a training checkpoint
-  // without one was edited after it was written, and nothing in it can be trusted.
-  if (!file.metadata.count(safetensors::kFormatKey))
-    throw Error(fmt::format("checkpoint {} is corrupt: a training checkpoint without {} (and so without its "
-                            "checksum) was altered after cudagrad wrote it", path, safetensors::kFormatKey));
-  const std::string written_by = metadata_str(file, "cudagrad.optimizer");
+  const std::string written_by = metadata_str(c.metadata, "cudagrad.optimizer");
   if (written_by != optimizer.name())
     throw Error(fmt::format("checkpoint {} was written by optimizer '{}', config says optim.name={}", path,
                             written_by, optimizer.name()));
-  std::map<std::string, Tensor> model_values, optim_values;
-  for (const auto& [name, record] : file.tensors) {
-    if (name.rfind(kOptimPrefix, 0) == 0) {
-      optim_values[name.substr(std::strlen(kOptimPrefix))] = from_record(name, record);
-    } else {
-      model_values[name] = from_record(name, record);
-    }
-  }
-  check_fits_model(path, model, model_values);
-  TrainingProgress p = read_progress(file, path);
+  check_fits_model(path, model, c.model);
+  TrainingProgress p = read_progress(c.metadata, path);
   // The optimizer checks its state completely before keeping any; then the model, already checked.
   try {
-    optimizer.load_state_tensors(optim_values, metadata_count(file, path, "cudagrad.optimizer_steps"));
+    optimizer.load_state_tensors(c.optimizer, metadata_count(c.metadata, path, "cudagrad.optimizer_steps"));
   } catch (const Error& e) {
     throw Error(fmt::format("checkpoint {} does not fit the optimizer: {}", path, e.what()));
   }
-  model.load_state_dict(model_values, /*strict=*/true);
+  model.load_state_dict(c.model, /*strict=*/true);
   return p;
+}
+
+TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer) {
+  if (std::filesystem::is_directory(path)) return load_checkpoint_contents(path, read_sharded_checkpoint(path), model, optimizer);
+  const safetensors::File file = safetensors::load(path);
+  // save() always writes the format tag, so its checksum was verified; a training checkpoint
+  // without one was edited after it was written, and nothing in it can be trusted.
+  if (metadata_str(file.metadata, "cudagrad.kind") == "training_checkpoint" && !file.metadata.count(safetensors::kFormatKey))
+    throw Error(fmt::format("checkpoint {} is corrupt: a training checkpoint without {} (and so without its "
+                            "checksum) was altered after cudagrad wrote it", path, safetensors::kFormatKey));
+  CheckpointContents c;
+  c.metadata = file.metadata;
+  for (const auto& [name, record] : file.tensors) {
+    if (name.rfind(kOptimPrefix, 0) == 0) {
+      c.optimizer[name.substr(std::strlen(kOptimPrefix))] = from_record(name, record);
+    } else {
+      c.model[name] = from_record(name, record);
+    }
+  }
+  return load_checkpoint_contents(path, std::move(c), model, optimizer);
 }
 
 void load_model_weights(const std::string& path, Module& model) {

@@ -33,8 +33,24 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
 void save_checkpoint(const std::string& path, const NamedTensors& model_state, const Optimizer& optimizer,
                      const TrainingProgress& progress, const NamedTensors* optimizer_state = nullptr);
 
-// Restores model (strict) and optimizer state; returns the saved progress.
+// Restores model (strict) and optimizer state; returns the saved progress. `path` is a checkpoint
+// file, or a sharded checkpoint's folder (nn/sharded_checkpoint.h), assembled whole first.
 TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer);
+
+// What a checkpoint holds, whole, whichever format it came from: the state dict, the optimizer's
+// state ("<state>.<param>", without the file's "optim." prefix) and the string metadata.
+struct CheckpointContents {
+  std::map<std::string, Tensor> model, optimizer;
+  std::map<std::string, std::string> metadata;
+};
+// The metadata save_checkpoint records: cudagrad.kind, the progress counters, the optimizer's name
+// and steps, the generator's state, the resolved config, the loss scale.
+std::map<std::string, std::string> progress_metadata(const Optimizer& optimizer, const TrainingProgress& progress);
+// Checks all of `contents` against the model and the optimizer (kind, optimizer name, keys,
+// shapes, dtypes, counters) before loading any of it, then loads it; `where` names the checkpoint
+// in every error. Returns the saved progress.
+TrainingProgress load_checkpoint_contents(const std::string& where, CheckpointContents contents, Module& model,
+                                          Optimizer& optimizer);
 
 // Reads a state dict from any safetensors file (a cudagrad checkpoint or one PyTorch wrote) and
 // loads the model's keys from it, ignoring others; every model key must be present.

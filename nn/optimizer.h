@@ -72,6 +72,7 @@ class Optimizer {
   void shard(std::vector<Slice> slices);
   bool sharded() const { return sharded_; }
   const std::map<std::string, Range>& shard_ranges() const { return ranges_; }
+  const std::vector<Slice>& slices() const { return slices_; }  // when sharded: what step() updates
   // The gradients step() would use now, named by parameter: every defined .grad, or (sharded)
   // the slices' (what a GradScaler unscales and checks).
   NamedTensors gradients() const;

@@ -15,11 +15,15 @@ bool restarted_by_launcher() {
 }
 
 std::vector<fs::path> trainer_checkpoints(const fs::path& dir) {
-  static const std::regex name(R"(last\.safetensors|epoch_[0-9]+\.safetensors)");
+  // A file of checkpoint.format=full, or a folder of checkpoint.format=sharded (nn/sharded_checkpoint.h;
+  // a folder's time is its last change: the index written last, the old files removed).
+  static const std::regex file_name(R"((last|epoch_[0-9]+)\.safetensors)"), folder_name(R"((last|epoch_[0-9]+)\.shards)");
   std::vector<std::pair<fs::file_time_type, fs::path>> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_regular_file(ec) || !std::regex_match(e.path().filename().string(), name)) continue;
+    const std::string name = e.path().filename().string();
+    const bool file = e.is_regular_file(ec) && std::regex_match(name, file_name);
+    if (!file && !(e.is_directory(ec) && std::regex_match(name, folder_name))) continue;
     found.emplace_back(e.last_write_time(ec), e.path());
   }
   std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });

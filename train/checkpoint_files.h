@@ -14,8 +14,8 @@ namespace cg::train {
 
 // cudagrad-launch --max-restarts sets CUDAGRAD_RESTART=n for the n-th restart of the group.
 bool restarted_by_launcher();
-// The trainer's own checkpoints in dir (last.safetensors, epoch_<n>.safetensors; other files are
-// never taken for one), newest first by modification time: what a restarted group may resume from
+// The trainer's own checkpoints in dir (last.safetensors, epoch_<n>.safetensors, and the folders
+// last.shards, epoch_<n>.shards; other files are never taken for one), newest first by modification time: what a restarted group may resume from
 // (train/resume_point.h), on rank 0, which wrote them all.
 std::vector<std::filesystem::path> trainer_checkpoints(const std::filesystem::path& dir);
 // The newest of them ("" when there is none).

@@ -4,13 +4,16 @@
 //
 // Rank 0 decides, since it writes the checkpoints: checkpoint.resume_from when set, else after a
 // restart by cudagrad-launch its newest checkpoint that verifies, among the trainer's own names
-// (last.safetensors, epoch_<n>.safetensors) in its checkpoint folder: a newest one that is corrupt
+// (last.safetensors, epoch_<n>.safetensors, or those names' .shards folders) in its checkpoint folder: a newest one that is corrupt
 // is skipped with a warning naming it and the one used instead, and other files there are never
 // taken. Every other rank compares its own copy (the same path for resume_from, the same name in
 // its checkpoint folder after a restart) with rank 0's by size and CRC-32; a rank without an
 // identical copy (none, or a stale one from an earlier job) receives rank 0's bytes over the
 // process group and writes them, atomically, where its copy belongs. When rank 0 cannot read the
 // checkpoint it must resume from, every rank fails with the same error naming rank 0 and the path.
+// A sharded checkpoint (a <name>.shards folder, nn/sharded_checkpoint.h) is found, verified and
+// agreed on the same way, by its index: rank 0 checks every file the index names; a rank whose
+// copy of the folder differs receives rank 0's files one by one, the index last.
 #pragma once
 #include <filesystem>
 #include <string>

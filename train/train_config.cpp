@@ -236,7 +236,13 @@ std::vector<Field> checkpoint_fields() {
   return {
       CG_FIELD(checkpoint.dir, any(), "checkpoint folder (\"\" = <output.dir>/checkpoints)"),
       CG_FIELD(checkpoint.save_every, between(0, kMaxEpochs), "epochs between checkpoints (0 = only at the end)"),
-      CG_FIELD(checkpoint.resume_from, any(), "checkpoint to resume from (\"\" = none)"),
+      CG_FIELD(checkpoint.resume_from, any(),
+               "checkpoint to resume from: a .safetensors file or a .shards folder, from any world size and "
+               "dist.sharding (\"\" = none)"),
+      CG_FIELD(checkpoint.format, any(),
+               "full (one <name>.safetensors that rank 0 writes, the state gathered to it; PyTorch loads it) or "
+               "sharded (a <name>.shards folder: every rank writes its own pieces, rank 0 an index.json last; "
+               "nothing is gathered), as FSDP's FULL_STATE_DICT and SHARDED_STATE_DICT"),
   };
 }
 

@@ -28,6 +28,13 @@ enum class ModeledLink { nvlink, infiniband };
 // train.cuda_graph: "auto" captures the step wherever the run allows it (cuda_graph_refusal says
 // when it does not), "true" insists (a config that cannot is refused), "false" runs it eagerly.
 enum class CudaGraphMode { automatic, on, off };
+// checkpoint.format, as FSDP's StateDictType: the whole state in one file rank 0 writes
+// (FULL_STATE_DICT; PyTorch loads it), or a folder of every rank's own pieces (SHARDED_STATE_DICT;
+// nn/sharded_checkpoint.h).
+enum class CheckpointFormat { full, sharded };
+inline EnumNames<CheckpointFormat> enum_names(CheckpointFormat) {
+  return {{CheckpointFormat::full, "full"}, {CheckpointFormat::sharded, "sharded"}};
+}
 
 inline EnumNames<OptimizerName> enum_names(OptimizerName) {
   return {{OptimizerName::sgd, "sgd"}, {OptimizerName::adamw, "adamw"}};
@@ -106,7 +113,8 @@ struct TrainConfig {
   struct Checkpoint {
     std::string dir;          // "" = <output.dir>/checkpoints
     int64_t save_every = 1;   // epochs; 0 = only at the end
-    std::string resume_from;  // "" = start fresh
+    std::string resume_from;  // "" = start fresh (a checkpoint file, or a sharded checkpoint's folder)
+    CheckpointFormat format = CheckpointFormat::full;
     bool operator==(const Checkpoint&) const = default;
   } checkpoint;
   struct Dist {

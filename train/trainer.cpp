@@ -10,6 +10,7 @@
 #include "engine/device_allocator.h"
 #include "train/builders.h"
 #include "train/checkpoint_files.h"
+#include "train/checkpoint_writer.h"
 #include "train/evaluation.h"
 #include "train/resume_point.h"
 #include "util/atomic_file.h"
@@ -153,7 +154,7 @@ void Trainer::run_epoch() {
   if (epoch_done || stop_) evaluate(epoch_done);
   if (epoch_done && c_.checkpoint.save_every > 0 && pos_.epoch % c_.checkpoint.save_every == 0 && !stop_ &&
       pos_.epoch < c_.train.epochs)
-    checkpoint(fmt::format("epoch_{}.safetensors", pos_.epoch));
+    checkpoint(fmt::format("epoch_{}", pos_.epoch));
 }
 
 // One micro-batch; when it ends its accumulation group (the step says), the log line and the
@@ -238,23 +239,14 @@ void Trainer::evaluate(bool epoch_done) {
   }
 }
 
-void Trainer::checkpoint(const std::string& name) {
+void Trainer::checkpoint(const std::string& stem) {
   pos_.rng_state = generator_.state();
   if (nn::GradScaler* scaler = step_.scaler()) {
     pos_.loss_scale = scaler->scale();
     pos_.loss_scale_growth_tracker = scaler->growth_tracker();
   }
-  const std::string path = (ckpt_dir_ / name).string();
-  // Every rank takes part in gathering the optimizer's state whole when it is sharded.
-  if (ddp_) ddp_->reducer().wait_for_parameters();
-  const nn::NamedTensors whole = ddp_ ? ddp_->reducer().full_optimizer_state() : optimizer_.state_tensors();
-  const nn::NamedTensors weights = ddp_ ? ddp_->reducer().full_model_state(model_) : model_.state_dict();
-  if (log::is_main_process()) {
-    nn::save_checkpoint(path, weights, optimizer_, pos_, &whole);
-    log::info("checkpoint: {}", path);
-  }
-  dist_.barrier();  // no rank runs ahead (or reads it) before it is complete
-  result_.checkpoint = path;
+  result_.checkpoint = write_checkpoint(dist_, ddp_ ? &ddp_->reducer() : nullptr, model_, optimizer_, pos_, ckpt_dir_,
+                                        stem, c_.checkpoint.format);
 }
 
 // What this rank holds between steps: the figure each dist.sharding strategy changes.
@@ -281,7 +273,7 @@ TrainResult Trainer::finish() {
     dist_.check_replicas_equal(state_fingerprint(ddp_->reducer().replicated_state(model_)),
                                ddp_->reducer().replicated_what());
   }
-  checkpoint("last.safetensors");
+  checkpoint("last");
   result_.steps = pos_.step;
   if (c_.profile.enabled) {
     const int rank = dist_.rank();

@@ -53,7 +53,7 @@ class Trainer {
   void log_memory();
   void log_held_state();
   void evaluate(bool epoch_done);
-  void checkpoint(const std::string& name);
+  void checkpoint(const std::string& stem);  // "last", "epoch_3": the format adds the rest
   TrainResult finish();
 
   const TrainConfig c_;

@@ -160,12 +160,13 @@ TEST(TrainCli, AnOptionForAConfigKeyNamesTheKey) {
   EXPECT_NE(r.output.find("unknown option --no-such-thing"), std::string::npos) << r.output;
 }
 
-// A checkpoint to resume that is missing or a folder: named before the data is read or any
-// output written.
+// A checkpoint to resume that is missing, or a folder that is no complete sharded checkpoint (no
+// index.json): named before the data is read or any output written.
 TEST(TrainCli, AMissingCheckpointToResumeFailsBeforeAnyWork) {
   const auto dir = test::make_temp_dir("cli_resume_missing");
   for (const auto& [from, why] : {std::pair{dir / "nope.safetensors", std::string("no such file")},
-                                  std::pair{dir, std::string("a folder, not a checkpoint file")}}) {
+                                  std::pair{dir, std::string("a folder without index.json: neither a checkpoint file nor a complete "
+                                                              "sharded checkpoint")}}) {
     const ProgramRun r = run_train(tiny_run(dir / "out") + " checkpoint.resume_from=" + from.string());
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("checkpoint.resume_from=" + from.string() + ": " + why), std::string::npos) << r.output;

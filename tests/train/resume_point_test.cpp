@@ -9,6 +9,7 @@
 
 #include "nn/checkpoint.h"
 #include "nn/layers.h"
+#include "nn/sharded_checkpoint.h"
 #include "support/paths.h"
 #include "train/resume_point.h"
 #include "util/check.h"
@@ -64,6 +65,37 @@ TEST(ResumePoint, EveryCheckpointCorruptOrAnUnreadableResumeFromIsAnErrorNamingI
     EXPECT_NE(std::string(e.what()).find("checkpoint.resume_from=" + foreign + " cannot be resumed from on rank 0"),
               std::string::npos) << e.what();
   }
+}
+
+// A sharded checkpoint's folder (nn/sharded_checkpoint.h) of one rank's pieces, as the trainer names it.
+void save_tiny_sharded(const fs::path& folder, int64_t step) {
+  Generator gen(1);
+  nn::Linear model({.in_features = 3, .out_features = 2}, gen);
+  nn::SGD opt(model.named_parameters(), SgdOptions{0.1f, 0.9f, 0.f, 0.f, false});
+  const int64_t generation = nn::next_generation(folder);
+  const nn::ShardFile shard = nn::write_shard(folder, 0, 1, generation, nn::local_pieces(model, opt, 0, 1));
+  nn::write_shard_index(folder, generation, {shard}, nn::progress_metadata(opt, {0, 0, step, "sgd", "", ""}));
+}
+
+// After a restart the .shards folders count among the trainer's checkpoints, newest first, by the
+// same rule: one whose save never finished (no index) or whose shard is damaged is skipped, with a
+// warning; a folder of another name is never taken. A resume_from folder may end in a slash.
+TEST(ResumePoint, ARestartTakesTheNewestShardedCheckpointThatVerifies) {
+  const fs::path dir = test::make_temp_dir("resume_point_sharded");
+  DistContext one_process(5.0);
+  save_tiny_checkpoint(dir / "epoch_1.safetensors", 4);
+  later();
+  save_tiny_sharded(dir / "epoch_2.shards", 8);
+  later();
+  save_tiny_sharded(dir / "epoch_3.shards", 12);
+  fs::remove(dir / "epoch_3.shards" / "index.json");  // a save that did not finish
+  later();
+  save_tiny_sharded(dir / "other.shards", 16);  // not a name the trainer writes
+  EXPECT_EQ(agree_on_resume_checkpoint(one_process, dir, "", true), (dir / "epoch_2.shards").string());
+  std::ofstream(dir / "epoch_2.shards" / "rank0-gen1.safetensors", std::ios::app) << "x";  // longer than its index says
+  EXPECT_EQ(agree_on_resume_checkpoint(one_process, dir, "", true), (dir / "epoch_1.safetensors").string());
+  EXPECT_EQ(agree_on_resume_checkpoint(one_process, dir, (dir / "other.shards/").string(), false),
+            (dir / "other.shards").string());
 }
 
 }  // namespace

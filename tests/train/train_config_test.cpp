@@ -310,14 +310,14 @@ TEST(TrainConfig, HelpListsEveryKey) {
       "sched.min_lr", "train.epochs", "train.max_steps", "train.grad_accum_steps", "train.seed",
       "train.log_interval", "train.device", "train.threads", "train.eval_batch_size", "train.target_accuracy",
       "train.cuda_graph",
-      "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "kernels.cudnn_deterministic", "kernels.cpu_conv", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "dist.backend", "dist.bucket_cap_mb", "dist.sharding",
+      "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "kernels.cudnn_deterministic", "kernels.cpu_conv", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "checkpoint.format", "dist.backend", "dist.bucket_cap_mb", "dist.sharding",
       "dist.timeout_s", "dist.modeled_world_size", "dist.modeled_link", "dist.grad_compression", "output.dir", "profile.enabled"};
   for (const auto& k : keys) EXPECT_NE(h.find("  " + k + " "), std::string::npos) << k << "\n" << h;
   EXPECT_EQ(size_t(std::count(h.begin(), h.end(), '\n')), keys.size()) << "a key the list above misses:\n" << h;
   expect_mentions(h, {"one of fashion_mnist|cifar10|synthetic", "one of sgd|adamw", "one of fp16|bf16",
                       "one of constant|cosine|warmup_cosine", "one of auto|cpu|cuda", "one of auto|nccl|gloo|modeled",
                       "one of auto|cudnn|native", "one of timed|heuristic", "one of auto|im2col|winograd",
-                      "one of nvlink|infiniband", "one of none|fp16|bf16"});
+                      "one of nvlink|infiniband", "one of none|fp16|bf16", "one of full|sharded"});
 }
 
 // SyncBatchNorm combines statistics outside the kernels, which cuDNN's batch norm cannot take.
