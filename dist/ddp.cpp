@@ -39,7 +39,6 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
     : model_(model), comm_(std::move(comm)), options_(options) {
   nn::NamedTensors params = model.named_parameters();
   CG_CHECK(!params.empty(), "DDP: the model has no parameters");
-  if (const std::string why = sharding_refusal(options_.sharding); !why.empty()) throw UsageError(why);
   device_ = params.front().second.device();
   if (options_.grad_compression != GradCompression::none)
     compressed_ = make_compressed_comm(*comm_, options_.grad_compression);
@@ -53,10 +52,15 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
   buckets.bucket_cap_mb = options_.bucket_cap_mb;
   buckets.first_bucket_mb = options_.first_bucket_mb;
   buckets.wire = wire_dtype(options_.grad_compression);
+  const UnitPolicy none = [](const std::string&, nn::Module&) { return false; };
+  const UnitPolicy& units = options_.shard_units ? options_.shard_units : none;
   if (options_.sharding == Sharding::full_shard) {
-    const UnitPolicy none = [](const std::string&, nn::Module&) { return false; };
-    const UnitPolicy& units = options_.shard_units ? options_.shard_units : none;
     reducer_ = std::make_unique<FullShard>(model, *comm_, bucket_comm, units);
+  } else if (options_.sharding == Sharding::hybrid_shard) {
+    if (!options_.hybrid_node) throw UsageError("DDP: dist.sharding=hybrid_shard needs its node's transport");
+    if (compressed_) throw UsageError("DDP: dist.sharding=hybrid_shard reduces in float32; dist.grad_compression is not built for it");
+    reducer_ = std::make_unique<FullShard>(model, *options_.hybrid_node, *options_.hybrid_node, units,
+                                           options_.hybrid_replicas);
   } else if (shards_optimizer(options_.sharding))
     reducer_ = std::make_unique<ShardedBuckets>(params, *comm_, bucket_comm, buckets, options_.sharding);
   else

@@ -36,6 +36,10 @@ struct DdpOptions {
   // dist.grad_compression: buckets all-reduced in 16 bits as PyTorch's fp16/bf16 compress hooks
   // (dist/grad_compression.h); the scaler's found_inf is never compressed.
   GradCompression grad_compression = GradCompression::none;
+  // hybrid_shard: the transports of this rank's node and of its replicas on the other nodes (null
+  // with one node), which outlive the DDP (train::DistContext::hybrid_comms).
+  GradientComm* hybrid_node = nullptr;
+  GradientComm* hybrid_replicas = nullptr;
 };
 
 class DistributedDataParallel {

@@ -29,10 +29,11 @@ ShardCollectives& shard_collectives(GradientComm& transport) {
 }  // namespace
 
 FullShard::FullShard(nn::Module& model, GradientComm& transport, GradientComm& bucket_comm,
-                     const UnitPolicy& is_unit)
+                     const UnitPolicy& is_unit, GradientComm* replicas)
     : model_(model),
       transport_(transport),
       bucket_comm_(bucket_comm),
+      replicas_(replicas),
       shards_(shard_collectives(transport)),
       params_(model.named_parameters()) {
   CG_CHECK(!params_.empty(), "DDP: the model has no parameters");
@@ -211,8 +212,8 @@ void FullShard::unit_gradients_final(size_t u) {
   reshard(u);
 }
 
-// One reduction behind: the one in flight is waited for, its shard kept and its whole gradients
-// freed.
+// One reduction behind: the one in flight is waited for, its shard kept (hybrid_shard: averaged
+// over the nodes too) and its whole gradients freed.
 void FullShard::finish_reduction() {
   if (!reducing_unit_) return;
   Unit& unit = *units_[*reducing_unit_];
@@ -221,6 +222,11 @@ void FullShard::finish_reduction() {
   unit.reducing.reset();
   autograd::NoGradGuard no_grad;
   unit.grad_shard.copy_(unit.grad_full.view_at(unit.lo, {unit.hi - unit.lo}));
+  if (replicas_) {
+    const Stream s = current_stream(device_);
+    replicas_->wait(*replicas_->all_reduce_average(unit.grad_shard, s, fmt::format("gradient shard of unit '{}' across "
+                                                                                    "nodes", unit.name)), s);
+  }
   unit.grad_full = Tensor();
   for (size_t i : unit.params) params_[i].second.impl().grad.reset();
 }

@@ -17,7 +17,11 @@
 //   step      the optimizer updates this rank's shards in place; nothing is gathered until the
 //             next forward needs it.
 // Under gradient accumulation (no_sync) the whole gradients of every unit accumulate until the
-// synced backward, as FSDP's no_sync() keeps them. Checkpoints: the parameters gathered unit by
+// synced backward, as FSDP's no_sync() keeps them.
+// hybrid_shard (FSDP's HYBRID_SHARD) is this within each node: the transport is the node's ranks,
+// and `replicas` (the ranks holding the same shard on the other nodes) all-reduces each unit's
+// gradient shard once the node's reduce-scatter has left it, so every replica steps the same
+// average over all ranks; parameters and optimizer state never cross nodes. Checkpoints: the parameters gathered unit by
 // unit, copied on rank 0 only; the optimizer state gathered whole (full_optimizer_state).
 #pragma once
 #include <functional>
@@ -41,8 +45,9 @@ class FullShard : public Reducer {
   // (the transport, or the 16-bit decorator over it); both outlive this object. Installs the
   // model's forward hooks; the model's parameters move into the units' buffers (their identity
   // stays) and hold no memory between steps. Fails naming the transport when it has no shard
-  // collectives.
-  FullShard(nn::Module& model, GradientComm& transport, GradientComm& bucket_comm, const UnitPolicy& is_unit);
+  // collectives. `replicas` (hybrid_shard; null otherwise) outlives it too.
+  FullShard(nn::Module& model, GradientComm& transport, GradientComm& bucket_comm, const UnitPolicy& is_unit,
+            GradientComm* replicas = nullptr);
   ~FullShard() override;
   FullShard(const FullShard&) = delete;
   FullShard& operator=(const FullShard&) = delete;
@@ -58,6 +63,9 @@ class FullShard : public Reducer {
   nn::NamedTensors full_model_state(const nn::Module& model) override;
   nn::NamedTensors replicated_state(const nn::Module& model) override;
   const char* replicated_what() const override { return "buffers (the parameters are sharded, not replicated)"; }
+  // hybrid_shard: the other nodes hold replicas of this rank's shards, so only the first node's
+  // ranks write them into a sharded checkpoint.
+  bool writes_checkpoint_shard() const override { return !replicas_ || replicas_->rank() == 0; }
   Resident resident_bytes() const override;
   std::string describe() const override;
   size_t bytes_per_step() const override;
@@ -106,6 +114,7 @@ class FullShard : public Reducer {
   nn::Module& model_;
   GradientComm& transport_;
   GradientComm& bucket_comm_;
+  GradientComm* replicas_;  // hybrid_shard: the same shard on the other nodes
   ShardCollectives& shards_;
   nn::NamedTensors params_;  // named_parameters() order: the grad-ready hooks' indices
   Device device_;

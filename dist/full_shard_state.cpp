@@ -127,10 +127,14 @@ std::string FullShard::describe() const {
     total += u->count;
     largest = std::max(largest, u->count);
   }
+  const std::string across =
+      replicas_ ? fmt::format(" over this node's {} ranks, the shards then all-reduced across {} nodes", transport_.size(),
+                              replicas_->size())
+                : "";
   return fmt::format("{} units (the root and {} more; the largest {} elements), {} bytes of parameters all-gathered "
-                     "twice per step (forward, backward) and of gradients reduce-scattered; this rank keeps {} of {} "
+                     "twice per step (forward, backward) and of gradients reduce-scattered{}; this rank keeps {} of {} "
                      "elements of parameters, gradients and optimizer state",
-                     units_.size(), units_.size() - 1, largest, bytes_per_step(), owned, total);
+                     units_.size(), units_.size() - 1, largest, bytes_per_step(), across, owned, total);
 }
 
 const GradientBuckets& FullShard::buckets() const {

@@ -13,7 +13,8 @@ namespace {
 // connectFullMesh's steps, in a subclass because the context's transport members are protected.
 class MeshContext : public gloo::rendezvous::Context {
  public:
-  MeshContext(int rank, int size, std::chrono::milliseconds timeout) : Context(rank, size), timeout_ms_(timeout) {
+  MeshContext(int rank, int size, std::chrono::milliseconds timeout, std::string key_prefix)
+      : Context(rank, size), timeout_ms_(timeout), prefix_(std::move(key_prefix)) {
     setTimeout(timeout);
   }
 
@@ -29,7 +30,7 @@ class MeshContext : public gloo::rendezvous::Context {
       const std::vector<char> bytes = pairs->createPair(peer)->address().bytes();
       mine.insert(mine.end(), bytes.begin(), bytes.end());
     }
-    store.set("gloo/" + std::to_string(rank), mine);
+    store.set(prefix_ + "gloo/" + std::to_string(rank), mine);
     for (int peer = 0; peer < size; ++peer)
       if (peer != rank) connect_pair(store, *pairs, peer);
     device_ = device;
@@ -40,7 +41,7 @@ class MeshContext : public gloo::rendezvous::Context {
   void connect_pair(TcpStore& store, gloo::transport::Context& pairs, int peer) {
     std::vector<char> theirs;
     try {
-      theirs = store.get("gloo/" + std::to_string(peer));
+      theirs = store.get(prefix_ + "gloo/" + std::to_string(peer));
     } catch (const Error& e) {
       throw Error(fmt::format("rank {}: rank {} never published its address for the process group (it did not "
                               "start, or failed before joining): {}", rank, peer, e.what()));
@@ -61,14 +62,16 @@ class MeshContext : public gloo::rendezvous::Context {
   }
 
   std::chrono::milliseconds timeout_ms_;
+  std::string prefix_;
 };
 
 }  // namespace
 
 std::shared_ptr<gloo::rendezvous::Context> connect_full_mesh(TcpStore& store,
                                                              const std::shared_ptr<gloo::transport::Device>& device,
-                                                             int rank, int world_size, std::chrono::milliseconds timeout) {
-  auto context = std::make_shared<MeshContext>(rank, world_size, timeout);
+                                                             int rank, int world_size, std::chrono::milliseconds timeout,
+                                                             const std::string& key_prefix) {
+  auto context = std::make_shared<MeshContext>(rank, world_size, timeout, key_prefix);
   context->connect(store, device);
   return context;
 }

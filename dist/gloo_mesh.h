@@ -11,13 +11,17 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "dist/tcp_store.h"
 
 namespace cg::dist {
 
+// `key_prefix` keeps a subgroup's addresses apart from the job's (dist.sharding=hybrid_shard's
+// node and replica groups): its keys are "<key_prefix>gloo/<rank>", rank within the group.
 std::shared_ptr<gloo::rendezvous::Context> connect_full_mesh(TcpStore& store,
                                                              const std::shared_ptr<gloo::transport::Device>& device,
-                                                             int rank, int world_size, std::chrono::milliseconds timeout);
+                                                             int rank, int world_size, std::chrono::milliseconds timeout,
+                                                             const std::string& key_prefix = "");
 
 }  // namespace cg::dist

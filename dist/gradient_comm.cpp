@@ -325,9 +325,9 @@ std::unique_ptr<GradientComm> make_staged_gloo_comm(ProcessGroup& group, Device 
 }
 
 std::unique_ptr<GradientComm> make_nccl_comm(TcpStore& store, int rank, int world_size, Device device,
-                                             double timeout_s) {
+                                             double timeout_s, const std::string& key_prefix) {
   if constexpr (nccl::kLinked) {
-    return make_linked_nccl_comm(store, rank, world_size, device, timeout_s);
+    return make_linked_nccl_comm(store, rank, world_size, device, timeout_s, key_prefix);
   } else {
     throw Error("dist.backend=nccl: this build has no NCCL (a CPU-only build has no CUDA backend, configure with "
                 "-DCUDAGRAD_CUDA=ON; the emulated GPU does not emulate NCCL); ranks communicate through Gloo "

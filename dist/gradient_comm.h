@@ -122,11 +122,12 @@ std::unique_ptr<GradientComm> make_host_gloo_comm(ProcessGroup& group);
 std::unique_ptr<GradientComm> make_staged_gloo_comm(ProcessGroup& group, Device device);
 // rank 0 creates the NCCL id and shares it through the store; timeout: the watchdog's limit.
 // Refused, naming the cause, in a build without NCCL.
+// `key_prefix` names a subgroup's id apart from the job's (dist.sharding=hybrid_shard).
 std::unique_ptr<GradientComm> make_nccl_comm(TcpStore& store, int rank, int world_size, Device device,
-                                             double timeout_s);
+                                             double timeout_s, const std::string& key_prefix = "");
 // make_nccl_comm where NCCL is linked (nccl_comm.cpp, compiled only then: dist/nccl_api.h).
 std::unique_ptr<GradientComm> make_linked_nccl_comm(TcpStore& store, int rank, int world_size, Device device,
-                                                    double timeout_s);
+                                                    double timeout_s, const std::string& key_prefix);
 
 // A ring all-reduce of `bytes` over `ranks`: 2(N-1) steps of bytes/N each way, each paying the
 // link latency: 2(N-1)/N * bytes / bandwidth + 2(N-1) * latency.

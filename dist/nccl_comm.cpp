@@ -19,14 +19,15 @@ std::string megabytes(size_t bytes) { return fmt::format("{:.1f} MB", double(byt
 
 class NcclComm : public GradientComm, public ShardCollectives, public Wire16Collectives {
  public:
-  NcclComm(TcpStore& store, int rank, int world, Device d, double timeout_s) : rank_(rank), world_(world) {
+  NcclComm(TcpStore& store, int rank, int world, Device d, double timeout_s, const std::string& key_prefix)
+      : rank_(rank), world_(world) {
     CG_CHECK(d.is_cuda(), "NCCL needs CUDA tensors, the model is on {}", d.str());
     std::string id;
     if (rank == 0) {
       id = nccl::unique_id();
-      store.set("nccl/unique_id", id);
+      store.set(key_prefix + "nccl/unique_id", id);
     } else {
-      id = store.get_string("nccl/unique_id");
+      id = store.get_string(key_prefix + "nccl/unique_id");
     }
     {
       HostDeadline deadline(timeout_s, [rank, world, timeout_s] {
@@ -195,8 +196,8 @@ class NcclComm : public GradientComm, public ShardCollectives, public Wire16Coll
 }  // namespace
 
 std::unique_ptr<GradientComm> make_linked_nccl_comm(TcpStore& store, int rank, int world_size, Device device,
-                                                    double timeout_s) {
-  return std::make_unique<NcclComm>(store, rank, world_size, device, timeout_s);
+                                                    double timeout_s, const std::string& key_prefix) {
+  return std::make_unique<NcclComm>(store, rank, world_size, device, timeout_s, key_prefix);
 }
 
 }  // namespace cg::dist

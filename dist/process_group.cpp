@@ -47,7 +47,7 @@ ProcessGroup::ProcessGroup(TcpStore& store, int rank, int world_size, const std:
     gloo::transport::tcp::attr attr;
     attr.hostname = my_host;
     impl_->device = gloo::transport::tcp::CreateDevice(attr);
-    impl_->context = connect_full_mesh(store, impl_->device, rank, world_size, options.timeout);
+    impl_->context = connect_full_mesh(store, impl_->device, rank, world_size, options.timeout, options.key_prefix);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -59,6 +59,8 @@ class Work {
 
 struct ProcessGroupOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // A subgroup's rendezvous keys start with it (dist/gloo_mesh.h); "" for the job's own group.
+  std::string key_prefix;
   // Testing aid: every all-reduce also sleeps this long, to make communication measurable.
   std::chrono::milliseconds artificial_delay{0};
 };

@@ -65,6 +65,9 @@ class Reducer {
   // full_shard, whose parameters are not replicated, the buffers.
   virtual nn::NamedTensors replicated_state(const nn::Module& model) { return model.state_dict(); }
   virtual const char* replicated_what() const { return "weights"; }  // what replicated_state() holds
+  // Whether this rank writes its pieces into a sharded checkpoint (checkpoint.format=sharded):
+  // every rank but where another rank's pieces are the same (hybrid_shard's other nodes).
+  virtual bool writes_checkpoint_shard() const { return true; }
   // What this rank holds now, in bytes (the memory a strategy saves: logs, benchmarks, tests).
   struct Resident {
     int64_t parameters = 0, gradients = 0, optimizer_state = 0;

@@ -9,7 +9,10 @@
 //   full_shard     1/W         1/W                      1/W  (ZeRO-3)    per unit: all-gather before
 //                                                                         forward and backward,
 //                                                                         reduce-scatter after
-//   hybrid_shard   full_shard within a node, replicas across nodes       not built yet
+//   hybrid_shard   full_shard within each node (1/L, L ranks a node),  per unit as full_shard over
+//                  the same shard on every node                       the node's ranks, then the
+//                                                                      gradient shard all-reduced
+//                                                                      over the nodes
 //
 // One component serves each: DDP (dist/ddp.h) picks its reducer (dist/reducer.h) from the
 // strategy (BucketedAllReduce, ShardedBuckets, FullShard), and everything above it (the optimizer, the step, the trainer) talks to that reducer
@@ -17,6 +20,9 @@
 // the optimizer's whole state. optim.zero_sharding=true is the older name of
 // dist.sharding=optimizer.
 #pragma once
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <string>
 
 #include "util/enum_names.h"
@@ -32,13 +38,23 @@ inline EnumNames<Sharding> enum_names(Sharding) {
           {Sharding::hybrid_shard, "hybrid_shard"}};
 }
 
-// Why this build cannot run `s` ("" when it can).
-inline std::string sharding_refusal(Sharding s) {
-  if (s == Sharding::hybrid_shard)
-    return "dist.sharding=hybrid_shard is not built yet; no_shard, optimizer, shard_grad_op and full_shard are";
-  return "";
+// hybrid_shard's place of a rank (dist/sharding.h's table): node `node` of `nodes`, holding the
+// shard `local` of `local_world`. Ranks are numbered node by node, as torchrun and mpirun number
+// them (rank = node * local_world + local); `why_not` says why the job cannot be cut so.
+struct HybridPlace {
+  int node = 0, nodes = 1, local = 0, local_world = 1;
+  std::string why_not;
+};
+inline HybridPlace hybrid_place(int rank, int world, int local_rank, int local_world) {
+  HybridPlace p{rank / std::max(local_world, 1), world / std::max(local_world, 1), local_rank, local_world, ""};
+  if (local_world < 2)
+    p.why_not = "dist.sharding=hybrid_shard needs several ranks a node to shard over (the launcher says one a node: "
+                "across nodes alone it is no_shard)";
+  else if (world % local_world != 0 || rank % local_world != local_rank)
+    p.why_not = fmt::format("dist.sharding=hybrid_shard needs every node to run the same number of ranks, numbered "
+                            "node by node (rank {} of {} is local rank {} of {})", rank, world, local_rank, local_world);
+  return p;
 }
-
 // Whether the strategy cuts the optimizer's state (and so needs the transport's reduce-scatter
 // and all-gather).
 inline bool shards_optimizer(Sharding s) { return s != Sharding::no_shard; }

@@ -25,7 +25,9 @@ std::string failed_ranks(const std::vector<double>& table) {
   return out;
 }
 
-std::string write_sharded(DistContext& dist, const nn::Module& model, const nn::Optimizer& optimizer,
+// `writes`: whether this rank's pieces go in (not where another rank's are the same: hybrid_shard's
+// other nodes, whose files stay empty).
+std::string write_sharded(DistContext& dist, bool writes, const nn::Module& model, const nn::Optimizer& optimizer,
                           const nn::TrainingProgress& progress, const fs::path& folder) {
   const int rank = dist.rank(), world = dist.world_size();
   // Rank 0 numbers the save, so that no new file takes the name of one the current index lists.
@@ -34,7 +36,8 @@ std::string write_sharded(DistContext& dist, const nn::Module& model, const nn::
   std::string error;
   nn::ShardFile mine;
   try {
-    mine = nn::write_shard(folder, rank, world, std::stoll(generation), nn::local_pieces(model, optimizer, rank, world));
+    mine = nn::write_shard(folder, rank, world, std::stoll(generation),
+                           writes ? nn::local_pieces(model, optimizer, rank, world) : std::vector<nn::StatePiece>{});
   } catch (const Error& e) {
     error = e.what();
   }
@@ -80,7 +83,8 @@ std::string write_checkpoint(DistContext& dist, dist::Reducer* reducer, const nn
   if (reducer) reducer->wait_for_parameters();  // the step's all-gathers land first
   const fs::path path = dir / checkpoint_file_name(stem, format);
   const std::string written = format == CheckpointFormat::sharded
-                                  ? write_sharded(dist, model, optimizer, progress, path)
+                                  ? write_sharded(dist, !reducer || reducer->writes_checkpoint_shard(), model,
+                                                  optimizer, progress, path)
                                   : write_full(dist, reducer, model, optimizer, progress, path);
   if (dist.rank() == 0) log::info("checkpoint: {}", written);
   return written;

@@ -65,10 +65,10 @@ DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), tim
   store_ = std::make_unique<dist::TcpStore>(so);
   dist::ProcessGroupOptions po;
   po.timeout = timeout;
-  const std::string address = dist::address_to_advertise(store_->local_address());
-  group_ = std::make_unique<dist::ProcessGroup>(*store_, id_.rank, id_.world_size, address, po);
+  address_ = dist::address_to_advertise(store_->local_address());
+  group_ = std::make_unique<dist::ProcessGroup>(*store_, id_.rank, id_.world_size, address_, po);
   log::info("distributed: {} ranks ({}), rendezvous at {}:{}, this rank's address {}", id_.world_size, id_.source,
-            id_.master_addr, id_.master_port, address);
+            id_.master_addr, id_.master_port, address_);
 }
 
 std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainConfig::Dist& d, Device device) {
@@ -99,6 +99,39 @@ std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainC
   CG_FAIL("unknown transport");
 }
 
+DistContext::HybridComms DistContext::hybrid_comms(const TrainConfig::Dist& d, Device device) {
+  const dist::HybridPlace place = dist::hybrid_place(rank(), world_size(), id_.local_rank, id_.local_world_size);
+  if (!place.why_not.empty()) throw UsageError(place.why_not);
+  CG_CHECK(subgroups_.empty(), "DistContext: hybrid_comms is called once");
+  dist::JobShape job;  // each subgroup's transport, chosen as the job's is
+  job.cuda_tensors = device.is_cuda();
+  job.world_size = world_size();
+  job.local_world_size = id_.local_world_size;
+  job.visible_gpus = device.is_cuda() ? runtime::device_count() : 0;
+  const dist::Transport transport = dist::choose_transport(d.backend, job).transport;
+  auto subgroup = [&](const std::string& prefix, int rank, int size) -> dist::GradientComm* {
+    if (size < 2) return nullptr;
+    if (transport == dist::Transport::nccl) {
+      subgroup_comms_.push_back(dist::make_nccl_comm(*store_, rank, size, device, timeout_s_, prefix));
+      return subgroup_comms_.back().get();
+    }
+    dist::ProcessGroupOptions po;
+    po.timeout = std::chrono::milliseconds(int64_t(timeout_s_ * 1000));
+    po.key_prefix = prefix;
+    subgroups_.push_back(std::make_unique<dist::ProcessGroup>(*store_, rank, size, address_, po));
+    subgroup_comms_.push_back(transport == dist::Transport::staged_gloo
+                                  ? dist::make_staged_gloo_comm(*subgroups_.back(), device)
+                                  : dist::make_host_gloo_comm(*subgroups_.back()));
+    return subgroup_comms_.back().get();
+  };
+  HybridComms comms;
+  comms.node = subgroup(fmt::format("hybrid/node{}/", place.node), place.local, place.local_world);
+  comms.replicas = subgroup(fmt::format("hybrid/shard{}/", place.local), place.node, place.nodes);
+  log::info("dist.sharding=hybrid_shard: {} nodes of {} ranks; this rank holds shard {} on node {}", place.nodes,
+            place.local_world, place.local, place.node);
+  return comms;
+}
+
 DistContext::~DistContext() {
   if (!distributed()) return;
   // Rank 0 hosts the store: on a normal exit nobody may still need it when it goes. When an
@@ -109,6 +142,8 @@ DistContext::~DistContext() {
     } catch (const std::exception&) {
     }
   }
+  subgroup_comms_.clear();
+  subgroups_.clear();
   group_.reset();
   store_.reset();
 }

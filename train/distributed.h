@@ -31,6 +31,16 @@ class DistContext {
   // auto: NCCL when every rank on this node has a GPU of its own, else Gloo (staged through pinned
   // memory for CUDA), said once in the log.
   std::unique_ptr<dist::GradientComm> make_gradient_comm(const TrainConfig::Dist& d, Device device);
+  // dist.sharding=hybrid_shard: the transports of this rank's node (its ranks shard the
+  // parameters) and of its replicas (the same local rank on every node; null with one node), of
+  // the kind make_gradient_comm picks, over process groups of their own that this object keeps.
+  // Collective: every rank calls it once. Refused, saying why, when the ranks are not laid out
+  // node by node with several on each (dist::hybrid_place).
+  struct HybridComms {
+    dist::GradientComm* node = nullptr;
+    dist::GradientComm* replicas = nullptr;
+  };
+  HybridComms hybrid_comms(const TrainConfig::Dist& d, Device device);
 
   // Every rank must run the same resolved config: a difference fails naming the first differing
   // key, on the rank that differs from rank 0.
@@ -47,8 +57,12 @@ class DistContext {
  private:
   dist::Identity id_;
   double timeout_s_;
+  std::string address_;  // this rank's, as its peers dial it
   std::unique_ptr<dist::TcpStore> store_;
   std::unique_ptr<dist::ProcessGroup> group_;
+  // hybrid_shard's subgroups and their transports (after the groups: they use them).
+  std::vector<std::unique_ptr<dist::ProcessGroup>> subgroups_;
+  std::vector<std::unique_ptr<dist::GradientComm>> subgroup_comms_;
 };
 
 }  // namespace cg::train

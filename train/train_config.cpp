@@ -267,7 +267,8 @@ std::vector<Field> dist_fields() {
                "gradients all-reduced), optimizer (ZeRO-1: optimizer state 1/world; gradients reduce-scattered, "
                "parameters all-gathered after the step), shard_grad_op (ZeRO-2: gradients too are 1/world between "
                "steps), full_shard (ZeRO-3: parameters too, gathered per residual block before its forward and "
-               "backward); hybrid_shard is refused: not built yet"),
+               "backward), hybrid_shard (full_shard within each node, the shards all-reduced across nodes: node size from "
+               "the launcher's local world size)"),
   };
 }
 
@@ -342,13 +343,18 @@ std::vector<std::string> resolve_sharding_alias(TrainConfig& c, const config::Va
                                 "(ZeRO-1), which it sets; write dist.sharding=optimizer",
                                 v.origin("optim.zero_sharding")));
   }
-  if (const std::string why = dist::sharding_refusal(c.dist.sharding); !why.empty())
-    config::reject(v, "dist.sharding", why);
-  if (c.dist.sharding == dist::Sharding::full_shard && c.dist.backend == dist::BackendRequest::modeled)
+  const bool gathers_parameters =
+      c.dist.sharding == dist::Sharding::full_shard || c.dist.sharding == dist::Sharding::hybrid_shard;
+  if (gathers_parameters && c.dist.backend == dist::BackendRequest::modeled)
     config::reject(v, "dist.sharding",
-                   fmt::format("full_shard gathers the other ranks' parameter shards, and dist.backend=modeled ({}) "
+                   fmt::format("{} gathers the other ranks' parameter shards, and dist.backend=modeled ({}) "
                                "has one real rank standing for many; use optimizer or shard_grad_op with it",
-                               v.origin("dist.backend")));
+                               enum_name(c.dist.sharding), v.origin("dist.backend")));
+  if (c.dist.sharding == dist::Sharding::hybrid_shard && c.dist.grad_compression != dist::GradCompression::none)
+    config::reject(v, "dist.sharding",
+                   fmt::format("hybrid_shard reduces gradients in float32 (16-bit compression is not built for its "
+                               "two levels), and dist.grad_compression={} ({}); use full_shard, or no compression",
+                               enum_name(c.dist.grad_compression), v.origin("dist.grad_compression")));
   return notes;
 }
 

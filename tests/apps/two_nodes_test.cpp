@@ -44,10 +44,12 @@ struct Job {
 // How a node's command is started: as it is (loopback), or inside that node's namespace.
 using OnNode = std::function<std::string(int node, const std::string& command)>;
 
+// One rank a node unless `options` names --nproc-per-node itself.
 std::string launcher(int node, const std::string& master, int port, const std::string& args,
                      const std::string& options = "") {
-  return test::app("cudagrad-launch") + " " + options + " --nnodes 2 --node-rank " + std::to_string(node) +
-         " --nproc-per-node 1 --master-addr " + master + " --master-port " + std::to_string(port) + " " + args;
+  const std::string per_node = options.find("--nproc-per-node") == std::string::npos ? " --nproc-per-node 1" : "";
+  return test::app("cudagrad-launch") + " " + options + " --nnodes 2 --node-rank " + std::to_string(node) + per_node +
+         " --master-addr " + master + " --master-port " + std::to_string(port) + " " + args;
 }
 
 // Starts both nodes' launchers; `while_running` (may be empty) runs once both are started.
@@ -121,6 +123,28 @@ TEST_F(TwoNodes, ACleanLinkTrainsToTheLoopbackRunsCheckpointBitForBit) {
   ASSERT_EQ(job.rc[1], 0) << both_logs(job);
   // Rank 0 advertises its address on the link, not a loopback one its host name may resolve to.
   EXPECT_NE(job.log[0].find("this rank's address 10.77.0.1"), std::string::npos) << both_logs(job);
+  EXPECT_TRUE(take_result(job, out).checkpoint == reference.checkpoint) << "the checkpoints differ";
+}
+
+// dist.sharding=hybrid_shard across the link (issue 39): two ranks on each machine shard the
+// parameters between them (their gathers and reduce-scatters stay on the machine) and all-reduce
+// their gradient shards with the other machine's; the job ends as the same job on loopback, bit for
+// bit: the same groups add the same values in the same order.
+TEST_F(TwoNodes, HybridShardWithTwoRanksEachTrainsToTheLoopbackRunsCheckpoint) {
+  const fs::path out = dir_ / "out";
+  const std::string args = train_args(out, 30, std::string(kSteps) + " dist.sharding=hybrid_shard optim.name=adamw");
+  const std::string two_each = "--nproc-per-node 2";
+  const Job loopback = run_two_nodes(kOnThisMachine, "127.0.0.1", args, dir_, 240, {}, two_each);
+  ASSERT_EQ(loopback.rc[0], 0) << both_logs(loopback);
+  ASSERT_EQ(loopback.rc[1], 0) << both_logs(loopback);
+  const Result reference = take_result(loopback, out);
+  ASSERT_FALSE(reference.checkpoint.empty());
+
+  const Job job = across_the_link(args, 240, {}, "", two_each);
+  ASSERT_EQ(job.rc[0], 0) << both_logs(job);
+  ASSERT_EQ(job.rc[1], 0) << both_logs(job);
+  EXPECT_NE(job.log[0].find("2 nodes of 2 ranks; this rank holds shard 0 on node 0"), std::string::npos)
+      << both_logs(job);
   EXPECT_TRUE(take_result(job, out).checkpoint == reference.checkpoint) << "the checkpoints differ";
 }
 

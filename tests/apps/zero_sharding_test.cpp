@@ -27,52 +27,15 @@ namespace cg {
 namespace {
 namespace fs = std::filesystem;
 using test::expect_resumed_at_step_5;
+using test::expect_close_tensors;
 using test::expect_same_tensors;
+using test::held;
+using test::Held;
 using test::last;
 using test::run;
 using test::train_args;
 using test::Via;
 
-// Float32 tensors within `relative` of each other (relative L2 per tensor); the rest byte for byte:
-// runs whose sums are added in another order (full_shard's units against DDP's buckets, past 2
-// ranks).
-void expect_close_tensors(const fs::path& a_path, const fs::path& b_path, double relative) {
-  const safetensors::File a = safetensors::load(a_path.string()), b = safetensors::load(b_path.string());
-  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << a_path << " vs " << b_path;
-  for (const auto& [name, ra] : a.tensors) {
-    const safetensors::TensorRecord* rb = b.find(name);
-    ASSERT_NE(rb, nullptr) << name << " missing from " << b_path;
-    ASSERT_EQ(ra.bytes.size(), rb->bytes.size()) << name;
-    if (ra.dtype != "F32") {
-      EXPECT_TRUE(ra.bytes == rb->bytes) << name;
-      continue;
-    }
-    std::vector<float> x(ra.bytes.size() / 4), y(x.size());
-    std::memcpy(x.data(), ra.bytes.data(), ra.bytes.size());
-    std::memcpy(y.data(), rb->bytes.data(), rb->bytes.size());
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-      norm += double(y[i]) * y[i];
-    }
-    EXPECT_LE(std::sqrt(diff), relative * std::sqrt(norm) + 1e-12) << name << " differs beyond rounding";
-  }
-}
-
-// What rank 0 reported holding at the end (bytes), and that share of the unsharded run's.
-struct Held {
-  double parameters = 0, gradients = 0, state = 0;
-};
-Held held(const std::string& log) {
-  std::smatch m;
-  const std::regex line(
-      R"(dist.sharding=\w+: this rank holds (\d+) bytes of parameters, (\d+) of gradients, (\d+) of optimizer state)");
-  if (!std::regex_search(log, m, line)) {
-    ADD_FAILURE() << "no line of what the rank holds in\n" << log;
-    return {};
-  }
-  return {std::stod(m[1]), std::stod(m[2]), std::stod(m[3])};
-}
 // `sharded` holds about 1/ranks of `plain`'s optimizer state, and (shard_grad_op, full_shard) of
 // its gradients, and (full_shard) of its parameters.
 enum class Shards { state, gradients, parameters };

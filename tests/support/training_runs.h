@@ -1,12 +1,16 @@
 // Running cudagrad-train for the data-parallel tests (tests/apps/zero_sharding_test.cpp,
 // sharded_checkpoint_test.cpp): a tiny MiniResNet on synthetic data, on 1 process or several
 // (through cudagrad-launch, or mpirun), and the checks those tests make of the checkpoints they
-// leave: the same tensors byte for byte, and a resume at the step the partial run stopped.
+// leave: the same tensors byte for byte (or within rounding), and a resume at the step the
+// partial run stopped.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "support/free_port.h"
@@ -64,6 +68,32 @@ inline void expect_same_tensors(const fs::path& a_path, const fs::path& b_path) 
   EXPECT_GT(optimizer_tensors, 0) << "no optimizer state in " << a_path;
 }
 
+// Float32 tensors within `relative` of each other (relative L2 per tensor); the rest byte for byte:
+// runs whose sums are added in another order (full_shard's units against DDP's buckets, past 2
+// ranks).
+inline void expect_close_tensors(const fs::path& a_path, const fs::path& b_path, double relative) {
+  const safetensors::File a = safetensors::load(a_path.string()), b = safetensors::load(b_path.string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << a_path << " vs " << b_path;
+  for (const auto& [name, ra] : a.tensors) {
+    const safetensors::TensorRecord* rb = b.find(name);
+    ASSERT_NE(rb, nullptr) << name << " missing from " << b_path;
+    ASSERT_EQ(ra.bytes.size(), rb->bytes.size()) << name;
+    if (ra.dtype != "F32") {
+      EXPECT_TRUE(ra.bytes == rb->bytes) << name;
+      continue;
+    }
+    std::vector<float> x(ra.bytes.size() / 4), y(x.size());
+    std::memcpy(x.data(), ra.bytes.data(), ra.bytes.size());
+    std::memcpy(y.data(), rb->bytes.data(), rb->bytes.size());
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      norm += double(y[i]) * y[i];
+    }
+    EXPECT_LE(std::sqrt(diff), relative * std::sqrt(norm) + 1e-12) << name << " differs beyond rounding";
+  }
+}
+
 // dir/name's run resumed once, from `checkpoint` at step 5 (where the partial runs stopped), and
 // trained on from there.
 inline void expect_resumed_at_step_5(const fs::path& dir, const std::string& name, const fs::path& checkpoint) {
@@ -74,4 +104,18 @@ inline void expect_resumed_at_step_5(const fs::path& dir, const std::string& nam
   EXPECT_GT(r[0].first_train_step, 5) << name;
 }
 
+// What rank 0 reported holding at the end (bytes), and that share of the unsharded run's.
+struct Held {
+  double parameters = 0, gradients = 0, state = 0;
+};
+inline Held held(const std::string& log) {
+  std::smatch m;
+  const std::regex line(
+      R"(dist.sharding=\w+: this rank holds (\d+) bytes of parameters, (\d+) of gradients, (\d+) of optimizer state)");
+  if (!std::regex_search(log, m, line)) {
+    ADD_FAILURE() << "no line of what the rank holds in\n" << log;
+    return {};
+  }
+  return {std::stod(m[1]), std::stod(m[2]), std::stod(m[3])};
+}
 }  // namespace cg::test

@@ -1,6 +1,7 @@
 // dist.sharding: no_shard by default, each built strategy accepted and written into the resolved
-// YAML (which the ranks compare at start-up, so they must agree on it), the one not built
-// (hybrid_shard) refused naming the key, a bad value refused naming the key, and its help. optim.zero_sharding=true is
+// YAML (which the ranks compare at start-up, so they must agree on it), hybrid_shard's combinations
+// not built (16-bit compression, the modeled ring) refused naming the key, a bad value refused
+// naming the key, and its help. optim.zero_sharding=true is
 // the older name of dist.sharding=optimizer: it sets that, says so, leaves only the new key in the
 // resolved YAML, and is refused beside another strategy. Sharding combines with
 // dist.grad_compression. And the data-parallel combinations the config alone shows cannot run
@@ -26,7 +27,7 @@ using dist::Sharding;
 
 TEST(ShardingConfig, NoShardByDefaultEachBuiltStrategyWhenAskedAndInTheResolvedYaml) {
   EXPECT_EQ(load_train_config("", {}).dist.sharding, Sharding::no_shard);
-  for (const char* s : {"no_shard", "optimizer", "shard_grad_op", "full_shard"}) {
+  for (const char* s : {"no_shard", "optimizer", "shard_grad_op", "full_shard", "hybrid_shard"}) {
     const TrainConfig c = load_train_config("", {std::string("dist.sharding=") + s});
     EXPECT_STREQ(enum_name(c.dist.sharding), s);
     const std::string yaml = to_yaml(c);
@@ -54,14 +55,18 @@ TEST(ShardingConfig, ZeroShardingIsTheOlderNameOfOptimizerAndSaysSo) {
   }
 }
 
-TEST(ShardingConfig, BadValuesAndStrategiesNotBuiltNameTheKeyAndTheHelpExplainsThem) {
-  for (const auto& [setting, mentions] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"optim.zero_sharding=sometimes", {"'optim.zero_sharding'", "sometimes"}},
-           {"dist.sharding=zero9", {"'dist.sharding'", "zero9", "shard_grad_op"}},
-           {"dist.sharding=hybrid_shard", {"'dist.sharding'", "hybrid_shard", "not built yet"}}}) {
-    SCOPED_TRACE(setting);
+TEST(ShardingConfig, BadValuesAndCombinationsNotBuiltNameTheKeyAndTheHelpExplainsThem) {
+  EXPECT_EQ(load_train_config("", {"dist.sharding=hybrid_shard"}).dist.sharding, dist::Sharding::hybrid_shard);
+  for (const auto& [settings, mentions] : std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
+           {{"optim.zero_sharding=sometimes"}, {"'optim.zero_sharding'", "sometimes"}},
+           {{"dist.sharding=zero9"}, {"'dist.sharding'", "zero9", "shard_grad_op"}},
+           {{"dist.sharding=hybrid_shard", "dist.grad_compression=bf16"},
+            {"'dist.sharding'", "hybrid_shard reduces gradients in float32", "dist.grad_compression=bf16"}},
+           {{"dist.sharding=hybrid_shard", "dist.backend=modeled"},
+            {"'dist.sharding'", "hybrid_shard gathers the other ranks' parameter shards"}}}) {
+    SCOPED_TRACE(settings.front());
     try {
-      load_train_config("", {setting});
+      load_train_config("", settings);
       FAIL() << "accepted";
     } catch (const UsageError& e) {
       for (const std::string& m : mentions) test::expect_mentions(e.what(), {m});
@@ -149,7 +154,7 @@ TEST(DistConfig, CombinationsThatCannotRunAreRefusedNamingBothKeys) {
     EXPECT_EQ(error_of(fixed), "") << "still refused with " << r.fix;
   }
   // Sharding over Gloo staged through host memory, and Gloo with CPU tensors: not refused.
-  for (const char* s : {"optimizer", "shard_grad_op", "full_shard"})
+  for (const char* s : {"optimizer", "shard_grad_op", "full_shard", "hybrid_shard"})
     EXPECT_EQ(error_of({std::string("dist.sharding=") + s, "dist.backend=gloo", "train.device=cuda"}), "") << s;
   EXPECT_EQ(error_of({"optim.zero_sharding=true", "dist.grad_compression=fp16", "dist.backend=gloo",
                       "train.device=cpu"}),
