@@ -10,6 +10,8 @@
 //                      the optimizer stepping this rank's shards, the parameters all-gathered
 //                      after the step; shard_grad_op also frees the whole gradients between steps
 //                      (sharded_buckets.h).
+//   FullShard          full_shard (ZeRO-3) and hybrid_shard: parameters too sharded per unit,
+//                      gathered around each unit's forward and backward (full_shard.h).
 // dist.grad_compression is not a reducer of its own: the reducer's transport is wrapped in the
 // 16-bit decorator (dist/grad_compression.h).
 #pragma once

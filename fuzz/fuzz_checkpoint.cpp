@@ -3,16 +3,27 @@
 // a tiny model, then one optimizer step, as a resumed run takes it: a loaded state tensor that
 // does not fit its parameter is an out-of-bounds access there, which the sanitizers see. Any input
 // is either loaded and stepped or rejected with cg::Error; anything else is a finding.
-// The first input byte picks the path (byte % 3) and the optimizer (byte / 3 % 2: SGD, AdamW):
+// The first input byte b picks the path and the optimizer: for b % 8 < 6, path (b % 8) % 3 and
+// optimizer (b % 8) / 3 (SGD, AdamW); for b % 8 of 6 and 7, path 3 with SGD and AdamW:
 //   0: load_checkpoint on the file as it is (the checksum guards it);
 //   1: safetensors::load alone, then a save/load round trip of what it returned;
 //   2: safetensors::load, save again (a valid checksum over the fuzzed contents), then
-//      load_checkpoint: what stands behind the checksum, reached without forging CRCs.
+//      load_checkpoint: what stands behind the checksum, reached without forging CRCs;
+//   3: the same resealed file as rank 0's only shard of a sharded checkpoint (its kind set to a
+//      shard's), beside an index naming it by its real size and CRC and carrying the file's own
+//      cudagrad.* metadata as the progress: the pieces' recorded places, shapes, dtypes and
+//      tiling (nn/sharded_checkpoint.h), where a crafted place would write out of bounds.
+#include <zlib.h>
+
+#include <filesystem>
+#include <map>
+
 #include "engine/ops.h"
 #include "engine/tensor.h"
 #include "fuzz/fuzz_file.h"
 #include "nn/checkpoint.h"
 #include "nn/layers.h"
+#include "nn/sharded_checkpoint.h"
 #include "nn/optimizer.h"
 #include "util/check.h"
 #include "util/safetensors.h"
@@ -55,19 +66,40 @@ void round_trip(const std::string& path) {
   }
 }
 
+// The fuzzed file as a one-rank sharded checkpoint, resumed and stepped.
+void resume_sharded_and_step(const std::string& path, bool adamw) {
+  cg::safetensors::File file = cg::safetensors::load(path);
+  file.metadata["cudagrad.kind"] = "training_checkpoint_shard";
+  const std::filesystem::path folder = cg::fuzz::scratch_dir() / "ckpt.shards";
+  const std::string shard = "rank0-gen1.safetensors";
+  cg::safetensors::save((folder / shard).string(), file);
+  const std::string bytes = cg::fuzz::read_file((folder / shard).string());
+  const uint32_t crc = uint32_t(crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
+  std::map<std::string, std::string> progress;
+  for (const auto& [key, value] : file.metadata)
+    if (key.rfind("cudagrad.", 0) == 0 && key != "cudagrad.pieces") progress[key] = value;
+  progress["cudagrad.kind"] = "training_checkpoint";
+  cg::nn::write_shard_index(folder, 1, {{0, shard, bytes.size(), crc}}, progress);
+  resume_and_step(folder.string(), adamw);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string path = cg::fuzz::write_input("ckpt.safetensors", data + 1, size - 1);
-  const bool adamw = data[0] / 3 % 2 == 1;
+  const int pick = data[0] % 8;
+  const bool adamw = pick < 6 ? pick / 3 == 1 : pick == 7;
   try {
-    switch (data[0] % 3) {
+    switch (pick < 6 ? pick % 3 : 3) {
       case 0:
         resume_and_step(path, adamw);
         break;
       case 1:
         round_trip(path);
+        break;
+      case 3:
+        resume_sharded_and_step(path, adamw);
         break;
       default: {
         const std::string resealed = (cg::fuzz::scratch_dir() / "resealed.safetensors").string();
