@@ -13,8 +13,6 @@
 //      shard's), beside an index naming it by its real size and CRC and carrying the file's own
 //      cudagrad.* metadata as the progress: the pieces' recorded places, shapes, dtypes and
 //      tiling (nn/sharded_checkpoint.h), where a crafted place would write out of bounds.
-#include <zlib.h>
-
 #include <filesystem>
 #include <map>
 
@@ -26,6 +24,7 @@
 #include "nn/sharded_checkpoint.h"
 #include "nn/optimizer.h"
 #include "util/check.h"
+#include "util/file_bytes.h"
 #include "util/safetensors.h"
 
 namespace {
@@ -73,8 +72,8 @@ void resume_sharded_and_step(const std::string& path, bool adamw) {
   const std::filesystem::path folder = cg::fuzz::scratch_dir() / "ckpt.shards";
   const std::string shard = "rank0-gen1.safetensors";
   cg::safetensors::save((folder / shard).string(), file);
-  const std::string bytes = cg::fuzz::read_file((folder / shard).string());
-  const uint32_t crc = uint32_t(crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
+  const std::string bytes = cg::read_whole_file((folder / shard).string()).value_or("");
+  const uint32_t crc = cg::crc32_of(bytes);
   std::map<std::string, std::string> progress;
   for (const auto& [key, value] : file.metadata)
     if (key.rfind("cudagrad.", 0) == 0 && key != "cudagrad.pieces") progress[key] = value;

@@ -33,15 +33,4 @@ inline std::string write_input(const std::string& name, const uint8_t* data, siz
   return path;
 }
 
-// The whole file `path` ("" when it cannot be read).
-inline std::string read_file(const std::string& path) {
-  std::string bytes;
-  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.append(buf, n);
-    std::fclose(f);
-  }
-  return bytes;
-}
-
 }  // namespace cg::fuzz

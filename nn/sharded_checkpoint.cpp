@@ -1,15 +1,12 @@
 #include "nn/sharded_checkpoint.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 
 #include "util/atomic_file.h"
+#include "util/file_bytes.h"
 #include "util/safetensors.h"
 
 namespace cg::nn {
@@ -36,19 +33,6 @@ void add_even_split(std::vector<StatePiece>& out, const std::string& name, const
 
 std::string crc_hex(uint32_t crc) { return fmt::format("{:08x}", crc); }
 
-uint32_t crc_of(std::string_view bytes) {
-  return uint32_t(crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
-}
-
-// The whole file, or nullopt when it cannot be read.
-std::optional<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return std::move(bytes).str();
-}
 
 // ---- reading
 
@@ -63,7 +47,7 @@ Index read_index(const fs::path& folder) {
   auto bad = [&](const std::string& why) {
     return Error(fmt::format("sharded checkpoint {}: {} {}", folder.string(), path.filename().string(), why));
   };
-  const std::optional<std::string> text = read_file(path);
+  const std::optional<std::string> text = read_whole_file(path);
   if (!text)
     throw bad("is missing or unreadable: not a complete sharded checkpoint (the index is written last, so a save "
               "that did not finish leaves none)");
@@ -238,10 +222,10 @@ ShardFile write_shard(const fs::path& folder, int rank, int world_size, int64_t 
   const fs::path path = folder / entry.file;
   safetensors::save(path.string(), file);
   // The entry describes the bytes on disk, read back: what a loader will compare.
-  const std::optional<std::string> written = read_file(path);
+  const std::optional<std::string> written = read_whole_file(path);
   if (!written) throw Error(fmt::format("checkpoint shard {}: cannot be read back after writing it", path.string()));
   entry.bytes = written->size();
-  entry.crc = crc_of(*written);
+  entry.crc = crc32_of(*written);
   return entry;
 }
 
@@ -275,14 +259,14 @@ std::vector<ShardFile> verify_sharded_checkpoint(const fs::path& folder) {
     auto bad = [&](const std::string& why) {
       return Error(fmt::format("sharded checkpoint {}: rank {}'s shard {} {}", folder.string(), s.rank, s.file, why));
     };
-    const std::optional<std::string> bytes = read_file(path);
+    const std::optional<std::string> bytes = read_whole_file(path);
     if (!bytes) throw bad("is missing or unreadable");
     if (bytes->size() != s.bytes)
       throw bad(fmt::format("has {} bytes where the index records {} ({})", bytes->size(), s.bytes,
                             bytes->size() < s.bytes ? "truncated" : "not the file the index was written for"));
-    if (crc_of(*bytes) != s.crc)
+    if (crc32_of(*bytes) != s.crc)
       throw bad(fmt::format("has CRC-32 {} where the index records {}: altered, or not the file the index was "
-                            "written for", crc_hex(crc_of(*bytes)), crc_hex(s.crc)));
+                            "written for", crc_hex(crc32_of(*bytes)), crc_hex(s.crc)));
   }
   return index.shards;
 }

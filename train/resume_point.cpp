@@ -1,9 +1,6 @@
 #include "train/resume_point.h"
 
-#include <zlib.h>
-
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -11,26 +8,13 @@
 #include "train/checkpoint_files.h"
 #include "util/atomic_file.h"
 #include "util/check.h"
+#include "util/file_bytes.h"
 #include "util/log.h"
 #include "util/safetensors.h"
 
 namespace cg::train {
 namespace fs = std::filesystem;
 namespace {
-
-// The whole file, or nullopt when it cannot be read.
-std::optional<std::string> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return std::move(bytes).str();
-}
-
-uint32_t crc_of(const std::string& bytes) {
-  return uint32_t(crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
-}
 
 // Why `path` cannot be resumed from ("" when it verifies as a training checkpoint, or as a sharded
 // checkpoint's folder whose every file is there, of its size and CRC).
@@ -83,10 +67,10 @@ Choice choose_on_rank0(const fs::path& dir, const std::string& resume_from, bool
     const std::string why = why_unusable(path);
     // A folder's identity is its index: it names every other file with its size and CRC.
     const fs::path identity = fs::is_directory(path) ? path / nn::kShardIndexName : path;
-    std::optional<std::string> read = why.empty() ? read_bytes(identity) : std::nullopt;
+    std::optional<std::string> read = why.empty() ? read_whole_file(identity) : std::nullopt;
     if (read) {
       bytes = std::move(*read);
-      return {fs::is_directory(path) ? Choice::found_folder : Choice::found, path.string(), bytes.size(), crc_of(bytes)};
+      return {fs::is_directory(path) ? Choice::found_folder : Choice::found, path.string(), bytes.size(), crc32_of(bytes)};
     }
     if (!resume_from.empty())
       return {Choice::failed, fmt::format("checkpoint.resume_from={} cannot be resumed from on rank 0: {}", path.string(),
@@ -111,9 +95,9 @@ LocalCopy local_copy(bool root, const Choice& choice, const fs::path& checkpoint
   LocalCopy c;
   c.path = resume_from.empty() ? checkpoint_dir / fs::path(choice.path).filename() : fs::path(resume_from);
   const bool folder = choice.kind == Choice::found_folder;
-  const std::optional<std::string> bytes = read_bytes(folder ? c.path / nn::kShardIndexName : c.path);
+  const std::optional<std::string> bytes = read_whole_file(folder ? c.path / nn::kShardIndexName : c.path);
   c.found = bytes.has_value();
-  c.identical = bytes && bytes->size() == choice.size && crc_of(*bytes) == choice.crc &&
+  c.identical = bytes && bytes->size() == choice.size && crc32_of(*bytes) == choice.crc &&
                 (!folder || why_unusable(c.path).empty());
   return c;
 }
@@ -123,7 +107,7 @@ LocalCopy local_copy(bool root, const Choice& choice, const fs::path& checkpoint
 void receive_file(DistContext& dist, const Choice& choice, std::string& bytes, const fs::path& into) {
   dist.broadcast_from_rank0(bytes);  // every rank takes part; those with a copy drop it
   if (into.empty()) return;
-  CG_CHECK(bytes.size() == choice.size && crc_of(bytes) == choice.crc,
+  CG_CHECK(bytes.size() == choice.size && crc32_of(bytes) == choice.crc,
            "resume: the checkpoint received from rank 0 ({} bytes) does not match what rank 0 announced", bytes.size());
   std::error_code ec;
   fs::create_directories(into.parent_path(), ec);
@@ -135,7 +119,7 @@ void receive_file(DistContext& dist, const Choice& choice, std::string& bytes, c
 void receive_folder(DistContext& dist, const Choice& choice, std::string& index_bytes, const fs::path& into) {
   dist.broadcast_from_rank0(index_bytes);
   if (!into.empty())
-    CG_CHECK(index_bytes.size() == choice.size && crc_of(index_bytes) == choice.crc,
+    CG_CHECK(index_bytes.size() == choice.size && crc32_of(index_bytes) == choice.crc,
              "resume: the shard index received from rank 0 does not match what rank 0 announced");
   // Rank 0 verified its folder: the entries are what every rank's copy must hold.
   std::string listing;
@@ -149,10 +133,10 @@ void receive_folder(DistContext& dist, const Choice& choice, std::string& index_
   uint32_t crc = 0;
   while (std::getline(entries, name) && entries >> size >> crc && entries.ignore(1)) {
     std::string bytes;
-    if (dist.rank() == 0) bytes = read_bytes(fs::path(choice.path) / name).value_or("");
+    if (dist.rank() == 0) bytes = read_whole_file(fs::path(choice.path) / name).value_or("");
     dist.broadcast_from_rank0(bytes);
     if (into.empty()) continue;
-    CG_CHECK(bytes.size() == size && crc_of(bytes) == crc, "resume: shard {} received from rank 0 ({} bytes) does not "
+    CG_CHECK(bytes.size() == size && crc32_of(bytes) == crc, "resume: shard {} received from rank 0 ({} bytes) does not "
              "match its index", name, bytes.size());
     write_file_atomically((into / name).string(), bytes);
   }

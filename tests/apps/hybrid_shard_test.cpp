@@ -24,10 +24,10 @@ namespace fs = std::filesystem;
 using test::expect_close_tensors;
 using test::expect_resumed_at_step_5;
 using test::expect_same_tensors;
+using test::kAdamW;
 using test::last;
 using test::run;
 
-const std::string kAdamW = "optim.name=adamw optim.lr=0.003 optim.weight_decay=0.05 sched.name=cosine";
 const std::string kHybrid = " dist.sharding=hybrid_shard";
 
 struct Nodes {

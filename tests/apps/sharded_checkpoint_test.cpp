@@ -23,10 +23,10 @@ namespace {
 namespace fs = std::filesystem;
 using test::expect_resumed_at_step_5;
 using test::expect_same_tensors;
+using test::kAdamW;
 using test::last;
 using test::run;
 
-const std::string kAdamW = "optim.name=adamw optim.lr=0.003 optim.weight_decay=0.05 sched.name=cosine";
 const std::string kSharded = " checkpoint.format=sharded";
 
 fs::path shards(const fs::path& dir, const std::string& name, const std::string& stem = "last") {

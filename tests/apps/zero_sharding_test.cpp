@@ -29,6 +29,7 @@ namespace fs = std::filesystem;
 using test::expect_resumed_at_step_5;
 using test::expect_close_tensors;
 using test::expect_same_tensors;
+using test::kAdamW;
 using test::held;
 using test::Held;
 using test::last;
@@ -54,7 +55,6 @@ void expect_shares(const std::string& sharded, const std::string& plain, int ran
     EXPECT_GE(s.parameters, p.parameters) << "parameters are not sharded by these strategies";
 }
 
-const std::string kAdamW = "optim.name=adamw optim.lr=0.003 optim.weight_decay=0.05 sched.name=cosine";
 
 TEST(ZeroSharding, TwoRanksSgdMomentumBitIdenticalToUnshardedAndTimelineNamesTheCollectives) {
   const auto dir = test::make_temp_dir("zero_sgd");

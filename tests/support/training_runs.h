@@ -22,6 +22,10 @@
 namespace cg::test {
 namespace fs = std::filesystem;
 
+// The optimizer settings of the data-parallel tests' AdamW runs (weight decay and the cosine
+// schedule, so that every piece of the optimizer's state matters).
+inline const std::string kAdamW = "optim.name=adamw optim.lr=0.003 optim.weight_decay=0.05 sched.name=cosine";
+
 inline std::string train_args(const fs::path& out, const std::string& extra) {
   return app("cudagrad-train") +
          " data.dataset=synthetic data.synthetic_size=384 data.image_size=8 data.batch_size=16 model.in_channels=3 "
