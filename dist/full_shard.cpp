@@ -53,6 +53,12 @@ FullShard::~FullShard() {
       } catch (const std::exception&) {  // reported by whoever waited first, or moot now
       }
     }
+  for (auto& w : replicating_) {
+    try {  // the replica group's thread may still write into a gradient shard
+      replicas_->wait(*w, current_stream(device_));
+    } catch (const std::exception&) {
+    }
+  }
 }
 
 // Each parameter goes to the innermost unit whose name prefixes its own; the root takes the rest.
@@ -212,31 +218,37 @@ void FullShard::unit_gradients_final(size_t u) {
   reshard(u);
 }
 
-// One reduction behind: the one in flight is waited for, its shard kept (hybrid_shard: averaged
-// over the nodes too) and its whole gradients freed.
+// One reduction behind: the one in flight is waited for, its shard kept and its whole gradients
+// freed. hybrid_shard then starts averaging the shard over the nodes; those all-reduces run on the
+// replica group's own thread or stream while backward goes on, and are waited for together in
+// wait_for_gradients.
 void FullShard::finish_reduction() {
   if (!reducing_unit_) return;
-  Unit& unit = *units_[*reducing_unit_];
+  const size_t u = *reducing_unit_;
+  Unit& unit = *units_[u];
   reducing_unit_.reset();
   transport_.wait(*unit.reducing, current_stream(device_));
   unit.reducing.reset();
   autograd::NoGradGuard no_grad;
   unit.grad_shard.copy_(unit.grad_full.view_at(unit.lo, {unit.hi - unit.lo}));
   if (replicas_) {
-    const Stream s = current_stream(device_);
-    replicas_->wait(*replicas_->all_reduce_average(unit.grad_shard, s, fmt::format("gradient shard of unit '{}' across "
-                                                                                    "nodes", unit.name)), s);
+    events_.push_back(fmt::format("a{}", u));
+    replicating_.push_back(replicas_->all_reduce_average(
+        unit.grad_shard, current_stream(device_), fmt::format("gradient shard of unit '{}' across nodes", unit.name)));
   }
   unit.grad_full = Tensor();
   for (size_t i : unit.params) params_[i].second.impl().grad.reset();
 }
 
 void FullShard::wait_for_gradients() {
+  events_.push_back("w");
   in_backward_ = false;
   if (!sync_backward_) return;
   check_every_gradient_arrived(params_, ready_, "unit was never reduce-scattered");
   trace::Span span("wait for reduce-scatters", "compute");
   finish_reduction();
+  for (auto& w : replicating_) replicas_->wait(*w, current_stream(device_));
+  replicating_.clear();
 }
 
 void FullShard::zero_grad() {

@@ -80,10 +80,14 @@ class FullShard : public Reducer {
     int64_t gathered_bytes;  // its flat buffer, padding included, while gathered
   };
   std::vector<UnitView> units() const;
-  // Since the last forward began: the order of the gathers as issued ("g<unit>") and of the
-  // units' forward and backward starts ("f<unit>", "b<unit>"): tests check that a prefetch comes
-  // before the compute it hides behind.
+  // Since the last forward began: the order of the gathers as issued ("g<unit>"), of the units'
+  // forward and backward starts ("f<unit>", "b<unit>"), of the wait for the gradients ("w") and,
+  // under hybrid_shard, of the gradient shards' all-reduces across nodes ("a<unit>"): tests check that a prefetch comes before the
+  // compute it hides behind, and that an all-reduce across nodes starts while backward goes on.
   const std::vector<std::string>& events() const { return events_; }
+  // hybrid_shard: this backward's all-reduces across nodes not yet finished (tests: they are not
+  // waited for inside backward).
+  size_t all_reduces_in_flight() const;
 
  private:
   struct Unit {
@@ -115,6 +119,7 @@ class FullShard : public Reducer {
   GradientComm& transport_;
   GradientComm& bucket_comm_;
   GradientComm* replicas_;  // hybrid_shard: the same shard on the other nodes
+  std::vector<std::shared_ptr<Work>> replicating_;  // hybrid_shard: this backward's all-reduces across nodes
   ShardCollectives& shards_;
   nn::NamedTensors params_;  // named_parameters() order: the grad-ready hooks' indices
   Device device_;

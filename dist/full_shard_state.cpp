@@ -1,5 +1,6 @@
 // FULL_SHARD (full_shard.h): what the optimizer steps (this rank's slices of every unit), the
 // whole state gathered back unit by unit for checkpoints, and the figures logs and tests read.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -135,6 +136,10 @@ std::string FullShard::describe() const {
                      "twice per step (forward, backward) and of gradients reduce-scattered{}; this rank keeps {} of {} "
                      "elements of parameters, gradients and optimizer state",
                      units_.size(), units_.size() - 1, largest, bytes_per_step(), across, owned, total);
+}
+
+size_t FullShard::all_reduces_in_flight() const {
+  return size_t(std::count_if(replicating_.begin(), replicating_.end(), [](const auto& w) { return !w->done(); }));
 }
 
 const GradientBuckets& FullShard::buckets() const {

@@ -38,7 +38,7 @@ std::string write_sharded(DistContext& dist, bool writes, const nn::Module& mode
   try {
     mine = nn::write_shard(folder, rank, world, std::stoll(generation),
                            writes ? nn::local_pieces(model, optimizer, rank, world) : std::vector<nn::StatePiece>{});
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // whatever it is, the other ranks must hear of it, not wait
     error = e.what();
   }
   // Every rank's outcome and file, each rank filling its own slots: sums of exact integers.
@@ -60,7 +60,7 @@ std::string write_sharded(DistContext& dist, bool writes, const nn::Module& mode
                         uint32_t(table[3 * r + 2])});
     try {
       nn::write_shard_index(folder, std::stoll(generation), shards, nn::progress_metadata(optimizer, progress));
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       index_error = e.what();
     }
   }

@@ -24,11 +24,12 @@ struct RankThreadOptions {
   std::vector<std::chrono::milliseconds> comm_delay;
 };
 
-// Runs body(rank, group) on `world` threads and joins them. A rank's exception becomes a test
-// failure naming the rank (the others then fail on their own, by the timeout at the latest).
+// Runs body(rank, store, group) on `world` threads and joins them. A rank's exception becomes a
+// test failure naming the rank (the others then fail on their own, by the timeout at the latest).
 // After the body, every rank meets the others at a barrier, which keeps rank 0's store up until
-// all are done.
-inline void run_rank_threads(int world, const std::function<void(int, dist::ProcessGroup&)>& body,
+// all are done. The store is the rank's client, for subgroups of its own (hybrid_shard's).
+inline void run_rank_threads(int world,
+                             const std::function<void(int, dist::TcpStore&, dist::ProcessGroup&)>& body,
                              const RankThreadOptions& options = {}) {
   const int port = free_port();
   std::vector<std::thread> threads;
@@ -46,7 +47,7 @@ inline void run_rank_threads(int world, const std::function<void(int, dist::Proc
         if (!options.comm_delay.empty())
           po.artificial_delay = options.comm_delay[std::min(size_t(r), options.comm_delay.size() - 1)];
         dist::ProcessGroup group(store, r, world, "127.0.0.1", po);
-        body(r, group);
+        body(r, store, group);
         group.barrier();
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
@@ -54,6 +55,12 @@ inline void run_rank_threads(int world, const std::function<void(int, dist::Proc
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < world; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+}
+
+// The same for bodies that need no store.
+inline void run_rank_threads(int world, const std::function<void(int, dist::ProcessGroup&)>& body,
+                             const RankThreadOptions& options = {}) {
+  run_rank_threads(world, [&](int r, dist::TcpStore&, dist::ProcessGroup& group) { body(r, group); }, options);
 }
 
 }  // namespace cg::test
