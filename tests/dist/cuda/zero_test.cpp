@@ -8,6 +8,7 @@
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -165,6 +166,63 @@ TEST(CudaZero, TwoRanksThroughStagedGlooEveryStrategyEqualsDdp) {
   const std::vector<uint8_t> plain = run(Sharding::no_shard);
   for (Sharding s : {Sharding::optimizer, Sharding::shard_grad_op, Sharding::full_shard})
     EXPECT_TRUE(run(s) == plain) << enum_name(s) << ": rank 0's weights differ from DDP's";
+}
+
+// hybrid_shard on one GPU through staged Gloo (the transport hybrid_comms picks when ranks share a
+// GPU): four ranks as two "nodes" of two, each with its node's and its replica group; rank 0's
+// weights end within float32 rounding of DDP's over the four (the sums are grouped otherwise).
+TEST(CudaZero, HybridShardThroughStagedGlooMatchesDdpOverFourRanks) {
+  NEED_GPU();
+  auto run = [](bool hybrid) {
+    std::vector<float> rank0;
+    test::run_rank_threads(4, [&](int r, TcpStore& store, ProcessGroup& group) {
+      const Stream compute = Stream::create(kGpu);
+      StreamGuard on_compute(compute);
+      ProcessGroupOptions po;
+      po.timeout = std::chrono::seconds(30);
+      po.key_prefix = fmt::format("hybrid/node{}/", r / 2);
+      ProcessGroup node(store, r % 2, 2, "127.0.0.1", po);
+      po.key_prefix = fmt::format("hybrid/shard{}/", r % 2);
+      ProcessGroup replicas(store, r / 2, 2, "127.0.0.1", po);
+      auto node_comm = make_staged_gloo_comm(node, kGpu), replica_comm = make_staged_gloo_comm(replicas, kGpu);
+      Generator gen(21);
+      nn::MiniResNet m(test::tiny_resnet(), gen);
+      m.to(kGpu);
+      DdpOptions o = options(hybrid ? Sharding::hybrid_shard : Sharding::no_shard);
+      o.hybrid_node = node_comm.get();
+      o.hybrid_replicas = replica_comm.get();
+      DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), o);
+      auto opt = make(true, m);
+      ddp.reducer().attach(*opt);
+      for (int step = 0; step < 3; ++step) {
+        const int64_t first = (step * 4 + r) * 4;
+        ops::cross_entropy(ddp(test::union_images(first, 4).to(kGpu)), test::union_labels(first, 4).to(kGpu))
+            .backward();
+        ddp.reducer().wait_for_gradients();
+        opt->step(0.05);
+        ddp.reducer().start_parameter_gather();
+        ddp.reducer().zero_grad();
+      }
+      ddp.reducer().wait_for_parameters();
+      std::vector<float> all;
+      for (const auto& [name, t] : ddp.reducer().full_model_state(m))
+        if (t.defined() && t.dtype() == DType::f32) {
+          const std::vector<float> v = t.to_vector<float>();
+          all.insert(all.end(), v.begin(), v.end());
+        }
+      if (r == 0) rank0 = std::move(all);
+    });
+    return rank0;
+  };
+  const std::vector<float> plain = run(false), hybrid = run(true);
+  ASSERT_EQ(plain.size(), hybrid.size());
+  ASSERT_FALSE(plain.empty());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    diff += (double(hybrid[i]) - plain[i]) * (double(hybrid[i]) - plain[i]);
+    norm += double(plain[i]) * plain[i];
+  }
+  EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm)) << "hybrid_shard drifted from DDP";
 }
 
 }  // namespace
