@@ -5,7 +5,8 @@
 // ranks, rank 0 holding half the parameters, gradients and optimizer state, and its timeline names
 // each unit's gradient shard all-reduced across the nodes after its node's reduce-scatter. A sharded checkpoint written so (the second node's files empty: its
 // shards are the first node's) resumes at 2 ranks under full_shard as the full checkpoint of the
-// same run does. One rank a node is refused at start, naming why, on both nodes.
+// same run does. With SyncBatchNorm, too, it ends within rounding of DDP. One rank a node is
+// refused at start, naming why, on both nodes.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,15 @@ TEST(HybridShard, TwoNodesOfTwoRanksWithAccumulationEndWithinRoundingOfDdpOnFour
     EXPECT_TRUE(std::any_of(reduced.begin(), reduced.end(), [&](int64_t n) { return std::abs(2 * n - unit) <= 32; }))
         << "no all-reduce of half a " << unit << "-float unit's gradients across the nodes";
   EXPECT_GT(gathers, 0) << "no all-gather on the timeline";
+}
+
+// SyncBatchNorm's statistics go over the whole job's group, beside hybrid_shard's two levels.
+TEST(HybridShard, WithSyncBatchNormEndsWithinRoundingOfDdpOnFour) {
+  const auto dir = test::make_temp_dir("hybrid_syncbn");
+  const std::string sync = kAdamW + " model.sync_batchnorm=true";
+  run_hybrid(dir, "hybrid", sync);
+  run(dir, "plain", 4, sync);
+  expect_close_tensors(last(dir, "hybrid"), last(dir, "plain"), 1e-5);
 }
 
 TEST(HybridShard, ItsShardedCheckpointResumesAtTwoRanksUnderFullShard) {
