@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -21,6 +22,18 @@ template <> constexpr Tolerance tolerance_for<double>() { return {1e-10, 1e-10};
 // in another order than the reference. Compare them as float vectors with these budgets.
 constexpr Tolerance kToleranceF16{2e-3, 4e-3};
 constexpr Tolerance kToleranceBF16{1.6e-2, 3.2e-2};
+
+// ||got - want|| / ||want|| in double (L2 over all elements): how far a whole run's weights drift
+// from a reference run's whose sums were added in another order.
+inline double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
 
 // Outputs are filled with NaN before a kernel runs, so an element it fails to write fails here.
 template <typename T>
