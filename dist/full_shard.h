@@ -21,8 +21,9 @@
 // hybrid_shard (FSDP's HYBRID_SHARD) is this within each node: the transport is the node's ranks,
 // and `replicas` (the ranks holding the same shard on the other nodes) all-reduces each unit's
 // gradient shard once the node's reduce-scatter has left it, so every replica steps the same
-// average over all ranks; parameters and optimizer state never cross nodes. Checkpoints: the parameters gathered unit by
-// unit, copied on rank 0 only; the optimizer state gathered whole (full_optimizer_state).
+// average over all ranks; parameters and optimizer state never cross nodes.
+// Checkpoints: the parameters gathered unit by unit, copied on rank 0 only; the optimizer state
+// gathered whole (full_optimizer_state).
 #pragma once
 #include <functional>
 #include <memory>
@@ -82,8 +83,9 @@ class FullShard : public Reducer {
   std::vector<UnitView> units() const;
   // Since the last forward began: the order of the gathers as issued ("g<unit>"), of the units'
   // forward and backward starts ("f<unit>", "b<unit>"), of the wait for the gradients ("w") and,
-  // under hybrid_shard, of the gradient shards' all-reduces across nodes ("a<unit>"): tests check that a prefetch comes before the
-  // compute it hides behind, and that an all-reduce across nodes starts while backward goes on.
+  // under hybrid_shard, of the gradient shards' all-reduces across nodes ("a<unit>"): tests
+  // check that a prefetch comes before the compute it hides behind, and that an all-reduce
+  // across nodes starts while backward goes on.
   const std::vector<std::string>& events() const { return events_; }
   // hybrid_shard: this backward's all-reduces across nodes not yet finished (tests: they are not
   // waited for inside backward).

@@ -9,9 +9,6 @@
 #include "util/safetensors.h"
 
 namespace cg::nn {
-namespace {
-
-constexpr const char* kOptimPrefix = "optim.";
 
 safetensors::TensorRecord to_record(const Tensor& live) {
   const Tensor t = live.to(Device::cpu());  // GPU state is copied out (waiting for the device)
@@ -22,6 +19,10 @@ safetensors::TensorRecord to_record(const Tensor& live) {
   if (t.nbytes() > 0) std::memcpy(r.bytes.data(), t.raw_data(), t.nbytes());  // a [0] tensor has no data pointer
   return r;
 }
+
+namespace {
+
+constexpr const char* kOptimPrefix = kOptimizerStatePrefix;
 
 Tensor from_record(const std::string& name, const safetensors::TensorRecord& r) {
   Tensor t = Tensor::empty(r.shape, dtype_from_safetensors_name(r.dtype));

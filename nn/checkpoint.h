@@ -9,6 +9,7 @@
 
 #include "nn/module.h"
 #include "nn/optimizer.h"
+#include "util/safetensors.h"
 
 namespace cg::nn {
 
@@ -36,6 +37,11 @@ void save_checkpoint(const std::string& path, const NamedTensors& model_state, c
 // Restores model (strict) and optimizer state; returns the saved progress. `path` is a checkpoint
 // file, or a sharded checkpoint's folder (nn/sharded_checkpoint.h), assembled whole first.
 TrainingProgress load_checkpoint(const std::string& path, Module& model, Optimizer& optimizer);
+
+// A checkpoint's names for the optimizer's state: "optim.<state>.<param>".
+inline constexpr const char* kOptimizerStatePrefix = "optim.";
+// `t`'s values as safetensors stores them (GPU tensors copied out, waiting for the device).
+safetensors::TensorRecord to_record(const Tensor& t);
 
 // What a checkpoint holds, whole, whichever format it came from: the state dict, the optimizer's
 // state ("<state>.<param>", without the file's "optim." prefix) and the string metadata.

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using nlohmann::json;
-constexpr const char* kOptimPrefix = "optim.";
+constexpr const char* kOptimPrefix = kOptimizerStatePrefix;
 constexpr const char* kShardKind = "training_checkpoint_shard";
 constexpr const char* kIndexFormat = "cudagrad.sharded_checkpoint";
 constexpr const char* kPiecesKey = "cudagrad.pieces";  // {"name": [offset, [whole shape]], ...}
@@ -32,7 +32,6 @@ void add_even_split(std::vector<StatePiece>& out, const std::string& name, const
 }
 
 std::string crc_hex(uint32_t crc) { return fmt::format("{:08x}", crc); }
-
 
 // ---- reading
 
@@ -188,6 +187,10 @@ std::vector<StatePiece> local_pieces(const Module& model, const Optimizer& optim
   return out;
 }
 
+std::string shard_file_name(int rank, int64_t generation) {
+  return fmt::format("rank{}-gen{}.safetensors", rank, generation);
+}
+
 int64_t next_generation(const fs::path& folder) {
   if (!fs::is_regular_file(folder / kShardIndexName)) return 1;
   try {
@@ -202,13 +205,7 @@ ShardFile write_shard(const fs::path& folder, int rank, int world_size, int64_t 
   safetensors::File file;
   json where = json::object();
   for (const StatePiece& p : pieces) {
-    const Tensor t = p.values.to(Device::cpu());  // GPU state is copied out (waiting for the device)
-    safetensors::TensorRecord r;
-    r.dtype = std::string(dtype_safetensors_name(t.dtype()));
-    r.shape = t.shape();
-    r.bytes.resize(t.nbytes());
-    if (t.nbytes() > 0) std::memcpy(r.bytes.data(), t.raw_data(), t.nbytes());
-    file.tensors.emplace_back(p.name, std::move(r));
+    file.tensors.emplace_back(p.name, to_record(p.values));
     where[p.name] = json::array({p.offset, p.shape});
   }
   file.metadata["cudagrad.kind"] = kShardKind;
@@ -218,7 +215,7 @@ ShardFile write_shard(const fs::path& folder, int rank, int world_size, int64_t 
   file.metadata[kPiecesKey] = where.dump();
   ShardFile entry;
   entry.rank = rank;
-  entry.file = fmt::format("rank{}-gen{}.safetensors", rank, generation);
+  entry.file = shard_file_name(rank, generation);
   const fs::path path = folder / entry.file;
   safetensors::save(path.string(), file);
   // The entry describes the bytes on disk, read back: what a loader will compare.
@@ -237,7 +234,7 @@ void write_shard_index(const fs::path& folder, int64_t generation, const std::ve
   const json index = {{"format", kIndexFormat}, {"generation", generation}, {"world_size", shards.size()},
                       {"shards", files},        {"metadata", metadata}};
   write_file_atomically((folder / kShardIndexName).string(), index.dump(1) + "\n");
-  // Only now are the previous generation's files unneeded.
+  // Only now are the previous generation's files unneeded (the names of shard_file_name).
   static const std::regex shard_name(R"(rank[0-9]+-gen([0-9]+)\.safetensors)");
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(folder, ec)) {
@@ -252,8 +249,13 @@ bool is_sharded_checkpoint(const fs::path& path) {
   return fs::is_directory(path, ec) && fs::exists(path / kShardIndexName, ec);
 }
 
-std::vector<ShardFile> verify_sharded_checkpoint(const fs::path& folder) {
-  const Index index = read_index(folder);
+std::vector<ShardFile> shard_index(const fs::path& folder) { return read_index(folder).shards; }
+
+namespace {
+
+// The index, once every file it names is there with its recorded size and CRC-32.
+Index verified_index(const fs::path& folder) {
+  Index index = read_index(folder);
   for (const ShardFile& s : index.shards) {
     const fs::path path = folder / s.file;
     auto bad = [&](const std::string& why) {
@@ -268,12 +270,15 @@ std::vector<ShardFile> verify_sharded_checkpoint(const fs::path& folder) {
       throw bad(fmt::format("has CRC-32 {} where the index records {}: altered, or not the file the index was "
                             "written for", crc_hex(crc32_of(*bytes)), crc_hex(s.crc)));
   }
-  return index.shards;
+  return index;
 }
 
+}  // namespace
+
+std::vector<ShardFile> verify_sharded_checkpoint(const fs::path& folder) { return verified_index(folder).shards; }
+
 CheckpointContents read_sharded_checkpoint(const fs::path& folder) {
-  verify_sharded_checkpoint(folder);
-  const Index index = read_index(folder);
+  const Index index = verified_index(folder);
   std::vector<safetensors::File> files;  // every shard in memory until the tensors are assembled
   files.reserve(index.shards.size());
   std::map<std::string, Pieces> tensors;

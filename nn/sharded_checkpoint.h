@@ -58,6 +58,8 @@ struct ShardFile {
   uint32_t crc = 0;  // CRC-32 of the whole file
 };
 
+// Rank `rank`'s file of save number `generation`: "rank<r>-gen<g>.safetensors".
+std::string shard_file_name(int rank, int64_t generation);
 // The generation the next save into `folder` takes: one past its index's, 1 without an index.
 int64_t next_generation(const std::filesystem::path& folder);
 // Writes rank `rank`'s pieces into folder/rank<r>-gen<g>.safetensors, atomically (creating the
@@ -69,6 +71,9 @@ ShardFile write_shard(const std::filesystem::path& folder, int rank, int world_s
 void write_shard_index(const std::filesystem::path& folder, int64_t generation, const std::vector<ShardFile>& shards,
                        const std::map<std::string, std::string>& metadata);
 
+// The index's entries as it lists them, the shard files not read (the index itself checked as
+// verify_sharded_checkpoint checks it).
+std::vector<ShardFile> shard_index(const std::filesystem::path& folder);
 // Whether `path` is a folder holding a shard index (a complete sharded checkpoint, or a damaged one).
 bool is_sharded_checkpoint(const std::filesystem::path& path);
 // The index's entries, each file checked present with its recorded size and CRC-32. Throws naming

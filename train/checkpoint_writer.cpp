@@ -56,7 +56,7 @@ std::string write_sharded(DistContext& dist, bool writes, const nn::Module& mode
   if (rank == 0) {
     std::vector<nn::ShardFile> shards;
     for (int r = 0; r < world; ++r)
-      shards.push_back({r, fmt::format("rank{}-gen{}.safetensors", r, generation), uint64_t(table[3 * r + 1]),
+      shards.push_back({r, nn::shard_file_name(r, std::stoll(generation)), uint64_t(table[3 * r + 1]),
                         uint32_t(table[3 * r + 2])});
     try {
       nn::write_shard_index(folder, std::stoll(generation), shards, nn::progress_metadata(optimizer, progress));

@@ -71,13 +71,17 @@ DistContext::DistContext(double timeout_s) : id_(dist::identity_from_env()), tim
             id_.master_addr, id_.master_port, address_);
 }
 
-std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainConfig::Dist& d, Device device) {
+dist::JobShape DistContext::job_shape(Device device) const {
   dist::JobShape job;
   job.cuda_tensors = device.is_cuda();
   job.world_size = world_size();
   job.local_world_size = id_.local_world_size;
   job.visible_gpus = device.is_cuda() ? runtime::device_count() : 0;
-  const dist::TransportChoice choice = dist::choose_transport(d.backend, job);
+  return job;
+}
+
+std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainConfig::Dist& d, Device device) {
+  const dist::TransportChoice choice = dist::choose_transport(d.backend, job_shape(device));
   switch (choice.transport) {
     case dist::Transport::none: return nullptr;
     case dist::Transport::modeled: {
@@ -103,12 +107,8 @@ DistContext::HybridComms DistContext::hybrid_comms(const TrainConfig::Dist& d, D
   const dist::HybridPlace place = dist::hybrid_place(rank(), world_size(), id_.local_rank, id_.local_world_size);
   if (!place.why_not.empty()) throw UsageError(place.why_not);
   CG_CHECK(subgroups_.empty(), "DistContext: hybrid_comms is called once");
-  dist::JobShape job;  // each subgroup's transport, chosen as the job's is
-  job.cuda_tensors = device.is_cuda();
-  job.world_size = world_size();
-  job.local_world_size = id_.local_world_size;
-  job.visible_gpus = device.is_cuda() ? runtime::device_count() : 0;
-  const dist::Transport transport = dist::choose_transport(d.backend, job).transport;
+  // Each subgroup's transport, chosen as the job's is.
+  const dist::Transport transport = dist::choose_transport(d.backend, job_shape(device)).transport;
   auto subgroup = [&](const std::string& prefix, int rank, int size) -> dist::GradientComm* {
     if (size < 2) return nullptr;
     if (transport == dist::Transport::nccl) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "train/train_config.h"
+#include "dist/backend_choice.h"
 #include "dist/gradient_comm.h"
 #include "dist/identity.h"
 #include "dist/process_group.h"
@@ -55,6 +56,8 @@ class DistContext {
   void barrier();
 
  private:
+  dist::JobShape job_shape(Device device) const;  // what the transport is chosen by (dist/backend_choice.h)
+
   dist::Identity id_;
   double timeout_s_;
   std::string address_;  // this rank's, as its peers dial it

@@ -121,10 +121,10 @@ void receive_folder(DistContext& dist, const Choice& choice, std::string& index_
   if (!into.empty())
     CG_CHECK(index_bytes.size() == choice.size && crc32_of(index_bytes) == choice.crc,
              "resume: the shard index received from rank 0 does not match what rank 0 announced");
-  // Rank 0 verified its folder: the entries are what every rank's copy must hold.
+  // Rank 0 verified its folder as it chose it: the entries are what every rank's copy must hold.
   std::string listing;
   if (dist.rank() == 0)
-    for (const nn::ShardFile& f : nn::verify_sharded_checkpoint(choice.path))
+    for (const nn::ShardFile& f : nn::shard_index(choice.path))
       listing += fmt::format("{}\n{}\n{}\n", f.file, f.bytes, f.crc);
   dist.broadcast_from_rank0(listing);
   std::istringstream entries(listing);
