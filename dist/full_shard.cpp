@@ -15,26 +15,13 @@
 
 namespace cg::dist {
 
-
-namespace {
-
-ShardCollectives& shard_collectives(GradientComm& transport) {
-  if (transport.modeled_ms(sizeof(float)) > 0)  // the modeled ring: one real rank standing for many
-    throw UsageError(fmt::format("dist.sharding=full_shard: the {} transport has one real rank, which cannot hold the "
-                                 "other ranks' parameter shards a gather needs; model optimizer or shard_grad_op",
-                                 transport.name()));
-  return require_shard_collectives(transport, "dist.sharding=full_shard");
-}
-
-}  // namespace
-
 FullShard::FullShard(nn::Module& model, GradientComm& transport, GradientComm& bucket_comm,
                      const UnitPolicy& is_unit, GradientComm* replicas)
     : model_(model),
       transport_(transport),
       bucket_comm_(bucket_comm),
       replicas_(replicas),
-      shards_(shard_collectives(transport)),
+      shards_(require_shard_collectives(transport, "dist.sharding=full_shard")),
       params_(model.named_parameters()) {
   CG_CHECK(!params_.empty(), "DDP: the model has no parameters");
   device_ = params_.front().second.device();

@@ -114,10 +114,15 @@ size_t FullShard::bytes_per_step() const {
   return total;
 }
 
-// Per unit, three halves of a ring: the forward's all-gather, the backward's, the reduce-scatter.
-double FullShard::modeled_ms_per_step(const GradientComm& comm) const {
+// Per unit, three halves of its node's ring (the forward's all-gather, the backward's, the
+// reduce-scatter), and under hybrid_shard the all-reduce of its shard across the nodes. Timed on
+// the transports the unit really uses, whatever `comm` the job's DDP holds.
+double FullShard::modeled_ms_per_step(const GradientComm&) const {
   double total = 0;
-  for (const auto& u : units_) total += 1.5 * comm.modeled_ms(size_t(u->count) * sizeof(float));
+  for (const auto& u : units_) {
+    total += 1.5 * transport_.modeled_ms(size_t(u->count) * sizeof(float));
+    if (replicas_) total += replicas_->modeled_ms(size_t(u->hi - u->lo) * sizeof(float));
+  }
   return total;
 }
 
@@ -128,10 +133,13 @@ std::string FullShard::describe() const {
     total += u->count;
     largest = std::max(largest, u->count);
   }
-  const std::string across =
-      replicas_ ? fmt::format(" over this node's {} ranks, the shards then all-reduced across {} nodes", transport_.size(),
-                              replicas_->size())
-                : "";
+  // A modeled ring's size() is its one real rank: its name says what it stands for.
+  const auto ranks = [](const GradientComm& c, const char* what) {
+    return c.modeled_ms(sizeof(float)) > 0 ? c.name() : fmt::format("{} {}", c.size(), what);
+  };
+  const std::string across = replicas_ ? fmt::format(" over this node's {}, the shards then all-reduced across {}",
+                                                     ranks(transport_, "ranks"), ranks(*replicas_, "nodes"))
+                                       : "";
   return fmt::format("{} units (the root and {} more; the largest {} elements), {} bytes of parameters all-gathered "
                      "twice per step (forward, backward) and of gradients reduce-scattered{}; this rank keeps {} of {} "
                      "elements of parameters, gradients and optimizer state",

@@ -211,10 +211,11 @@ class StagedGlooComm : public GradientComm, public ShardCollectives {
 };
 
 // One real rank standing for `ranks`: the data is already the average; the communication stream
-// (or, on the CPU, a worker thread) is busy for the modeled time.
+// (or, on the CPU, a worker thread) is busy for the modeled time of `bytes_scale` times its bytes.
 class ModeledComm : public GradientComm, public ShardCollectives, public Wire16Collectives {
  public:
-  ModeledComm(int ranks, Link link, Device d) : ranks_(ranks), link_(std::move(link)), device_(d) {
+  ModeledComm(int ranks, Link link, Device d, double bytes_scale)
+      : ranks_(ranks), link_(std::move(link)), device_(d), bytes_scale_(bytes_scale) {
     if (d.is_cuda()) stream_ = std::make_unique<CommStream>(d, CollectiveWatchdog::Options{});
   }
   std::string name() const override { return fmt::format("modeled ring of {} ranks on {}", ranks_, link_.name); }
@@ -234,7 +235,7 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
   void check_health() const override {
     if (stream_) stream_->check_health();
   }
-  double modeled_ms(size_t bytes) const override { return ring_all_reduce_ms(bytes, ranks_, link_); }
+  double modeled_ms(size_t bytes) const override { return ring_all_reduce_ms(modeled(bytes), ranks_, link_); }
   // The modeled ranks hold identical batches: the sum of N equal moment vectors (counts included)
   // gives the statistics this rank has, so the data stays.
   void all_reduce_sum(double*, int64_t, const Stream&, const std::string&) override {}
@@ -243,10 +244,10 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
   ShardCollectives* shards() override { return this; }
   std::vector<int64_t> shard_bounds(int64_t count) const override { return {0, count}; }
   std::shared_ptr<Work> reduce_scatter_average(Tensor& data, const Stream& compute, const std::string& what) override {
-    return busy(compute, "reduce_scatter", what, data, ring_half_ms(data.nbytes(), ranks_, link_), {});
+    return busy(compute, "reduce_scatter", what, data, ring_half_ms(modeled(data.nbytes()), ranks_, link_), {});
   }
   std::shared_ptr<Work> all_gather_shards(Tensor& data, const Stream& compute, const std::string& what) override {
-    return busy(compute, "all_gather", what, data, ring_half_ms(data.nbytes(), ranks_, link_), {});
+    return busy(compute, "all_gather", what, data, ring_half_ms(modeled(data.nbytes()), ranks_, link_), {});
   }
 
   // The modeled ring's time for the 16-bit bytes (half a ring for the reduce-scatter), the stages
@@ -258,10 +259,11 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
   }
   std::shared_ptr<Work> reduce_scatter_sum(Tensor& wire, const Stream& compute, const std::string& what,
                                            WireStages stages) override {
-    return busy(compute, "reduce_scatter", what, wire, ring_half_ms(wire.nbytes(), ranks_, link_), std::move(stages));
+    return busy(compute, "reduce_scatter", what, wire, ring_half_ms(modeled(wire.nbytes()), ranks_, link_), std::move(stages));
   }
 
  private:
+  size_t modeled(size_t real_bytes) const { return size_t(double(real_bytes) * bytes_scale_); }
   // The communication stream (or, on the CPU, a worker thread) kept busy for `ms`, between the
   // stages: on the stream, all three enqueued there; on the CPU, `before` here and `after` on the
   // worker once the time is up.
@@ -304,6 +306,7 @@ class ModeledComm : public GradientComm, public ShardCollectives, public Wire16C
   int ranks_;
   Link link_;
   Device device_;
+  double bytes_scale_;
   SerialWorker worker_;
   std::unique_ptr<CommStream> stream_;  // CUDA only
 };
@@ -356,8 +359,8 @@ double ring_half_ms(size_t bytes, int ranks, const Link& link) {
   return (steps / n * double(bytes) / (link.bandwidth_gb_s * 1e9) + steps * link.latency_us * 1e-6) * 1e3;
 }
 
-std::unique_ptr<GradientComm> make_modeled_comm(int modeled_ranks, const Link& link, Device device) {
-  return std::make_unique<ModeledComm>(modeled_ranks, link, device);
+std::unique_ptr<GradientComm> make_modeled_comm(int modeled_ranks, const Link& link, Device device, double bytes_scale) {
+  return std::make_unique<ModeledComm>(modeled_ranks, link, device, bytes_scale);
 }
 
 }  // namespace cg::dist

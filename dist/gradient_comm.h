@@ -137,10 +137,15 @@ struct Link {
   double latency_us;
 };
 Link nvlink_link();       // H100 SXM in an 8-GPU NVSwitch node
+inline constexpr int kNvlinkNodeGpus = 8;  // the GPUs of such a node
 Link infiniband_link();   // 200 Gb/s per GPU across nodes
 double ring_all_reduce_ms(size_t bytes, int ranks, const Link& link);
 // One half of that ring (a reduce-scatter, or an all-gather): (N-1)/N * bytes / bandwidth + (N-1) * latency.
 double ring_half_ms(size_t bytes, int ranks, const Link& link);
-std::unique_ptr<GradientComm> make_modeled_comm(int modeled_ranks, const Link& link, Device device);
+// One real rank standing for `modeled_ranks`; each collective is timed as if it moved
+// `bytes_scale` times the real rank's bytes (hybrid_shard's modeled cross-node all-reduce: a
+// modeled rank's shard of the unit the one real rank holds whole).
+std::unique_ptr<GradientComm> make_modeled_comm(int modeled_ranks, const Link& link, Device device,
+                                                double bytes_scale = 1.0);
 
 }  // namespace cg::dist

@@ -104,11 +104,12 @@ std::unique_ptr<dist::GradientComm> DistContext::make_gradient_comm(const TrainC
 }
 
 DistContext::HybridComms DistContext::hybrid_comms(const TrainConfig::Dist& d, Device device) {
-  const dist::HybridPlace place = dist::hybrid_place(rank(), world_size(), id_.local_rank, id_.local_world_size);
-  if (!place.why_not.empty()) throw UsageError(place.why_not);
-  CG_CHECK(subgroups_.empty(), "DistContext: hybrid_comms is called once");
+  CG_CHECK(subgroups_.empty() && subgroup_comms_.empty(), "DistContext: hybrid_comms is called once");
   // Each subgroup's transport, chosen as the job's is.
   const dist::Transport transport = dist::choose_transport(d.backend, job_shape(device)).transport;
+  if (transport == dist::Transport::modeled) return modeled_hybrid_comms(d, device);
+  const dist::HybridPlace place = dist::hybrid_place(rank(), world_size(), id_.local_rank, id_.local_world_size);
+  if (!place.why_not.empty()) throw UsageError(place.why_not);
   auto subgroup = [&](const std::string& prefix, int rank, int size) -> dist::GradientComm* {
     if (size < 2) return nullptr;
     if (transport == dist::Transport::nccl) {
@@ -130,6 +131,17 @@ DistContext::HybridComms DistContext::hybrid_comms(const TrainConfig::Dist& d, D
   log::info("dist.sharding=hybrid_shard: {} nodes of {} ranks; this rank holds shard {} on node {}", place.nodes,
             place.local_world, place.local, place.node);
   return comms;
+}
+
+// The one real rank holds every unit whole, so the cross-node ring is timed for a node rank's
+// shard of it: 1/kNvlinkNodeGpus of the bytes (the config checked the world is whole nodes).
+DistContext::HybridComms DistContext::modeled_hybrid_comms(const TrainConfig::Dist& d, Device device) {
+  const int per_node = dist::kNvlinkNodeGpus, nodes = int(d.modeled_world_size) / per_node;
+  subgroup_comms_.push_back(dist::make_modeled_comm(per_node, dist::nvlink_link(), device));
+  subgroup_comms_.push_back(dist::make_modeled_comm(nodes, dist::infiniband_link(), device, 1.0 / per_node));
+  log::info("dist.sharding=hybrid_shard on the modeled ring: {} nodes of {} GPUs ({} inside, {} across)", nodes,
+            per_node, subgroup_comms_[0]->name(), subgroup_comms_[1]->name());
+  return {subgroup_comms_[0].get(), subgroup_comms_[1].get()};
 }
 
 DistContext::~DistContext() {

@@ -36,7 +36,9 @@ class DistContext {
   // parameters) and of its replicas (the same local rank on every node; null with one node), of
   // the kind make_gradient_comm picks, over process groups of their own that this object keeps.
   // Collective: every rank calls it once. Refused, saying why, when the ranks are not laid out
-  // node by node with several on each (dist::hybrid_place).
+  // node by node with several on each (dist::hybrid_place). With dist.backend=modeled, the one
+  // process's two modeled rings: nodes of dist::kNvlinkNodeGpus on NVLink, the shards across the
+  // nodes on InfiniBand.
   struct HybridComms {
     dist::GradientComm* node = nullptr;
     dist::GradientComm* replicas = nullptr;
@@ -57,6 +59,7 @@ class DistContext {
 
  private:
   dist::JobShape job_shape(Device device) const;  // what the transport is chosen by (dist/backend_choice.h)
+  HybridComms modeled_hybrid_comms(const TrainConfig::Dist& d, Device device);
 
   dist::Identity id_;
   double timeout_s_;

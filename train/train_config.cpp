@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "dist/gradient_comm.h"
 #include "train/builders.h"
 #include "util/check.h"
 #include "util/config.h"
@@ -343,13 +344,14 @@ std::vector<std::string> resolve_sharding_alias(TrainConfig& c, const config::Va
                                 "(ZeRO-1), which it sets; write dist.sharding=optimizer",
                                 v.origin("optim.zero_sharding")));
   }
-  const bool gathers_parameters =
-      c.dist.sharding == dist::Sharding::full_shard || c.dist.sharding == dist::Sharding::hybrid_shard;
-  if (gathers_parameters && c.dist.backend == dist::BackendRequest::modeled)
+  // The modeled ring's hybrid_shard is whole NVLink nodes joined by InfiniBand.
+  const int64_t node_gpus = dist::kNvlinkNodeGpus;
+  if (c.dist.sharding == dist::Sharding::hybrid_shard && c.dist.backend == dist::BackendRequest::modeled &&
+      (c.dist.modeled_world_size % node_gpus != 0 || c.dist.modeled_world_size < 2 * node_gpus))
     config::reject(v, "dist.sharding",
-                   fmt::format("{} gathers the other ranks' parameter shards, and dist.backend=modeled ({}) "
-                               "has one real rank standing for many; use optimizer or shard_grad_op with it",
-                               enum_name(c.dist.sharding), v.origin("dist.backend")));
+                   fmt::format("hybrid_shard on dist.backend=modeled models nodes of {} GPUs, and "
+                               "dist.modeled_world_size={} ({}) is not two or more of them; use 16, 24, 32, ...",
+                               node_gpus, c.dist.modeled_world_size, v.origin("dist.modeled_world_size")));
   if (c.dist.sharding == dist::Sharding::hybrid_shard && c.dist.grad_compression != dist::GradCompression::none)
     config::reject(v, "dist.sharding",
                    fmt::format("hybrid_shard reduces gradients in float32 (16-bit compression is not built for its "

@@ -1,6 +1,6 @@
 // dist.sharding: no_shard by default, each built strategy accepted and written into the resolved
 // YAML (which the ranks compare at start-up, so they must agree on it), hybrid_shard's combinations
-// not built (16-bit compression, the modeled ring) refused naming the key, a bad value refused
+// not built (16-bit compression, a modeled ring that is not whole 8-GPU nodes) refused naming the key, a bad value refused
 // naming the key, and its help. optim.zero_sharding=true is
 // the older name of dist.sharding=optimizer: it sets that, says so, leaves only the new key in the
 // resolved YAML, and is refused beside another strategy. Sharding combines with
@@ -63,7 +63,9 @@ TEST(ShardingConfig, BadValuesAndCombinationsNotBuiltNameTheKeyAndTheHelpExplain
            {{"dist.sharding=hybrid_shard", "dist.grad_compression=bf16"},
             {"'dist.sharding'", "hybrid_shard reduces gradients in float32", "dist.grad_compression=bf16"}},
            {{"dist.sharding=hybrid_shard", "dist.backend=modeled"},
-            {"'dist.sharding'", "hybrid_shard gathers the other ranks' parameter shards"}}}) {
+            {"'dist.sharding'", "models nodes of 8 GPUs", "dist.modeled_world_size=8 (default)"}},
+           {{"dist.sharding=hybrid_shard", "dist.backend=modeled", "dist.modeled_world_size=20"},
+            {"'dist.sharding'", "dist.modeled_world_size=20 (command line)", "use 16, 24, 32"}}}) {
     SCOPED_TRACE(settings.front());
     try {
       load_train_config("", settings);
@@ -76,17 +78,14 @@ TEST(ShardingConfig, BadValuesAndCombinationsNotBuiltNameTheKeyAndTheHelpExplain
                         {"optim.zero_sharding", "dist.sharding", "ZeRO-1", "ZeRO-2", "ZeRO-3", "reduce-scattered"});
 }
 
-// The modeled ring has one real rank: it can time ZeRO-1 and ZeRO-2's collectives, but a gather of
-// the other ranks' parameter shards has nothing to gather.
-TEST(ShardingConfig, FullShardOverTheModeledRingIsRefused) {
-  try {
-    load_train_config("", {"dist.sharding=full_shard", "dist.backend=modeled"});
-    FAIL() << "accepted";
-  } catch (const UsageError& e) {
-    test::expect_mentions(e.what(), {"'dist.sharding'", "dist.backend=modeled", "one real rank"});
-  }
-  EXPECT_EQ(load_train_config("", {"dist.sharding=shard_grad_op", "dist.backend=modeled"}).dist.sharding,
-            Sharding::shard_grad_op);
+// The modeled ring's one real rank owns every shard, so every strategy runs over it;
+// hybrid_shard's two levels are whole 8-GPU nodes.
+TEST(ShardingConfig, EveryStrategyRunsOverTheModeledRingHybridShardOnWholeNodes) {
+  for (const char* s : {"optimizer", "shard_grad_op", "full_shard"})
+    EXPECT_STREQ(enum_name(load_train_config("", {std::string("dist.sharding=") + s, "dist.backend=modeled"}).dist.sharding), s);
+  EXPECT_EQ(load_train_config("", {"dist.sharding=hybrid_shard", "dist.backend=modeled", "dist.modeled_world_size=16"})
+                .dist.sharding,
+            Sharding::hybrid_shard);
 }
 
 std::string error_of(const std::vector<std::string>& overrides) {
