@@ -9,8 +9,8 @@
 # trainer's end-of-run line), their sum against DDP's at the same ranks, the host caching
 # allocator's peak bytes in use over the whole run (activations included), and the step time (the
 # median of the logged windows but the first, from metrics.jsonl's images/s) against DDP's. Then
-# the ring model's time for one step's collectives at 8 GPUs over NVLink (dist.backend=modeled) for
-# the strategies the modeled ring can run. Bytes do not depend on the machine's load; the step
+# the ring model's time for one step's collectives (dist.backend=modeled) per strategy at 8 GPUs
+# over NVLink, and at 16 (two nodes: a flat InfiniBand ring, or hybrid_shard's two levels). Bytes do not depend on the machine's load; the step
 # times do: run it on a quiet machine.
 set -euo pipefail
 NAME=sharding_memory.sh
@@ -79,12 +79,13 @@ print("%.1f" % (1000 * 64 * int(sys.argv[2]) / statistics.median(ips)) if ips el
   echo "$held$peak $ms"
 }
 
-# modeled STRATEGY -> the ring model's ms for one step's collectives at 8 GPUs (NVLink)
+# modeled STRATEGY GPUS LINK -> the ring model's ms for one step's collectives (hybrid_shard: nodes
+# of 8 on NVLink, InfiniBand across them, whatever LINK says)
 modeled() {
-  local out="$work/modeled_$1" args
+  local out="$work/modeled_$1_$2_$3" args
   mapfile -t args < <(common_args "$1" "$out")
-  "$BUILD/apps/cudagrad-train" "${args[@]}" dist.backend=modeled dist.modeled_world_size=8 train.max_steps=1 \
-    > "$out.log" 2>&1 || die "$1 on the modeled ring failed; its log: $(tail -5 "$out.log")"
+  "$BUILD/apps/cudagrad-train" "${args[@]}" dist.backend=modeled dist.modeled_world_size="$2" dist.modeled_link="$3" \
+    train.max_steps=1 > "$out.log" 2>&1 || die "$1 on the modeled ring failed; its log: $(tail -5 "$out.log")"
   grep -oE "the ring model's time for one step's collectives: [0-9.]+ ms" "$out.log" | grep -oE '[0-9.]+' | tail -1
 }
 
@@ -107,9 +108,12 @@ for ranks in $RANKS; do
   done
 done
 echo
-echo "The ring model at 8 GPUs over NVLink (dist.backend=modeled), one step's collectives:"
+echo "The ring model (dist.backend=modeled), one step's collectives if none overlapped compute: 8 GPUs of one"
+echo "NVLink node, and 16 GPUs in two nodes (a flat ring over InfiniBand, or hybrid_shard's rings: 8 on NVLink"
+echo "inside each node, then each shard's across the 2 nodes on InfiniBand):"
 echo
-echo "| dist.sharding | modeled ms per step |"
-echo "| --- | --- |"
-for s in no_shard optimizer shard_grad_op; do echo "| $s | $(modeled "$s") |"; done
-echo "| full_shard, hybrid_shard | not modeled: one real rank cannot gather the other ranks' shards (refused) |"
+echo "| dist.sharding | GPUs | link | modeled ms per step |"
+echo "| --- | --- | --- | --- |"
+for s in no_shard optimizer shard_grad_op full_shard; do echo "| $s | 8 | nvlink | $(modeled "$s" 8 nvlink) |"; done
+for s in no_shard full_shard; do echo "| $s | 16 | infiniband | $(modeled "$s" 16 infiniband) |"; done
+echo "| hybrid_shard | 16 | 2 x 8 nvlink, infiniband across | $(modeled hybrid_shard 16 infiniband) |"

@@ -256,7 +256,8 @@ std::vector<Field> dist_fields() {
       // all-reduce overlaps backward; 25 MB would make 2. To be re-measured on the GPU.
       CG_FIELD(dist.bucket_cap_mb, positive_at_most(kMaxBucketMb), "gradient bucket size in MB (> 0)"),
       CG_FIELD(dist.timeout_s, between(1, kMaxTimeoutS), "longest wait in seconds for a peer or a collective"),
-      CG_FIELD(dist.modeled_world_size, between(2, 65536), "dist.backend=modeled: ranks in the modeled ring"),
+      CG_FIELD(dist.modeled_world_size, between(2, 65536),
+               "dist.backend=modeled: ranks in the modeled ring (hybrid_shard: nodes of 8 on NVLink, so 16, 24, ...)"),
       CG_FIELD(dist.modeled_link, any(), "dist.backend=modeled: nvlink (one node) or infiniband (200 Gb/s per GPU)"),
       CG_FIELD(dist.grad_compression, any(),
                "gradient buckets all-reduced in 16 bits, as PyTorch's fp16_compress_hook / bf16_compress_hook but "
