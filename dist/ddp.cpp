@@ -54,13 +54,18 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, std::unique_
   buckets.wire = wire_dtype(options_.grad_compression);
   const UnitPolicy none = [](const std::string&, nn::Module&) { return false; };
   const UnitPolicy& units = options_.shard_units ? options_.shard_units : none;
+  if (options_.param_dtype != ParamDType::float32 && !gathers_parameters(options_.sharding))
+    throw UsageError(fmt::format("DDP: dist.param_dtype={} is the type full_shard and hybrid_shard gather parameters "
+                                 "in; dist.sharding={} keeps them whole",
+                                 enum_name(options_.param_dtype), enum_name(options_.sharding)));
+  const DType param_dtype = gather_dtype(options_.param_dtype);
   if (options_.sharding == Sharding::full_shard) {
-    reducer_ = std::make_unique<FullShard>(model, *comm_, bucket_comm, units);
+    reducer_ = std::make_unique<FullShard>(model, *comm_, bucket_comm, units, nullptr, param_dtype);
   } else if (options_.sharding == Sharding::hybrid_shard) {
     if (!options_.hybrid_node) throw UsageError("DDP: dist.sharding=hybrid_shard needs its node's transport");
     if (compressed_) throw UsageError("DDP: dist.sharding=hybrid_shard reduces in float32; dist.grad_compression is not built for it");
     reducer_ = std::make_unique<FullShard>(model, *options_.hybrid_node, *options_.hybrid_node, units,
-                                           options_.hybrid_replicas);
+                                           options_.hybrid_replicas, param_dtype);
   } else if (shards_optimizer(options_.sharding))
     reducer_ = std::make_unique<ShardedBuckets>(params, *comm_, bucket_comm, buckets, options_.sharding);
   else

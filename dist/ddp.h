@@ -40,6 +40,9 @@ struct DdpOptions {
   // with one node), which outlive the DDP (train::DistContext::hybrid_comms).
   GradientComm* hybrid_node = nullptr;
   GradientComm* hybrid_replicas = nullptr;
+  // dist.param_dtype: full_shard's and hybrid_shard's gathers in 16 bits (FSDP's MixedPrecision
+  // param_dtype; dist/full_shard.h); refused with the other strategies.
+  ParamDType param_dtype = ParamDType::float32;
 };
 
 class DistributedDataParallel {

@@ -16,11 +16,12 @@
 namespace cg::dist {
 
 FullShard::FullShard(nn::Module& model, GradientComm& transport, GradientComm& bucket_comm,
-                     const UnitPolicy& is_unit, GradientComm* replicas)
+                     const UnitPolicy& is_unit, GradientComm* replicas, DType param_dtype)
     : model_(model),
       transport_(transport),
       bucket_comm_(bucket_comm),
       replicas_(replicas),
+      param_dtype_(param_dtype),
       shards_(require_shard_collectives(transport, "dist.sharding=full_shard")),
       params_(model.named_parameters()) {
   CG_CHECK(!params_.empty(), "DDP: the model has no parameters");
@@ -112,31 +113,46 @@ void FullShard::install_hooks() {
 
 // ---- gathers
 
-void FullShard::issue_gather(size_t u) {
+void FullShard::issue_gather(size_t u, DType as) {
   Unit& unit = *units_[u];
-  if (unit.gathered || unit.gathering) return;
+  if (unit.gathered || unit.gathering) {
+    CG_CHECK(unit.gathered_as == as, "full_shard: unit '{}' is gathered in {}, and {} was asked for", unit.name,
+             dtype_name(unit.gathered_as), dtype_name(as));
+    return;
+  }
   events_.push_back(fmt::format("g{}", u));
   autograd::NoGradGuard no_grad;
   unit.full.impl().storage->reacquire();
-  unit.full.view_at(unit.lo, {unit.hi - unit.lo}).copy_(unit.shard);
-  unit.gathering = shards_.all_gather_shards(unit.full, current_stream(device_),
+  unit.gathered_as = as;
+  Tensor* moved = &unit.full;
+  if (as != DType::f32) {  // the shard cast to the wire's 16 bits
+    unit.wire = Tensor::empty({unit.padded}, as, device_);
+    moved = &unit.wire;
+  }
+  moved->view_at(unit.lo, {unit.hi - unit.lo}).copy_(unit.shard);
+  unit.gathering = shards_.all_gather_shards(*moved, current_stream(device_),
                                              fmt::format("parameters of unit '{}'", unit.name));
 }
 
-void FullShard::gather(size_t u) {
+void FullShard::gather(size_t u, DType as) {
   Unit& unit = *units_[u];
-  issue_gather(u);
+  issue_gather(u, as);
   if (unit.gathering) {
     trace::Span span("wait for all-gather", "compute");
     transport_.wait(*unit.gathering, current_stream(device_));
     unit.gathering.reset();
+  }
+  if (unit.wire.defined()) {  // the 16-bit gather, widened for the kernels
+    autograd::NoGradGuard no_grad;
+    unit.full.copy_(unit.wire);
+    unit.wire = Tensor();
   }
   unit.gathered = true;
 }
 
 void FullShard::reshard(size_t u) {
   Unit& unit = *units_[u];
-  if (unit.gathering) gather(u);  // never free memory a collective still writes into
+  if (unit.gathering) gather(u, unit.gathered_as);  // never free memory a collective still writes into
   unit.full.impl().storage->release();
   unit.gathered = false;
 }
@@ -146,8 +162,8 @@ void FullShard::reshard(size_t u) {
 void FullShard::before_forward(size_t u) {
   if (u == 0) events_.clear();  // a new forward: keep one step's (or evaluation batch's) events
   events_.push_back(fmt::format("f{}", u));
-  gather(u);
-  if (u + 1 < units_.size()) issue_gather(u + 1);  // prefetch: it travels while this unit computes
+  gather(u, param_dtype_);
+  if (u + 1 < units_.size()) issue_gather(u + 1, param_dtype_);  // prefetch: it travels while this unit computes
 }
 
 Tensor FullShard::after_forward(size_t u, const Tensor& y) {
@@ -164,9 +180,9 @@ Tensor FullShard::after_forward(size_t u, const Tensor& y) {
 void FullShard::before_backward(size_t u) {
   events_.push_back(fmt::format("b{}", u));
   Unit& unit = *units_[u];
-  gather(u);
+  gather(u, param_dtype_);
   const size_t next = u == 0 ? units_.size() - 1 : u - 1;
-  if (next != 0 && next != u) issue_gather(next);
+  if (next != 0 && next != u) issue_gather(next, param_dtype_);
   if (!unit.grad_full.defined()) {  // from the first backward after a synced one
     unit.grad_full = Tensor::zeros({unit.padded}, DType::f32, device_);
     for (size_t k = 0; k < unit.params.size(); ++k) {

@@ -22,8 +22,13 @@
 // and `replicas` (the ranks holding the same shard on the other nodes) all-reduces each unit's
 // gradient shard once the node's reduce-scatter has left it, so every replica steps the same
 // average over all ranks; parameters and optimizer state never cross nodes.
+// Mixed precision (FSDP's MixedPrecision param_dtype): with `param_dtype` 16-bit, each rank casts
+// its float32 shard to it and the gather moves 16-bit shards (half the bytes); the gathered
+// parameters are then the masters rounded to 16 bits, held in float32 for the kernels (autocast
+// casts the convolutions' weights to the same 16 bits it would have rounded to). Gradients,
+// reduce-scatters, master shards and optimizer state stay float32.
 // Checkpoints: the parameters gathered unit by unit, copied on rank 0 only; the optimizer state
-// gathered whole (full_optimizer_state).
+// gathered whole (full_optimizer_state), both in float32 whatever param_dtype is.
 #pragma once
 #include <functional>
 #include <memory>
@@ -46,9 +51,10 @@ class FullShard : public Reducer {
   // (the transport, or the 16-bit decorator over it); both outlive this object. Installs the
   // model's forward hooks; the model's parameters move into the units' buffers (their identity
   // stays) and hold no memory between steps. Fails naming the transport when it has no shard
-  // collectives. `replicas` (hybrid_shard; null otherwise) outlives it too.
+  // collectives. `replicas` (hybrid_shard; null otherwise) outlives it too. `param_dtype`: what
+  // the forward's and backward's gathers move (f32, f16 or bf16).
   FullShard(nn::Module& model, GradientComm& transport, GradientComm& bucket_comm, const UnitPolicy& is_unit,
-            GradientComm* replicas = nullptr);
+            GradientComm* replicas = nullptr, DType param_dtype = DType::f32);
   ~FullShard() override;
   FullShard(const FullShard&) = delete;
   FullShard& operator=(const FullShard&) = delete;
@@ -99,6 +105,8 @@ class FullShard : public Reducer {
     int64_t count = 0, padded = 0;
     int64_t lo = 0, hi = 0;       // this rank's shard: [lo, hi) of the flat buffer
     Tensor full;                  // [padded]: the parameters gathered; memory released between uses
+    Tensor wire;                  // [padded] in gathered_as while a 16-bit gather travels
+    DType gathered_as = DType::f32;
     Tensor shard;                 // [hi - lo]: this rank's parameters, what the optimizer updates
     Tensor grad_full;             // [padded] while gradients accumulate; undefined otherwise
     Tensor grad_shard;            // [hi - lo]: this rank's reduced gradients
@@ -108,8 +116,10 @@ class FullShard : public Reducer {
   };
   void build_units(const UnitPolicy& is_unit);
   void install_hooks();
-  void issue_gather(size_t u);
-  void gather(size_t u);    // issued if not yet, then waited for
+  // The unit's parameters gathered `as` f32 (the masters: checkpoints) or param_dtype_ (forward,
+  // backward); a unit already gathered or on its way in another type is an error.
+  void issue_gather(size_t u, DType as);
+  void gather(size_t u, DType as);  // issued if not yet, then waited for
   void reshard(size_t u);   // frees the gathered parameters
   void before_forward(size_t u);
   Tensor after_forward(size_t u, const Tensor& y);
@@ -121,6 +131,7 @@ class FullShard : public Reducer {
   GradientComm& transport_;
   GradientComm& bucket_comm_;
   GradientComm* replicas_;  // hybrid_shard: the same shard on the other nodes
+  DType param_dtype_;       // what gathers move
   std::vector<std::shared_ptr<Work>> replicating_;  // hybrid_shard: this backward's all-reduces across nodes
   ShardCollectives& shards_;
   nn::NamedTensors params_;  // named_parameters() order: the grad-ready hooks' indices

@@ -78,7 +78,7 @@ nn::NamedTensors FullShard::full_model_state(const nn::Module& model) {
   const bool keep = transport_.rank() == 0;
   std::map<std::string, Tensor> params;
   for (size_t u = 0; u < units_.size(); ++u) {
-    gather(u);
+    gather(u, DType::f32);  // the masters, whatever the forward gathers in
     if (keep)
       for (size_t i : units_[u]->params) params[params_[i].first] = params_[i].second.clone();
     reshard(u);
@@ -114,13 +114,15 @@ size_t FullShard::bytes_per_step() const {
   return total;
 }
 
-// Per unit, three halves of its node's ring (the forward's all-gather, the backward's, the
-// reduce-scatter), and under hybrid_shard the all-reduce of its shard across the nodes. Timed on
-// the transports the unit really uses, whatever `comm` the job's DDP holds.
+// Per unit, three halves of its node's ring: the forward's all-gather and the backward's (in
+// param_dtype_), the gradients' reduce-scatter (float32); under hybrid_shard, the all-reduce of
+// its shard across the nodes. Timed on the transports the unit really uses, whatever `comm` the
+// job's DDP holds.
 double FullShard::modeled_ms_per_step(const GradientComm&) const {
   double total = 0;
   for (const auto& u : units_) {
-    total += 1.5 * transport_.modeled_ms(size_t(u->count) * sizeof(float));
+    total += 0.5 * transport_.modeled_ms(size_t(u->count) * sizeof(float)) +
+             transport_.modeled_ms(size_t(u->count) * itemsize(param_dtype_));
     if (replicas_) total += replicas_->modeled_ms(size_t(u->hi - u->lo) * sizeof(float));
   }
   return total;
@@ -140,10 +142,12 @@ std::string FullShard::describe() const {
   const std::string across = replicas_ ? fmt::format(" over this node's {}, the shards then all-reduced across {}",
                                                      ranks(transport_, "ranks"), ranks(*replicas_, "nodes"))
                                        : "";
-  return fmt::format("{} units (the root and {} more; the largest {} elements), {} bytes of parameters all-gathered "
+  const std::string gathered =
+      param_dtype_ == DType::f32 ? "" : fmt::format(" (in {}: {} bytes)", dtype_name(param_dtype_), total * itemsize(param_dtype_));
+  return fmt::format("{} units (the root and {} more; the largest {} elements), {} bytes of parameters all-gathered{} "
                      "twice per step (forward, backward) and of gradients reduce-scattered{}; this rank keeps {} of {} "
                      "elements of parameters, gradients and optimizer state",
-                     units_.size(), units_.size() - 1, largest, bytes_per_step(), across, owned, total);
+                     units_.size(), units_.size() - 1, largest, bytes_per_step(), gathered, across, owned, total);
 }
 
 size_t FullShard::all_reduces_in_flight() const {

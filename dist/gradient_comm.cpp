@@ -44,7 +44,7 @@ class HostGlooComm : public GradientComm, public ShardCollectives, public Wire16
     return group_.reduce_scatter_async(data.data<float>(), data.numel(), ReduceOp::average);
   }
   std::shared_ptr<Work> all_gather_shards(Tensor& data, const Stream&, const std::string&) override {
-    return group_.all_gather_shards_async(data.data<float>(), data.numel());
+    return group_.all_gather_shards_async(data.raw_data(), data.numel(), itemsize(data.dtype()));
   }
 
   // `before` on the calling thread (as PyTorch runs its hook), the sum and `after` on the
@@ -82,8 +82,8 @@ class StagedGlooComm : public GradientComm, public ShardCollectives {
   int size() const override { return group_.size(); }
 
   std::shared_ptr<Work> all_reduce_average(Tensor& tensor, const Stream& compute, const std::string& what) override {
-    return staged(tensor, compute, what, [this](float* host, int64_t count) {
-      group_.all_reduce_async(host, count, ReduceOp::average)->wait();
+    return staged(tensor, compute, what, [this](void* host, int64_t count) {
+      group_.all_reduce_async(static_cast<float*>(host), count, ReduceOp::average)->wait();
     });
   }
 
@@ -91,13 +91,15 @@ class StagedGlooComm : public GradientComm, public ShardCollectives {
   ShardCollectives* shards() override { return this; }
   std::vector<int64_t> shard_bounds(int64_t count) const override { return ring_shard_bounds(count, group_.size()); }
   std::shared_ptr<Work> reduce_scatter_average(Tensor& tensor, const Stream& compute, const std::string& what) override {
-    return staged(tensor, compute, what, [this](float* host, int64_t count) {
-      group_.reduce_scatter_async(host, count, ReduceOp::average)->wait();
+    return staged(tensor, compute, what, [this](void* host, int64_t count) {
+      group_.reduce_scatter_async(static_cast<float*>(host), count, ReduceOp::average)->wait();
     });
   }
   std::shared_ptr<Work> all_gather_shards(Tensor& tensor, const Stream& compute, const std::string& what) override {
-    return staged(tensor, compute, what,
-                  [this](float* host, int64_t count) { group_.all_gather_shards_async(host, count)->wait(); });
+    const size_t element = itemsize(tensor.dtype());
+    return staged(tensor, compute, what, [this, element](void* host, int64_t count) {
+      group_.all_gather_shards_async(host, count, element)->wait();
+    });
   }
 
   void wait(Work& work, const Stream& compute) override {
@@ -140,13 +142,13 @@ class StagedGlooComm : public GradientComm, public ShardCollectives {
   // On the worker, once `compute` has reached this point: `tensor` copied to pinned host memory,
   // `collective` run on it there, the result copied back on copy_; the work's device_done follows.
   std::shared_ptr<Work> staged(Tensor& tensor, const Stream& compute, const std::string& what,
-                               std::function<void(float* host, int64_t count)> collective) {
+                               std::function<void(void* host, int64_t count)> collective) {
     auto work = std::make_shared<Work>();
     Event ready = Event::create(device_);
     ready.record(compute);
-    float* data = tensor.data<float>();
+    void* data = tensor.raw_data();
     const int64_t count = tensor.numel();
-    const size_t bytes = size_t(count) * sizeof(float);
+    const size_t bytes = tensor.nbytes();
     void* host = pinned_->get(data, bytes);
     worker_->post([=, this, collective = std::move(collective)] {
       CG_NVTX_RANGE("Gloo collective staged through host memory");
@@ -157,7 +159,7 @@ class StagedGlooComm : public GradientComm, public ShardCollectives {
         ready.synchronize();
         copy_to_host_async(host, data, bytes, copy_);
         copy_.synchronize();
-        collective(static_cast<float*>(host), count);
+        collective(host, count);
         copy_bytes_async(data, host, bytes, copy_);
         Event done = Event::create(device_);
         done.record(copy_);

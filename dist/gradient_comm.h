@@ -88,7 +88,8 @@ class ShardCollectives {
   // `data` is left holding partial sums).
   virtual std::shared_ptr<Work> reduce_scatter_average(Tensor& data, const Stream& compute,
                                                        const std::string& what) = 0;
-  // Starts copying every rank's shard of `data` into the other ranks' `data`.
+  // Starts copying every rank's shard of `data` into the other ranks' `data`: float32, or 16-bit
+  // (full_shard's gathers in dist.param_dtype), cut by shard_bounds(data.numel()) either way.
   virtual std::shared_ptr<Work> all_gather_shards(Tensor& data, const Stream& compute, const std::string& what) = 0;
 };
 

@@ -79,8 +79,9 @@ void reduce_scatter_average(Comm comm, float* data, int64_t shard, int rank, Str
                                   as_nccl(comm), as_stream(stream)));
 }
 
-void all_gather(Comm comm, float* data, int64_t shard, int rank, Stream stream) {
-  CG_NCCL_CHECK(ncclAllGather(data + int64_t(rank) * shard, data, size_t(shard), ncclFloat, as_nccl(comm),
+void all_gather(Comm comm, void* data, size_t shard_bytes, int rank, Stream stream) {
+  char* bytes = static_cast<char*>(data);
+  CG_NCCL_CHECK(ncclAllGather(bytes + size_t(rank) * shard_bytes, bytes, shard_bytes, ncclUint8, as_nccl(comm),
                               as_stream(stream)));
 }
 

@@ -32,8 +32,9 @@ void broadcast(Comm comm, void* data, size_t bytes, int root, Stream stream);
 // ZeRO-1, in place on `data` (world_size * shard floats), on `stream`: rank r's shard
 // [r * shard, (r + 1) * shard) receives the average (ncclReduceScatter, ncclAvg) ...
 void reduce_scatter_average(Comm comm, float* data, int64_t shard, int rank, Stream stream);
-// ... and every rank's shard is copied to all (ncclAllGather).
-void all_gather(Comm comm, float* data, int64_t shard, int rank, Stream stream);
+// ... and every rank's shard of `shard_bytes` is copied to all (ncclAllGather, as bytes: float32
+// or full_shard's 16-bit gathers alike).
+void all_gather(Comm comm, void* data, size_t shard_bytes, int rank, Stream stream);
 // "" while healthy; otherwise NCCL's description of the asynchronous error.
 std::string async_error(Comm comm);
 void abort(Comm comm);    // ends in-flight collectives so their streams can proceed

@@ -130,7 +130,7 @@ class NcclComm : public GradientComm, public ShardCollectives, public Wire16Coll
     const int64_t shard = shard_of(data.numel());
     std::lock_guard<std::timed_mutex> lock(issue_mutex_);
     auto work = stream_->begin(compute);
-    nccl::all_gather(comm_, data.data<float>(), shard, rank_, stream_->stream().handle());
+    nccl::all_gather(comm_, data.raw_data(), size_t(shard) * itemsize(data.dtype()), rank_, stream_->stream().handle());
     stream_->end(work, "all_gather", fmt::format("{}, {}", what, megabytes(data.nbytes())));
     return work;
   }

@@ -96,8 +96,10 @@ class ProcessGroup {
   // order as all_reduce_async does, and sharded training stays bit-identical to unsharded.
   // In place: afterwards shard rank() of `data` holds the reduction, the other shards partial sums.
   std::shared_ptr<Work> reduce_scatter_async(float* data, int64_t count, ReduceOp op);
-  // In place: every rank's shard rank() of `data` is copied into the others' `data`.
-  std::shared_ptr<Work> all_gather_shards_async(float* data, int64_t count);
+  // In place: every rank's shard rank() of `data` is copied into the others' `data`. The
+  // elements are `element_size` bytes each (2: full_shard's 16-bit gathers, dist.param_dtype), cut
+  // where a float32 bucket of `count` is.
+  std::shared_ptr<Work> all_gather_shards_async(void* data, int64_t count, size_t element_size = sizeof(float));
   // Sums `count` 16-bit floats at `data` (`dtype` f16 or bf16; host memory) in place over the
   // ranks with 16-bit data on the wire, then runs `then` (may be empty) on the communication
   // thread. Gloo has no bfloat16 sum, and its float16 ring adds in an order of its own, so the sum
@@ -119,7 +121,7 @@ class ProcessGroup {
   void run();
   // The two halves of Gloo's ring on one bucket (dist/ring_shards.cpp).
   void ring_reduce_scatter(float* data, int64_t count, uint32_t tag);
-  void ring_all_gather(float* data, int64_t count, uint32_t tag);
+  void ring_all_gather(void* data, int64_t count, size_t element_size, uint32_t tag);
 
   int rank_, world_;
   ProcessGroupOptions options_;

@@ -81,21 +81,20 @@ void ProcessGroup::ring_reduce_scatter(float* data, int64_t count, uint32_t tag)
 }
 
 // gloo's allgather loop: at step k a rank sends block rank+k to rank-1 and receives block rank+1+k
-// from rank+1, straight into place.
-void ProcessGroup::ring_all_gather(float* data, int64_t count, uint32_t tag) {
+// from rank+1, straight into place. Elements of any size: nothing is added.
+void ProcessGroup::ring_all_gather(void* data, int64_t count, size_t element_size, uint32_t tag) {
   auto& context = impl_->context;
   const RingPlan plan{ring_shard_bounds(count, world_), world_, rank_};
-  auto buffer = context->createUnboundBuffer(data, size_t(count) * sizeof(float));
+  auto buffer = context->createUnboundBuffer(data, size_t(count) * element_size);
   const auto slot = gloo::Slot::build(kShardSlotPrefix, tag);
   const int send_to = (rank_ + world_ - 1) % world_, receive_from = (rank_ + 1) % world_;
   for (int k = 0; k + 1 < world_; ++k) {
     const int64_t send_block = rank_ + k, receive_block = rank_ + 1 + k;
     const int64_t n_in = plan.length(receive_block), n_out = plan.length(send_block);
     if (n_in > 0)
-      buffer->recv(receive_from, slot, size_t(plan.begin(receive_block)) * sizeof(float),
-                   size_t(n_in) * sizeof(float));
+      buffer->recv(receive_from, slot, size_t(plan.begin(receive_block)) * element_size, size_t(n_in) * element_size);
     if (n_out > 0)
-      buffer->send(send_to, slot, size_t(plan.begin(send_block)) * sizeof(float), size_t(n_out) * sizeof(float));
+      buffer->send(send_to, slot, size_t(plan.begin(send_block)) * element_size, size_t(n_out) * element_size);
     if (n_in > 0) buffer->waitRecv(options_.timeout);
     if (n_out > 0) buffer->waitSend(options_.timeout);
   }
@@ -115,11 +114,12 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(float* data, int64_t co
   });
 }
 
-std::shared_ptr<Work> ProcessGroup::all_gather_shards_async(float* data, int64_t count) {
+std::shared_ptr<Work> ProcessGroup::all_gather_shards_async(void* data, int64_t count, size_t element_size) {
   const uint32_t tag = next_tag_++;
-  return enqueue(fmt::format("all_gather of {} floats", count), [this, data, count, tag] {
-    trace::Span span(fmt::format("all_gather {} floats", count), "communication");
-    if (world_ > 1) ring_all_gather(data, count, tag);
+  const std::string what = element_size == sizeof(float) ? "floats" : fmt::format("{}-byte elements", element_size);
+  return enqueue(fmt::format("all_gather of {} {}", count, what), [this, data, count, element_size, what, tag] {
+    trace::Span span(fmt::format("all_gather {} {}", count, what), "communication");
+    if (world_ > 1) ring_all_gather(data, count, element_size, tag);
   });
 }
 

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <string>
 
+#include "util/dtype.h"
 #include "util/enum_names.h"
 
 namespace cg::dist {
@@ -36,6 +37,19 @@ inline EnumNames<Sharding> enum_names(Sharding) {
           {Sharding::shard_grad_op, "shard_grad_op"},
           {Sharding::full_shard, "full_shard"},
           {Sharding::hybrid_shard, "hybrid_shard"}};
+}
+
+// The strategies that gather a unit's parameters before its forward and backward.
+inline bool gathers_parameters(Sharding s) { return s == Sharding::full_shard || s == Sharding::hybrid_shard; }
+
+// dist.param_dtype: the type full_shard and hybrid_shard gather parameters in (PyTorch FSDP's
+// MixedPrecision param_dtype). The masters, their gradients and the optimizer state stay float32.
+enum class ParamDType { float32, fp16, bf16 };
+inline EnumNames<ParamDType> enum_names(ParamDType) {
+  return {{ParamDType::float32, "float32"}, {ParamDType::fp16, "fp16"}, {ParamDType::bf16, "bf16"}};
+}
+inline DType gather_dtype(ParamDType p) {
+  return p == ParamDType::fp16 ? DType::f16 : p == ParamDType::bf16 ? DType::bf16 : DType::f32;
 }
 
 // hybrid_shard's place of a rank (dist/sharding.h's table): node `node` of `nodes`, holding the

@@ -64,6 +64,7 @@ std::unique_ptr<dist::DistributedDataParallel> make_ddp(const TrainConfig& c, Di
   options.sharding = c.dist.sharding;
   options.shard_units = [](const std::string&, nn::Module& m) { return nn::is_residual_block(m); };
   options.grad_compression = c.dist.grad_compression;
+  options.param_dtype = c.dist.param_dtype;
   if (c.dist.sharding == dist::Sharding::hybrid_shard) {
     const DistContext::HybridComms hybrid = dc.hybrid_comms(c.dist, device);
     options.hybrid_node = hybrid.node;

@@ -271,6 +271,10 @@ std::vector<Field> dist_fields() {
                "steps), full_shard (ZeRO-3: parameters too, gathered per residual block before its forward and "
                "backward), hybrid_shard (full_shard within each node, the shards all-reduced across nodes: node size from "
                "the launcher's local world size)"),
+      CG_FIELD(dist.param_dtype, any(),
+               "full_shard and hybrid_shard: the type parameters are all-gathered in, as PyTorch FSDP's "
+               "MixedPrecision param_dtype: float32, or fp16 / bf16 (half the bytes; the forward and backward see "
+               "the float32 masters rounded to it, which stay float32 with their gradients and optimizer state)"),
   };
 }
 
@@ -358,6 +362,11 @@ std::vector<std::string> resolve_sharding_alias(TrainConfig& c, const config::Va
                    fmt::format("hybrid_shard reduces gradients in float32 (16-bit compression is not built for its "
                                "two levels), and dist.grad_compression={} ({}); use full_shard, or no compression",
                                enum_name(c.dist.grad_compression), v.origin("dist.grad_compression")));
+  if (c.dist.param_dtype != dist::ParamDType::float32 && !gathers_parameters(c.dist.sharding))
+    config::reject(v, "dist.param_dtype",
+                   fmt::format("{} is the type full_shard and hybrid_shard gather parameters in, and dist.sharding={} "
+                               "({}) never gathers them before a forward",
+                               enum_name(c.dist.param_dtype), enum_name(c.dist.sharding), v.origin("dist.sharding")));
   return notes;
 }
 

@@ -125,6 +125,7 @@ struct TrainConfig {
     ModeledLink modeled_link = ModeledLink::nvlink;
     dist::GradCompression grad_compression = dist::GradCompression::none;  // 16-bit gradient all-reduce
     dist::Sharding sharding = dist::Sharding::no_shard;  // what each rank keeps (dist/sharding.h)
+    dist::ParamDType param_dtype = dist::ParamDType::float32;  // what full_shard's gathers move
     bool operator==(const Dist&) const = default;
   } dist;
   struct Output {

@@ -95,6 +95,14 @@ TEST(ModeledComm, FullShardOverItTrainsAsOneProcessAndTimesThreeHalfRings) {
   const size_t bytes = ddp.reducer().bytes_per_step();
   ASSERT_GT(bytes, 0u);
   EXPECT_DOUBLE_EQ(ddp.reducer().modeled_ms_per_step(ddp.comm()), 1.5 * ring_all_reduce_ms(bytes, 8, nvlink_link()));
+  // dist.param_dtype=bf16: the two gathers move half the bytes, the reduce-scatter still float32.
+  Generator g3(3);
+  nn::MiniResNet mixed(test::tiny_resnet(), g3);
+  DdpOptions o = one_unit(Sharding::full_shard);
+  o.param_dtype = ParamDType::bf16;
+  DistributedDataParallel bf16(mixed, make_modeled_comm(8, nvlink_link(), Device::cpu()), o);
+  EXPECT_DOUBLE_EQ(bf16.reducer().modeled_ms_per_step(bf16.comm()),
+                   0.5 * ring_all_reduce_ms(bytes, 8, nvlink_link()) + ring_all_reduce_ms(bytes / 2, 8, nvlink_link()));
 }
 
 // hybrid_shard on the modeled rings (train::DistContext builds them so: nodes of 8 on NVLink, 2

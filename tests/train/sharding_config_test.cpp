@@ -64,6 +64,9 @@ TEST(ShardingConfig, BadValuesAndCombinationsNotBuiltNameTheKeyAndTheHelpExplain
             {"'dist.sharding'", "hybrid_shard reduces gradients in float32", "dist.grad_compression=bf16"}},
            {{"dist.sharding=hybrid_shard", "dist.backend=modeled"},
             {"'dist.sharding'", "models nodes of 8 GPUs", "dist.modeled_world_size=8 (default)"}},
+           {{"dist.param_dtype=bf16"}, {"'dist.param_dtype'", "dist.sharding=no_shard (default)", "never gathers"}},
+           {{"dist.param_dtype=fp16", "dist.sharding=shard_grad_op"},
+            {"'dist.param_dtype'", "dist.sharding=shard_grad_op (command line)"}},
            {{"dist.sharding=hybrid_shard", "dist.backend=modeled", "dist.modeled_world_size=20"},
             {"'dist.sharding'", "dist.modeled_world_size=20 (command line)", "use 16, 24, 32"}}}) {
     SCOPED_TRACE(settings.front());
@@ -86,6 +89,15 @@ TEST(ShardingConfig, EveryStrategyRunsOverTheModeledRingHybridShardOnWholeNodes)
   EXPECT_EQ(load_train_config("", {"dist.sharding=hybrid_shard", "dist.backend=modeled", "dist.modeled_world_size=16"})
                 .dist.sharding,
             Sharding::hybrid_shard);
+}
+
+// FSDP's MixedPrecision param_dtype, for the strategies that gather parameters before a forward
+// (the others are refused in the table above).
+TEST(ShardingConfig, ParamDTypeIsReadForTheStrategiesThatGather) {
+  EXPECT_EQ(load_train_config("", {}).dist.param_dtype, dist::ParamDType::float32);
+  for (const char* s : {"full_shard", "hybrid_shard"})
+    EXPECT_EQ(load_train_config("", {std::string("dist.sharding=") + s, "dist.param_dtype=bf16"}).dist.param_dtype,
+              dist::ParamDType::bf16);
 }
 
 std::string error_of(const std::vector<std::string>& overrides) {
