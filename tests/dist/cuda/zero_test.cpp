@@ -3,8 +3,10 @@
 // ncclReduceScatter / ncclAllGather on the communication stream, buckets padded to equal shards)
 // and over the modeled backend trains SGD with momentum and AdamW to weights bit-identical to
 // unsharded DDP, also with fp16/bf16 gradient compression (the 16-bit reduce-scatter) against
-// unsharded compressed DDP; the modeled ring refuses full_shard; two ranks on one GPU through
-// Gloo staged in host memory train every strategy to DDP's weights.
+// unsharded compressed DDP; over the modeled ring full_shard too (its one real rank owns every
+// shard); two ranks on one GPU through Gloo staged in host memory train every strategy to DDP's
+// weights, and full_shard with 16-bit gathers (dist.param_dtype), under fp16 autocast, to the
+// weights of DDP whose every forward sees the masters rounded to 16 bits.
 // Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -13,6 +15,8 @@
 #include <functional>
 
 #include "dist/ddp.h"
+#include "engine/autocast.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
 #include "engine/stream.h"
 #include "nn/miniresnet.h"
@@ -100,13 +104,9 @@ TEST(CudaZero, SingleRankNcclShardedEqualsUnshardedSgdAndAdamW) {
 TEST(CudaZero, ModeledBackendShardedEqualsUnsharded) {
   NEED_GPU();
   auto modeled = [] { return make_modeled_comm(8, nvlink_link(), kGpu); };
-  EXPECT_TRUE(train(modeled, true, Sharding::shard_grad_op) == train(modeled, true, Sharding::no_shard));
-  try {  // one real rank cannot gather the others' parameter shards
-    train(modeled, true, Sharding::full_shard);
-    ADD_FAILURE() << "full_shard ran over the modeled ring";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("one real rank"), std::string::npos) << e.what();
-  }
+  const std::vector<uint8_t> plain = train(modeled, true, Sharding::no_shard);
+  EXPECT_TRUE(train(modeled, true, Sharding::shard_grad_op) == plain);
+  EXPECT_TRUE(train(modeled, true, Sharding::full_shard) == plain);  // its gathers leave the units as they are
 }
 
 // ZeRO-1 with dist.grad_compression: the divide and cast, ncclReduceScatter in ncclHalf /
@@ -210,6 +210,65 @@ TEST(CudaZero, HybridShardThroughStagedGlooMatchesDdpOverFourRanks) {
   const std::vector<float> plain = run(false), hybrid = run(true);
   ASSERT_FALSE(plain.empty());
   EXPECT_LE(test::relative_l2(hybrid, plain), 1e-5) << "hybrid_shard drifted from DDP";
+}
+
+// FSDP's MixedPrecision on the device: two ranks on one GPU through staged Gloo, fp16 autocast,
+// AdamW. full_shard gathering in 16 bits (the shard cast on the device, the 16-bit bytes staged
+// and gathered, widened on the device) ends bit for bit as DDP does when each forward and
+// backward runs on the masters rounded to that type and the step updates the masters; float32
+// gathers end elsewhere (the batch norms' parameters are not rounded there).
+TEST(CudaZero, FullShard16BitGathersUnderAutocastTrainAsDdpOnRoundedMasters) {
+  NEED_GPU();
+  // rank 0's weights; `round_to` (DDP only): the parameters rounded to it around each forward and
+  // backward.
+  auto run = [](Sharding sharding, ParamDType param_dtype, DType round_to) {
+    std::vector<uint8_t> rank0;
+    test::run_rank_threads(2, [&](int r, ProcessGroup& group) {
+      const Stream compute = Stream::create(kGpu);
+      StreamGuard on_compute(compute);
+      Generator gen(21);
+      nn::MiniResNet m(test::tiny_resnet(), gen);
+      m.to(kGpu);
+      DdpOptions o = options(sharding);
+      o.param_dtype = param_dtype;
+      DistributedDataParallel ddp(m, make_staged_gloo_comm(group, kGpu), o);
+      auto opt = make(true, m);
+      ddp.reducer().attach(*opt);
+      for (int step = 0; step < 3; ++step) {
+        std::vector<Tensor> masters;
+        if (round_to != DType::f32) {
+          autograd::NoGradGuard no_grad;
+          for (auto& [name, p] : m.named_parameters()) {
+            masters.push_back(p.clone());
+            p.copy_(p.to(round_to));
+          }
+        }
+        const int64_t first = (step * 2 + r) * 4;
+        {
+          autocast::Scope half({.dtype = DType::f16});
+          ops::cross_entropy(ddp(test::union_images(first, 4).to(kGpu)), test::union_labels(first, 4).to(kGpu))
+              .backward();
+        }
+        ddp.reducer().wait_for_gradients();
+        if (!masters.empty()) {
+          autograd::NoGradGuard no_grad;
+          size_t i = 0;
+          for (auto& [name, p] : m.named_parameters()) p.copy_(masters[i++]);
+        }
+        opt->step(0.05);
+        ddp.reducer().zero_grad();
+      }
+      const std::vector<uint8_t> bytes = bytes_of(ddp.reducer().full_model_state(m));
+      if (r == 0) rank0 = bytes;
+    });
+    return rank0;
+  };
+  const std::vector<uint8_t> mixed = run(Sharding::full_shard, ParamDType::fp16, DType::f32);
+  ASSERT_FALSE(mixed.empty());
+  EXPECT_TRUE(mixed == run(Sharding::no_shard, ParamDType::float32, DType::f16))
+      << "not DDP on the masters rounded to fp16";
+  EXPECT_FALSE(mixed == run(Sharding::full_shard, ParamDType::float32, DType::f32))
+      << "the weights of float32 gathers: nothing was rounded";
 }
 
 }  // namespace
