@@ -79,13 +79,13 @@ print("%.1f" % (1000 * 64 * int(sys.argv[2]) / statistics.median(ips)) if ips el
   echo "$held$peak $ms"
 }
 
-# modeled STRATEGY GPUS LINK -> the ring model's ms for one step's collectives (hybrid_shard: nodes
-# of 8 on NVLink, InfiniBand across them, whatever LINK says)
+# modeled STRATEGY GPUS LINK [SETTING...] -> the ring model's ms for one step's collectives
+# (hybrid_shard: nodes of 8 on NVLink, InfiniBand across them, whatever LINK says)
 modeled() {
-  local out="$work/modeled_$1_$2_$3" args
+  local out="$work/modeled_$1_$2_$3${4:+_${4//[^a-z0-9]/}}" args
   mapfile -t args < <(common_args "$1" "$out")
   "$BUILD/apps/cudagrad-train" "${args[@]}" dist.backend=modeled dist.modeled_world_size="$2" dist.modeled_link="$3" \
-    train.max_steps=1 > "$out.log" 2>&1 || die "$1 on the modeled ring failed; its log: $(tail -5 "$out.log")"
+    train.max_steps=1 "${@:4}" > "$out.log" 2>&1 || die "$1 on the modeled ring failed; its log: $(tail -5 "$out.log")"
   grep -oE "the ring model's time for one step's collectives: [0-9.]+ ms" "$out.log" | grep -oE '[0-9.]+' | tail -1
 }
 
@@ -115,5 +115,6 @@ echo
 echo "| dist.sharding | GPUs | link | modeled ms per step |"
 echo "| --- | --- | --- | --- |"
 for s in no_shard optimizer shard_grad_op full_shard; do echo "| $s | 8 | nvlink | $(modeled "$s" 8 nvlink) |"; done
+echo "| full_shard, dist.param_dtype=bf16 (16-bit gathers) | 8 | nvlink | $(modeled full_shard 8 nvlink dist.param_dtype=bf16) |"
 for s in no_shard full_shard; do echo "| $s | 16 | infiniband | $(modeled "$s" 16 infiniband) |"; done
 echo "| hybrid_shard | 16 | 2 x 8 nvlink, infiniband across | $(modeled hybrid_shard 16 infiniband) |"
