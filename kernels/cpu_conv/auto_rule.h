@@ -42,29 +42,36 @@ inline DirectPhases direct_phases_auto(const Conv2dShape& s) {
 }
 
 // Winograd F(2x2, 3x3) under auto, phase by phase (3x3 stride-1 padding-1 layers only). Its error
-// (bench/results/conv_fidelity_2026-11-29_0430.md, relative L2 against float64, as a multiple of
-// PyTorch float32's): forward 0.74-0.97x on every layer but the 1-channel stems (1.9x),
-// backward-filter 0.16-0.45x on every layer; backward-data 0.69-0.91x on the narrow network's
-// layers (16-64 channels) but 1.2-1.7x on the full network's (64-256: its sums run through every
-// output channel in one chain, where the direct kernel's go in runs of 16). Its time against
-// auto's kernel without it (cpu_conv_bench, 2026-11-29, AMD EPYC 2 cores, AVX2; another build
-// running: ratios of runs alternating in one process, 3 rounds; 1 thread batch 64 CPU time, 2
-// threads batch 128-256 elapsed; bench/NOTES.md, "Issue 41 (session 31)"):
-// - backward-filter: 0.31-0.79x (1 thread) and 0.33-0.93x (2 threads) on every layer of 16+
-//   channels (narrow 16->16 @28: 0.62-0.79 / 0.87-0.93; 256->256 @7 against im2col: 0.66-0.71 /
-//   0.55-0.64); 4-7x slower on the stems.
-// - forward: faster from 128 channels (128 @14: 0.81-0.87 / 0.89-0.98; 256 @7: 0.74-0.81 /
-//   0.83-0.91); at 64 @28 a tie (0.87-0.94 / 0.89-1.14), at 16-64 channels on 7-28 planes slower
-//   with 2 threads (1.0-1.67), on the stems 2-4x slower.
-// - backward-data: where it is exact enough (32 @14), no faster (0.96-1.06 / 1.28-2.00): never.
-// The whole step with this rule, one thread: 0.76-0.80x the CPU time of the rule without F(2x2)
-// on both MiniResNets (cudagrad-bench-cpu, 4 rounds).
+// (bench/results/conv_fidelity_2026-12-01_*.md, relative L2 against float64, as a multiple of
+// PyTorch float32's larger of NCHW and channels-last), with the GEMM's sums in chains of 32
+// (kernels/cpu_conv/gemm.cpp): forward 0.34-1.01x on every layer of 16+ channels (1.9x on the
+// 1-channel stems), backward-data 0.37-0.97x, backward-filter 0.16-0.45x. Before the chains its
+// backward-data on the full network's 64-256 channels was 1.2-2.3x, and auto withheld it there.
+// Its time, against what auto ran without it, depends on the vector width the build targets:
+// - AVX-512 (cpu_conv_bench, 2026-12-01, AMD EPYC 2 cores, 1 thread, batch 64, CPU time, the
+//   machine loaded by a build on the other core; bench/NOTES.md, "Issue 41 (session 33)"):
+//   forward and backward-data 0.53-0.60x the direct kernel's from 32 channels (narrow 32 @14,
+//   64 @7), 0.75x at 64 @32 and 0.44-0.58x at 128-256; at 16 @28 a tie (0.97x), so direct keeps
+//   it. Backward-filter as below.
+// - AVX2 (cpu_conv_bench, 2026-11-29, AMD EPYC 2 cores; another build running: ratios of runs
+//   alternating in one process, 3 rounds; 1 thread batch 64 CPU time, 2 threads batch 128-256
+//   elapsed; bench/NOTES.md, "Issue 41 (session 31)"): backward-filter 0.31-0.79x (1 thread) and
+//   0.33-0.93x (2 threads) on every layer of 16+ channels, 4-7x slower on the stems; forward
+//   faster from 128 channels (128 @14: 0.81-0.87 / 0.89-0.98; 256 @7: 0.74-0.81 / 0.83-0.91), a
+//   tie at 64 @28, slower at 16-64 channels with 2 threads (1.0-1.67); backward-data no faster
+//   where it was then exact enough (32 @14: 0.96-1.06 / 1.28-2.00): never, until measured again.
 struct Winograd2Phases {
   bool forward = false, data = false, filter = false;
 };
 inline Winograd2Phases winograd2_phases_auto(const Conv2dShape& s) {
   if (!winograd_supports(s) || s.pad != 1) return {};
-  return {.forward = s.c_in >= 128 && s.c_out >= 128, .data = false, .filter = s.c_in >= 16 && s.c_out >= 16};
+  const bool filter = s.c_in >= 16 && s.c_out >= 16;
+#if defined(__AVX512F__)
+  const bool wide = s.c_in >= 32 && s.c_out >= 32;
+  return {.forward = wide, .data = wide, .filter = filter};
+#else
+  return {.forward = s.c_in >= 128 && s.c_out >= 128, .data = false, .filter = filter};
+#endif
 }
 
 // The kernel of each phase under auto: forward, backward-data, backward-filter.

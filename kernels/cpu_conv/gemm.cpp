@@ -3,6 +3,11 @@
 // in vector registers while it walks k. Blocking (KC, MC) is fixed, so every element of C is the
 // same sequence of fused multiply-adds whatever the caller's threading. Where packing would cost
 // as much as the product (an operand used once), it is read in place instead: same sums.
+// Exactness: the micro-kernel restarts its accumulators every kChain depths and adds each chain's
+// sum to C in order, so C = ((C0 + s1) + s2) + ... with no chain longer than 32 products. One
+// chain through a 256-channel Winograd product left F(2x2)'s backward-data 2.3x PyTorch float32's
+// error against float64; chains of 32 bring it to 1.0x, and im2col's 1x1 layers from 1.65-1.89x
+// to 0.81-0.93x (bench/NOTES.md, "Issue 41 (session 33)").
 #include "kernels/cpu_conv/gemm.h"
 
 #include <algorithm>
@@ -33,7 +38,8 @@ struct Tile {
   static constexpr int kVecs = 1;
 #endif
   static constexpr int kNR = kVecs * kLanes;   // AVX-512: 8 x 3 accumulators = 24 of the 32 registers
-  static constexpr int64_t kKC = 384;          // depth per pass: B panel (KC x NR) stays in L1/L2
+  static constexpr int64_t kKC = 384;         // depth per pass: B panel (KC x NR) stays in L1/L2
+  static constexpr int64_t kChain = 32;        // depths an accumulator sums before it is added to C
   static constexpr int64_t kMC = 96;           // rows of A packed per pass (MC x KC in L2)
 };
 
@@ -55,8 +61,8 @@ inline T a_element(const T* a, int64_t lda, int r, int64_t p) {
 // not a multiple of NR) without computing the padding: each output's sum is the same sequence of
 // multiply-adds whatever NV and whatever A's layout.
 template <typename T, int NV, ALayout AL>
-inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb, T* out,
-                         int64_t ldo, bool accumulate) {
+__attribute__((always_inline)) inline void micro_kernel_chain(int64_t kc, const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb,
+                               T* out, int64_t ldo, bool accumulate) {
   using V = Vec<T>;
   constexpr int MR = Tile<T>::kMR, L = Tile<T>::kLanes;
   V acc[MR][NV];
@@ -84,6 +90,25 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t lda, const T
     }
 }
 
+// A's element (0, p0) in its layout.
+template <typename T, ALayout AL>
+inline const T* a_at_depth(const T* a, int64_t lda, int64_t p0) {
+  if constexpr (AL == ALayout::packed) return a + p0 * Tile<T>::kMR;
+  if constexpr (AL == ALayout::rows) return a + p0;
+  return a + p0 * lda;
+}
+
+// The micro-kernel over depth kc as chains of at most kChain, each added to out in turn.
+template <typename T, int NV, ALayout AL>
+__attribute__((always_inline)) inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t lda, const T* __restrict b, int64_t ldb, T* out,
+                         int64_t ldo, bool accumulate) {
+  constexpr int64_t chain = Tile<T>::kChain;
+  if (kc <= chain) return micro_kernel_chain<T, NV, AL>(kc, a, lda, b, ldb, out, ldo, accumulate);
+  for (int64_t p0 = 0; p0 < kc; p0 += chain)
+    micro_kernel_chain<T, NV, AL>(std::min(chain, kc - p0), a_at_depth<T, AL>(a, lda, p0), lda, b + p0 * ldb, ldb,
+                                  out, ldo, accumulate || p0 > 0);
+}
+
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
 // micro_kernel<float, 1, AL> for AVX2: its 8 rows x 16 floats are 16 registers of 8 floats, all
 // AVX2 has, so the row of B and each broadcast of A spilled an accumulator (perf, 2026-11-28:
@@ -91,8 +116,8 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, int64_t lda, const T
 // whole depth with 8 accumulators, A's panel read twice (from L1). Every element of C still sums
 // the same products in the same order, one multiply-add each: the same bits.
 template <ALayout AL>
-inline void micro_kernel_avx2(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
-                              int64_t ldb, float* out, int64_t ldo, bool accumulate) {
+inline void micro_kernel_avx2_chain(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
+                                    int64_t ldb, float* out, int64_t ldo, bool accumulate) {
   constexpr int MR = Tile<float>::kMR;
   for (int half = 0; half < 2; ++half) {
     const float* bh = b + half * 8;
@@ -110,6 +135,14 @@ inline void micro_kernel_avx2(int64_t kc, const float* __restrict a, int64_t lda
       _mm256_storeu_ps(dst, accumulate ? _mm256_add_ps(_mm256_loadu_ps(dst), acc[r]) : acc[r]);
     }
   }
+}
+template <ALayout AL>
+inline void micro_kernel_avx2(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
+                              int64_t ldb, float* out, int64_t ldo, bool accumulate) {
+  constexpr int64_t chain = Tile<float>::kChain;
+  for (int64_t p0 = 0; p0 < kc; p0 += chain)
+    micro_kernel_avx2_chain<AL>(std::min(chain, kc - p0), a_at_depth<float, AL>(a, lda, p0), lda, b + p0 * ldb, ldb,
+                                out, ldo, accumulate || p0 > 0);
 }
 #endif
 
@@ -279,7 +312,8 @@ int64_t packed_block_offset(int64_t m, int64_t p0, int64_t i0, int64_t kc) {
 
 // One MR x NR tile of C (rows x cols of it valid) from A's rows (an MR-row panel, or MR rows in
 // place lda apart) and a B panel over depth kc: a whole tile straight into C, a partial one
-// computed aside and its valid part merged. In place, all MR rows must be A's.
+// computed aside (from C's valid part, so it sums in the whole tile's order) and copied back. In
+// place, all MR rows must be A's.
 template <typename T, ALayout AL>
 inline void multiply_tile(int64_t rows, int64_t cols, int64_t kc, const T* a, int64_t lda, const T* bpanel,
                           int64_t ldb, T* ctile, int64_t ldc, bool accumulate) {
@@ -290,10 +324,18 @@ inline void multiply_tile(int64_t rows, int64_t cols, int64_t kc, const T* a, in
     return;
   }
   alignas(64) T edge[MR * NR];
-  micro_kernel_of_width<T, AL>(vecs, kc, a, lda, bpanel, ldb, edge, NR, false);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < cols; ++j)
-      ctile[r * ldc + j] = accumulate ? ctile[r * ldc + j] + edge[r * NR + j] : edge[r * NR + j];
+  if (kc <= Tile<T>::kChain) {  // one chain: C + s, whether C is added in the kernel or here
+    micro_kernel_of_width<T, AL>(vecs, kc, a, lda, bpanel, ldb, edge, NR, false);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j)
+        ctile[r * ldc + j] = accumulate ? ctile[r * ldc + j] + edge[r * NR + j] : edge[r * NR + j];
+    return;
+  }
+  std::fill(edge, edge + MR * NR, T(0));
+  if (accumulate)
+    for (int64_t r = 0; r < rows; ++r) std::copy(ctile + r * ldc, ctile + r * ldc + cols, edge + r * NR);
+  micro_kernel_of_width<T, AL>(vecs, kc, a, lda, bpanel, ldb, edge, NR, accumulate);
+  for (int64_t r = 0; r < rows; ++r) std::copy(edge + r * NR, edge + r * NR + cols, ctile + r * ldc);
 }
 
 // Rows [0, mc) of C (c points at the first) from A's rows over depth kc (packed: MC x kc in

@@ -1,8 +1,11 @@
 // The packed GEMM against the triple loop: sizes that do and do not fill whole register tiles,
 // depths beyond one packing pass, transposed operands, overwrite and accumulate, float and double;
-// and the same product from a left operand packed once (gemm_packed_lhs), bit for bit.
+// and the same product from a left operand packed once (gemm_packed_lhs), bit for bit. Every
+// element's order of sums, bit for bit: chains of 32 fused multiply-adds, each chain's sum added
+// to C in turn, in whole tiles and at the ragged edges alike.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "kernels/cpu_conv/gemm.h"
@@ -64,6 +67,32 @@ void check_all() {
 }
 
 TEST(GemmKernel, MatchesTripleLoopFloat) { check_all<float>(); }
+
+// C = ((C0 + s1) + s2) + ..., s_i the fused multiply-adds of depths [32(i-1), 32i) from zero (C0
+// = 0 when overwriting: then C = (s1 + s2) + ...). Long chains cost exactness: one chain through
+// 256 channels left Winograd F(2x2)'s backward-data 2.3x PyTorch's error (winograd2_test.cpp).
+TEST(GemmKernel, EveryElementSumsItsDepthInChainsOf32) {
+  for (const Size& z : kSizes)
+    for (GemmMode mode : {GemmMode::overwrite, GemmMode::accumulate}) {
+      const auto a = random_vector<float>(size_t(z.m * z.k), 1), b = random_vector<float>(size_t(z.k * z.n), 2);
+      const auto c0 = random_vector<float>(size_t(z.m * z.n), 3);
+      std::vector<float> want(size_t(z.m * z.n));
+      for (int64_t i = 0; i < z.m; ++i)
+        for (int64_t j = 0; j < z.n; ++j) {
+          float c = mode == GemmMode::accumulate ? c0[size_t(i * z.n + j)] : 0.f;
+          for (int64_t p0 = 0; p0 < z.k; p0 += 32) {
+            float chain = 0.f;
+            for (int64_t p = p0; p < std::min(z.k, p0 + 32); ++p)
+              chain = std::fma(a[size_t(i * z.k + p)], b[size_t(p * z.n + j)], chain);
+            c = mode == GemmMode::overwrite && p0 == 0 ? chain : c + chain;
+          }
+          want[size_t(i * z.n + j)] = c;
+        }
+      auto c = mode == GemmMode::accumulate ? c0 : test::poisoned<float>(size_t(z.m * z.n));
+      gemm<float>(z.m, z.n, z.k, row_major(a.data(), z.k), row_major(b.data(), z.n), c.data(), z.n, mode);
+      EXPECT_EQ(c, want) << z.m << "x" << z.n << "x" << z.k << " accumulate " << (mode == GemmMode::accumulate);
+    }
+}
 TEST(GemmKernel, MatchesTripleLoopDouble) { check_all<double>(); }
 
 // packed_lhs_offset names where pack_lhs put every element, for sizes with ragged row panels and

@@ -3,8 +3,8 @@
 // shapes with inputs drawn as that script draws them (ReLU'd x, Kaiming-scaled w, normal dy).
 // kernels.cpu_conv=auto may give F(2x2) a phase only where this error is at most PyTorch's
 // (issue 41): every phase auto gives it (kernels/cpu_conv/auto_rule.h) must stay under
-// PyTorch's error measured on that shape, and the phases it withholds are shown to be those
-// where F(2x2) is not that exact (so the rule is not stricter than it needs to be either).
+// PyTorch's error measured on that shape; the widest layer's backward-data is within it only
+// through the GEMM's chains of 32.
 // Planted (2026-11-29), each passing winograd_test.cpp's kWinograd2Tolerance: the filter
 // transform's 1/2 as 0.5 + 2^-21 fails the forwards auto runs (3.5x and 2.5x PyTorch's error); the
 // output-gradient transform's y0 + y1 times 1 + 2^-20 fails four of the six backward-filters
@@ -91,14 +91,15 @@ TEST(Winograd2Conv, AsExactAsPyTorchWhereAutoRunsIt) {
   }
 }
 
-// Where auto withholds F(2x2)'s backward-data on wide layers, it is past PyTorch's error: the sums
-// over 64 and more output channels in one chain (the GEMM's depth) lose what the direct
-// convolution's runs of 16 channels keep.
-TEST(Winograd2Conv, WideBackwardDataIsPastPyTorchSoAutoWithholdsIt) {
+// The widest layer's backward-data, whether auto gives it F(2x2) or not (it does on AVX-512
+// builds): its products sum 256 output channels, and only the GEMM's chains of 32
+// (kernels/cpu_conv/gemm.cpp) keep it within PyTorch's error. Planted: one chain through the
+// whole depth (kChain = 384) gives 4.9e-7 here, 1.7x PyTorch's.
+TEST(Winograd2Conv, WideBackwardDataIsAsExactAsPyTorchThroughChainsOf32) {
   const Layer& wide = kLayers[5];
-  const ExactPhases by = exact_phases_auto({8, wide.c_in, wide.size, wide.size, wide.c_out, 3, 3, 1, 1});
-  EXPECT_NE(by.data, ExactConv::winograd2);
-  EXPECT_GT(winograd2_errors(wide, 4)[1], wide.pytorch[1]);
+  const double error = winograd2_errors(wide, 4)[1];
+  std::printf("%s backward-data: F(2x2) %.2e, PyTorch %.2e\n", wide.name, error, wide.pytorch[1]);
+  EXPECT_LE(error, wide.pytorch[1]);
 }
 
 }  // namespace
