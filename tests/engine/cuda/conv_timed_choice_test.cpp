@@ -1,7 +1,8 @@
 // kernels.conv=auto on a GPU under kernels.cudnn_algo_search=timed (engine/conv/conv_choice.cpp):
 // cuDNN and the native kernels are timed on the layer and the faster goes first. "cuDNN" here is
 // a fake registered ahead of the real one (the emulated GPU has none): a slow one that runs the
-// native kernels eight times over, or a fast one that launches nothing. The choice is kept for the
+// native kernels 32 times over (8 once lost to the channels-last native kernel's two layout
+// changes, on the emulated GPU with the other core busy), or a fast one that launches nothing. The choice is kept for the
 // process, per shape, so each case has a batch size of its own; a second thread reads the first
 // one's choice without timing again. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -104,7 +105,7 @@ TEST(ConvTimedChoice, TheNativeKernelsMustWinByTheMargin) {
 
 TEST(ConvTimedChoice, ASlowCudnnIsPassedOverAfterOneTimingPerShape) {
   NEED_GPU();
-  const auto fake = fake_cudnn(8);
+  const auto fake = fake_cudnn(32);
   auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, impl::ImplKey::cudnn, fake});
   EXPECT_EQ(picked_in_new_thread(downsample(2, ops::Layout::nchw)), "native");
   // One warm-up and five timed passes, once per process: the second pick, and another thread's,
@@ -127,7 +128,7 @@ TEST(ConvTimedChoice, AFastCudnnStaysFirst) {
 
 TEST(ConvTimedChoice, UnderTheHeuristicSearchNothingIsTimedAndCudnnComesFirst) {
   NEED_GPU();
-  const auto fake = fake_cudnn(8);
+  const auto fake = fake_cudnn(32);
   auto handle = impl::conv_registry().put_first({"slow cudnn", DeviceType::cuda, impl::ImplKey::cudnn, fake});
   EXPECT_EQ(picked_in_new_thread(downsample(4, ops::Layout::nchw, ops::ConvAlgoSearch::heuristic)), "slow cudnn");
   EXPECT_EQ(fake->forwards.load(), 1);  // the one forward picked_in_new_thread runs, no timing

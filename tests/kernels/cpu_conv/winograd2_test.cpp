@@ -94,7 +94,7 @@ TEST(Winograd2Conv, AsExactAsPyTorchWhereAutoRunsIt) {
 // The widest layer's backward-data, whether auto gives it F(2x2) or not (it does on AVX-512
 // builds): its products sum 256 output channels, and only the GEMM's chains of 32
 // (kernels/cpu_conv/gemm.cpp) keep it within PyTorch's error. Planted: one chain through the
-// whole depth (kChain = 384) gives 4.9e-7 here, 1.7x PyTorch's.
+// whole depth (kChain = 384) gives 4.8e-7 here, 1.7x PyTorch's.
 TEST(Winograd2Conv, WideBackwardDataIsAsExactAsPyTorchThroughChainsOf32) {
   const Layer& wide = kLayers[5];
   const double error = winograd2_errors(wide, 4)[1];
