@@ -310,7 +310,7 @@ TEST(TrainConfig, HelpListsEveryKey) {
       "sched.min_lr", "train.epochs", "train.max_steps", "train.grad_accum_steps", "train.seed",
       "train.log_interval", "train.device", "train.threads", "train.eval_batch_size", "train.target_accuracy",
       "train.cuda_graph",
-      "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "kernels.cudnn_deterministic", "kernels.cpu_conv", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "checkpoint.format", "dist.backend", "dist.bucket_cap_mb", "dist.sharding",
+      "amp.enabled", "amp.dtype", "kernels.conv", "kernels.batch_norm", "kernels.cudnn_algo_search", "kernels.cudnn_deterministic", "kernels.cpu_conv", "checkpoint.dir", "checkpoint.save_every", "checkpoint.resume_from", "checkpoint.format", "dist.backend", "dist.bucket_cap_mb", "dist.sharding", "dist.param_dtype",
       "dist.timeout_s", "dist.modeled_world_size", "dist.modeled_link", "dist.grad_compression", "output.dir", "profile.enabled"};
   for (const auto& k : keys) EXPECT_NE(h.find("  " + k + " "), std::string::npos) << k << "\n" << h;
   EXPECT_EQ(size_t(std::count(h.begin(), h.end(), '\n')), keys.size()) << "a key the list above misses:\n" << h;
