@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "dist/ddp.h"
-#include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
 #include "nn/miniresnet.h"
 #include "nn/optimizer.h"
 #include "support/paths.h"
 #include "support/rank_threads.h"
+#include "support/rounded_parameters.h"
 #include "support/state_values.h"
 #include "support/tiny_batches.h"
 #include "util/trace.h"
@@ -64,22 +64,11 @@ std::vector<float> trained(const DdpOptions& options, DType round_to = DType::f3
     nn::SGD sgd(model.named_parameters(), {0.1f, 0.9f, 0.f, 0.f, false});
     ddp.reducer().attach(sgd);
     for (int step = 0; step < kSteps; ++step) {
-      std::vector<Tensor> masters;
-      if (round_to != DType::f32) {
-        autograd::NoGradGuard no_grad;
-        for (auto& [name, p] : model.named_parameters()) {
-          masters.push_back(p.clone());
-          p.copy_(p.to(round_to));
-        }
-      }
+      test::RoundedParameters rounded(model, round_to);
       const int first = step * 8 + rank * 4;
       ops::cross_entropy(ddp(test::union_images(first, 4)), test::union_labels(first, 4)).backward();
       ddp.reducer().wait_for_gradients();
-      if (!masters.empty()) {
-        autograd::NoGradGuard no_grad;
-        size_t i = 0;
-        for (auto& [name, p] : model.named_parameters()) p.copy_(masters[i++]);
-      }
+      rounded.restore();
       sgd.step(0.1);
       ddp.reducer().zero_grad();
     }

@@ -16,7 +16,6 @@
 
 #include "dist/ddp.h"
 #include "engine/autocast.h"
-#include "engine/autograd/grad_mode.h"
 #include "engine/ops.h"
 #include "engine/stream.h"
 #include "nn/miniresnet.h"
@@ -24,6 +23,7 @@
 #include "support/free_port.h"
 #include "support/need_gpu.h"
 #include "support/rank_threads.h"
+#include "support/rounded_parameters.h"
 #include "support/state_values.h"
 #include "support/tiny_batches.h"
 #include "support/tolerance.h"
@@ -235,14 +235,7 @@ TEST(CudaZero, FullShard16BitGathersUnderAutocastTrainAsDdpOnRoundedMasters) {
       auto opt = make(true, m);
       ddp.reducer().attach(*opt);
       for (int step = 0; step < 3; ++step) {
-        std::vector<Tensor> masters;
-        if (round_to != DType::f32) {
-          autograd::NoGradGuard no_grad;
-          for (auto& [name, p] : m.named_parameters()) {
-            masters.push_back(p.clone());
-            p.copy_(p.to(round_to));
-          }
-        }
+        test::RoundedParameters rounded(m, round_to);
         const int64_t first = (step * 2 + r) * 4;
         {
           autocast::Scope half({.dtype = DType::f16});
@@ -250,11 +243,7 @@ TEST(CudaZero, FullShard16BitGathersUnderAutocastTrainAsDdpOnRoundedMasters) {
               .backward();
         }
         ddp.reducer().wait_for_gradients();
-        if (!masters.empty()) {
-          autograd::NoGradGuard no_grad;
-          size_t i = 0;
-          for (auto& [name, p] : m.named_parameters()) p.copy_(masters[i++]);
-        }
+        rounded.restore();
         opt->step(0.05);
         ddp.reducer().zero_grad();
       }
