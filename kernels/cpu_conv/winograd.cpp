@@ -8,13 +8,17 @@
 // machine). Backward-filter is in winograd_filter.cpp.
 #include "kernels/cpu_conv/winograd.h"
 
-#if defined(__AVX512VL__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
+#include "kernels/cpu_conv/float_rows.h"
+#include "kernels/cpu_conv/scratch.h"
+#include "kernels/cpu_conv/vec_transpose.h"
 #include "kernels/cpu_conv/winograd_plan.h"
 #include "util/check.h"
 
@@ -98,76 +102,98 @@ const float* transform_filters_packed(const Plan& p, const float* w, bool rotate
   return packed;
 }
 
-// dst[0, n) = src[0, n), n <= T <= 4: one row of an output tile (fewer columns at the plane's edge).
-// One 128-bit masked store: float_rows.h's copy_floats (a loop of 512-bit masked moves) made the
-// 14x14 forward 2-3% slower here (measured).
-inline void copy_tile_row(const float* src, int64_t n, float* dst) {
-#if defined(__AVX512VL__)
-  _mm_mask_storeu_ps(dst, __mmask8((1u << n) - 1u), _mm_loadu_ps(src));
-#else
-  for (int64_t c = 0; c < n; ++c) dst[c] = src[c];
-#endif
-}
-
-// Asks for the cache lines of dst[0, n) (rows of y the output transforms write next) for writing.
-// The transforms store a tile's rows 16 bytes at a time, scattered over 4 rows of 1 or 16
-// planes, and a store into a line not in cache waits for the line to be read: asked for one row of
-// tiles (or 16 tiles) ahead, the forward and backward-data of the 64-channel 28x28 and
-// 128-channel 14x14 layers ran 4-5% faster, the 256-channel 7x7 layer's about 1% (2 threads,
-// inputs cold, alternating in one process).
+// Asks for the cache lines of dst[0, n) (rows of y the output transforms write next) for writing:
+// a store into a line not in cache waits for the line to be read. Asked for one row of tiles
+// ahead, the forward and backward-data of the 64-channel 28x28 and 128-channel 14x14 layers ran
+// 4-5% faster, the 256-channel 7x7 layer's about 1% (2 threads, inputs cold, alternating in one
+// process; measured with the tile-by-tile stores these transforms had before).
 inline void prefetch_for_write(const float* dst, int64_t n) {
   for (int64_t q = 0; q < n; q += 16) __builtin_prefetch(dst + q, 1);
   __builtin_prefetch(dst + n - 1, 1);
 }
 
+// dst[0, n) = the first n lanes of v, n <= 16.
+inline void store_lanes(const Lanes& v, int64_t n, float* dst) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(dst, lanes_below(n), v);
+#else
+  std::memcpy(dst, &v, sizeof(float) * size_t(n));
+#endif
+}
+
+// The calling thread's staging for the output transforms' rows, 64-byte aligned.
+Lanes* output_staging(int64_t vectors) {
+  thread_local Scratch<float> staging;
+  return reinterpret_cast<Lanes*>(staging.get(size_t(vectors * kLanes)));
+}
+
+// Why the output transforms stage whole rows: a tile's rows are T floats (2 for F(2x2)), and
+// storing them tile by tile took 32 masked stores per 16 tiles or channels, every one to its own
+// place in y, half of the transforms' time stalled behind them (perf, full network, 2026-12-02).
+// Staged, y is written a row of up to 16 floats per store.
+
 // Channel k of y for the chunk's images [first, ...) = the output transforms of the `cols` tiles of
-// mk (row k of every element's product, ms apart) plus bias, 16 tiles at a time. Reading 16 lanes
-// past the last tile stays inside the buffer (element_stride's extra line).
+// mk (row k of every element's product, ms apart) plus bias, 16 tiles at a time into a row of
+// every pixel row of the tiles in tile order, then copied out a plane row at a time. Reading 16
+// lanes past the last tile stays inside the buffer (element_stride's extra line).
 void transform_outputs(const Plan& p, const float* mk, int64_t ms, int64_t cols, float bias, int64_t first, int64_t k,
                        float* y) {
-  alignas(64) float blocks[kLanes * kLanes];
-  const int64_t plane = p.oh * p.ow, T = p.t.tile;
-  int64_t i = 0, ty = 0, tx = 0;  // image and tile of column c0 + j, stepped along
-  for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
-    // The planes of channel k that the next 16 tiles fall in.
-    const int64_t last = std::min(c0 + 2 * kLanes, cols) - 1;
-    for (int64_t im = (c0 + kLanes) / p.tiles; c0 + kLanes < cols && im <= last / p.tiles; ++im)
-      prefetch_for_write(y + ((first + im) * p.c_out + k) * plane, plane);
-    p.t.output_16(mk + c0, ms, Lanes{} + bias, blocks);
-    for (int64_t j = 0; j < std::min<int64_t>(kLanes, cols - c0); ++j) {
-      float* dst = y + ((first + i) * p.c_out + k) * plane + T * (ty * p.ow + tx);
-      const int64_t rows = std::min(T, p.oh - T * ty), width = std::min(T, p.ow - T * tx);
-      for (int64_t r = 0; r < rows; ++r) copy_tile_row(blocks + (j * T + r) * T, width, dst + r * p.ow);
-      if (++tx == p.tw) tx = 0, ++ty;
-      if (ty == p.th) ty = 0, ++i;
-    }
+  const int64_t T = p.t.tile, groups = (cols + kLanes - 1) / kLanes, row_vectors = groups * T;
+  Lanes* staged = output_staging(T * row_vectors);  // pixel row r of tile c at float c * T of row r
+  for (int64_t g = 0; g < groups; ++g) {
+    Lanes rows[kLanes];
+    p.t.output_rows(mk + g * kLanes, ms, Lanes{} + bias, rows);
+    for (int64_t r = 0; r < T; ++r)
+      for (int64_t v = 0; v < T; ++v) staged[r * row_vectors + g * T + v] = rows[r * T + v];
+  }
+  const int64_t plane = p.oh * p.ow;
+  for (int64_t i = 0; i < cols / p.tiles; ++i)
+    for (int64_t ty = 0; ty < p.th; ++ty)
+      for (int64_t r = 0; r < std::min(T, p.oh - T * ty); ++r)
+        copy_floats(reinterpret_cast<const float*>(staged + r * row_vectors) + (i * p.tiles + ty * p.tw) * T, p.ow,
+                    y + ((first + i) * p.c_out + k) * plane + (T * ty + r) * p.ow);
+}
+
+// One row of `width` pixels of 16 channels (plane floats apart) from one vector per pixel (lane j:
+// channel j): 16 x 16 register transposes, then one store per channel and 16 pixels.
+void store_channel_rows(const Lanes* pixels, int64_t width, int64_t plane, float* dst) {
+  for (int64_t x0 = 0; x0 < width; x0 += kLanes) {
+    Vec<float> block[kLanes];
+    for (int q = 0; q < kLanes; ++q) block[q] = pixels[x0 + q];
+    transpose_block<float>(block);  // block[j]: channel j's pixels x0 .. x0 + 15
+    for (int j = 0; j < kLanes; ++j) store_lanes(block[j], std::min<int64_t>(kLanes, width - x0), dst + j * plane + x0);
   }
 }
 
 // Channels [k0, k0 + 16) of y for the chunk's images [first, ...) = the output transforms of the
 // `cols` tiles of the transposed products mt ([cols][c_out] per element, ms apart; bias may be
-// null), one tile at a time, its 16 channels in the vector lanes.
+// null), one tile at a time, its 16 channels in the vector lanes, staged a row of tiles at a time
+// as one vector per pixel and stored by store_channel_rows.
 void transform_output_channels(const Plan& p, const float* mt, int64_t ms, int64_t cols, const float* bias,
                                int64_t first, int64_t k0, float* y) {
-  alignas(64) float blocks[kLanes * kLanes];
   Lanes bias16{};
   if (bias)
     for (int j = 0; j < kLanes; ++j) bias16[j] = bias[k0 + j];
   const int64_t plane = p.oh * p.ow, T = p.t.tile;
-  int64_t i = 0, ty = 0, tx = 0;  // image and tile of column c, stepped along
-  for (int64_t c = 0; c < cols; ++c) {
-    if (tx == 0 && c + p.tw < cols) {  // a new row of tiles: ask for the next one's rows
+  const int64_t wide = (T * p.tw + kLanes - 1) / kLanes * kLanes;  // staged pixels per row (whole transposes)
+  Lanes* staged = output_staging(T * wide);
+  int64_t i = 0, ty = 0;  // image and tile row of column c0
+  for (int64_t c0 = 0; c0 < cols; c0 += p.tw) {
+    if (c0 + p.tw < cols) {  // ask for the next row of tiles' rows
       const int64_t ni = ty + 1 == p.th ? i + 1 : i, nty = ty + 1 == p.th ? 0 : ty + 1;
       const float* next = y + ((first + ni) * p.c_out + k0) * plane + T * nty * p.ow;
       for (int j = 0; j < kLanes; ++j) prefetch_for_write(next + j * plane, std::min(T, p.oh - T * nty) * p.ow);
     }
-    p.t.output_16(mt + c * p.c_out + k0, ms, bias16, blocks);
-    float* dst = y + ((first + i) * p.c_out + k0) * plane + T * (ty * p.ow + tx);
-    const int64_t rows = std::min(T, p.oh - T * ty), width = std::min(T, p.ow - T * tx);
-    for (int j = 0; j < kLanes; ++j)
-      for (int64_t r = 0; r < rows; ++r) copy_tile_row(blocks + (j * T + r) * T, width, dst + j * plane + r * p.ow);
-    if (++tx == p.tw) tx = 0, ++ty;
-    if (ty == p.th) ty = 0, ++i;
+    for (int64_t tx = 0; tx < p.tw; ++tx) {
+      Lanes pixels[kLanes];
+      p.t.output_pixels(mt + (c0 + tx) * p.c_out + k0, ms, bias16, pixels);
+      for (int64_t r = 0; r < T; ++r)
+        for (int64_t c = 0; c < T; ++c) staged[r * wide + T * tx + c] = pixels[r * T + c];
+    }
+    float* dst = y + ((first + i) * p.c_out + k0) * plane + T * ty * p.ow;
+    for (int64_t r = 0; r < std::min(T, p.oh - T * ty); ++r)
+      store_channel_rows(staged + r * wide, p.ow, plane, dst + r * p.ow);
+    if (++ty == p.th) ty = 0, ++i;
   }
 }
 

@@ -20,7 +20,8 @@ struct Transforms {
   int tile, input, elements;  // T, T + 2, (T + 2)^2
   decltype(&input_transform<4>) input_plane;
   decltype(&input_transform_lanes<4>) input_lanes;
-  decltype(&output_transform_16<4>) output_16;
+  decltype(&output_transform_pixels<4>) output_pixels;
+  decltype(&output_transform_rows<4>) output_rows;
   decltype(&grad_output_transform<4>) grad_plane;
   decltype(&grad_output_transform_lanes<4>) grad_lanes;
   decltype(&filter_transform_lanes<4>) filter_lanes;

@@ -73,11 +73,16 @@ void input_transform_lanes(const float* planes, int64_t plane_stride, int64_t h,
                            const float* next);
 
 // Output transform y = A^T m A + bias of 16 tiles at once, or of one tile for 16 channels (one
-// vector lane each): element e of lane j at m[e * e_stride + j]; writes lane j's T x T outputs
-// row-major to blocks[T*T * j .. T*T * (j + 1)), adding bias[j]. Reads all 16 lanes, whether or not
-// the caller uses them.
+// vector lane each): element e of lane j at m[e * e_stride + j], bias[j] added. Reads all 16
+// lanes, whether or not the caller uses them.
+// output_transform_pixels: pixel (r, c) of every lane's tile in pixels[r * T + c] (lane j).
 template <int T>
-void output_transform_16(const float* m, int64_t e_stride, Lanes bias, float* blocks);
+void output_transform_pixels(const float* m, int64_t e_stride, Lanes bias, Lanes* pixels);
+// output_transform_rows, for 16 consecutive tiles of one plane: row r of the tiles in
+// rows[r * T .. r * T + T), in lane order (tile j's T values at floats j * T .. j * T + T of them), so
+// that tiles side by side in the plane are side by side there too.
+template <int T>
+void output_transform_rows(const float* m, int64_t e_stride, Lanes bias, Lanes* rows);
 
 // The adjoint of the output transform for backward-filter: Z = A g A^T of every T x T tile of the
 // output gradient plane [oh][ow] (zero outside).
