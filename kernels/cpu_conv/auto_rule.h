@@ -47,31 +47,27 @@ inline DirectPhases direct_phases_auto(const Conv2dShape& s) {
 // (kernels/cpu_conv/gemm.cpp): forward 0.34-1.01x on every layer of 16+ channels (1.9x on the
 // 1-channel stems), backward-data 0.37-0.97x, backward-filter 0.16-0.45x. Before the chains its
 // backward-data on the full network's 64-256 channels was 1.2-2.3x, and auto withheld it there.
-// Its time, against what auto ran without it, depends on the vector width the build targets:
-// - AVX-512 (cpu_conv_bench, 2026-12-01, AMD EPYC 2 cores, 1 thread, batch 64, CPU time, the
-//   machine loaded by a build on the other core; bench/NOTES.md, "Issue 41 (session 33)"):
-//   forward and backward-data 0.53-0.60x the direct kernel's from 32 channels (narrow 32 @14,
-//   64 @7), 0.75x at 64 @32 and 0.44-0.58x at 128-256; at 16 @28 a tie (0.97x), so direct keeps
-//   it. Backward-filter as below.
-// - AVX2 (cpu_conv_bench, 2026-11-29, AMD EPYC 2 cores; another build running: ratios of runs
-//   alternating in one process, 3 rounds; 1 thread batch 64 CPU time, 2 threads batch 128-256
-//   elapsed; bench/NOTES.md, "Issue 41 (session 31)"): backward-filter 0.31-0.79x (1 thread) and
-//   0.33-0.93x (2 threads) on every layer of 16+ channels, 4-7x slower on the stems; forward
-//   faster from 128 channels (128 @14: 0.81-0.87 / 0.89-0.98; 256 @7: 0.74-0.81 / 0.83-0.91), a
-//   tie at 64 @28, slower at 16-64 channels with 2 threads (1.0-1.67); backward-data no faster
-//   where it was then exact enough (32 @14: 0.96-1.06 / 1.28-2.00): never, until measured again.
+// Its time against the direct kernel's, forward and backward-data (cpu_conv_bench, batch 64, the
+// kernels alternating in one process; bench/NOTES.md, "Issue 41 (session 34)"), the same with
+// either vector width from 32 channels:
+// - AVX-512 (2026-12-01, AMD EPYC 2 cores, 1 thread, CPU time, a build on the other core;
+//   "Issue 41 (session 33)"): 0.53-0.60x at 32 @14 and 64 @7, 0.75x at 64 @32, 0.44-0.58x at
+//   128-256; at 16 @28 a tie (0.97x), so direct keeps it.
+// - an AVX2 build (-march=x86-64-v3) on the same Zen 4 core, quiet (2026-12-02, after the chains
+//   and the staged output transform): 1 thread 0.75x at 32 @14, 0.82x at 64 @7, 0.78-0.80x at
+//   64 @32, 0.71-0.72x at 128 @16, 0.54x at 256 @8, 1.06x at 16 @28; 2 threads (elapsed) 0.75x,
+//   0.82-0.84x, 0.78x, 0.73x, 0.56x and 1.06-1.08x. Session 31's AVX2-only EPYC, loaded by other
+//   builds and before both changes, had ties or losses below 128 channels: a real AVX2-only core
+//   (Zen 2/3) is the check still owed.
+// Backward-filter: 0.31-0.79x on every layer of 16+ channels (AVX2 EPYC, session 31), 4-7x slower
+// on the stems.
 struct Winograd2Phases {
   bool forward = false, data = false, filter = false;
 };
 inline Winograd2Phases winograd2_phases_auto(const Conv2dShape& s) {
   if (!winograd_supports(s) || s.pad != 1) return {};
-  const bool filter = s.c_in >= 16 && s.c_out >= 16;
-#if defined(__AVX512F__)
   const bool wide = s.c_in >= 32 && s.c_out >= 32;
-  return {.forward = wide, .data = wide, .filter = filter};
-#else
-  return {.forward = s.c_in >= 128 && s.c_out >= 128, .data = false, .filter = filter};
-#endif
+  return {.forward = wide, .data = wide, .filter = s.c_in >= 16 && s.c_out >= 16};
 }
 
 // The kernel of each phase under auto: forward, backward-data, backward-filter.

@@ -3,8 +3,8 @@
 // it); auto never does (not as exact as PyTorch float32, issue 41). winograd2 runs F(2x2, 3x3) on
 // every 3x3 stride-1 layer. auto runs, phase by phase, the fastest kernel as exact as PyTorch
 // there (kernels/cpu_conv/auto_rule.h): F(2x2)'s backward-filter on stride-1 layers of 16+
-// channels; its forward and backward-data from 32 channels in an AVX-512 build, else the direct
-// convolution's up to 64 channels and F(2x2)'s forward from 128; direct's or im2col's elsewhere; direct runs on every 3x3 and 1x1 layer of stride 1 or 2; im2col
+// channels; its forward and backward-data from 32 channels; direct's or im2col's elsewhere; direct
+// runs on every 3x3 and 1x1 layer of stride 1 or 2; im2col
 // runs everywhere else, and everywhere under im2col (im2col + GEMM).
 #include <gtest/gtest.h>
 
@@ -18,14 +18,6 @@
 
 namespace cg {
 namespace {
-
-// Where auto_rule.h gives F(2x2) the forward and backward-data of 32+ channel layers: it
-// measured faster than the direct kernel there with AVX-512's vectors, not with AVX2's.
-#if defined(__AVX512F__)
-constexpr bool kWinograd2From32 = true;
-#else
-constexpr bool kWinograd2From32 = false;
-#endif
 
 struct Result {
   std::vector<float> y, dx, dw;
@@ -96,7 +88,7 @@ TEST(CpuConvChoice, WinogradRunsWideAnd16ChannelGroup3x3StrideOneLayers) {
     const Result direct = run(ops::CpuConvAlgorithm::direct, xs, ws, 1);
     const Result im2col = run(ops::CpuConvAlgorithm::im2col, xs, ws, 1);
     EXPECT_FALSE(bit_identical(winograd2.dw, direct.dw)) << what;
-    const Result& forward_and_data = kWinograd2From32 && xs[1] >= 32 ? winograd2 : direct;
+    const Result& forward_and_data = xs[1] >= 32 ? winograd2 : direct;
     expect_auto_phases(automatic, forward_and_data, forward_and_data, winograd2, what);
     EXPECT_FALSE(bit_identical(winograd.y, direct.y));
     EXPECT_FALSE(bit_identical(winograd.dw, im2col.dw));
@@ -179,11 +171,9 @@ TEST(CpuConvChoice, AutoSplitsWideStrideTwoLayersByPhase) {
 }
 
 // Winograd's layers under auto: never F(4x4) (not as exact as PyTorch float32; issue 41); F(2x2)'s
-// backward-filter; in an AVX-512 build F(2x2)'s forward and backward-data from 32 channels, else
-// its forward from 128 channels (the direct kernel's below) and the direct kernel's backward-data
-// (F(2x2)'s measured no faster with AVX2). By name, F(4x4) still runs them.
+// three phases from 32 channels. By name, F(4x4) still runs them.
 TEST(CpuConvChoice, AutoLeavesWinogradOutAndDirectRunsItsLayers) {
-  for (const auto& [channels, forward_winograd2] : {std::pair{int64_t(32), false}, std::pair{int64_t(128), true}}) {
+  for (const int64_t channels : {32, 128}) {
     const std::vector<int64_t> xs{2, channels, 14, 14}, ws{channels, channels, 3, 3};
     const std::string what = std::to_string(channels) + " channels, stride 1";
     const Result automatic = run(ops::CpuConvAlgorithm::automatic, xs, ws, 1);
@@ -197,8 +187,7 @@ TEST(CpuConvChoice, AutoLeavesWinogradOutAndDirectRunsItsLayers) {
     EXPECT_FALSE(bit_identical(winograd2.dx, direct.dx)) << what;
     EXPECT_FALSE(bit_identical(winograd2.dw, direct.dw)) << what;
     EXPECT_FALSE(bit_identical(winograd2.dw, im2col.dw)) << what;
-    expect_auto_phases(automatic, forward_winograd2 || kWinograd2From32 ? winograd2 : direct,
-                       kWinograd2From32 ? winograd2 : direct, winograd2, what);
+    expect_auto_phases(automatic, winograd2, winograd2, winograd2, what);
     EXPECT_LT(relative_difference(winograd.y, im2col.y), 1e-4) << what;  // 1.0e-5 at 128 channels
     EXPECT_LT(relative_difference(automatic.y, im2col.y), 1e-5) << what;
     EXPECT_LT(relative_difference(automatic.dw, im2col.dw), 1e-5) << what;
@@ -232,9 +221,8 @@ TEST(CpuConvChoice, AutoRuleTakesTheMeasuredFastestPerShape) {
   EXPECT_EQ(impl::cpu_conv_auto(layer(16, 16, 28, 3, 1), DType::f32), A::direct);    // channels in groups of 16
   EXPECT_EQ(impl::cpu_conv_auto(layer(16, 32, 28, 3, 2), DType::f32), A::direct);    // stride 2, few channels in
   EXPECT_EQ(impl::cpu_conv_auto(layer(16, 32, 28, 1, 2), DType::f32), A::im2col);    // the 1x1 shortcut
-  const A from32 = kWinograd2From32 ? A::winograd2 : A::direct;
-  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 32, 14, 3, 1), DType::f32), from32);       // 32+ channels
-  EXPECT_EQ(impl::cpu_conv_auto(layer(64, 64, 28, 3, 1), DType::f32), from32);       // (backward-filter: F(2x2))
+  EXPECT_EQ(impl::cpu_conv_auto(layer(32, 32, 14, 3, 1), DType::f32), A::winograd2);  // 32+ channels
+  EXPECT_EQ(impl::cpu_conv_auto(layer(64, 64, 28, 3, 1), DType::f32), A::winograd2);
   EXPECT_EQ(impl::cpu_conv_auto(layer(128, 128, 14, 3, 1), DType::f32), A::winograd2);
   EXPECT_EQ(impl::cpu_conv_auto(layer(256, 256, 7, 3, 1), DType::f32), A::winograd2);
   EXPECT_EQ(impl::cpu_conv_auto(layer(128, 128, 14, 3, 2), DType::f32), A::direct);  // stride 2: no Winograd
