@@ -22,6 +22,9 @@ struct Capture;
 // One unit of queued work: a grid, a copy, a memset, a wait for another stream, an event marker.
 using Op = std::function<void()>;
 
+// A number no other stream of this process has had (see StreamRef).
+uint64_t new_stream_id();
+
 }  // namespace cg_emu
 
 struct CUstream_st {
@@ -32,11 +35,29 @@ struct CUstream_st {
   // While captured: the graph it records into, and the nodes its next node depends on.
   std::shared_ptr<cg_emu::Capture> capture;
   std::vector<int> frontier;
+  const uint64_t id = cg_emu::new_stream_id();
 };
+
+namespace cg_emu {
+
+// A stream as the work queued on other streams and the events recorded on it name it: the
+// pointer, and the id of the stream it pointed to then. A stream may be destroyed while a wait
+// for it is still queued elsewhere or an event recorded on it is still waited on (CUDA allows
+// both: the stream's work finishes, and cudaStreamDestroy runs it all here), and another stream
+// may be created at the same address. A raw pointer then drove freed memory, or the new stream's
+// work (an emulated ZeRO test crashed in about one process in ten, calling a freed queue's task).
+struct StreamRef {
+  CUstream_st* stream = nullptr;
+  uint64_t id = 0;
+  explicit operator bool() const { return stream != nullptr; }
+};
+inline StreamRef ref(CUstream_st* s) { return {s, s->id}; }
+
+}  // namespace cg_emu
 
 struct CUevent_st {
   unsigned flags = 0;
-  CUstream_st* stream = nullptr;  // the last record's stream and queue position
+  cg_emu::StreamRef stream;  // the last record's stream and queue position
   uint64_t position = 0;
   std::shared_ptr<double> time_ms;  // set when the marker runs (timing events)
   std::shared_ptr<cg_emu::Capture> capture;  // recorded during a capture: its frontier then
@@ -83,6 +104,9 @@ CUstream_st* resolve(cudaStream_t s);
 cudaError_t enqueue(CUstream_st* s, Op op);
 // Runs s's queued work until `position` operations have completed.
 void drive(CUstream_st* s, uint64_t position);
+// The same for a stream that may have been destroyed since: then it ran all its work then, and
+// there is nothing to do.
+void drive(StreamRef s, uint64_t position);
 void drive_all();  // every stream to its end (cudaDeviceSynchronize)
 bool any_capture();
 void invalidate_captures(cudaError_t why);

@@ -174,7 +174,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (s->capture) {  // the event now stands for the capture's nodes so far on this stream
     event->capture = s->capture;
     event->frontier = s->frontier;
-    event->stream = nullptr;
+    event->stream = {};
     return cudaSuccess;
   }
   event->capture.reset();
@@ -182,7 +182,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   const cudaError_t e = enqueue(s, [time] { *time = now_ms(); });
   if (e != cudaSuccess) return e;
   event->time_ms = time;
-  event->stream = s;
+  event->stream = ref(s);
   event->position = s->submitted;
   return cudaSuccess;
 }
@@ -205,7 +205,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   }
   if (!event->stream) return cudaSuccess;  // never recorded: nothing to wait for
   if (s->capture) return cudaSuccess;      // recorded before the capture: already in the past of every replay
-  CUstream_st* other = event->stream;
+  const StreamRef other = event->stream;
   const uint64_t upto = event->position;
   return enqueue(s, [other, upto] { drive(other, upto); });
 }

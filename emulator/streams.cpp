@@ -1,4 +1,5 @@
 // Streams, captures and errors of the emulated device (emulator/device.h says how work runs).
+#include <atomic>
 #include <cstdio>
 #include <set>
 
@@ -12,6 +13,7 @@ struct DeviceState {
   std::recursive_mutex mutex;
   CUstream_st legacy;
   std::set<CUstream_st*> streams;  // created and not destroyed
+  std::set<uint64_t> live;         // the ids of the streams that exist: created, legacy, per-thread
   int open_captures = 0;
   cudaError_t sticky = cudaSuccess;
 };
@@ -23,9 +25,24 @@ DeviceState& state() {
 
 thread_local cudaError_t last_error = cudaSuccess;
 
+std::atomic<uint64_t> last_stream_id{0};
+
+// A thread's cudaStreamPerThread, gone with the thread.
+struct PerThreadStream {
+  CUstream_st stream{.flags = cudaStreamNonBlocking};
+  PerThreadStream() {
+    std::lock_guard<std::recursive_mutex> lock(state().mutex);
+    state().live.insert(stream.id);
+  }
+  ~PerThreadStream() {
+    std::lock_guard<std::recursive_mutex> lock(state().mutex);
+    state().live.erase(stream.id);
+  }
+};
+
 CUstream_st& per_thread_stream() {
-  thread_local CUstream_st s{.flags = cudaStreamNonBlocking};
-  return s;
+  thread_local PerThreadStream s;
+  return s.stream;
 }
 
 // The legacy default stream waits for all blocking streams, and they wait for it.
@@ -34,7 +51,7 @@ void add_legacy_ordering(CUstream_st* s) {
   auto wait_for = [s](CUstream_st* other) {
     const uint64_t upto = other->submitted;
     if (other->completed >= upto) return;
-    s->queue.push_back([other, upto] { drive(other, upto); });
+    s->queue.push_back([other = ref(other), upto] { drive(other, upto); });
     s->submitted++;
   };
   if (s == &d.legacy) {
@@ -55,8 +72,16 @@ CUstream_st* resolve(cudaStream_t s) {
   return s;
 }
 
-void register_stream(CUstream_st* s) { state().streams.insert(s); }
-void unregister_stream(CUstream_st* s) { state().streams.erase(s); }
+uint64_t new_stream_id() { return ++last_stream_id; }
+
+void register_stream(CUstream_st* s) {
+  state().streams.insert(s);
+  state().live.insert(s->id);
+}
+void unregister_stream(CUstream_st* s) {
+  state().streams.erase(s);
+  state().live.erase(s->id);
+}
 
 cudaError_t enqueue(CUstream_st* s, Op op) {
   if (state().sticky != cudaSuccess) return state().sticky;
@@ -89,6 +114,11 @@ void drive(CUstream_st* s, uint64_t position) {
     }
     s->completed++;
   }
+}
+
+void drive(StreamRef s, uint64_t position) {
+  DeviceState& d = state();
+  if (s.stream == &d.legacy || d.live.count(s.id)) drive(s.stream, position);
 }
 
 void drive_all() {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -547,6 +548,75 @@ TEST(EmulatedDevice, WithoutTheWaitTheCopyRunsFirst) {
   // Work runs as late as CUDA allows: nothing orders the producer's kernel before the copy, so
   // the copy sees the zeros that were there before it. A missing wait is always caught.
   EXPECT_EQ(copy_across_streams(false), std::vector<int>(1000, 0));
+}
+
+// A stream destroyed while a wait for it is still queued on another stream (the legacy stream's
+// implicit one, or cudaStreamWaitEvent's), or while an event recorded on it is still to be
+// synchronized: CUDA allows both, and the destroyed stream's work has all run. The next stream
+// created takes the destroyed one's memory (glibc hands a freed block of that size straight
+// back), so a wait that kept the raw pointer drove the new stream's work, which nothing had asked
+// for yet; had the memory gone elsewhere, it called into freed memory (an emulated ZeRO test
+// crashed so in about one process in ten). The wait: `queue` before stream a is destroyed,
+// `finish` after stream b's kernel is queued. Returns what that kernel's target holds then, read
+// on a third stream: 1 if only a's kernel ran, 2 if the wait ran b's too.
+struct DestroyedStreamWait {
+  unsigned a_flags;
+  std::function<void(cudaEvent_t recorded_on_a)> queue;
+  std::function<void(cudaEvent_t recorded_on_a)> finish;
+};
+int value_after_waiting_on_a_destroyed_stream(const DestroyedStreamWait& w) {
+  DeviceArray<int> d(1);
+  d.upload({0});
+  cudaStream_t a, b, reader;
+  cudaStreamCreateWithFlags(&a, w.a_flags);
+  cudaEvent_t on_a;
+  cudaEventCreateWithFlags(&on_a, cudaEventDisableTiming);
+  ::cg_emu::launch(fill_value, "fill_value", 1, 32, 0, a)(d.ptr, 1, 1);
+  cudaEventRecord(on_a, a);
+  w.queue(on_a);
+  cudaStreamDestroy(a);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  EXPECT_EQ(b, a) << "the test's premise: the new stream reuses the destroyed one's memory";
+  ::cg_emu::launch(fill_value, "fill_value", 1, 32, 0, b)(d.ptr, 1, 2);
+  w.finish(on_a);
+  cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking);
+  int* pinned = nullptr;
+  cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(int));
+  cudaMemcpyAsync(pinned, d.ptr, sizeof(int), cudaMemcpyDeviceToHost, reader);
+  cudaStreamSynchronize(reader);
+  const int value = *pinned;
+  cudaDeviceSynchronize();
+  cudaFreeHost(pinned);
+  cudaEventDestroy(on_a);
+  cudaStreamDestroy(b);
+  cudaStreamDestroy(reader);
+  return value;
+}
+
+TEST(EmulatedDevice, TheLegacyStreamsWaitForADestroyedStreamRunsNoOtherStream) {
+  DeviceArray<int> scratch(1);
+  EXPECT_EQ(value_after_waiting_on_a_destroyed_stream(
+                {.a_flags = 0,  // blocking: work on the legacy stream waits for it
+                 .queue = [&](cudaEvent_t) { cudaMemsetAsync(scratch.ptr, 0, sizeof(int), cudaStreamLegacy); },
+                 .finish = [](cudaEvent_t) { cudaStreamSynchronize(cudaStreamLegacy); }}),
+            1);
+}
+
+TEST(EmulatedDevice, AnEventWaitForADestroyedStreamRunsNoOtherStream) {
+  cudaStream_t waiter;
+  cudaStreamCreateWithFlags(&waiter, cudaStreamNonBlocking);
+  EXPECT_EQ(value_after_waiting_on_a_destroyed_stream({.a_flags = cudaStreamNonBlocking,
+                                                       .queue = [&](cudaEvent_t e) { cudaStreamWaitEvent(waiter, e, 0); },
+                                                       .finish = [&](cudaEvent_t) { cudaStreamSynchronize(waiter); }}),
+            1);
+  cudaStreamDestroy(waiter);
+}
+
+TEST(EmulatedDevice, AnEventOfADestroyedStreamSynchronizesWithoutRunningAnotherStream) {
+  EXPECT_EQ(value_after_waiting_on_a_destroyed_stream({.a_flags = cudaStreamNonBlocking,
+                                                       .queue = [](cudaEvent_t) {},
+                                                       .finish = [](cudaEvent_t e) { cudaEventSynchronize(e); }}),
+            1);
 }
 
 TEST(EmulatedDevice, FreshDeviceMemoryIsPoisoned) {
