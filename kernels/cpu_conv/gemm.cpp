@@ -348,15 +348,29 @@ inline void multiply_tile(int64_t rows, int64_t cols, int64_t kc, const T* a, in
   for (int64_t r = 0; r < rows; ++r) std::copy(edge + r * NR, edge + r * NR + cols, ctile + r * ldc);
 }
 
+// The width of the next column panel of C, `rest` columns from its end: NR, or what is left. B
+// read in place can be split anywhere, and there 4 vectors left go as 2 + 2 instead of 3 + 1 (64
+// channels: 32 + 32, not 48 + 16): an 8 x 1 tile has 8 accumulators, just the multiply-adds in
+// flight that two FMA pipes of latency 4 need, and one load of B for each 8 of them. Each element
+// of C sums the same products in the same order whatever its tile.
+template <typename T>
+inline int64_t panel_columns(int64_t rest, bool b_in_place) {
+  constexpr int NR = Tile<T>::kNR, L = Tile<T>::kLanes;
+  if constexpr (Tile<T>::kVecs == 3)
+    if (b_in_place && rest == NR + L) return 2 * L;
+  return std::min<int64_t>(NR, rest);
+}
+
 // Rows [0, mc) of C (c points at the first) from A's rows over depth kc (packed: MC x kc in
 // MR-row panels; in place: rows lda apart, mc a multiple of MR) and B's kc rows: column panel jr
 // of B starts at b_panels + jr * b_panel_stride and has leading dimension ldb.
 template <typename T, ALayout AL>
 void multiply_block(int64_t mc, int64_t n, int64_t kc, const T* a, int64_t lda, const T* b_panels,
                     int64_t b_panel_stride, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
-  constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR;
-  for (int64_t jr = 0; jr < n; jr += NR) {
-    const int64_t cols = std::min<int64_t>(NR, n - jr);
+  constexpr int MR = Tile<T>::kMR;
+  const bool b_in_place = b_panel_stride == 1 && ldb != Tile<T>::kNR;  // packed panels are NR wide
+  for (int64_t jr = 0, cols = 0; jr < n; jr += cols) {
+    cols = panel_columns<T>(n - jr, b_in_place);
     for (int64_t ir = 0; ir < mc; ir += MR) {
       const int64_t rows = std::min<int64_t>(MR, mc - ir);
       const T* arows = AL == ALayout::packed ? a + ir * kc : AL == ALayout::rows ? a + ir * lda : a + ir;
