@@ -145,8 +145,20 @@ inline __m512 fold_pair(__m512 a, __m512 b) {
 }
 #endif
 
-// out[e] = the sum of acc[e]'s 16 lanes, e < n. With AVX-512, blocks of 16 vectors fold pairwise
-// into one vector of 16 sums (a fixed tree, 45 operations instead of 256 scalar additions).
+// The sum of v's 16 lanes in the order of fold_pair's tree: lanes 8 apart added, then 4, 2, 1.
+inline float tree_sum(const V& v) {
+  float s[kLanes];
+  for (int l = 0; l < kLanes; ++l) s[l] = v[l];
+  for (int half = kLanes / 2; half >= 1; half /= 2)
+    for (int l = 0; l < half; ++l) s[l] += s[l + half];
+  return s[0];
+}
+
+// out[e] = the sum of acc[e]'s 16 lanes, e < n, as a halving tree (tree_sum). With AVX-512,
+// blocks of 16 vectors fold pairwise into one vector of 16 sums (45 operations instead of 256
+// scalar additions); the rest, and every vector without AVX-512, one at a time in the same
+// order. Lane by lane from the left, as the rest once was, an AVX2 build gave other bits than an
+// AVX-512 one, and an accumulator past the last block of 16 other bits than inside one.
 void lane_sums(const V* acc, int64_t n, float* out) {
   int64_t e = 0;
 #if defined(__AVX512F__)
@@ -159,11 +171,7 @@ void lane_sums(const V* acc, int64_t n, float* out) {
     _mm512_storeu_ps(out + e, fold_pair<1>(v[0], v[1]));
   }
 #endif
-  for (; e < n; ++e) {
-    float total = 0.f;
-    for (int l = 0; l < kLanes; ++l) total += acc[e][l];
-    out[e] = total;
-  }
+  for (; e < n; ++e) out[e] = tree_sum(acc[e]);
 }
 
 // Prepares `images` images from image i0 on: x's planes zero-bordered into `planes`, dy's rows
@@ -227,8 +235,8 @@ void add_slot_rows(const float* slot_sums, int64_t slots, int64_t vectors, float
 }  // namespace
 
 // Each slot of images sums its products lane by lane into vector accumulators ([c_out][c_in][taps]
-// vectors, in its thread's cache), then adds each vector's 16 lanes in lane order into its own row of
-// sums; the slots' rows are added in slot order.
+// vectors, in its thread's cache), then adds each vector's 16 lanes (lane_sums' tree) into its own
+// row of sums; the slots' rows are added in slot order.
 void direct_conv2d_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
   const Geometry g = geometry(s);
   const int64_t count = round_up(g.out_h * g.wp, kLanes);  // positions holding gradient

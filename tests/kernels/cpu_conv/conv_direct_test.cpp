@@ -158,5 +158,23 @@ TEST(DirectConv, BitIdenticalForOneTwoAndThreeThreads) {
   test::expect_bit_identical_across_threads(direct, {37, 16, 10, 9, 20, 3, 3, 2, 1});
 }
 
+// Each filter gradient sums its own products: the same (output, input) channel pair gives the same
+// bits in a layer of 16 output channels as in one of 3. The layers' accumulators number 16 x 9 and
+// 3 x 9 = 27, so with AVX-512 the pairs of output channels 1 and 2 fall past the last whole block
+// of 16 in the small layer and inside one in the large: the 16 lanes of each must be added in the
+// same order either way, and so in an AVX2 build (which has no blocks) as in an AVX-512 one.
+TEST(DirectConv, AFilterGradientsLaneSumDoesNotDependOnWhereItsAccumulatorLies) {
+  const Conv2dShape wide{8, 1, 12, 12, 16, 3, 3, 1, 1}, narrow{8, 1, 12, 12, 3, 3, 3, 1, 1};
+  const std::vector<float> x = test::random_vector<float>(size_t(8 * 144), 3);
+  const std::vector<float> dy_wide = test::random_vector<float>(size_t(8 * 16 * 144), 4);
+  std::vector<float> dy_narrow(size_t(8 * 3 * 144));
+  for (int64_t i = 0; i < 8; ++i)  // image i's first three output channels
+    std::copy_n(dy_wide.begin() + i * 16 * 144, 3 * 144, dy_narrow.begin() + i * 3 * 144);
+  std::vector<float> dw_wide(16 * 9), dw_narrow(3 * 9);
+  direct_conv2d_backward_filter(wide, x.data(), dy_wide.data(), dw_wide.data(), nullptr);
+  direct_conv2d_backward_filter(narrow, x.data(), dy_narrow.data(), dw_narrow.data(), nullptr);
+  for (int e = 0; e < 27; ++e) EXPECT_EQ(dw_narrow[size_t(e)], dw_wide[size_t(e)]) << "weight " << e;
+}
+
 }  // namespace
 }  // namespace cg::kernels::cpu
