@@ -13,7 +13,7 @@ struct DeviceState {
   std::recursive_mutex mutex;
   CUstream_st legacy;
   std::set<CUstream_st*> streams;  // created and not destroyed
-  std::set<uint64_t> live;         // the ids of the streams that exist: created, legacy, per-thread
+  std::set<uint64_t> live{legacy.id};  // the ids of the streams that exist: legacy, created, per-thread
   int open_captures = 0;
   cudaError_t sticky = cudaSuccess;
 };
@@ -117,8 +117,7 @@ void drive(CUstream_st* s, uint64_t position) {
 }
 
 void drive(StreamRef s, uint64_t position) {
-  DeviceState& d = state();
-  if (s.stream == &d.legacy || d.live.count(s.id)) drive(s.stream, position);
+  if (state().live.count(s.id)) drive(s.stream, position);
 }
 
 void drive_all() {

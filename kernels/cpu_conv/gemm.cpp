@@ -362,13 +362,14 @@ inline int64_t panel_columns(int64_t rest, bool b_in_place) {
 }
 
 // Rows [0, mc) of C (c points at the first) from A's rows over depth kc (packed: MC x kc in
-// MR-row panels; in place: rows lda apart, mc a multiple of MR) and B's kc rows: column panel jr
-// of B starts at b_panels + jr * b_panel_stride and has leading dimension ldb.
+// MR-row panels; in place: rows lda apart, mc a multiple of MR) and B's kc rows, with leading
+// dimension ldb: B itself from b_panels when b_in_place, else NR-column panels kc x NR each, column
+// panel jr at b_panels + jr * kc.
 template <typename T, ALayout AL>
-void multiply_block(int64_t mc, int64_t n, int64_t kc, const T* a, int64_t lda, const T* b_panels,
-                    int64_t b_panel_stride, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+void multiply_block(int64_t mc, int64_t n, int64_t kc, const T* a, int64_t lda, const T* b_panels, bool b_in_place,
+                    int64_t ldb, T* c, int64_t ldc, bool accumulate) {
   constexpr int MR = Tile<T>::kMR;
-  const bool b_in_place = b_panel_stride == 1 && ldb != Tile<T>::kNR;  // packed panels are NR wide
+  const int64_t b_panel_stride = b_in_place ? 1 : kc;
   for (int64_t jr = 0, cols = 0; jr < n; jr += cols) {
     cols = panel_columns<T>(n - jr, b_in_place);
     for (int64_t ir = 0; ir < mc; ir += MR) {
@@ -404,7 +405,6 @@ struct BSource {
     pack_b(b, n, p0, kc, bpack);
     return bpack;
   }
-  int64_t panel_stride(int64_t kc) const { return in_place ? 1 : kc; }
 };
 
 template <typename T>
@@ -438,15 +438,15 @@ void gemm_a_in_place(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const BSo
   const T* b_panels = bsource.panels(n, 0, k);
   const int64_t whole = m / MR * MR;
   if (a.col_stride == 1)
-    multiply_block<T, ALayout::rows>(whole, n, k, a.data, a.row_stride, b_panels, bsource.panel_stride(k), bsource.ldb,
+    multiply_block<T, ALayout::rows>(whole, n, k, a.data, a.row_stride, b_panels, bsource.in_place, bsource.ldb,
                                      c, ldc, accumulate);
   else
-    multiply_block<T, ALayout::columns>(whole, n, k, a.data, a.col_stride, b_panels, bsource.panel_stride(k),
+    multiply_block<T, ALayout::columns>(whole, n, k, a.data, a.col_stride, b_panels, bsource.in_place,
                                         bsource.ldb, c, ldc, accumulate);
   if (whole == m) return;
   T* rest = packing_buffer<T>(1, size_t(MR * k));
   pack_a(a, whole, m - whole, 0, k, rest);
-  multiply_block<T, ALayout::packed>(m - whole, n, k, rest, 0, b_panels, bsource.panel_stride(k), bsource.ldb,
+  multiply_block<T, ALayout::packed>(m - whole, n, k, rest, 0, b_panels, bsource.in_place, bsource.ldb,
                                      c + whole * ldc, ldc, accumulate);
 }
 
@@ -470,7 +470,7 @@ void gemm_blocks(int64_t m, int64_t n, int64_t k, MatrixView<T> a, const T* a_pa
       const int64_t mc = std::min(MC, m - i0);
       const T* apack = a_packed ? a_packed + packed_block_offset<T>(m, p0, i0, kc) : abuffer;
       if (!a_packed) pack_a(a, i0, mc, p0, kc, abuffer);
-      multiply_block<T, ALayout::packed>(mc, n, kc, apack, 0, b_panels, bsource.panel_stride(kc), bsource.ldb,
+      multiply_block<T, ALayout::packed>(mc, n, kc, apack, 0, b_panels, bsource.in_place, bsource.ldb,
                                          c + i0 * ldc, ldc, accumulate);
     }
   }
