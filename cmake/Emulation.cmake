@@ -36,6 +36,12 @@ if(CUDAGRAD_GPU_EMULATION)
   target_include_directories(cudagrad_emulator PUBLIC ${PROJECT_SOURCE_DIR}/emulator/include ${CUDAToolkit_INCLUDE_DIRS}
                              PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(cudagrad_emulator PUBLIC Boost::context fmt::fmt Threads::Threads)
+  # cg_emu/traffic.h counts what the instrumented kernels access: only where the hooks are built.
+  if(CUDAGRAD_EMU_ACCESS_CHECKS)
+    target_compile_definitions(cudagrad_emulator PRIVATE CG_EMU_TRAFFIC_HOOKS=1)
+  else()
+    target_compile_definitions(cudagrad_emulator PRIVATE CG_EMU_TRAFFIC_HOOKS=0)
+  endif()
   message(STATUS "cudagrad: emulated GPU (CUDA ${CUDAToolkit_VERSION} headers, kernels run on the CPU)")
 endif()
 

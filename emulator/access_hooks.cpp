@@ -2,7 +2,8 @@
 // compiled with g++'s thread-sanitizer instrumentation (cmake/Emulation.cmake), which puts a call
 // before every load and store and turns every atomic into a call; the sanitizer's runtime is not
 // linked: these definitions take its place. A plain access goes to shared_checker.h (races and
-// bounds of shared arrays, checked only inside a kernel); an atomic is performed here, as the
+// bounds of shared arrays, checked only inside a kernel) and, while a recording is open, to
+// traffic_counter.h (global memory, per launch); an atomic is performed here, as the
 // instruction it replaced would have been (sequentially consistent whatever order was asked: the
 // strongest, and the emulated device promises no weaker). Nothing else of the sanitizer's
 // interface is used: a symbol the instrumentation asks for and this file lacks fails the link.
@@ -10,8 +11,17 @@
 #include <cstdint>
 
 #include "emulator/shared_checker.h"
+#include "emulator/traffic_counter.h"
 
-using cg_emu::shared_access;
+namespace {
+
+// Every plain access: shared memory is checked, global memory counted while a recording is open.
+inline void plain_access(const void* p, size_t bytes, bool write) {
+  cg_emu::shared_access(p, bytes, write);
+  if (cg_emu::traffic_recording()) cg_emu::traffic_access(p, bytes, write);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -22,14 +32,14 @@ void __tsan_vptr_update(void**, void*) {}
 void __tsan_vptr_read(void**) {}
 
 #define CG_EMU_PLAIN_ACCESS(bytes)                                                                            \
-  void __tsan_read##bytes(void* p) { shared_access(p, bytes, false); }                                      \
-  void __tsan_write##bytes(void* p) { shared_access(p, bytes, true); }                                      \
-  void __tsan_unaligned_read##bytes(void* p) { shared_access(p, bytes, false); }                            \
-  void __tsan_unaligned_write##bytes(void* p) { shared_access(p, bytes, true); }                            \
-  void __tsan_volatile_read##bytes(void* p) { shared_access(p, bytes, false); }                             \
-  void __tsan_volatile_write##bytes(void* p) { shared_access(p, bytes, true); }                             \
-  void __tsan_unaligned_volatile_read##bytes(void* p) { shared_access(p, bytes, false); }                   \
-  void __tsan_unaligned_volatile_write##bytes(void* p) { shared_access(p, bytes, true); }
+  void __tsan_read##bytes(void* p) { plain_access(p, bytes, false); }                                      \
+  void __tsan_write##bytes(void* p) { plain_access(p, bytes, true); }                                      \
+  void __tsan_unaligned_read##bytes(void* p) { plain_access(p, bytes, false); }                            \
+  void __tsan_unaligned_write##bytes(void* p) { plain_access(p, bytes, true); }                            \
+  void __tsan_volatile_read##bytes(void* p) { plain_access(p, bytes, false); }                             \
+  void __tsan_volatile_write##bytes(void* p) { plain_access(p, bytes, true); }                             \
+  void __tsan_unaligned_volatile_read##bytes(void* p) { plain_access(p, bytes, false); }                   \
+  void __tsan_unaligned_volatile_write##bytes(void* p) { plain_access(p, bytes, true); }
 CG_EMU_PLAIN_ACCESS(1)
 CG_EMU_PLAIN_ACCESS(2)
 CG_EMU_PLAIN_ACCESS(4)
@@ -37,8 +47,8 @@ CG_EMU_PLAIN_ACCESS(8)
 CG_EMU_PLAIN_ACCESS(16)
 #undef CG_EMU_PLAIN_ACCESS
 
-void __tsan_read_range(void* p, size_t bytes) { shared_access(p, bytes, false); }
-void __tsan_write_range(void* p, size_t bytes) { shared_access(p, bytes, true); }
+void __tsan_read_range(void* p, size_t bytes) { plain_access(p, bytes, false); }
+void __tsan_write_range(void* p, size_t bytes) { plain_access(p, bytes, true); }
 
 void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cg_emu {
@@ -131,6 +132,8 @@ cudaError_t peek_last_error();
 // Memory the runtime handed out: device allocations and pinned host memory.
 enum class Memory { device, pinned, pageable };
 Memory memory_kind(const void* p, size_t bytes);
+// Every device allocation as (address, bytes), by address (for cg_emu/traffic.h).
+std::vector<std::pair<uintptr_t, size_t>> device_allocations();
 // "" when the guard zones around every device allocation are intact, else the first damaged
 // allocation and where it was written (emulator/runtime_memory.cpp): checked after each kernel.
 std::string damaged_guards();

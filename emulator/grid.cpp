@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "emulator/shared_checker.h"
+#include "emulator/traffic_counter.h"
 
 namespace cg_emu {
 namespace ctx = boost::context;
@@ -111,6 +112,7 @@ void prepare(Block& b, dim3 grid, dim3 block, uint3 block_idx) {
   ++g_block_serial;  // a new block: its CG_SHARED arrays are poisoned and registered again (grid.h)
   shared_block_started();
   const int n = int(block.x * block.y * block.z);
+  traffic_block_started(n);
   b.lanes.resize(size_t(n));
   b.warps.resize(size_t((n + 31) / 32));
   for (Warp& w : b.warps) w.live = w.arrived = 0;
@@ -138,6 +140,7 @@ bool release_barriers(Block& b) {
       if (l.status == Status::at_block_barrier) l.status = Status::ready;
     b.waiting = 0;
     shared_barrier_passed();
+    traffic_barrier_passed();
     released = true;
   }
   // A warp operation goes on once every lane of its mask that has not exited is there.
@@ -353,6 +356,7 @@ void run_grid(dim3 grid, dim3 block, KernelBody body, const char* kernel_name, b
       const uint3 idx{unsigned(i % grid.x), unsigned(i / grid.x % grid.y), unsigned(i / (uint64_t(grid.x) * grid.y))};
       prepare(mine.block, grid, block, idx);
       run_block(mine.block, mine.stacks, body, reverse);
+      traffic_block_finished(shared_bytes_declared());
       if (!mine.block.fault.empty()) {
         std::lock_guard<std::mutex> lock(fault_mutex);
         if (fault.empty())

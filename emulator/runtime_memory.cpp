@@ -142,6 +142,11 @@ std::string damaged_guards() {
   return "";
 }
 
+std::vector<std::pair<uintptr_t, size_t>> device_allocations() {
+  const auto& device = allocations().device;
+  return {device.begin(), device.end()};
+}
+
 Memory memory_kind(const void* p, size_t bytes) {
   const Allocations& a = allocations();
   if (inside(a.device, p, bytes)) return Memory::device;

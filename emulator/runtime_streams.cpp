@@ -11,6 +11,7 @@
 #include "cg_emu/counters.h"
 #include "cg_emu/grid.h"
 #include "cg_emu/launch.h"
+#include "emulator/traffic_counter.h"
 
 using namespace cg_emu;
 
@@ -56,7 +57,8 @@ std::map<std::string, uint64_t> kernels_by_name() {
 void count_host_wait() { ++host_waits; }
 
 void enqueue_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_bytes,
-                    std::shared_ptr<const void> closure, void (*fn)(const void*), const char* name) {
+                    std::shared_ptr<const void> closure, void (*fn)(const void*), const char* name,
+                    const void* entry) {
   CG_EMU_LOCK;
   ++kernels_launched;
   ++launched_by_name[name];
@@ -72,8 +74,10 @@ void enqueue_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_by
     fail(cudaErrorInvalidValue);
     return;
   }
-  enqueue(resolve(stream), [grid, block, closure, fn, name, reverse] {
+  enqueue(resolve(stream), [grid, block, shared_bytes, closure, fn, name, entry, reverse] {
+    if (traffic_recording()) traffic_grid_started(name, entry, grid, block, shared_bytes);
     run_grid(grid, block, KernelBody{fn, closure.get()}, name, reverse);
+    traffic_grid_finished();
     if (const std::string damaged = damaged_guards(); !damaged.empty())
       throw KernelFault{std::string(name) + ": wrote outside its memory: " + damaged};
   });

@@ -121,4 +121,6 @@ void shared_barrier_passed() {
 
 void shared_warp_synced(int warp) { g_checker.warp_syncs[warp]++; }
 
+size_t shared_bytes_declared() { return g_checker.cells_used; }
+
 }  // namespace cg_emu

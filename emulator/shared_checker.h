@@ -20,5 +20,6 @@ void shared_access(const void* p, size_t bytes, bool write);  // every plain loa
 void shared_block_started();    // a new block: no arrays registered, every byte unwritten
 void shared_barrier_passed();   // __syncthreads released the block
 void shared_warp_synced(int warp);  // a warp operation released these lanes
+size_t shared_bytes_declared();     // the block's CG_SHARED arrays so far, guards left out
 
 }  // namespace cg_emu

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cg_emu/grid.h"
+#include "cg_emu/traffic.h"
 
 namespace nvcuda::wmma {
 
@@ -135,6 +136,7 @@ void mma_sync(fragment<accumulator, M, N, K, Acc>& d, const fragment<matrix_a, M
     for (int k = 0; k < K; ++k) sum = fmaf(sa[r * K + k], sb[k * N + col], sum);
     d.x[e] = Acc(sum);
   }
+  if (l == 0) ::cg_emu::count_mma_flops(uint64_t(2) * M * N * K);
   ::cg_emu::warp_barrier();  // the scratch is reused by the next mma_sync
 }
 

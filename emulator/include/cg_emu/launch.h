@@ -15,8 +15,10 @@ namespace cg_emu {
 
 // Queues fn(closure) for every thread of the grid; the closure lives as long as the queued work
 // (and any graph that captured it). A configuration the device refuses sets the launch error.
+// `entry` is the kernel function itself, which names it in cg_emu/traffic.h's records.
 void enqueue_kernel(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_bytes,
-                    std::shared_ptr<const void> closure, void (*fn)(const void*), const char* name);
+                    std::shared_ptr<const void> closure, void (*fn)(const void*), const char* name,
+                    const void* entry);
 
 template <typename... Params>
 class Launch {
@@ -40,7 +42,7 @@ class Launch {
           const auto* c = static_cast<const Closure*>(p);
           std::apply(c->kernel, c->args);  // each thread gets its own copy of the parameters
         },
-        name_);
+        name_, reinterpret_cast<const void*>(kernel_));
   }
 
  private:
