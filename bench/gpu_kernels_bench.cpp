@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu_bench_common.h"
 #include "engine/stream.h"
 #include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/conv_native.h"
@@ -25,29 +26,7 @@ namespace cg {
 namespace {
 namespace cu = kernels::cuda;
 
-// Device memory filled with random-ish values of `dtype` (a cast of a float ramp with noise).
-struct Buffer {
-  void* ptr = nullptr;
-  Buffer(size_t n, DType dtype) {
-    ptr = cu::device_malloc(std::max<size_t>(n * itemsize(dtype), 16), 0);
-    if (!ptr) throw Error("out of GPU memory for the benchmark");
-    std::vector<float> host(n);
-    uint64_t s = 0x9e3779b97f4a7c15ull;
-    for (float& v : host) {
-      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-      v = float(int64_t(s % 2001) - 1000) / 1000.f;
-    }
-    void* tmp = cu::device_malloc(n * 4 + 16, 0);
-    if (!tmp) throw Error("out of GPU memory for the benchmark");
-    cu::copy_host_to_device(tmp, host.data(), n * 4, nullptr);
-    cu::cast(int64_t(n), DType::f32, tmp, dtype, ptr, nullptr);
-    cu::synchronize_stream(nullptr);
-    cu::device_free(tmp, 0);
-  }
-  ~Buffer() { cu::device_free(ptr, 0); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
+using Buffer = bench::GpuBuffer;
 
 // Median milliseconds of fn over `reps` timed calls after `warmup` untimed ones.
 double time_ms(const std::function<void()>& fn, int warmup = 3, int reps = 20) {
@@ -123,28 +102,14 @@ int run() {
               bandwidth, gemm_peak[DType::f16], gemm_peak[DType::bf16], gemm_peak[DType::f32]);
 
   std::vector<Row> rows;
-  // Every distinct convolution of MiniResNet (widths 64/128/256) for both inputs: 32x32x3 (the
-  // throughput comparison) and Fashion-MNIST's 28x28x1 (the time-to-accuracy run).
-  std::vector<cu::Conv2dShape> layers;
-  for (auto [c0, hw] : {std::pair<int64_t, int64_t>{3, 32}, {1, 28}}) {
-    const int64_t h2 = (hw - 1) / 2 + 1, h3 = (h2 - 1) / 2 + 1;  // after the stride-2 stages
-    layers.push_back({256, c0, hw, hw, 64, 3, 3, 1, 1});  // stem
-    layers.push_back({256, 64, hw, hw, 64, 3, 3, 1, 1});
-    layers.push_back({256, 64, hw, hw, 128, 3, 3, 2, 1});
-    layers.push_back({256, 64, hw, hw, 128, 1, 1, 2, 0});  // downsample
-    layers.push_back({256, 128, h2, h2, 128, 3, 3, 1, 1});
-    layers.push_back({256, 128, h2, h2, 256, 3, 3, 2, 1});
-    layers.push_back({256, 128, h2, h2, 256, 1, 1, 2, 0});
-    layers.push_back({256, 256, h3, h3, 256, 3, 3, 1, 1});
-  }
+  const std::vector<cu::Conv2dShape> layers = bench::miniresnet_convolutions(256);
   for (DType t : {DType::f16, DType::f32}) {
     for (const cu::Conv2dShape& s : layers) {
       const size_t nx = size_t(s.n * s.c_in * s.h * s.w), nw = size_t(s.c_out * s.c_in * s.kh * s.kw);
       const size_t ny = size_t(s.n * s.c_out * s.out_h() * s.out_w());
       Buffer x(nx, t), w(nw, t), y(ny, t), dy(ny, t), dx(nx, t), dw(nw, t);
       const double flop = 2.0 * double(ny) * double(s.c_in * s.kh * s.kw);
-      const std::string shape = fmt::format("{} {}x{}x{} -> {} k{} s{}", dtype_name(t), s.c_in, s.h, s.w, s.c_out,
-                                            s.kh, s.stride);
+      const std::string shape = bench::conv_shape_name(s, t);
       auto tf = [&](double ms) { return flop / (ms * 1e-3) / 1e12; };
       rows.push_back({"conv forward", shape, "TFLOP/s",
                       tf(time_ms([&] { cu::conv2d_native_forward(s, t, x.ptr, w.ptr, nullptr, y.ptr, nullptr); })),
@@ -164,13 +129,11 @@ int run() {
   // Batch norm (with its fused ReLU) and the elementwise kernels at each stage's activation size
   // of the 32x32 model, fp16, in GB/s of the bytes that must move at least once.
   auto gbs = [](double moved, double ms) { return moved / (ms * 1e-3) / 1e9; };
-  for (auto [c, hw] : {std::pair<int64_t, int64_t>{64, 32}, {128, 16}, {256, 8}})
+  for (auto [c, hw] : bench::kBatchNormStages)
     for (bool channels_last : {false, true}) {
-      // Channels-last runs as {N * H * W, C, 1} (the row kernels).
-      const cu::BatchNormShape bs = channels_last ? cu::BatchNormShape{256 * hw * hw, c, 1}
-                                                  : cu::BatchNormShape{256, c, hw * hw};
+      const cu::BatchNormShape bs = bench::batch_norm_shape(256, c, hw, channels_last);
       const size_t n = size_t(bs.n * bs.c * bs.hw), bytes = n * 2;
-      const std::string shape = fmt::format("f16 256x{}x{}x{} {}", c, hw, hw, channels_last ? "NHWC" : "NCHW");
+      const std::string shape = bench::batch_norm_shape_name(256, c, hw, channels_last);
       Buffer x(n, DType::f16), y(n, DType::f16), dy(n, DType::f16), dx(n, DType::f16), r(n, DType::f16),
           dr(n, DType::f16);
       // Per-channel float vectors, each its own buffer so no kernel reads what another output aliases.

@@ -3,7 +3,7 @@
 # kernel shows (a tail bound off by one, a missing __syncthreads, a wrong shuffle offset, swapped
 # WMMA layouts, a wrong vector width, a missing stream wait, a grid-stride loop that does not go
 # round, a shuffle mask that leaves lanes out, a read-modify-write race on shared memory, a last-block
-# reduction finishing early, unreset or in arrival order), rebuilds, runs the suite of
+# reduction finishing early, unreset or in arrival order, an uncoalesced load), rebuilds, runs the suite of
 # scripts/test_emulated.sh, and prints which tests caught each. The source is restored after each
 # mutant (and on any exit). Exit status 1 if some mutant survived.
 # Usage: scripts/emulation_mutants.sh [--fast] [BUILD_DIR]   (default build-emu; made by
@@ -132,6 +132,13 @@ mutant shuffle_mask kernels/cuda/head.cu \
   "s += __shfl_xor_sync(0xffffffffu, s, offset)" \
   "s += __shfl_xor_sync(0x0000ffffu, s, offset)" \
   "CudaHead|GpuPool"
+# Channels-last batch norm's affine pass reading x one element at a time instead of a 16-byte
+# vector: the same results, an eighth of each sector used; the emulated GPU's traffic count sees it
+# (cg_emu/traffic.h, tests/kernels/cuda/batch_norm_traffic_test.cpp).
+mutant scalar_loads kernels/cuda/batch_norm_rows.cuh \
+  "        load_raw<V>(x + r * channels + at.first_channel, item.v);" \
+  "        for (int k = 0; k < V; ++k) item.v[k] = x[r * channels + at.first_channel + k];" \
+  "BatchNormTraffic"
 
 cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null  # leave the build as the source is
 echo "emulation_mutants: $survivors survivor(s)"
