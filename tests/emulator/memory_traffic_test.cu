@@ -17,7 +17,7 @@
 namespace {
 
 #define NEED_TRAFFIC_HOOKS() \
-  if (!::cg_emu::traffic_hooks_built()) GTEST_SKIP() << "this build has no access hooks (CUDAGRAD_EMU_ACCESS_CHECKS=OFF)"
+  if (!::cg_emu::traffic_hooks_built()) GTEST_SKIP() << "this emulated GPU has no access hooks (CUDAGRAD_EMU_ACCESS_CHECKS=OFF)"
 
 struct Buffer {
   void* ptr = nullptr;

@@ -111,7 +111,7 @@ class BatchNormTraffic : public ::testing::TestWithParam<TrafficCase> {
   void SetUp() override {
     NEED_GPU();
 #ifdef CUDAGRAD_GPU_EMULATION
-    if (!cg_emu::traffic_hooks_built()) GTEST_SKIP() << "this emulated build has no access hooks (CUDAGRAD_EMU_ACCESS_CHECKS=OFF)";
+    if (!cg_emu::traffic_hooks_built()) GTEST_SKIP() << "this emulated GPU has no access hooks (CUDAGRAD_EMU_ACCESS_CHECKS=OFF)";
 #else
     GTEST_SKIP() << "memory traffic is counted by the emulated GPU; this is a real GPU (Nsight Compute measures it there)";
 #endif
