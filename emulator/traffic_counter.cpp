@@ -42,9 +42,9 @@ struct Region {
   std::unique_ptr<std::atomic<uint64_t>[]> owned[2];
 };
 
-// The grid being counted: one at a time, as grids run under the device lock.
+// The grid being counted: one at a time, as grids run under the device lock. A recording opens and
+// closes under that lock too, so while a grid runs, traffic_recording() says whether it is counted.
 struct Launch {
-  std::atomic<bool> active{false};
   uint64_t serial = 0;
   LaunchTraffic record;
   std::vector<uintptr_t> begins;  // sorted, one per region
@@ -185,7 +185,7 @@ void add_to(MemoryTraffic& sum, const MemoryTraffic& m) {
 }  // namespace
 
 void traffic_access(const void* p, size_t bytes, bool write) {
-  if (!g_launch.active.load(std::memory_order_relaxed) || bytes == 0) return;
+  if (bytes == 0) return;
   const ThreadState* t = current_thread();
   if (!t || size_t(t->linear) >= g_block.lanes.size()) return;
   const auto u = reinterpret_cast<uintptr_t>(p);
@@ -195,17 +195,17 @@ void traffic_access(const void* p, size_t bytes, bool write) {
 }
 
 void traffic_block_started(int threads) {
-  if (!g_launch.active.load(std::memory_order_relaxed)) return;
+  if (!traffic_recording()) return;
   g_block.lanes.resize(size_t(threads));
   for (LaneLog& l : g_block.lanes) l.of[0].clear(), l.of[1].clear();
 }
 
 void traffic_barrier_passed() {
-  if (g_launch.active.load(std::memory_order_relaxed)) fold_block();
+  if (traffic_recording()) fold_block();
 }
 
 void traffic_block_finished(size_t static_shared_bytes) {
-  if (!g_launch.active.load(std::memory_order_relaxed)) return;
+  if (!traffic_recording()) return;
   fold_block();
   uint64_t seen = g_launch.static_shared.load();
   while (seen < static_shared_bytes && !g_launch.static_shared.compare_exchange_weak(seen, static_shared_bytes)) {
@@ -235,13 +235,11 @@ void traffic_grid_started(const char* name, const void* entry, dim3 grid, dim3 b
   }
   l.mma_flops = 0;
   l.static_shared = 0;
-  l.active = true;
 }
 
 void traffic_grid_finished() {
   Launch& l = g_launch;
-  if (!l.active) return;
-  l.active = false;
+  if (!traffic_recording()) return;
   for (const auto& r : l.regions) {
     const MemoryTraffic loads = r->of[0].value(), stores = r->of[1].value();
     if (loads.requests == 0 && stores.requests == 0) continue;
@@ -257,7 +255,7 @@ void traffic_grid_finished() {
 }
 
 void count_mma_flops(uint64_t flops) {
-  if (g_launch.active.load(std::memory_order_relaxed)) g_launch.mma_flops += flops;
+  if (traffic_recording()) g_launch.mma_flops += flops;
 }
 
 void start_traffic_recording() {

@@ -12,8 +12,8 @@ namespace cg_emu {
 inline std::atomic<bool> g_traffic_recording{false};
 inline bool traffic_recording() { return g_traffic_recording.load(std::memory_order_relaxed); }
 
-// A plain load or store of `bytes` at p by the running thread (ignored unless p lies in a device
-// allocation).
+// A plain load or store of `bytes` at p by the running thread, while a recording is open (ignored
+// unless p lies in a device allocation).
 void traffic_access(const void* p, size_t bytes, bool write);
 
 // On the host thread that runs the block.

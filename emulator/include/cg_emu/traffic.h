@@ -2,11 +2,11 @@
 // performance model that runs without a GPU). While a recording is open, every global-memory load
 // and store of the instrumented kernels (the checked library, cmake/Emulation.cmake) is counted as
 // a device's memory system sees it: the k-th access of each lane of a warp, taken together, is one
-// warp-wide request, and the request costs the distinct 32-byte sectors its lanes touch. Bytes
-// asked for over bytes of sectors touched is the coalescing a profiler reports as sector
-// efficiency (1 when a warp reads 128 contiguous bytes as 32 floats; 1/8 when each lane's float
-// sits in a sector of its own). The sectors no earlier request of the same launch touched are the
-// launch's footprint: what it must move from DRAM at least, with an L2 that keeps everything.
+// warp-wide request (one per allocation its lanes reach), and the request costs the distinct
+// 32-byte sectors its lanes touch. The fewest sectors the request's bytes could lie in, over the
+// sectors it touched, is its coalescing (MemoryTraffic::efficiency). The sectors no earlier request
+// of the same launch touched are the launch's footprint: what it must move from DRAM at least,
+// with an L2 that keeps everything.
 //
 // Counted: plain and vector loads and stores to device allocations (cudaMalloc), global memory
 // only. Not counted: shared memory, atomics (they are performed at L2, not through the sectors

@@ -135,8 +135,12 @@ TEST_P(BatchNormTraffic, EveryActivationIsReadAndWrittenCoalescedAndAsOftenAsDes
         for (const cg_emu::AllocationTraffic& t : l.by_allocation) {
           const char* buffer = r.activations.name_of(t.address);
           if (!buffer) continue;  // per-channel vectors and partial sums
-          if (t.loads.requests) EXPECT_GE(t.loads.efficiency(), kFloor) << name << ", " << l.kernel << ": loads of " << buffer;
-          if (t.stores.requests) EXPECT_GE(t.stores.efficiency(), kFloor) << name << ", " << l.kernel << ": stores to " << buffer;
+          if (t.loads.requests) {
+            EXPECT_GE(t.loads.efficiency(), kFloor) << name << ", " << l.kernel << ": loads of " << buffer;
+          }
+          if (t.stores.requests) {
+            EXPECT_GE(t.stores.efficiency(), kFloor) << name << ", " << l.kernel << ": stores to " << buffer;
+          }
         }
       }
     // Forward: x twice (statistics, then the affine pass, which also reads the residual once), y
