@@ -1,7 +1,8 @@
 // Backward convolution as implicit GEMMs (conv_native_tiles.cuh).
-// Backward-data: rows = input pixels (n, iy, ix), columns = input channels, depth = (c_out, ky, kx);
-// A is dy at the output that saw the pixel through tap (ky, kx) (zero when none: padding, or a
-// stride that skips the pixel), B[k][c] = w[c_out][c][ky][kx].
+// Backward-data, one GEMM per phase of the stride (Phase below): rows = the phase's input pixels
+// (n, iy, ix), columns = input channels, depth = (c_out, ky, kx) over the taps that reach those
+// pixels, 2.25 of 9 on average for a 3x3 filter at stride 2; A is dy at the output that saw the
+// pixel through the tap (zero past the image's edge), B[k][c] = w[c_out][c][ky][kx].
 // Backward-filter computes dw transposed: rows = taps j = (c_in, ky, kx), columns = c_out, depth =
 // output pixels (n, oy, ox), which is long, so it is split into a fixed number of K slices (a
 // function of the shape only) whose fp32 partials go to stream-ordered scratch and are added in
@@ -17,65 +18,88 @@ namespace cg::kernels::cuda {
 namespace conv_native {
 namespace {
 
-// kStride = 0: the stride is read at run time.
-template <typename T, int KH, int KW, int kStride>
+// The input pixels of one phase (py, px) of the stride s: those with (iy + pad) % s == py and
+// (ix + pad) % s == px. Only the taps ky = py + s a, kx = px + s b reach them, and tap (a, b) reaches
+// pixel (iy, ix) = (iy_first + s j, ix_first + s i) from output (qy0 + j - a, qx0 + i - b): a
+// stride-1 convolution of dy with the phase's taps. Stride 1 has one phase, every tap.
+struct Phase {
+  int py, px;             // the taps' offsets
+  int taps_y, taps_x;     // how many taps the phase has along each axis (0 when the filter is smaller than the stride)
+  int iy_first, ix_first;  // the phase's first input row and column
+  int rows, cols;          // its pixels per image: rows x cols
+  int qy0, qx0;            // (iy_first + pad - py) / s, likewise for x
+};
+Phase phase_of(const Dims& d, int py, int px) {
+  auto axis = [&](int p, int kernel, int size, int& taps, int& first, int& count, int& q0) {
+    taps = p < kernel ? (kernel - p + d.stride - 1) / d.stride : 0;
+    first = ((p - d.pad) % d.stride + d.stride) % d.stride;
+    count = first < size ? (size - first + d.stride - 1) / d.stride : 0;
+    q0 = (first + d.pad - p) / d.stride;
+  };
+  Phase f{py, px, 0, 0, 0, 0, 0, 0, 0, 0};
+  axis(py, d.kh, d.h, f.taps_y, f.iy_first, f.rows, f.qy0);
+  axis(px, d.kw, d.w, f.taps_x, f.ix_first, f.cols, f.qx0);
+  return f;
+}
+
+// One phase: rows m = (image, j, i) over the phase's pixels, depth k = (c_out, a, b) over its taps.
+// NTY, NTX: the phase's tap counts when known at compile time, else 0.
+template <typename T, int NTY, int NTX>
 struct BackwardDataProblem {
   using S = TileShape<T>;
   static constexpr bool kARowMajor = false;
   Dims d;
-  Taps<KH, KW> taps;
+  Phase f;
+  Taps<NTY, NTX> taps;  // (a, b), f.taps_y x f.taps_x
   const T* __restrict__ dy;
   const T* __restrict__ w;
   T* __restrict__ dx;
   int m0 = 0, n0 = 0, k_begin = 0, k_end = 0;
   bool m_ok = false;
   int64_t dy_image = 0;  // offset of the pixel's image in dy
-  int ty0 = 0, tx0 = 0;       // iy + pad, ix + pad: tap (ky, kx) reaches it from output (ty0 - ky, tx0 - kx) / stride
+  int qy = 0, qx = 0;    // tap (a, b) reaches the pixel from output (qy - a, qx - b)
+  T* pixel = nullptr;    // the pixel in channel 0 of dx
 
   __device__ void setup(int bm, int bn, int /*slice*/) {
     m0 = bm;
     n0 = bn;
     k_begin = 0;
-    k_end = d.co * taps.count();
-    const int plane = d.h * d.w, m = m0 + int(threadIdx.x) % kBM;
-    m_ok = m < d.n * plane;
-    const PlanePixel p = locate_pixel(m, m_ok, plane, d.w);
+    k_end = d.co * f.taps_y * f.taps_x;
+    const int m = m0 + int(threadIdx.x) % kBM;
+    m_ok = m < d.n * f.rows * f.cols;
+    const PlanePixel p = locate_pixel(m, m_ok, f.rows * f.cols, f.cols);
     dy_image = int64_t(p.image) * d.co * d.oh * d.ow;
-    ty0 = p.y + d.pad;
-    tx0 = p.x + d.pad;
+    qy = f.qy0 + p.y;
+    qx = f.qx0 + p.x;
+    const int iy = f.iy_first + d.stride * p.y, ix = f.ix_first + d.stride * p.x;
+    pixel = dx + int64_t(p.image) * d.ci * d.h * d.w + iy * d.w + ix;
   }
   __device__ void load_a(int k0, T (&r)[S::kAPerThread]) const {
     const T* img = dy + dy_image;
-    const int stride = kStride ? kStride : d.stride;
 #pragma unroll
     for (int i = 0; i < S::kAPerThread; ++i) {
       const int k = k0 + int(threadIdx.x) / kBM + i * S::kKRowsPerPass;
-      int o, ky, kx;
-      taps.split(k, o, ky, kx);
-      const int ty = ty0 - ky, tx = tx0 - kx;
-      bool ok = m_ok && k < k_end && ty >= 0 && tx >= 0;
-      int oy = ty, ox = tx;
-      if (stride != 1) {
-        ok = ok && ty % stride == 0 && tx % stride == 0;
-        oy = ty / stride;
-        ox = tx / stride;
-      }
-      ok = ok && oy < d.oh && ox < d.ow;
+      int o, a, b;
+      taps.split(k, o, a, b);
+      const int oy = qy - a, ox = qx - b;
+      const bool ok = m_ok && k < k_end && unsigned(oy) < unsigned(d.oh) && unsigned(ox) < unsigned(d.ow);
       r[i] = ok ? img[(o * d.oh + oy) * d.ow + ox] : zero<T>();
     }
   }
   __device__ void load_b(int k0, T (&r)[S::kBPerThread]) const {
     const int k = k0 + int(threadIdx.x) % S::kBK;
-    const int o = k / taps.count(), tap = k - o * taps.count();
-    const int64_t base = (int64_t(o) * d.ci) * taps.count() + tap;  // w[o][c][tap] = base + c * taps
+    int o, a, b;
+    taps.split(k, o, a, b);
+    const int filter = d.kh * d.kw, tap = (f.py + d.stride * a) * d.kw + f.px + d.stride * b;
+    const int64_t base = int64_t(o) * d.ci * filter + tap;  // w[o][c][tap] = base + c * filter
 #pragma unroll
     for (int i = 0; i < S::kBPerThread; ++i) {
       const int c = n0 + int(threadIdx.x) / S::kBK + i * S::kRowsPerPass;
-      r[i] = (k < k_end && c < d.ci) ? w[base + int64_t(c) * taps.count()] : zero<T>();
+      r[i] = (k < k_end && c < d.ci) ? w[base + int64_t(c) * filter] : zero<T>();
     }
   }
   __device__ void epilogue(const float* cs) const {
-    if (m_ok) store_nchw_tile(cs, m0, n0, d.ci, d.h * d.w, static_cast<const T*>(nullptr), dx);
+    if (m_ok) store_channels(cs, n0, d.ci, d.h * d.w, static_cast<const T*>(nullptr), pixel);
   }
 };
 
@@ -184,25 +208,33 @@ struct BiasGrad {
   }
 };
 
+// One launch per phase, s * s in all. A phase without taps (a 1x1 filter's pixels that stride 2
+// skips) has an empty depth, so its tiles write zeros.
 template <typename T>
 struct BackwardData {
-  template <int KH, int KW, int kStride>
-  static void launch(const Conv2dShape& s, const void* dy, const void* w, void* dx, Stream stream) {
-    const Dims d = dims_of(s);
-    const BackwardDataProblem<T, KH, KW, kStride> p{
-        d, {d.kh, d.kw}, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx)};
-    launch_tiles<T>(p, int64_t(d.n) * d.h * d.w, d.ci, 1, stream, "conv2d_native_backward_data");
+  template <int NTY, int NTX>
+  static void launch(const Dims& d, const Phase& f, const void* dy, const void* w, void* dx, Stream stream) {
+    const BackwardDataProblem<T, NTY, NTX> p{
+        d, f, {f.taps_y, f.taps_x}, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx)};
+    launch_tiles<T>(p, int64_t(d.n) * f.rows * f.cols, d.ci, 1, stream, "conv2d_native_backward_data");
   }
-  template <int KH, int KW>
-  struct Run {
-    static void run(const Conv2dShape& s, const void* dy, const void* w, void* dx, Stream stream) {
-      if (s.stride == 1) return launch<KH, KW, 1>(s, dy, w, dx, stream);
-      if (s.stride == 2) return launch<KH, KW, 2>(s, dy, w, dx, stream);
-      return launch<KH, KW, 0>(s, dy, w, dx, stream);
-    }
-  };
+  // The tap counts as constants where MiniResNet has them (3x3 at stride 1 and 2, 1x1 at both).
+  static void launch_phase(const Dims& d, const Phase& f, const void* dy, const void* w, void* dx, Stream stream) {
+    const int ty = f.taps_y, tx = f.taps_x;
+    if (ty == 3 && tx == 3) return launch<3, 3>(d, f, dy, w, dx, stream);
+    if (ty == 2 && tx == 2) return launch<2, 2>(d, f, dy, w, dx, stream);
+    if (ty == 2 && tx == 1) return launch<2, 1>(d, f, dy, w, dx, stream);
+    if (ty == 1 && tx == 2) return launch<1, 2>(d, f, dy, w, dx, stream);
+    if (ty == 1 && tx == 1) return launch<1, 1>(d, f, dy, w, dx, stream);
+    return launch<0, 0>(d, f, dy, w, dx, stream);
+  }
   static void run(const Conv2dShape& s, const void* dy, const void* w, void* dx, Stream stream) {
-    dispatch_taps<Run>(s, dy, w, dx, stream);
+    const Dims d = dims_of(s);
+    for (int py = 0; py < d.stride; ++py)
+      for (int px = 0; px < d.stride; ++px) {
+        const Phase f = phase_of(d, py, px);
+        if (f.rows > 0 && f.cols > 0) launch_phase(d, f, dy, w, dx, stream);
+      }
   }
 };
 

@@ -99,17 +99,23 @@ __device__ __forceinline__ T image_at(const T* img, const Dims& d, bool ok, int 
 // Drains this thread's share of a C tile (layout above) whose rows m = (image, pixel) are pixels
 // and whose columns n are channels into the NCHW tensor `out` of `channels` x `plane`, adding
 // bias[n] when a bias is given. The caller skips rows past the last pixel.
+// `pixel` is this thread's row m0 + threadIdx.x % kBM, an element of channel 0 of its image; the
+// channels follow `plane` elements apart.
 template <typename T>
-__device__ void store_nchw_tile(const float* cs, int m0, int n0, int channels, int plane, const T* bias, T* out) {
-  const int m_local = int(threadIdx.x) % kBM, m = m0 + m_local, image = m / plane;
-  T* dst = out + int64_t(image) * channels * plane + (m - image * plane);
+__device__ void store_channels(const float* cs, int n0, int channels, int plane, const T* bias, T* pixel) {
+  const int m_local = int(threadIdx.x) % kBM;
   for (int i = 0; i < kEpiloguePerThread; ++i) {
     const int n_local = int(threadIdx.x) / kBM + i * kEpilogueNStep, n = n0 + n_local;
     if (n >= channels) break;
     float v = cs[n_local * kLdC + m_local];
     if (bias) v += to_f32(bias[n]);
-    dst[int64_t(n) * plane] = from_f32<T>(v);
+    pixel[int64_t(n) * plane] = from_f32<T>(v);
   }
+}
+template <typename T>
+__device__ void store_nchw_tile(const float* cs, int m0, int n0, int channels, int plane, const T* bias, T* out) {
+  const int m = m0 + int(threadIdx.x) % kBM, image = m / plane;
+  store_channels(cs, n0, channels, plane, bias, out + int64_t(image) * channels * plane + (m - image * plane));
 }
 
 // Tensor-core math for the half types: warp (wm, wn) owns rows wm*32.. and columns wn*32.. as

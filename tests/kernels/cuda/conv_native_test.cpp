@@ -41,6 +41,13 @@ const Conv2dShape kShapes[] = {
     {1, 13, 5, 7, 3, 1, 1, 1, 0},  // 1x1 stride 1
     {2, 5, 7, 7, 3, 5, 5, 3, 2},   // generic filter size and stride
     {2, 3, 11, 9, 70, 2, 3, 1, 0},  // kh != kw, c_out crosses a 64-wide tile
+    // Backward-data's phases of the stride: a 1x1 image (phases without pixels), a 2x2 filter at
+    // stride 2 (every phase one tap), a 1x1 filter at stride 3 (eight phases without taps: zeros),
+    // padding wider than the stride.
+    {1, 4, 1, 1, 3, 3, 3, 2, 1},
+    {2, 3, 6, 5, 4, 2, 2, 2, 0},
+    {1, 5, 7, 8, 6, 1, 1, 3, 0},
+    {2, 4, 9, 9, 5, 3, 3, 2, 2},
 };
 
 std::string describe(const Conv2dShape& s, DType t) {
