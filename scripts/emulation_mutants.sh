@@ -3,7 +3,8 @@
 # kernel shows (a tail bound off by one, a missing __syncthreads, a wrong shuffle offset, swapped
 # WMMA layouts, a wrong vector width, a missing stream wait, a grid-stride loop that does not go
 # round, a shuffle mask that leaves lanes out, a read-modify-write race on shared memory, a last-block
-# reduction finishing early, unreset or in arrival order, an uncoalesced load), rebuilds, runs the suite of
+# reduction finishing early, unreset or in arrival order, an uncoalesced load, a grid that
+# runs the tensor cores over zeros, a convolution phase's taps offset), rebuilds, runs the suite of
 # scripts/test_emulated.sh, and prints which tests caught each. The source is restored after each
 # mutant (and on any exit). Exit status 1 if some mutant survived.
 # Usage: scripts/emulation_mutants.sh [--fast] [BUILD_DIR]   (default build-emu; made by
@@ -139,6 +140,20 @@ mutant scalar_loads kernels/cuda/batch_norm_rows.cuh \
   "        load_raw<V>(x + r * channels + at.first_channel, item.v);" \
   "        for (int k = 0; k < V; ++k) item.v[k] = x[r * channels + at.first_channel + k];" \
   "BatchNormTraffic"
+# Native backward-data with each phase's grid as large as the whole image: the extra blocks find
+# no pixel and write nothing, so the results are right, but they run the tensor cores over zeros,
+# 4x the useful work at stride 2; the emulated GPU's WMMA count sees it
+# (tests/kernels/cuda/conv_native_traffic_test.cpp).
+mutant phase_grid kernels/cuda/conv_native_backward.cu \
+  "launch_tiles<T>(p, int64_t(d.n) * f.rows * f.cols, d.ci" \
+  "launch_tiles<T>(p, int64_t(d.n) * d.h * d.w, d.ci" \
+  "ConvNativeWork"
+# A phase's first input row as C++'s remainder leaves it, negative where the padding exceeds the
+# phase's offset: each pixel meets the taps of another.
+mutant phase_offset kernels/cuda/conv_native_backward.cu \
+  "first = ((p - d.pad) % d.stride + d.stride) % d.stride;" \
+  "first = (p - d.pad) % d.stride;" \
+  "CudaConvNative"
 
 cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null  # leave the build as the source is
 echo "emulation_mutants: $survivors survivor(s)"
