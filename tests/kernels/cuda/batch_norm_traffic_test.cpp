@@ -15,10 +15,8 @@
 #include "kernels/cuda/batch_norm.h"
 #include "support/cuda_kernel_test.h"
 #include "support/device_workspace.h"
+#include "support/traffic_counts.h"
 
-#ifdef CUDAGRAD_GPU_EMULATION
-#include "cg_emu/traffic.h"
-#endif
 
 namespace cg::kernels {
 namespace {
@@ -26,7 +24,7 @@ namespace {
 using cuda::Activation;
 using test::DeviceBuffer;
 
-#ifdef CUDAGRAD_GPU_EMULATION
+#if CUDAGRAD_TRAFFIC_COUNTS
 // The activation-sized buffers of one case, whose traffic the floors are about.
 struct Activations {
   std::vector<std::pair<const char*, const void*>> named;
@@ -108,18 +106,11 @@ constexpr double kFloor = 0.95;
 
 class BatchNormTraffic : public ::testing::TestWithParam<TrafficCase> {
  protected:
-  void SetUp() override {
-    NEED_GPU();
-#ifdef CUDAGRAD_GPU_EMULATION
-    if (!cg_emu::traffic_hooks_built()) GTEST_SKIP() << "this emulated GPU has no access hooks (CUDAGRAD_EMU_ACCESS_CHECKS=OFF)";
-#else
-    GTEST_SKIP() << "memory traffic is counted by the emulated GPU; this is a real GPU (Nsight Compute measures it there)";
-#endif
-  }
+  void SetUp() override { NEED_TRAFFIC_COUNTS(); }
 };
 
 TEST_P(BatchNormTraffic, EveryActivationIsReadAndWrittenCoalescedAndAsOftenAsDesigned) {
-#ifdef CUDAGRAD_GPU_EMULATION
+#if CUDAGRAD_TRAFFIC_COUNTS
   const TrafficCase& k = GetParam();
   const double a = double(uint64_t(k.s.n * k.s.c * k.s.hw) * itemsize(k.t));
   for (const bool residual : {false, true}) {

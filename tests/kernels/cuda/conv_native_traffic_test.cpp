@@ -12,10 +12,8 @@
 
 #include "kernels/cuda/conv_native.h"
 #include "support/cuda_kernel_test.h"
+#include "support/traffic_counts.h"
 
-#ifdef CUDAGRAD_GPU_EMULATION
-#include "cg_emu/traffic.h"
-#endif
 
 namespace cg::kernels {
 namespace {
@@ -34,18 +32,11 @@ constexpr double kMostIssuedPerUseful = 1.25;
 
 class ConvNativeWork : public ::testing::TestWithParam<Conv2dShape> {
  protected:
-  void SetUp() override {
-    NEED_GPU();
-#ifdef CUDAGRAD_GPU_EMULATION
-    if (!cg_emu::traffic_hooks_built()) GTEST_SKIP() << "this emulated GPU has no access hooks (CUDAGRAD_EMU_ACCESS_CHECKS=OFF)";
-#else
-    GTEST_SKIP() << "tensor-core work is counted by the emulated GPU; this is a real GPU (Nsight Compute measures it there)";
-#endif
-  }
+  void SetUp() override { NEED_TRAFFIC_COUNTS(); }
 };
 
 TEST_P(ConvNativeWork, BackwardDataIssuesOnlyTheTapsThatReachEachPixel) {
-#ifdef CUDAGRAD_GPU_EMULATION
+#if CUDAGRAD_TRAFFIC_COUNTS
   const Conv2dShape& s = GetParam();
   const DType t = DType::f16;
   DeviceBuffer dy(test::random_rounded(size_t(s.n * s.c_out * s.out_h() * s.out_w()), 1, t), t);
