@@ -24,7 +24,7 @@ namespace {
 // stride-1 convolution of dy with the phase's taps. Stride 1 has one phase, every tap.
 struct Phase {
   int py, px;             // the taps' offsets
-  int taps_y, taps_x;     // how many taps the phase has along each axis (0 when the filter is smaller than the stride)
+  int taps_y, taps_x;     // the phase's taps along each axis (0 where the offset lies past the filter: 1x1 at stride 2)
   int iy_first, ix_first;  // the phase's first input row and column
   int rows, cols;          // its pixels per image: rows x cols
   int qy0, qx0;            // (iy_first + pad - py) / s, likewise for x
