@@ -6,7 +6,9 @@
 # should become a regression file in fuzz/regressions/<target>/ (the CTest test
 # fuzz_regressions replays those).
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 60 fuzz_tcp_store
-# Environment: FUZZ_NO_BUILD=1 (run what is built: lets two runs go side by side), JOBS (build parallelism, default all cores), CXX (default clang++-14 or clang++).
+# Environment: FUZZ_NO_BUILD=1 (run what is built: lets two runs go side by side), BUILD_ONLY=1 (build,
+# then stop: .ci/run builds ahead this way while earlier stages test), JOBS (build parallelism,
+# default all cores), CXX (default clang++-14 or clang++).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -28,6 +30,7 @@ if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then
   configure
   cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}"
 fi
+if [[ "${BUILD_ONLY:-0}" == 1 ]]; then exit 0; fi
 
 # Inputs bigger than this teach little: a CIFAR-10 record is 3073 bytes, a checkpoint header of a
 # tiny model a few hundred.

@@ -9,7 +9,8 @@
 # the engine, data and conformance tests once more with the threads of each block run in reverse
 # order. The kernel tests check every shared-memory access instead (cmake/Emulation.cmake).
 # Tests of cuDNN, cuBLAS or NCCL, and of real concurrency, skip there as needing a real GPU.
-# Environment: BUILD_DIR (default build-emu), JOBS (default: all cores).
+# Environment: BUILD_DIR (default build-emu), JOBS (default: all cores), BUILD_ONLY=1 (install and
+# build, then stop: .ci/run builds ahead this way while earlier stages test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh --for-tests
@@ -17,6 +18,7 @@ BUILD_DIR=${BUILD_DIR:-build-emu}
 JOBS=${JOBS:-$(nproc)}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCUDAGRAD_GPU_EMULATION=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
+if [[ "${BUILD_ONLY:-0}" == 1 ]]; then exit 0; fi
 labels="emulator|kernels_cuda|engine_cuda|data_cuda|dist_cuda|nn_cuda|train_cuda|apps_cuda|conformance_cuda"
 # The kernel tests run the kernels with every shared-memory access checked (bounds, and races
 # between barriers: emulator/shared_checker.h), which finds what the reverse order would and more;

@@ -64,7 +64,7 @@ struct BackwardDataProblem {
     m0 = bm;
     n0 = bn;
     k_begin = 0;
-    k_end = d.co * f.taps_y * f.taps_x;
+    k_end = d.co * taps.count();
     const int m = m0 + int(threadIdx.x) % kBM;
     m_ok = m < d.n * f.rows * f.cols;
     const PlanePixel p = locate_pixel(m, m_ok, f.rows * f.cols, f.cols);

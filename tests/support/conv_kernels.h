@@ -62,42 +62,59 @@ inline std::vector<float> all_outputs(const ConvKernels& k, const kernels::Conv2
   return y;
 }
 
-// One algorithm's float32 errors against the plain reference in float64 (kernels/cpu/conv2d.h) on
-// fixed random data, each relative to its pass's scale (the same convolution of |x|, |w|, |dy|,
-// plus the largest |bias| for the forward). Checks on the way that every output is written (they
-// start as NaN, which counts as infinite) and, with a bias, that its gradient is the reference's
-// plain sum of dy to the bit, as every CPU algorithm's is.
+// The plain reference's float64 results (kernels/cpu/conv2d.h) for one shape, on fixed random
+// data, and each pass's scale (the same convolution of |x|, |w|, |dy|, its largest element, plus
+// the largest |bias| for the forward). Computed once per shape: the float64 loops cost far more
+// than the algorithms they check, and every algorithm of a test is held to the same reference.
+struct ConvReference {
+  kernels::Conv2dShape s;
+  bool with_bias;
+  std::vector<float> x, w, b, dy;
+  std::vector<double> y, dx, dw;
+  double y_scale = 0, dx_scale = 0, dw_scale = 0;
+
+  ConvReference(const kernels::Conv2dShape& shape, bool bias) : s(shape), with_bias(bias) {
+    namespace cpu = kernels::cpu;
+    const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
+    const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w()), bn = size_t(s.c_out);
+    x = random_vector<float>(xn, 11), w = random_vector<float>(wn, 12);
+    b = random_vector<float>(bn, 13), dy = random_vector<float>(yn, 14);
+    const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
+    y.resize(yn), dx.resize(xn), dw.resize(wn);
+    std::vector<double> db(bn), sy(yn), sdx(xn), sdw(wn);
+    cpu::conv2d_forward<double>(s, xd.data(), wd.data(), with_bias ? bd.data() : nullptr, y.data());
+    cpu::conv2d_backward_data<double>(s, dyd.data(), wd.data(), dx.data());
+    cpu::conv2d_backward_filter<double>(s, xd.data(), dyd.data(), dw.data(), db.data());
+    const auto ax = absolute(xd), aw = absolute(wd), ady = absolute(dyd);
+    cpu::conv2d_forward<double>(s, ax.data(), aw.data(), nullptr, sy.data());
+    cpu::conv2d_backward_data<double>(s, ady.data(), aw.data(), sdx.data());
+    cpu::conv2d_backward_filter<double>(s, ax.data(), ady.data(), sdw.data(), nullptr);
+    y_scale = max_of(sy) + (with_bias ? max_of(absolute(bd)) : 0.0);
+    dx_scale = max_of(sdx), dw_scale = max_of(sdw);
+  }
+};
+
+// One algorithm's float32 errors against the reference, each relative to its pass's scale. Checks
+// on the way that every output is written (they start as NaN, which counts as infinite) and, with
+// a bias, that its gradient is the reference's plain sum of dy to the bit, as every CPU
+// algorithm's is.
 struct ConvErrors {
   double forward = 0, backward_data = 0, backward_filter = 0;
 };
-inline ConvErrors errors_against_reference(const ConvKernels& k, const kernels::Conv2dShape& s, bool with_bias,
-                                           const char* name) {
-  namespace cpu = kernels::cpu;
-  const size_t xn = size_t(s.n * s.c_in * s.h * s.w), wn = size_t(s.c_out * s.c_in * s.kh * s.kw);
-  const size_t yn = size_t(s.n * s.c_out * s.out_h() * s.out_w()), bn = size_t(s.c_out);
-  const auto x = random_vector<float>(xn, 11), w = random_vector<float>(wn, 12);
-  const auto b = random_vector<float>(bn, 13), dy = random_vector<float>(yn, 14);
-  const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), dyd = to_double(dy);
-  std::vector<double> ry(yn), rdx(xn), rdw(wn), rdb(bn), sy(yn), sdx(xn), sdw(wn);
-  cpu::conv2d_forward<double>(s, xd.data(), wd.data(), with_bias ? bd.data() : nullptr, ry.data());
-  cpu::conv2d_backward_data<double>(s, dyd.data(), wd.data(), rdx.data());
-  cpu::conv2d_backward_filter<double>(s, xd.data(), dyd.data(), rdw.data(), rdb.data());
-  const auto ax = absolute(xd), aw = absolute(wd), ady = absolute(dyd);
-  cpu::conv2d_forward<double>(s, ax.data(), aw.data(), nullptr, sy.data());
-  cpu::conv2d_backward_data<double>(s, ady.data(), aw.data(), sdx.data());
-  cpu::conv2d_backward_filter<double>(s, ax.data(), ady.data(), sdw.data(), nullptr);
-
-  auto y = nan_filled(yn), dx = nan_filled(xn), dw = nan_filled(wn), db = nan_filled(bn);
-  k.forward(s, x.data(), w.data(), with_bias ? b.data() : nullptr, y.data());
-  k.backward_data(s, dy.data(), w.data(), dx.data());
-  k.backward_filter(s, x.data(), dy.data(), dw.data(), with_bias ? db.data() : nullptr);
-  if (with_bias) {
+inline ConvErrors errors_against(const ConvReference& r, const ConvKernels& k, const char* name) {
+  const auto& s = r.s;
+  const size_t bn = size_t(s.c_out);
+  auto y = nan_filled(r.y.size()), dx = nan_filled(r.dx.size()), dw = nan_filled(r.dw.size()), db = nan_filled(bn);
+  k.forward(s, r.x.data(), r.w.data(), r.with_bias ? r.b.data() : nullptr, y.data());
+  k.backward_data(s, r.dy.data(), r.w.data(), dx.data());
+  k.backward_filter(s, r.x.data(), r.dy.data(), dw.data(), r.with_bias ? db.data() : nullptr);
+  if (r.with_bias) {
     std::vector<float> reference_db(bn);
-    cpu::conv2d_bias_gradient<float>(s, dy.data(), reference_db.data());
+    kernels::cpu::conv2d_bias_gradient<float>(s, r.dy.data(), reference_db.data());
     EXPECT_EQ(0, std::memcmp(db.data(), reference_db.data(), bn * sizeof(float))) << name << " bias gradient";
   }
-  return {relative_error(y, ry, max_of(sy) + (with_bias ? max_of(absolute(bd)) : 0.0)),
-          relative_error(dx, rdx, max_of(sdx)), relative_error(dw, rdw, max_of(sdw))};
+  return {relative_error(y, r.y, r.y_scale), relative_error(dx, r.dx, r.dx_scale),
+          relative_error(dw, r.dw, r.dw_scale)};
 }
 
 // all_outputs on 1, 2 and 3 threads, bit for bit; leaves OpenMP at 2 threads.

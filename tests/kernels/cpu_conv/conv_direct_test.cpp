@@ -81,12 +81,13 @@ TEST(DirectConv, MatchesTheReferenceWithinTolerance) {
                                  im2col_conv2d_backward_filter<float>};
   for (const Case& c : kCases) {
     ASSERT_TRUE(direct_conv_supports(c.s)) << c.name;
-    const test::ConvErrors e = test::errors_against_reference(direct, c.s, c.bias, c.name);
+    const test::ConvReference reference(c.s, c.bias);
+    const test::ConvErrors e = test::errors_against(reference, direct, c.name);
     EXPECT_LE(e.forward, kDirectTolerance) << c.name << " forward";
     EXPECT_LE(e.backward_data, kDirectTolerance) << c.name << " backward data";
     EXPECT_LE(e.backward_filter, kDirectTolerance) << c.name << " backward filter";
     // For the record: float32 im2col's errors on the same scales.
-    const test::ConvErrors i = test::errors_against_reference(im2col, c.s, c.bias, c.name);
+    const test::ConvErrors i = test::errors_against(reference, im2col, c.name);
     fprintf(stderr,
             "%-26s error / scale, direct (im2col): forward %.2e (%.2e), backward-data %.2e (%.2e), "
             "backward-filter %.2e (%.2e)\n",
