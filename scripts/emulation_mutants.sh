@@ -41,7 +41,10 @@ path, old, new = sys.argv[1], os.environ["OLD"], os.environ["NEW"]
 text = open(path).read()
 if text.count(old) != 1:
     sys.exit(f"emulation_mutants: expected one '{old}' in {path}, found {text.count(old)}")
-open(path, "w").write(text.replace(old, new))
+# Whole or not at all (a new file renamed over the old): a build running beside this one
+# (.ci/run's fuzzing folder) never reads half a source.
+open(path + ".mutant-new", "w").write(text.replace(old, new))
+os.replace(path + ".mutant-new", path)
 PY
   local t0=$SECONDS
   cmake --build "$BUILD_DIR" -j "$(nproc)" >/dev/null

@@ -30,8 +30,9 @@ supp="$PWD/scripts/sanitizers"
 configure_and_build() {  # dir, sanitizer flags, [targets...] (default: everything)
   local dir=$1 flags=$2
   shift 2
-  # -O1: the sanitizers' cost on top of -O2 buys little here, and -O1 compiles faster.
-  # -g1: line tables for the reports. ccache keeps rebuilds cheap.
+  # -O1: the sanitizers' cost on top of -O2 buys little here, and -O1 compiles faster (the tests'
+  # own sources take -O0 in every build: tests/CMakeLists.txt). -g1: line tables for the
+  # reports. ccache keeps rebuilds cheap.
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDAGRAD_CUDA=OFF \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -fno-omit-frame-pointer $flags" \
     "-DCMAKE_EXE_LINKER_FLAGS=$flags" >/dev/null
